@@ -1,0 +1,108 @@
+"""Real PostgreSQL and Redis for the whole session, clean state for every test."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import pytest
+import redis
+from sqlalchemy import Engine, text
+
+from webapp import create_app
+from webapp.db import make_engine, seed, upgrade
+from webapp.embedded import EmbeddedPostgres, EmbeddedRedis
+
+
+@dataclass
+class Servers:
+    postgres: EmbeddedPostgres
+    redis: EmbeddedRedis
+    engine: Engine
+
+    @property
+    def database_url(self) -> str:
+        return self.postgres.url("webapp_test")
+
+    def config(self, **overrides: object) -> dict[str, object]:
+        return {"APP_ENV": "testing", "SECRET_KEY": "test-secret",
+                "DATABASE_URL": self.database_url, "REDIS_URL": self.redis.url, **overrides}
+
+
+@pytest.fixture(scope="session")
+def servers(tmp_path_factory: pytest.TempPathFactory):
+    base = tmp_path_factory.mktemp("servers")
+    postgres = EmbeddedPostgres(base / "postgres", fast=True).start()
+    store = EmbeddedRedis(base / "redis", persist=False).start()
+    try:
+        postgres.create_database("webapp_test")
+        engine = make_engine(postgres.url("webapp_test"))
+        upgrade(engine)
+        seed(engine)
+        yield Servers(postgres, store, engine)
+        engine.dispose()
+    finally:
+        store.stop()
+        postgres.stop("immediate")
+
+
+@pytest.fixture(autouse=True)
+def clean_state(request: pytest.FixtureRequest):
+    """Before each test that uses the servers: no orders, empty Redis, catalogue on sale."""
+    if "servers" in request.fixturenames:
+        servers: Servers = request.getfixturevalue("servers")
+        with servers.engine.begin() as conn:
+            conn.execute(text("TRUNCATE orders RESTART IDENTITY"))
+            conn.execute(text("UPDATE products SET active = true"))
+        with redis.Redis.from_url(servers.redis.url) as client:
+            client.flushall()
+
+
+@pytest.fixture
+def make_app(servers: Servers):
+    """Build an app on the test servers; engines and Redis pools are closed afterwards."""
+    apps = []
+
+    def make(**overrides: object):
+        app = create_app(servers.config(**overrides))
+        apps.append(app)
+        return app
+
+    yield make
+    for app in apps:
+        app.extensions["db"].kw["bind"].dispose()
+        app.extensions["form_tokens"].store.client.close()
+
+
+@pytest.fixture
+def app(make_app):
+    return make_app()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+@pytest.fixture
+def rdb(servers: Servers) -> redis.Redis:
+    client = redis.Redis.from_url(servers.redis.url, decode_responses=True)
+    yield client
+    client.close()
+
+
+def order_count(servers: Servers) -> int:
+    with servers.engine.connect() as conn:
+        return conn.scalar(text("SELECT count(*) FROM orders"))
+
+
+def hidden(html: str, name: str) -> str:
+    """The value of the hidden input called ``name`` in a rendered page."""
+    match = re.search(rf'name="{name}"[^>]*value="([^"]*)"', html) or \
+        re.search(rf'value="([^"]*)"[^>]*name="{name}"', html)
+    assert match, f"no hidden input {name!r} on the page"
+    return match.group(1)
+
+
+VALID = {"product": "1", "quantity": "2", "name": "Ada Lovelace", "email": "ada@example.com",
+         "address": "12 St James's Square\nLondon SW1Y 4JH"}

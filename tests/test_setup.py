@@ -1,0 +1,80 @@
+"""Configuration and database set-up."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+
+from webapp import create_app
+from webapp.config import DEV_SECRET_KEY
+
+
+@pytest.fixture
+def environ(monkeypatch, servers):
+    for name in ("APP_ENV", "SECRET_KEY", "DATABASE_URL", "REDIS_URL", "FORM_TOKEN_TTL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("DATABASE_URL", servers.database_url)
+    monkeypatch.setenv("REDIS_URL", servers.redis.url)
+    return monkeypatch
+
+
+def test_production_without_secret_key_refuses_to_start_and_says_how_to_fix_it(environ):
+    with pytest.raises(RuntimeError, match="(?s)SECRET_KEY is not set.*secrets.token_hex"):
+        create_app()
+
+
+def test_production_refuses_the_development_secret(environ):
+    environ.setenv("SECRET_KEY", DEV_SECRET_KEY)
+    with pytest.raises(RuntimeError, match="development secret"):
+        create_app()
+
+
+def test_production_with_a_secret_starts_with_secure_cookies(environ):
+    environ.setenv("SECRET_KEY", "x" * 64)
+    app = create_app()
+    assert app.config["SESSION_COOKIE_SECURE"] and app.config["SESSION_COOKIE_HTTPONLY"]
+    assert app.config["SESSION_COOKIE_SAMESITE"] == "Lax"
+    assert app.config["FORM_TOKENS_TTL"] == 3600
+
+
+def test_development_runs_on_the_dev_secret(environ):
+    environ.setenv("APP_ENV", "development")
+    environ.setenv("FORM_TOKEN_TTL", "600")
+    app = create_app()
+    assert app.config["SECRET_KEY"] == DEV_SECRET_KEY and app.config["FORM_TOKENS_TTL"] == 600
+
+
+@pytest.mark.parametrize("name, value, message", [
+    ("FORM_TOKEN_TTL", "soon", "must be a number"),
+    ("FORM_TOKEN_TTL", "1.5", "whole number"),
+    ("APP_ENV", "staging", "is not one of"),
+])
+def test_bad_settings_stop_start_up_with_a_clear_message(environ, name, value, message):
+    environ.setenv("SECRET_KEY", "x" * 64)
+    environ.setenv(name, value)
+    with pytest.raises(RuntimeError, match=message):
+        create_app()
+
+
+def test_missing_database_url_says_what_to_set(environ):
+    environ.setenv("APP_ENV", "development")
+    environ.delenv("DATABASE_URL")
+    with pytest.raises(RuntimeError, match="DATABASE_URL is not set"):
+        create_app()
+
+
+def test_the_test_hook_is_refused_outside_testing(environ):
+    environ.setenv("SECRET_KEY", "x" * 64)
+    with pytest.raises(RuntimeError, match="test hook"):
+        create_app({"TEST_PAUSE_AFTER_CONSUME": 1.0})
+
+
+def test_init_db_is_safe_to_run_twice(app, servers):
+    runner = app.test_cli_runner()
+    for _ in range(2):
+        result = runner.invoke(args=["init-db"])
+        assert result.exit_code == 0, result.output
+        assert "catalogue seeded" in result.output
+    with servers.engine.connect() as conn:
+        assert conn.scalar(text("SELECT count(*) FROM products")) == 4
+        assert conn.scalar(text("SELECT version_num FROM alembic_version")) == "0001"

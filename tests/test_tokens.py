@@ -1,0 +1,96 @@
+"""The framework-free token module on a real Redis."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from webapp.tokens import TokenStore, is_well_formed
+
+SID, OTHER_SID = "session-a", "session-b"
+
+
+@pytest.fixture
+def store(rdb) -> TokenStore:
+    return TokenStore(rdb, ttl=60, prefix="test")
+
+
+def test_issued_token_is_256_bits_urlsafe_and_consumed_once(store):
+    token = store.issue(session_id=SID, form="order")
+    assert is_well_formed(token) and len(token) == 43
+    assert store.consume(token, session_id=SID, form="order") is True
+    assert store.consume(token, session_id=SID, form="order") is False
+
+
+def test_token_expires_after_its_ttl(rdb):
+    store = TokenStore(rdb, ttl=1, prefix="test")
+    token = store.issue(session_id=SID, form="order")
+    assert 0 < rdb.ttl(store.key(token, session_id=SID, form="order")) <= 1
+    time.sleep(1.2)
+    assert store.consume(token, session_id=SID, form="order") is False
+
+
+def test_token_from_another_session_is_refused_and_not_burned(store):
+    token = store.issue(session_id=SID, form="order")
+    assert store.consume(token, session_id=OTHER_SID, form="order") is False
+    assert store.consume(token, session_id=SID, form="order") is True
+
+
+def test_token_for_another_form_is_refused_and_not_burned(store):
+    token = store.issue(session_id=SID, form="order")
+    assert store.consume(token, session_id=SID, form="cancel") is False
+    assert store.consume(token, session_id=SID, form="order") is True
+
+
+def test_many_tabs_get_independent_tokens(store):
+    tokens = [store.issue(session_id=SID, form="order") for _ in range(20)]
+    assert len(set(tokens)) == 20
+    assert store.consume(tokens[7], session_id=SID, form="order")
+    assert all(store.consume(t, session_id=SID, form="order") for t in tokens if t != tokens[7])
+
+
+def test_concurrent_consumers_of_one_token_have_exactly_one_winner(store):
+    token = store.issue(session_id=SID, form="order")
+    barrier = threading.Barrier(16)
+    results: list[bool] = []
+
+    def consume():
+        barrier.wait()
+        results.append(store.consume(token, session_id=SID, form="order"))
+
+    threads = [threading.Thread(target=consume) for _ in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results.count(True) == 1 and len(results) == 16
+
+
+def test_neither_the_token_nor_the_session_id_appears_in_redis(store, rdb):
+    token = store.issue(session_id=SID, form="order")
+    keys = rdb.keys("*")
+    assert keys == [store.key(token, session_id=SID, form="order")]
+    assert token not in keys[0] and SID not in keys[0]
+    assert rdb.get(keys[0]) == "1"
+
+
+def test_every_key_has_a_ttl(store, rdb):
+    for _ in range(5):
+        store.issue(session_id=SID, form="order")
+    assert all(0 < rdb.ttl(key) <= 60 for key in rdb.keys("*"))
+
+
+@pytest.mark.parametrize("value", [
+    None, "", " " * 43, "a" * 42, "a" * 44, "a" * 42 + "=", "a" * 42 + "\x00", "é" * 43,
+    "a" * 42 + "+", 43, b"a" * 43,
+])
+def test_malformed_tokens_are_recognised(value):
+    assert not is_well_formed(value)
+
+
+def test_digest_differs_by_form_and_session():
+    digests = {TokenStore.digest("t" * 43, session_id=s, form=f)
+               for s in (SID, OTHER_SID) for f in ("order", "cancel")}
+    assert len(digests) == 4 and all(len(d) == 43 for d in digests)

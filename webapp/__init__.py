@@ -1,0 +1,41 @@
+"""A shop whose order form is placed once and only once."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from flask import Flask, redirect, url_for
+
+from . import config, db, errors, orders, security
+from .extensions import csrf, form_tokens
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def create_app(test_config: dict[str, Any] | None = None) -> Flask:
+    """Build the app: defaults, then the environment, then ``test_config``."""
+    app = Flask(__name__, template_folder=str(ROOT / "templates"),
+                static_folder=str(ROOT / "static"))
+    app.config.update(config.from_environ())
+    if test_config:
+        app.config.update(test_config)
+    config.finish(app.config)
+
+    db.init_app(app)
+    form_tokens.init_app(app)
+    csrf.init_app(app)
+    security.init_app(app)
+    errors.init_app(app)
+    app.register_blueprint(orders.bp)
+
+    pause = app.config.get("TEST_PAUSE_AFTER_CONSUME")
+    if pause:
+        app.extensions["form_tokens"].after_consume = lambda: time.sleep(pause)
+
+    @app.get("/")
+    def index():
+        return redirect(url_for("orders.new"))
+
+    return app

@@ -1,0 +1,87 @@
+"""Configuration from the environment, checked once at start-up."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+#: The only secret the app accepts without being told one, and only in development.
+DEV_SECRET_KEY = "dev-only-not-secret"
+
+ENVIRONMENTS = ("production", "development", "testing")
+
+
+def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
+    """Settings read from ``environ`` (see the table in README.md)."""
+    env = environ.get("APP_ENV", "production")
+    config: dict[str, Any] = {
+        "APP_ENV": env,
+        "SECRET_KEY": environ.get("SECRET_KEY"),
+        "DATABASE_URL": environ.get("DATABASE_URL"),
+        "REDIS_URL": environ.get("REDIS_URL"),
+        "FORM_TOKEN_TTL": _int(environ, "FORM_TOKEN_TTL", 3600),
+        "SUBMIT_WAIT_SECONDS": _float(environ, "SUBMIT_WAIT_SECONDS", 10.0),
+        "MAX_CONTENT_LENGTH": _int(environ, "MAX_CONTENT_LENGTH", 64 * 1024),
+    }
+    if env == "testing":
+        # Test hook: sleep between GETDEL and the insert, to put duplicates in flight.
+        config["TEST_PAUSE_AFTER_CONSUME"] = _float(environ, "TEST_PAUSE_AFTER_CONSUME", 0.0)
+    return config
+
+
+def finish(config: dict[str, Any]) -> None:
+    """Fill in derived settings and refuse a configuration that is unsafe or incomplete."""
+    env = config["APP_ENV"]
+    if env not in ENVIRONMENTS:
+        raise RuntimeError(f"APP_ENV={env!r} is not one of {', '.join(ENVIRONMENTS)}.")
+    if not config.get("SECRET_KEY"):
+        if env == "production":
+            raise RuntimeError(
+                "SECRET_KEY is not set. Generate one with\n"
+                "  python -c 'import secrets; print(secrets.token_hex(32))'\n"
+                "and export it as SECRET_KEY (or set APP_ENV=development on your own machine)."
+            )
+        config["SECRET_KEY"] = DEV_SECRET_KEY
+    if env == "production" and config["SECRET_KEY"] == DEV_SECRET_KEY:
+        raise RuntimeError("SECRET_KEY is the development secret; set a real one in production.")
+    for name, example in (("DATABASE_URL", "postgresql+psycopg://user:pass@host/db"),
+                          ("REDIS_URL", "redis://host:6379/0")):
+        if not config.get(name):
+            raise RuntimeError(
+                f"{name} is not set. Export it (e.g. {name}={example}), "
+                "or start the app with scripts/run, which starts embedded servers."
+            )
+    if config.get("TEST_PAUSE_AFTER_CONSUME") and env != "testing":
+        raise RuntimeError("TEST_PAUSE_AFTER_CONSUME is a test hook, refused outside testing.")
+    config.update(
+        TESTING=env == "testing",
+        SESSION_COOKIE_HTTPONLY=True,
+        SESSION_COOKIE_SAMESITE="Lax",
+        SESSION_COOKIE_SECURE=env == "production",
+        # A CSRF token lives as long as the form token it travels with.
+        WTF_CSRF_TIME_LIMIT=config["FORM_TOKEN_TTL"],
+        FORM_TOKENS_REDIS_URL=config["REDIS_URL"],
+        FORM_TOKENS_TTL=config["FORM_TOKEN_TTL"],
+        FORM_TOKENS_WAIT=config["SUBMIT_WAIT_SECONDS"],
+    )
+
+
+def _int(environ: Mapping[str, str], name: str, default: int) -> int:
+    value = _float(environ, name, default)
+    if value != int(value):
+        raise RuntimeError(f"{name} must be a whole number, got {environ[name]!r}.")
+    return int(value)
+
+
+def _float(environ: Mapping[str, str], name: str, default: float) -> float:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise RuntimeError(f"{name} must be a number, got {raw!r}.") from None
+    if value < 0:
+        raise RuntimeError(f"{name} must not be negative, got {raw!r}.")
+    return value

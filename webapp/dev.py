@@ -1,0 +1,63 @@
+"""Serve the app on http://127.0.0.1:5000, with embedded servers by default.
+
+    python -m webapp.dev            (what scripts/run calls)
+
+When DATABASE_URL and REDIS_URL are unset it starts a real PostgreSQL and a
+real Redis from Python packages, keeps their data in ./instance/, applies the
+migrations, seeds the catalogue, serves the app with gunicorn, and stops the
+servers on exit (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from .embedded import EmbeddedPostgres, EmbeddedRedis
+
+INSTANCE = Path(__file__).resolve().parent.parent / "instance"
+PG_PORT, REDIS_PORT = 54329, 63799
+
+
+def main() -> int:
+    # SIGTERM (e.g. from a process manager) stops everything as Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    env = dict(os.environ)
+    env.setdefault("APP_ENV", "development")
+    servers: list[EmbeddedPostgres | EmbeddedRedis] = []
+    try:
+        if not env.get("DATABASE_URL"):
+            postgres = EmbeddedPostgres(INSTANCE / "postgres", PG_PORT).start()
+            servers.append(postgres)
+            postgres.create_database("webapp")
+            env["DATABASE_URL"] = postgres.url("webapp")
+            print(f" * PostgreSQL 16 on 127.0.0.1:{PG_PORT} (data in instance/postgres)")
+        if not env.get("REDIS_URL"):
+            redis = EmbeddedRedis(INSTANCE / "redis", REDIS_PORT).start()
+            servers.append(redis)
+            env["REDIS_URL"] = redis.url
+            print(f" * Redis 6.2 on 127.0.0.1:{REDIS_PORT} (data in instance/redis)")
+        flask = [sys.executable, "-m", "flask", "--app", "webapp"]
+        subprocess.run([*flask, "init-db"], env=env, check=True)
+        print(" * Serving on http://127.0.0.1:5000  (Ctrl-C stops the app and the servers)")
+        gunicorn = subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "--bind", "127.0.0.1:5000",
+             "--workers", env.get("WEB_CONCURRENCY", "2"), "--threads", "4",
+             "--access-logfile", "-", "webapp:create_app()"], env=env)
+        try:
+            return gunicorn.wait()
+        finally:
+            gunicorn.terminate()
+            gunicorn.wait(30)
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        for server in reversed(servers):
+            server.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

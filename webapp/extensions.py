@@ -1,0 +1,8 @@
+"""The app's extension instances, created once and bound in create_app."""
+
+from flask_wtf.csrf import CSRFProtect
+
+from .form_tokens import FormTokens
+
+csrf = CSRFProtect()
+form_tokens = FormTokens()

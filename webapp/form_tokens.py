@@ -1,0 +1,140 @@
+"""FormTokens: the single-use token pattern as a small Flask extension.
+
+It wires :mod:`webapp.tokens` (Redis) and :mod:`webapp.submission` (the
+once-only transaction) into Flask: a Redis client per app, a random id in the
+session that tokens are bound to, a Jinja helper for the hidden input, and the
+one call a view makes to submit.
+
+    form_tokens = FormTokens(app)            # or form_tokens.init_app(app)
+
+    {{ form_token_input(token) }}            # in the template
+
+    token = form_tokens.submitted_token()    # 400 if absent or malformed
+    outcome = form_tokens.submit_once("order", token, sessions=..., create=..., find=...)
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import redis
+from flask import Flask, current_app, request, session
+from markupsafe import Markup, escape
+from sqlalchemy.orm import Session, sessionmaker
+from werkzeug.exceptions import BadRequest
+
+from .submission import Outcome, submit_once
+from .tokens import TokenStore, is_well_formed
+
+__all__ = ["BadFormToken", "FormTokens"]
+
+T = TypeVar("T")
+_SESSION_KEY = "_form_tokens_sid"
+
+
+class BadFormToken(BadRequest):
+    """The submitted form token is missing or not the shape we issue."""
+    description = (
+        "This form was sent without a valid form token, so it could not be processed. "
+        "Open the form again and submit it from there."
+    )
+
+
+@dataclass
+class _State:
+    store: TokenStore
+    field: str
+    wait: float
+    after_consume: Callable[[], None] | None = None
+
+
+class FormTokens:
+    """Per-app state lives in ``app.extensions["form_tokens"]``, never on ``self``."""
+
+    def __init__(self, app: Flask | None = None) -> None:
+        if app is not None:
+            self.init_app(app)
+
+    def init_app(self, app: Flask) -> None:
+        app.config.setdefault("FORM_TOKENS_REDIS_URL", app.config.get("REDIS_URL"))
+        app.config.setdefault("FORM_TOKENS_TTL", 3600)
+        app.config.setdefault("FORM_TOKENS_PREFIX", "ft")
+        app.config.setdefault("FORM_TOKENS_FIELD", "form_token")
+        app.config.setdefault("FORM_TOKENS_WAIT", 10.0)
+        url = app.config["FORM_TOKENS_REDIS_URL"]
+        if not url:
+            raise RuntimeError("FormTokens needs FORM_TOKENS_REDIS_URL (or REDIS_URL) set.")
+        client = redis.Redis.from_url(
+            url, decode_responses=True, socket_timeout=2, socket_connect_timeout=2,
+            health_check_interval=30,
+        )
+        app.extensions["form_tokens"] = _State(
+            store=TokenStore(client, ttl=int(app.config["FORM_TOKENS_TTL"]),
+                             prefix=app.config["FORM_TOKENS_PREFIX"]),
+            field=app.config["FORM_TOKENS_FIELD"],
+            wait=float(app.config["FORM_TOKENS_WAIT"]),
+        )
+        app.jinja_env.globals["form_token_input"] = form_token_input
+
+    @staticmethod
+    def state() -> _State:
+        try:
+            return current_app.extensions["form_tokens"]
+        except KeyError:
+            raise RuntimeError("FormTokens is not set up: call FormTokens(app) or init_app(app).")\
+                from None
+
+    @property
+    def store(self) -> TokenStore:
+        return self.state().store
+
+    def session_id(self) -> str:
+        """The random id this browser session's tokens are bound to."""
+        sid = session.get(_SESSION_KEY)
+        if not isinstance(sid, str):
+            sid = session[_SESSION_KEY] = secrets.token_urlsafe(16)
+        return sid
+
+    def issue(self, form: str) -> str:
+        """A fresh token for one rendering of ``form`` (one Redis SET)."""
+        return self.store.issue(session_id=self.session_id(), form=form)
+
+    def submitted_token(self) -> str:
+        """The token in the submitted form; :class:`BadFormToken` (400) if it is
+        missing or malformed, before anything touches Redis."""
+        values = request.form.getlist(self.state().field)
+        if len(values) != 1 or not is_well_formed(values[0]):
+            raise BadFormToken()
+        return values[0]
+
+    def digest(self, form: str, token: str) -> str:
+        """The token's digest (safe to log and to store) as bound to this session."""
+        return self.store.digest(token, session_id=self.session_id(), form=form)
+
+    def submit_once(
+        self,
+        form: str,
+        token: str,
+        *,
+        sessions: sessionmaker[Session],
+        create: Callable[[Session, str], T],
+        find: Callable[[Session, str], T | None],
+    ) -> Outcome[T]:
+        """Consume ``token`` and run ``create`` once; see :func:`webapp.submission.submit_once`."""
+        state = self.state()
+        return submit_once(
+            tokens=state.store, token=token, session_id=self.session_id(), form=form,
+            sessions=sessions, create=create, find=find, wait=state.wait,
+            after_consume=state.after_consume,
+        )
+
+
+def form_token_input(token: str) -> Markup:
+    """The hidden input that carries ``token``: ``{{ form_token_input(token) }}``."""
+    field = current_app.extensions["form_tokens"].field
+    return Markup('<input type="hidden" name="{}" value="{}">').format(
+        escape(field), escape(token)
+    )

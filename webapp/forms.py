@@ -1,0 +1,73 @@
+"""The order form: every rule a field must meet, checked before any token is spent."""
+
+from __future__ import annotations
+
+from flask_wtf import FlaskForm
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from wtforms import EmailField, IntegerField, SelectField, StringField, TextAreaField
+from wtforms.validators import Email, InputRequired, Length, NumberRange, ValidationError
+
+from .models import Product
+
+
+def _strip(value: object) -> object:
+    return value.strip() if isinstance(value, str) else value
+
+
+class OrderForm(FlaskForm):
+    product = SelectField("Product", coerce=int, validate_choice=False,
+                          validators=[InputRequired("Choose a product.")])
+    quantity = IntegerField("Quantity", default=1, validators=[
+        InputRequired("Enter how many you want."),
+        NumberRange(1, 99, "Choose a quantity from 1 to 99."),
+    ])
+    name = StringField("Full name", filters=[_strip], validators=[
+        InputRequired("Enter your name."), Length(max=100, message="Use at most 100 characters."),
+    ])
+    email = EmailField("Email", filters=[_strip], validators=[
+        InputRequired("Enter your email address."),
+        Length(max=254, message="Use at most 254 characters."),
+        Email("Enter an email address like name@example.com.", check_deliverability=False),
+    ])
+    address = TextAreaField("Shipping address", filters=[_strip], validators=[
+        InputRequired("Enter the address we should ship to."),
+        Length(max=500, message="Use at most 500 characters."),
+    ])
+
+    def __init__(self, products: list[Product], **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self.products = {product.id: product for product in products}
+        self.product.choices = [(p.id, p.name) for p in products]
+
+    def validate_product(self, field: SelectField) -> None:
+        if field.data not in self.products:
+            raise ValidationError("Choose one of the products on sale.")
+
+    def validate_name(self, field: StringField) -> None:
+        _printable(field)
+
+    def validate_address(self, field: TextAreaField) -> None:
+        _printable(field, allow="\r\n")
+
+
+def _printable(field: StringField, allow: str = "") -> None:
+    if not field.data:
+        raise ValidationError("This field is required.")
+    if any(not ch.isprintable() and ch not in allow for ch in field.data):
+        raise ValidationError("Remove the control characters from this field.")
+
+
+_last_known: list[Product] = []
+
+
+def active_products(db: Session) -> list[Product]:
+    """The products on sale, in catalogue order."""
+    products = list(db.scalars(select(Product).where(Product.active).order_by(Product.id)))
+    _last_known[:] = products
+    return products
+
+
+def last_known_products() -> list[Product]:
+    """The catalogue as last read, to redraw a form while PostgreSQL is away."""
+    return list(_last_known)

@@ -1,0 +1,132 @@
+"""Order pages: the form, the once-only submit, and the confirmation."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Blueprint, abort, redirect, render_template, request, url_for
+from sqlalchemy import select
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session
+
+from .db import sessions
+from .extensions import form_tokens
+from .forms import OrderForm, active_products, last_known_products
+from .models import Order, Product
+from .submission import Created, Duplicate, Expired, Failed, Refused, StillRunning
+
+bp = Blueprint("orders", __name__)
+log = logging.getLogger(__name__)
+
+FORM = "order"
+
+EXPIRED = "This form expired — please check your details and submit again."
+NOT_PLACED = ("Your order was not placed and nothing was charged: we could not save it just "
+              "now. Please check your details and submit again.")
+SESSION_LOST = ("Your session expired, so we could not accept this form yet. Your details are "
+                "still here — please check them and submit again.")
+UNAVAILABLE = ("We could not reach our order system just now, so nothing was placed. Your "
+               "details are kept — please submit again in a few moments.")
+
+
+@bp.get("/orders/new")
+def new():
+    with sessions()() as db:
+        form = OrderForm(active_products(db))
+    return render_form(form)
+
+
+@bp.post("/orders")
+def create():
+    token = form_tokens.submitted_token()  # malformed: 400, Redis untouched
+    with sessions()() as db:
+        form = OrderForm(active_products(db))
+    if not form.validate():
+        return render_form(form, token=token, status=422)  # the same token stays valid
+
+    outcome = form_tokens.submit_once(
+        FORM, token, sessions=sessions(),
+        create=lambda db, digest: place_order(db, form, digest),
+        find=find_order_id,
+    )
+    log.info("order submit %s token=%s", type(outcome).__name__,
+             form_tokens.digest(FORM, token)[:12])
+    match outcome:
+        case Created(public_id):
+            return redirect(url_for(".show", public_id=public_id), 303)
+        case Duplicate(public_id):
+            return redirect(url_for(".show", public_id=public_id, already_placed=1), 303)
+        case Failed(Refused()):
+            return render_form(form, message=NOT_PLACED, status=409)
+        case Failed(error):
+            log.warning("order not placed: %s", type(error).__name__)
+            return render_form(form, message=NOT_PLACED, status=503)
+        case Expired(waited=True):
+            return render_form(form, message=NOT_PLACED, status=409)
+        case Expired():
+            return render_form(form, message=EXPIRED, status=409)
+        case StillRunning():
+            return render_template("orders/still_running.html"), 503, {"Retry-After": "2"}
+
+
+@bp.get("/orders/<public_id>")
+def show(public_id: str):
+    with sessions()() as db:
+        order = db.scalar(select(Order).where(Order.public_id == public_id))
+    if order is None:
+        abort(404, "There is no order with this number.")
+    return render_template("orders/show.html", order=order,
+                           already_placed="already_placed" in request.args)
+
+
+def place_order(db: Session, form: OrderForm, digest: str) -> str:
+    """Insert the order in the caller's transaction; returns its public id.
+
+    The product is read again inside the transaction, so one taken off sale
+    since the form was validated is refused, not sold.
+    """
+    product = db.scalar(select(Product).where(Product.id == form.product.data, Product.active))
+    if product is None:
+        raise Refused("product no longer on sale")
+    order = Order(form_token_digest=digest, product_id=product.id, quantity=form.quantity.data,
+                  unit_price_cents=product.price_cents, customer_name=form.name.data,
+                  email=form.email.data, shipping_address=form.address.data)
+    db.add(order)
+    db.flush()
+    return order.public_id
+
+
+def find_order_id(db: Session, digest: str) -> str | None:
+    return db.scalar(select(Order.public_id).where(Order.form_token_digest == digest))
+
+
+def render_form(form: OrderForm, *, token: str | None = None, message: str | None = None,
+                status: int = 200, headers: dict[str, str] | None = None):
+    """The order form with the user's input; a fresh token unless one is given."""
+    if token is None:
+        token = form_tokens.issue(FORM)
+    return render_template("orders/new.html", form=form, form_token=token,
+                           message=message), status, headers or {}
+
+
+def resubmit_after_session_loss():
+    """The CSRF check failed (session cookie lost or too old): the form again,
+    input kept, with tokens for the session the browser has now."""
+    return render_form(_form_from_request(), message=SESSION_LOST, status=400)
+
+
+def resubmit_when_unavailable():
+    """Redis or PostgreSQL did not answer before the token was consumed: the
+    form again with the input and the same token, which is still good."""
+    token = request.form.get(form_tokens.state().field, "")
+    return render_form(_form_from_request(), token=token, message=UNAVAILABLE, status=503,
+                       headers={"Retry-After": "5"})
+
+
+def _form_from_request() -> OrderForm:
+    try:
+        with sessions()() as db:
+            products = active_products(db)
+    except SQLAlchemyError:
+        products = last_known_products()
+    return OrderForm(products)

@@ -1,0 +1,171 @@
+"""Run a submit's transaction once per token, and tell every duplicate what happened.
+
+This is the one place that decides what a submit sees. It is framework-free: it
+takes a :class:`~webapp.tokens.TokenStore`, a SQLAlchemy ``sessionmaker`` bound
+to PostgreSQL, and two callables of yours::
+
+    create(db, digest) -> result   # add the row (with digest in a UNIQUE column)
+    find(db, digest) -> result     # the row an earlier submit created, or None
+
+Every submit runs::
+
+    BEGIN
+    SELECT pg_try_advisory_xact_lock(k)   k derived from the token digest
+      false: another request holds this token right now -> ROLLBACK, wait, retry
+    GETDEL token                           exactly one request ever gets it
+      got it:  create(db, digest); COMMIT  -> Created
+      missed:  find(db, digest)            -> Duplicate, or Expired
+    (COMMIT or ROLLBACK releases the lock)
+
+Why the lock comes *before* GETDEL: a request that misses on GETDEL must tell
+"the first one is still running" from "there never was a first one". The
+consumer holds the lock from before its GETDEL until its commit, so whoever
+gets the lock after a miss sees either the committed row or a rollback.
+
+Why waiting does not hold a connection: a storm of duplicates would otherwise
+empty the pool while the one request that matters needs it. Waiters poll the
+lock with short transactions and sleep in between, up to a bound.
+
+Why the UNIQUE column is still there: if Redis loses a delete (a failover to a
+replica that never saw the GETDEL) a consumed token comes back; the insert then
+fails on the constraint and the submit is answered like any duplicate.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+from sqlalchemy import func, select
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from .tokens import TokenStore
+
+__all__ = [
+    "Created", "Duplicate", "Expired", "Failed", "Refused", "StillRunning", "submit_once",
+]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class Refused(Exception):
+    """Raise from ``create`` when the submission cannot be accepted as it is
+    (e.g. the product went off sale). Nothing is committed; the user may retry."""
+
+
+@dataclass(frozen=True)
+class Created(Generic[T]):
+    """This request consumed the token and committed ``result``."""
+    result: T
+
+
+@dataclass(frozen=True)
+class Duplicate(Generic[T]):
+    """An earlier request with the same token committed ``result``."""
+    result: T
+
+
+@dataclass(frozen=True)
+class Expired:
+    """Nothing exists for this token: it expired, was never issued here, or the
+    request that consumed it failed (``waited`` is then usually True)."""
+    waited: bool
+
+
+@dataclass(frozen=True)
+class Failed:
+    """This request consumed the token, then the transaction failed; nothing was
+    committed. ``error`` is a :class:`Refused` or a database error."""
+    error: Exception
+
+
+@dataclass(frozen=True)
+class StillRunning:
+    """The request holding the token ran past the wait bound. Resubmitting the
+    same token later is safe: it lands on the result or on Expired."""
+
+
+Outcome = Created[T] | Duplicate[T] | Expired | Failed | StillRunning
+
+
+def lock_key(digest: str) -> int:
+    """The signed 64-bit advisory-lock key PostgreSQL wants, from a token digest."""
+    return int.from_bytes(digest.encode()[:8], "big", signed=True)
+
+
+def submit_once(
+    *,
+    tokens: TokenStore,
+    token: str,
+    session_id: str,
+    form: str,
+    sessions: sessionmaker[Session],
+    create: Callable[[Session, str], T],
+    find: Callable[[Session, str], T | None],
+    wait: float = 10.0,
+    after_consume: Callable[[], None] | None = None,
+) -> Outcome[T]:
+    """Consume ``token`` and run ``create`` in one transaction, at most once.
+
+    Duplicates wait (at most ``wait`` seconds, holding no connection) for the
+    request that holds the token, then get its result. ``after_consume`` runs
+    between GETDEL and ``create``; tests use it to widen that window.
+
+    Redis and PostgreSQL errors raised before the token is consumed propagate
+    (the token is still good: show the form again with it). Errors after it
+    are returned as :class:`Failed`.
+    """
+    digest = tokens.digest(token, session_id=session_id, form=form)
+    key = lock_key(digest)
+    deadline = time.monotonic() + wait
+    delay, waited = 0.005, False
+    while True:
+        with sessions() as db:
+            if db.scalar(select(func.pg_try_advisory_xact_lock(key))):
+                if not tokens.consume(token, session_id=session_id, form=form):
+                    existing = find(db, digest)
+                    return Duplicate(existing) if existing is not None else Expired(waited)
+                if after_consume is not None:
+                    after_consume()
+                return _create_once(db, digest, create, find)
+        waited = True
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return StillRunning()
+        time.sleep(min(delay, remaining))
+        delay = min(delay * 2, 0.1)
+
+
+def _create_once(
+    db: Session,
+    digest: str,
+    create: Callable[[Session, str], T],
+    find: Callable[[Session, str], T | None],
+) -> Outcome[T]:
+    """The token is ours: run the transaction. Only explicit failures are
+    handled here; anything else (including KeyboardInterrupt, SystemExit or a
+    worker being killed) leaves the token consumed and the transaction rolled
+    back by the connection closing, which is the safe side."""
+    try:
+        result = create(db, digest)
+        db.commit()
+        return Created(result)
+    except IntegrityError as error:
+        # The UNIQUE digest column: the token was consumed before and Redis
+        # forgot (failover, restore). The row that exists is the answer.
+        db.rollback()
+        existing = find(db, digest)
+        if existing is None:
+            return Failed(error)
+        log.warning("token %s came back in Redis; the unique constraint held", digest[:12])
+        return Duplicate(existing)
+    except (Refused, SQLAlchemyError) as error:
+        with suppress(SQLAlchemyError):  # the connection may be what failed
+            db.rollback()
+        return Failed(error)

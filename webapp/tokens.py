@@ -1,0 +1,109 @@
+"""Single-use form tokens kept in Redis.
+
+This module is the whole token pattern; copy it into your project. It needs
+only redis-py and the standard library, and imports nothing from Flask.
+
+Life of a token::
+
+    issue()    SET <prefix>:<digest> 1 EX <ttl> NX     when the form is rendered
+    consume()  GETDEL <prefix>:<digest>                when the form is submitted
+
+Guarantees:
+
+* A token is 256 random bits from :mod:`secrets`; it cannot be guessed.
+* Of any number of concurrent or repeated ``consume`` calls for one token, at
+  most one returns ``True``. GETDEL reads and deletes in a single command, and
+  Redis runs commands one at a time, so no two callers can both see the key.
+  GET followed by DEL leaves a gap in which two submits both see it; SET NX
+  followed by DEL cannot tell a first submit from a replay once the mark is
+  gone.
+* A token is bound to the session and the form it was issued for: the Redis
+  key is a digest of (form, session, token). Pasted into another session or
+  another form it names a key that does not exist, so the foreign submit is
+  refused *and the owner's key is left alone*: a stranger cannot burn it.
+* The token itself never reaches Redis or a log line, only its digest.
+* Every key has a TTL, so an abandoned form costs nothing after it.
+
+What it cannot guarantee: Redis replication is asynchronous, so a failover (or
+a restore) can bring back a key that was consumed. Store :meth:`digest` in a
+UNIQUE column of the row the submit creates; the database then refuses the
+second row whatever Redis says.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+import secrets
+
+import redis
+
+__all__ = ["TOKEN_BYTES", "TokenStore", "is_well_formed"]
+
+#: 32 bytes = 256 bits of randomness, encoded as 43 URL-safe characters.
+TOKEN_BYTES = 32
+_TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{43}")
+
+
+def is_well_formed(token: object) -> bool:
+    """Whether ``token`` has the exact shape :meth:`TokenStore.issue` produces.
+
+    Check this before touching Redis: a malformed value is a client error, not
+    a token that expired.
+    """
+    return isinstance(token, str) and _TOKEN_SHAPE.fullmatch(token) is not None
+
+
+class TokenStore:
+    """Issue and consume single-use tokens in one Redis database.
+
+    :param client: a redis-py client (``Redis`` or ``RedisCluster``). Every
+        command touches one key, so any cluster slot layout works.
+    :param ttl: seconds a rendered form stays submittable.
+    :param prefix: namespace for the keys, so they can share a database.
+    """
+
+    def __init__(self, client: redis.Redis, *, ttl: int = 3600, prefix: str = "ft") -> None:
+        if ttl <= 0:
+            raise ValueError("ttl must be a positive number of seconds")
+        self.client = client
+        self.ttl = ttl
+        self.prefix = prefix
+
+    @staticmethod
+    def digest(token: str, *, session_id: str, form: str) -> str:
+        """A 43-character digest of the token and what it is bound to.
+
+        This is the Redis key (after the prefix), the value to keep in the
+        UNIQUE column of the row the submit creates, and the only form of the
+        token that should ever appear in a log.
+        """
+        material = "\x00".join((form, session_id, token)).encode()
+        return base64.urlsafe_b64encode(hashlib.sha256(material).digest()).decode()[:43]
+
+    def key(self, token: str, *, session_id: str, form: str) -> str:
+        """The Redis key for ``token`` as bound to this session and form."""
+        return f"{self.prefix}:{self.digest(token, session_id=session_id, form=form)}"
+
+    def issue(self, *, session_id: str, form: str) -> str:
+        """Create a token for one rendering of ``form`` in ``session_id``.
+
+        One ``SET key 1 EX ttl NX``. Every rendering gets its own token, so
+        many open tabs never invalidate one another. NX only guards against
+        the impossible (a 256-bit collision): it never overwrites a live key.
+        """
+        token = secrets.token_urlsafe(TOKEN_BYTES)
+        if not self.client.set(self.key(token, session_id=session_id, form=form), 1,
+                               ex=self.ttl, nx=True):
+            raise RuntimeError("token collision: the random source is broken")
+        return token
+
+    def consume(self, token: str, *, session_id: str, form: str) -> bool:
+        """Use ``token`` up; ``True`` for exactly one caller, ever.
+
+        One ``GETDEL``. ``False`` means the token was already consumed, has
+        expired, was never issued, or belongs to another session or form; the
+        caller decides which by looking at what the first submit left behind.
+        """
+        return self.client.getdel(self.key(token, session_id=session_id, form=form)) is not None
