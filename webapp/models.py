@@ -46,6 +46,9 @@ class Order(Base):
     __table_args__ = (
         CheckConstraint("quantity BETWEEN 1 AND 99", name="orders_quantity_range"),
         CheckConstraint(f"status IN {ORDER_STATUSES!r}", name="orders_status_known"),
+        CheckConstraint("paid_cents >= 0", name="orders_paid_cents_positive"),
+        CheckConstraint("refunded_cents >= 0 AND refunded_cents <= paid_cents",
+                        name="orders_refund_within_paid"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
@@ -60,6 +63,8 @@ class Order(Base):
     email: Mapped[str] = mapped_column(String(254))
     shipping_address: Mapped[str] = mapped_column(String(500))
     status: Mapped[str] = mapped_column(String(16), default="placed")
+    paid_cents: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    refunded_cents: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
