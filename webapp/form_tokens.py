@@ -81,6 +81,7 @@ class FormTokens:
 
     @staticmethod
     def state() -> _State:
+        """This app's token store and settings (RuntimeError if not set up)."""
         try:
             return current_app.extensions["form_tokens"]
         except KeyError:

@@ -1,0 +1,22 @@
+"""The docs a developer copies from cannot drift from the code."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_api_reference_matches_the_docstrings():
+    result = subprocess.run([sys.executable, str(ROOT / "scripts/apidoc"), "--check"])
+    assert result.returncode == 0, "docs/API.md is stale: run scripts/apidoc"
+
+
+def test_pattern_doc_links_resolve():
+    text = (ROOT / "docs/PATTERN.md").read_text()
+    for path in ("webapp/tokens.py", "webapp/submission.py", "webapp/form_tokens.py",
+                 "examples/newsletter/app.py"):
+        assert path in text and (ROOT / path).exists()
+    assert "```mermaid" in text and "sequenceDiagram" in text
