@@ -52,7 +52,7 @@ def clean_state(request: pytest.FixtureRequest):
     if "servers" in request.fixturenames:
         servers: Servers = request.getfixturevalue("servers")
         with servers.engine.begin() as conn:
-            conn.execute(text("TRUNCATE orders RESTART IDENTITY"))
+            conn.execute(text("TRUNCATE orders RESTART IDENTITY CASCADE"))
             conn.execute(text("UPDATE products SET active = true"))
         with redis.Redis.from_url(servers.redis.url) as client:
             client.flushall()

@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Flask, redirect, url_for
 
-from . import config, db, errors, orders, security
+from . import api, cancel, config, db, errors, orders, security, webhooks
 from .extensions import csrf, form_tokens
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,6 +29,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     security.init_app(app)
     errors.init_app(app)
     app.register_blueprint(orders.bp)
+    api.init_app(app)
+    webhooks.init_app(app)
+    cancel.init_app(app)
 
     pause = app.config.get("TEST_PAUSE_AFTER_CONSUME")
     if pause:

@@ -23,6 +23,8 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
         "FORM_TOKEN_TTL": _int(environ, "FORM_TOKEN_TTL", 3600),
         "SUBMIT_WAIT_SECONDS": _float(environ, "SUBMIT_WAIT_SECONDS", 10.0),
         "MAX_CONTENT_LENGTH": _int(environ, "MAX_CONTENT_LENGTH", 64 * 1024),
+        "IDEMPOTENCY_RETENTION": _int(environ, "IDEMPOTENCY_RETENTION", 24 * 3600),
+        "PAYMENT_WEBHOOK_SECRET": environ.get("PAYMENT_WEBHOOK_SECRET"),
     }
     if env == "testing":
         # Test hook: sleep between GETDEL and the insert, to put duplicates in flight.

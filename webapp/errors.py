@@ -11,6 +11,9 @@ from redis.exceptions import RedisError
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from werkzeug.exceptions import HTTPException, InternalServerError
 
+from .api import wants_problem
+from .api.problems import problem, problem_for_http_error
+
 log = logging.getLogger(__name__)
 
 TITLES = {
@@ -32,6 +35,8 @@ def init_app(app: Flask) -> None:
 
 
 def _http_error(error: HTTPException):
+    if wants_problem() and not (error.code and error.code >= 500):
+        return problem_for_http_error(error)
     if error.code and error.code >= 500:
         return _server_error(error)
     return render_error(error.code or 400, error.description)
@@ -50,6 +55,9 @@ def _csrf_error(error: CSRFError):
 
 def _unavailable(error: Exception):
     log.error("dependency unavailable: %s: %s", type(error).__name__, error)
+    if wants_problem():
+        return problem("unavailable", "Please retry in a few moments.",
+                       headers={"Retry-After": "5"})
     if request.endpoint == "orders.create":
         from .orders import resubmit_when_unavailable
         return resubmit_when_unavailable()
@@ -58,6 +66,8 @@ def _unavailable(error: Exception):
 
 def _server_error(error: Exception):
     log.exception("unhandled error", exc_info=error)
+    if wants_problem():
+        return problem("server-error", InternalServerError.description)
     return render_error(500, InternalServerError.description)
 
 

@@ -14,8 +14,10 @@ from sqlalchemy import (
     Integer,
     String,
     Text,
+    UniqueConstraint,
     func,
 )
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 ORDER_STATUSES = ("placed", "paid", "shipped", "cancelled", "refunded")
@@ -49,6 +51,8 @@ class Order(Base):
         CheckConstraint("paid_cents >= 0", name="orders_paid_cents_positive"),
         CheckConstraint("refunded_cents >= 0 AND refunded_cents <= paid_cents",
                         name="orders_refund_within_paid"),
+        UniqueConstraint("api_client_id", "idempotency_key",
+                         name="orders_api_client_idempotency_key"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
@@ -65,6 +69,12 @@ class Order(Base):
     status: Mapped[str] = mapped_column(String(16), default="placed")
     paid_cents: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     refunded_cents: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # Orders placed through the JSON API (migration 0003): the caller's key,
+    # UNIQUE per client, and the response replayed to a retry with that key.
+    api_client_id: Mapped[int | None] = mapped_column(ForeignKey("api_clients.id"))
+    idempotency_key: Mapped[str | None] = mapped_column(String(255))
+    request_fingerprint: Mapped[str | None] = mapped_column(String(64))
+    api_response: Mapped[dict | None] = mapped_column(JSONB)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now()

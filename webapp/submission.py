@@ -47,7 +47,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from .tokens import TokenStore
 
 __all__ = [
-    "Created", "Duplicate", "Expired", "Failed", "Refused", "StillRunning", "submit_once",
+    "Created", "Duplicate", "Expired", "Failed", "Refused", "StillRunning", "run_once",
+    "submit_once",
 ]
 
 log = logging.getLogger(__name__)
@@ -122,17 +123,40 @@ def submit_once(
     are returned as :class:`Failed`.
     """
     digest = tokens.digest(token, session_id=session_id, form=form)
+    return run_once(
+        digest=digest, take=lambda: tokens.consume(token, session_id=session_id, form=form),
+        sessions=sessions, create=create, find=find, wait=wait, after_take=after_consume,
+    )
+
+
+def run_once(
+    *,
+    digest: str,
+    take: Callable[[], bool],
+    sessions: sessionmaker[Session],
+    create: Callable[[Session, str], T],
+    find: Callable[[Session, str], T | None],
+    wait: float = 10.0,
+    after_take: Callable[[], None] | None = None,
+) -> Outcome[T]:
+    """:func:`submit_once` for any single-use mark named by ``digest``.
+
+    ``take()`` is the one Redis command that hands the mark to one caller:
+    GETDEL of an issued form token, or ``SET NX EX`` of a key the caller chose
+    (an Idempotency-Key, a webhook event id; see ``TokenStore.claim``). The
+    lock, the transaction and the outcomes are the same.
+    """
     key = lock_key(digest)
     deadline = time.monotonic() + wait
     delay, waited = 0.005, False
     while True:
         with sessions() as db:
             if db.scalar(select(func.pg_try_advisory_xact_lock(key))):
-                if not tokens.consume(token, session_id=session_id, form=form):
+                if not take():
                     existing = find(db, digest)
                     return Duplicate(existing) if existing is not None else Expired(waited)
-                if after_consume is not None:
-                    after_consume()
+                if after_take is not None:
+                    after_take()
                 return _create_once(db, digest, create, find)
         waited = True
         remaining = deadline - time.monotonic()

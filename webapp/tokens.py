@@ -8,6 +8,12 @@ Life of a token::
     issue()    SET <prefix>:<digest> 1 EX <ttl> NX     when the form is rendered
     consume()  GETDEL <prefix>:<digest>                when the form is submitted
 
+A key the *caller* chooses (an ``Idempotency-Key`` header, a webhook event id)
+is not issued first; it is claimed::
+
+    claim()    SET <prefix>:<digest> <value> NX EX <ttl>   True for one caller
+    release()  DEL <prefix>:<digest>                       give it back (failure)
+
 Guarantees:
 
 * A token is 256 random bits from :mod:`secrets`; it cannot be guessed.
@@ -107,3 +113,19 @@ class TokenStore:
         caller decides which by looking at what the first submit left behind.
         """
         return self.client.getdel(self.key(token, session_id=session_id, form=form)) is not None
+
+    def claim(self, name: str, *, session_id: str, form: str, value: str = "1") -> bool:
+        """Take a caller-chosen ``name`` (an idempotency key, an event id); ``True``
+        for exactly one caller until the TTL ends or :meth:`release` is called.
+
+        One ``SET key value NX EX ttl``: the check and the mark are one command,
+        so two concurrent claims cannot both win. ``session_id`` scopes the name
+        (one API client's key means nothing to another's).
+        """
+        return bool(self.client.set(self.key(name, session_id=session_id, form=form), value,
+                                    ex=self.ttl, nx=True))
+
+    def release(self, name: str, *, session_id: str, form: str) -> None:
+        """Give a claimed ``name`` back (one ``DEL``), so a request that failed on
+        our side does not pin it: the caller may retry with the same name."""
+        self.client.delete(self.key(name, session_id=session_id, form=form))

@@ -1,0 +1,144 @@
+"""The OpenAPI 3.1 description of the JSON API and the payment webhook."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from flask import Blueprint, current_app, jsonify
+
+from .problems import PROBLEMS, problem_type
+
+bp = Blueprint("openapi", __name__)
+
+
+@bp.get("/api/openapi.json")
+def document():
+    return jsonify(openapi(int(current_app.config["IDEMPOTENCY_RETENTION"])))
+
+
+def _problem(description: str) -> dict[str, Any]:
+    schema = {"$ref": "#/components/schemas/Problem"}
+    return {"description": description,
+            "content": {"application/problem+json": {"schema": schema}}}
+
+
+def _order(description: str, **headers: str) -> dict[str, Any]:
+    return {"description": description,
+            "headers": {name: {"description": text, "schema": {"type": "string"}}
+                        for name, text in headers.items()},
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Order"}}}}
+
+
+ORDER_ID = {"name": "order_id", "in": "path", "required": True,
+            "schema": {"type": "string", "minLength": 22, "maxLength": 22,
+                       "pattern": "^[A-Za-z0-9_-]{22}$"}}
+AUTH_ERRORS = {"401": _problem("No or unknown API key."),
+               "404": _problem("No such order for this client.")}
+
+
+def openapi(retention: int) -> dict[str, Any]:
+    """The document; ``retention`` (seconds) is stated where clients read it."""
+    hours = f"{retention / 3600:g} h"
+    types = "\n".join(f"- `{problem_type(slug)}` ({status}): {title}"
+                      for slug, (status, title) in PROBLEMS.items())
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "Fernleaf orders API", "version": "1.0.0", "description": (
+            "Place orders exactly once. Every `POST /api/orders` carries an `Idempotency-Key` "
+            "(1-255 printable ASCII characters, bare or as a quoted string): reuse it on every "
+            "retry of the same order. A retry with the same key and body gets the first "
+            "response again with `Idempotent-Replayed: true`. "
+            f"**Results are kept {hours} ({retention} s)** after the order was placed; the "
+            "`Idempotency-Key-Expires` response header gives the exact time. After that the "
+            "key is retired (422). A request that failed validation (422) or failed on our "
+            "side (5xx) does not use up its key.\n\nErrors are RFC 9457 problem details; "
+            f"`type` is stable per case:\n{types}")},
+        "components": {
+            "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer"}},
+            "schemas": {
+                "OrderRequest": {
+                    "type": "object", "additionalProperties": False,
+                    "required": ["product", "quantity", "name", "email", "address"],
+                    "properties": {
+                        "product": {"type": "string", "description": "SKU, e.g. MUG-STONE",
+                                    "maxLength": 32},
+                        "quantity": {"type": "integer", "minimum": 1, "maximum": 99},
+                        "name": {"type": "string", "minLength": 1, "maxLength": 100},
+                        "email": {"type": "string", "format": "email", "maxLength": 254},
+                        "address": {"type": "string", "minLength": 1, "maxLength": 500}}},
+                "Order": {
+                    "type": "object",
+                    "required": ["id", "status", "product", "quantity", "total_cents"],
+                    "properties": {
+                        "id": {"type": "string"},
+                        "status": {"enum": ["placed", "paid", "shipped", "cancelled",
+                                            "refunded"]},
+                        "product": {"type": "string"}, "quantity": {"type": "integer"},
+                        "unit_price_cents": {"type": "integer"},
+                        "total_cents": {"type": "integer"}, "name": {"type": "string"},
+                        "email": {"type": "string"}, "address": {"type": "string"},
+                        "created_at": {"type": "string", "format": "date-time"}}},
+                "PaymentEvent": {
+                    "type": "object", "required": ["id", "type", "order_id", "amount_cents"],
+                    "properties": {
+                        "id": {"type": "string", "minLength": 1, "maxLength": 255},
+                        "type": {"enum": ["payment.succeeded", "refund.succeeded"]},
+                        "order_id": {"type": "string"},
+                        "amount_cents": {"type": "integer", "minimum": 1}}},
+                "Problem": {
+                    "type": "object", "required": ["type", "title", "status"],
+                    "properties": {"type": {"type": "string"}, "title": {"type": "string"},
+                                   "status": {"type": "integer"},
+                                   "detail": {"type": "string"},
+                                   "errors": {"type": "object"}}},
+            },
+        },
+        "security": [{"apiKey": []}],
+        "paths": {
+            "/api/orders": {"post": {
+                "operationId": "placeOrder",
+                "parameters": [{"name": "Idempotency-Key", "in": "header", "required": True,
+                                "schema": {"type": "string", "minLength": 1,
+                                           "maxLength": 257}}],
+                "requestBody": {"required": True, "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/OrderRequest"}}}},
+                "responses": {
+                    "201": _order("Placed now, or replayed (`Idempotent-Replayed: true`).",
+                                  **{"Idempotency-Key-Expires": "Until when a retry with this "
+                                     "key is replayed (HTTP-date).",
+                                     "Idempotent-Replayed": "`true` on a replay.",
+                                     "Location": "The order's URL."}),
+                    "400": _problem("Idempotency-Key missing or malformed, or body not JSON."),
+                    "401": AUTH_ERRORS["401"],
+                    "409": _problem("The first request with this key is still running; "
+                                    "retry after `Retry-After` seconds."),
+                    "415": _problem("Body is not application/json."),
+                    "422": _problem("Invalid fields (key not used up), or the key was used "
+                                    "with a different request, or it is past retention."),
+                    "503": _problem("Nothing was placed; retry with the same key.")}}},
+            "/api/orders/{order_id}": {"get": {
+                "operationId": "getOrder", "parameters": [ORDER_ID],
+                "responses": {"200": _order("The order now."), **AUTH_ERRORS}}},
+            "/api/orders/{order_id}/cancel": {"post": {
+                "operationId": "cancelOrder", "parameters": [ORDER_ID],
+                "description": "Idempotent: cancelling a cancelled order is a 200.",
+                "responses": {"200": _order("The order, cancelled."), **AUTH_ERRORS,
+                              "409": _problem("The order can no longer be cancelled "
+                                              "(shipped or refunded); `detail` says why.")}}},
+            "/webhooks/payments": {"post": {
+                "operationId": "paymentEvent", "security": [],
+                "description": "Called by the payment provider. `Payment-Signature: t=<unix "
+                               "time>,v1=<hex HMAC-SHA256 of '<t>.' + body>`; 5 min tolerance. "
+                               "Each event id takes effect once.",
+                "parameters": [{"name": "Payment-Signature", "in": "header", "required": True,
+                                "schema": {"type": "string"}}],
+                "requestBody": {"required": True, "content": {"application/json": {
+                    "schema": {"$ref": "#/components/schemas/PaymentEvent"}}}},
+                "responses": {
+                    "200": {"description": "Applied now, or already applied (duplicate)."},
+                    "400": _problem("Bad, missing or too old signature; nothing recorded."),
+                    "409": _problem("Cannot apply yet (e.g. refund before payment): retry."),
+                    "422": _problem("Invalid event, unknown order, or amount over paid."),
+                    "503": _problem("Not applied; retry.")}}},
+        },
+    }

@@ -1,0 +1,220 @@
+"""The JSON order API: place an order once per Idempotency-Key, read it, cancel it.
+
+``POST /api/orders`` reads top to bottom like the HTML submit: authenticate →
+key → body → validate → :func:`run_once` (advisory lock, ``SET NX EX`` claim,
+one transaction) → answer. Validation happens before the claim, so a 422 never
+pins the key; a failure after the claim gives the key back.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from flask import Blueprint, Response, current_app, jsonify, request, url_for
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+from werkzeug.exceptions import BadRequest
+
+from ..api_keys import authenticated_client
+from ..db import sessions
+from ..models import Order, Product, new_public_id
+from ..order_states import TransitionRefused, transition
+from ..submission import Created, Duplicate, Expired, Failed, Refused, StillRunning, run_once
+from ..tokens import TokenStore
+from .idempotency import expires_at, fingerprint, http_date, parse_key
+from .order_payload import OrderRequest, validate_order
+from .problems import ApiProblem
+
+bp = Blueprint("api", __name__, url_prefix="/api")
+log = logging.getLogger(__name__)
+
+#: What an idempotency key's digest is bound to, besides the client.
+FORM = "api:orders"
+PUBLIC_ID = re.compile(r"[A-Za-z0-9_-]{22}")
+IN_PROGRESS = "A request with this Idempotency-Key has not finished yet. Retry shortly."
+
+
+@dataclass(frozen=True)
+class StoredResult:
+    """What the first request with a key committed, to be replayed to retries."""
+    public_id: str
+    fingerprint: str
+    response: dict
+    created_at: datetime
+
+
+@bp.post("/orders")
+def create_order() -> Response:
+    client = require_client()
+    key = idempotency_key()
+    body = json_body()
+    with sessions()() as db:
+        order_request, errors = validate_order(db, body)
+    if order_request is None:  # before the claim: the client may fix and retry with the key
+        raise ApiProblem("validation-error", "Fix the fields listed in errors.", errors=errors)
+    request_fingerprint = fingerprint(request.method, request.path, body)
+    claims: TokenStore = current_app.extensions["api_claims"]
+    scope = {"session_id": f"client:{client}", "form": FORM}
+    digest = claims.digest(key, **scope)
+
+    outcome = run_once(
+        digest=digest, take=lambda: claims.claim(key, **scope), sessions=sessions(),
+        create=lambda db, d: place_api_order(db, order_request, client, key,
+                                             request_fingerprint, d),
+        find=find_result, wait=0,
+        after_take=current_app.extensions["form_tokens"].after_consume,
+    )
+    log.info("api order %s key=%s", type(outcome).__name__, digest[:12])
+    match outcome:
+        case Created(result):
+            return result_response(result)
+        case Duplicate(result):
+            return replay(result, request_fingerprint)
+        case StillRunning():
+            raise ApiProblem("request-in-progress", IN_PROGRESS, headers={"Retry-After": "1"})
+        case Expired():
+            # The claim is there but no order and no one holds the lock: the
+            # request that claimed it died before giving it back. Give it back.
+            claims.release(key, **scope)
+            raise ApiProblem("request-in-progress", IN_PROGRESS, headers={"Retry-After": "1"})
+        case Failed(Refused()):
+            claims.release(key, **scope)
+            raise ApiProblem("validation-error", "Fix the fields listed in errors.",
+                             errors={"product": "This product just went off sale."})
+        case Failed(error):
+            claims.release(key, **scope)
+            log.warning("api order not placed: %s", type(error).__name__)
+            raise ApiProblem("unavailable", "Nothing was placed. Retry with the same key.",
+                             headers={"Retry-After": "5"})
+
+
+@bp.get("/orders/<public_id>")
+def show_order(public_id: str) -> Response:
+    client = require_client()
+    with sessions()() as db:
+        return jsonify(order_json(own_order(db, client, public_id)))
+
+
+@bp.post("/orders/<public_id>/cancel")
+def cancel_order(public_id: str) -> Response:
+    """Idempotent by the state machine: cancelling a cancelled order is a 200.
+    An Idempotency-Key, if sent, is accepted and not needed."""
+    client = require_client()
+    with sessions()() as db:
+        order = own_order(db, client, public_id)
+        try:
+            transition(db, order.id, "cancel")
+            db.commit()
+        except TransitionRefused as refused:
+            raise ApiProblem("order-state-conflict", str(refused),
+                             order_status=refused.status) from None
+        db.refresh(order)
+        return jsonify(order_json(order))
+
+
+def place_api_order(db: Session, order_request: OrderRequest, client: int, key: str,
+                    request_fingerprint: str, digest: str) -> StoredResult:
+    """Insert the order and the response a retry will get, in the caller's
+    transaction. The product is read again: one taken off sale is refused."""
+    product = db.scalar(select(Product).where(Product.sku == order_request.product_sku,
+                                              Product.active))
+    if product is None:
+        raise Refused("product no longer on sale")
+    order = Order(public_id=new_public_id(), form_token_digest=digest, product=product,
+                  quantity=order_request.quantity, unit_price_cents=product.price_cents,
+                  customer_name=order_request.name, email=order_request.email,
+                  shipping_address=order_request.address, status="placed",
+                  created_at=datetime.now(UTC), api_client_id=client, idempotency_key=key,
+                  request_fingerprint=request_fingerprint)
+    order.api_response = order_json(order)
+    db.add(order)
+    db.flush()
+    return _stored(order)
+
+
+def find_result(db: Session, digest: str) -> StoredResult | None:
+    order = db.scalar(select(Order).where(Order.form_token_digest == digest,
+                                          Order.api_client_id.is_not(None)))
+    return _stored(order) if order is not None else None
+
+
+def _stored(order: Order) -> StoredResult:
+    return StoredResult(order.public_id, order.request_fingerprint or "",
+                        order.api_response or {}, order.created_at)
+
+
+def replay(result: StoredResult, request_fingerprint: str) -> Response:
+    if result.fingerprint != request_fingerprint:
+        raise ApiProblem("idempotency-key-reused", "This key was first used with a different "
+                         "body, method or path. Use a new key for a new request.")
+    if expires_at(result.created_at, retention()) <= datetime.now(UTC):
+        raise ApiProblem("idempotency-key-expired", "This key's result is no longer kept. "
+                         "Use a new key for a new request.")
+    response = result_response(result)
+    response.headers["Idempotent-Replayed"] = "true"
+    return response
+
+
+def result_response(result: StoredResult) -> Response:
+    response = jsonify(result.response)
+    response.status_code = 201
+    response.headers["Location"] = url_for("api.show_order", public_id=result.public_id)
+    response.headers["Idempotency-Key-Expires"] = http_date(
+        expires_at(result.created_at, retention()))
+    return response
+
+
+def order_json(order: Order) -> dict:
+    """An order as the API shows it."""
+    return {"id": order.public_id, "status": order.status, "product": order.product.sku,
+            "quantity": order.quantity, "unit_price_cents": order.unit_price_cents,
+            "total_cents": order.total_cents, "name": order.customer_name,
+            "email": order.email, "address": order.shipping_address,
+            "created_at": order.created_at.isoformat()}
+
+
+def own_order(db: Session, client: int, public_id: str) -> Order:
+    """The client's order with this id; another client's orders do not exist for it."""
+    order = None
+    if PUBLIC_ID.fullmatch(public_id):
+        order = db.scalar(select(Order).where(Order.public_id == public_id,
+                                              Order.api_client_id == client))
+    if order is None:
+        raise ApiProblem("not-found", "You have no order with this id.")
+    return order
+
+
+def require_client() -> int:
+    client = authenticated_client()
+    if client is None:
+        raise ApiProblem("unauthorized", "Send 'Authorization: Bearer <API key>'. Keys are "
+                         "made with 'flask --app webapp create-api-key CLIENT'.")
+    return client
+
+
+def idempotency_key() -> str:
+    values = request.headers.getlist("Idempotency-Key")
+    if not values:
+        raise ApiProblem("idempotency-key-missing", "Send an Idempotency-Key header: a unique "
+                         "value per order, the same on every retry of that order.")
+    key = parse_key(values[0]) if len(values) == 1 else None
+    if key is None:
+        raise ApiProblem("idempotency-key-malformed", "Send one Idempotency-Key of 1 to 255 "
+                         'printable ASCII characters, bare or quoted ("...").')
+    return key
+
+
+def json_body() -> object:
+    if not request.is_json:
+        raise ApiProblem("unsupported-media-type", "Send the body as application/json.")
+    try:
+        return request.get_json()
+    except (BadRequest, RecursionError):
+        raise ApiProblem("malformed-json", "The body could not be parsed as JSON.") from None
+
+
+def retention() -> int:
+    return int(current_app.config["IDEMPOTENCY_RETENTION"])

@@ -1,0 +1,106 @@
+"""The "Cancel order" button on the confirmation page.
+
+The button is a form with its own single-use token (form name
+``cancel:<public_id>``), submitted through the same :func:`submit_once` as the
+order form, so a double click or a resubmit is one cancel. Whether the cancel
+*can* happen is the state machine's call (:mod:`webapp.order_states`): a
+cancelled order stays cancelled, a shipped one is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+
+from flask import Blueprint, Flask, abort, redirect, render_template, url_for
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from .db import sessions
+from .extensions import form_tokens
+from .models import Order
+from .order_states import TRANSITIONS, TransitionRefused, transition
+from .submission import Created, Duplicate, Expired, Failed, Refused, StillRunning
+
+bp = Blueprint("cancel", __name__)
+log = logging.getLogger(__name__)
+
+CANCELLABLE = TRANSITIONS["cancel"][0]
+PUBLIC_ID = re.compile(r"[A-Za-z0-9_-]{22}")
+EXPIRED = "This cancel form expired. Go back to your order and press “Cancel order” again."
+
+
+class NotCancellable(Refused):
+    """The order's status does not allow a cancel; the message says why."""
+
+
+def form_name(public_id: str) -> str:
+    return f"cancel:{public_id}"
+
+
+def cancel_form_token(order: Order) -> str | None:
+    """A fresh token for this order's cancel form, or None if it cannot be cancelled."""
+    if order.status not in CANCELLABLE:
+        return None
+    return form_tokens.issue(form_name(order.public_id))
+
+
+@bp.post("/orders/<public_id>/cancel")
+def cancel(public_id: str):
+    token = form_tokens.submitted_token()  # malformed: 400, Redis untouched
+    order_id = None
+    if PUBLIC_ID.fullmatch(public_id):
+        with sessions()() as db:
+            order_id = db.scalar(select(Order.id).where(Order.public_id == public_id))
+    if order_id is None:
+        abort(404, "There is no order with this number.")
+
+    outcome = form_tokens.submit_once(
+        form_name(public_id), token, sessions=sessions(),
+        create=lambda db, _: cancel_order(db, order_id),
+        find=lambda db, _: status_if_cancelled(db, order_id),
+    )
+    log.info("cancel submit %s token=%s", type(outcome).__name__,
+             form_tokens.digest(form_name(public_id), token)[:12])
+    show = url_for("orders.show", public_id=public_id)
+    match outcome:
+        case Created(True):
+            return redirect(f"{show}?cancelled=1", 303)
+        case Created(False) | Duplicate():
+            return redirect(f"{show}?already_cancelled=1", 303)
+        case Failed(NotCancellable() as refused):
+            return refused_page(public_id, str(refused))
+        case Expired():
+            with sessions()() as db:
+                if status_if_cancelled(db, order_id):
+                    return redirect(f"{show}?already_cancelled=1", 303)
+            return refused_page(public_id, EXPIRED)
+        case StillRunning():
+            return render_template("orders/still_running.html"), 503, {"Retry-After": "2"}
+        case Failed(error):
+            log.warning("cancel failed: %s", type(error).__name__)
+            abort(503, "We could not cancel your order just now; nothing changed. "
+                       "Please try again in a few moments.")
+
+
+def cancel_order(db: Session, order_id: int) -> bool:
+    """Cancel in the caller's transaction; False if it was already cancelled."""
+    try:
+        return transition(db, order_id, "cancel").changed
+    except TransitionRefused as refused:
+        raise NotCancellable(str(refused)) from refused
+
+
+def status_if_cancelled(db: Session, order_id: int) -> str | None:
+    status = db.scalar(select(Order.status).where(Order.id == order_id))
+    return status if status == "cancelled" else None
+
+
+def refused_page(public_id: str, reason: str):
+    return render_template("orders/cancel_refused.html", public_id=public_id,
+                           reason=reason), 409
+
+
+def init_app(app: Flask) -> None:
+    app.register_blueprint(bp)
+    app.jinja_env.globals["cancel_form_token"] = cancel_form_token

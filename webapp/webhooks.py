@@ -1,0 +1,166 @@
+"""``POST /webhooks/payments``: the payment provider's events, each taking effect once.
+
+The provider delivers at least once, sometimes twice, sometimes out of order:
+
+    verify signature       bad -> 400, nothing read or recorded
+    parse the event        bad -> 400/422
+    run_once(event id):    advisory lock, SET NX EX claim in Redis (fast path), then
+                           one transaction: INSERT payment_events (UNIQUE event_id)
+                           + the order's state transition; COMMIT; then 200
+      already applied      -> 200, no second effect
+      not applicable yet   -> 409 (refund for an unpaid order): the provider retries
+
+The claim is given back whenever the transaction did not commit, so a retry of
+a refused or failed event is processed afresh.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+
+from flask import Blueprint, Flask, Response, current_app, jsonify, request
+from sqlalchemy import BigInteger, DateTime, ForeignKey, Integer, String, func, select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Mapped, Session, mapped_column
+
+from .api.problems import ApiProblem
+from .db import sessions
+from .extensions import csrf
+from .models import Base, Order
+from .order_states import TransitionRefused, transition
+from .submission import Created, Duplicate, Expired, Failed, Refused, StillRunning, run_once
+from .tokens import TokenStore
+from .webhook_signatures import HEADER, BadSignature, verify
+
+bp = Blueprint("webhooks", __name__)
+log = logging.getLogger(__name__)
+
+SCOPE = {"session_id": "provider", "form": "webhook:payments"}
+DEV_SECRET = "dev-webhook-secret"
+#: event type -> (transition, the amount column it writes)
+EFFECTS = {"payment.succeeded": ("pay", "paid_cents"),
+           "refund.succeeded": ("refund", "refunded_cents")}
+RETRY = {"Retry-After": "5"}
+
+
+class PaymentEvent(Base):
+    __tablename__ = "payment_events"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    event_id: Mapped[str] = mapped_column(String(255), unique=True)
+    type: Mapped[str] = mapped_column(String(64))
+    order_id: Mapped[int] = mapped_column(ForeignKey("orders.id"))
+    amount_cents: Mapped[int] = mapped_column(Integer)
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
+                                                  server_default=func.now())
+
+
+@dataclass(frozen=True)
+class Event:
+    id: str
+    type: str
+    order_id: str
+    amount_cents: int
+
+
+class UnknownOrder(Refused):
+    """The event names an order we do not have."""
+
+
+class NotApplicableYet(Refused):
+    """The order's status does not allow the event's effect (yet)."""
+
+
+@bp.post("/webhooks/payments")
+def receive() -> Response:
+    secret = current_app.config.get("PAYMENT_WEBHOOK_SECRET")
+    if not secret:
+        raise ApiProblem("unavailable", "Webhooks are off: PAYMENT_WEBHOOK_SECRET is not set.")
+    body = request.get_data(cache=True)
+    try:
+        verify(secret, request.headers.get(HEADER), body)
+    except BadSignature as bad:
+        raise ApiProblem("bad-signature", f"Rejected: {bad}.") from None
+    event = parse_event()
+    if event.type not in EFFECTS:  # acknowledged, so the provider stops sending it
+        return jsonify(event=event.id, result="ignored")
+
+    claims: TokenStore = current_app.extensions["webhook_claims"]
+    outcome = run_once(
+        digest=claims.digest(event.id, **SCOPE), take=lambda: claims.claim(event.id, **SCOPE),
+        sessions=sessions(), create=lambda db, _: apply_event(db, event),
+        find=lambda db, _: db.scalar(select(PaymentEvent.type)
+                                     .where(PaymentEvent.event_id == event.id)),
+        wait=float(current_app.config["SUBMIT_WAIT_SECONDS"]),
+    )
+    log.info("webhook %s %s", event.type, type(outcome).__name__)
+    match outcome:
+        case Created(status):
+            return jsonify(event=event.id, result="applied", order_status=status)
+        case Duplicate():
+            return jsonify(event=event.id, result="duplicate")
+        case StillRunning():
+            raise ApiProblem("request-in-progress", "This event is being applied.", headers=RETRY)
+    claims.release(event.id, **SCOPE)  # not committed: a retry must be processed afresh
+    match outcome:
+        case Failed(NotApplicableYet() as refused):
+            raise ApiProblem("event-out-of-order", str(refused), headers=RETRY)
+        case Failed(UnknownOrder()):
+            raise ApiProblem("validation-error", "No order has this order_id.",
+                             errors={"order_id": "unknown order"})
+        case Failed(IntegrityError()):
+            raise ApiProblem("validation-error", "The refund is more than was paid.",
+                             errors={"amount_cents": "more than paid"})
+        case Expired():
+            raise ApiProblem("request-in-progress", "An earlier delivery of this event did "
+                             "not finish; retry.", headers=RETRY)
+        case _:
+            raise ApiProblem("unavailable", "The event was not applied; retry.", headers=RETRY)
+
+
+def apply_event(db: Session, event: Event) -> str:
+    """Record the event and apply its effect in the caller's transaction; the
+    order's status after it. The event row goes first: if Redis forgot the
+    event, its UNIQUE id stops the effect before it is attempted."""
+    order_id = db.scalar(select(Order.id).where(Order.public_id == event.order_id))
+    if order_id is None:
+        raise UnknownOrder(event.order_id)
+    db.add(PaymentEvent(event_id=event.id, type=event.type, order_id=order_id,
+                        amount_cents=event.amount_cents))
+    db.flush()
+    action, column = EFFECTS[event.type]
+    try:
+        return transition(db, order_id, action, **{column: event.amount_cents}).status
+    except TransitionRefused as refused:
+        raise NotApplicableYet(str(refused)) from refused
+
+
+def parse_event() -> Event:
+    """The event in the (already authenticated) body; 400/422 if malformed."""
+    body = request.get_json(silent=True) if request.is_json else None
+    if not isinstance(body, dict):
+        raise ApiProblem("malformed-json", "The body must be a JSON object.")
+    errors = {}
+    for name in ("id", "type", "order_id"):
+        value = body.get(name)
+        if not isinstance(value, str) or not 1 <= len(value) <= 255 or not value.isprintable():
+            errors[name] = "Give 1 to 255 printable characters."
+    amount = body.get("amount_cents")
+    if type(amount) is not int or not 1 <= amount <= 100_000_000:
+        errors["amount_cents"] = "Give a whole number of cents from 1 to 100000000."
+    if errors:
+        raise ApiProblem("validation-error", "Fix the fields listed in errors.", errors=errors)
+    return Event(body["id"], body["type"], body["order_id"], amount)
+
+
+def init_app(app: Flask) -> None:
+    if not app.config.get("PAYMENT_WEBHOOK_SECRET") and app.config["APP_ENV"] != "production":
+        app.config["PAYMENT_WEBHOOK_SECRET"] = DEV_SECRET
+    app.config.setdefault("WEBHOOK_CLAIM_TTL", 86400)
+    app.extensions["webhook_claims"] = TokenStore(
+        app.extensions["form_tokens"].store.client, ttl=int(app.config["WEBHOOK_CLAIM_TTL"]),
+        prefix="wh")
+    csrf.exempt(bp)  # authenticated by its HMAC signature, not a session
+    app.register_blueprint(bp)
