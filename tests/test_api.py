@@ -11,6 +11,7 @@ from sqlalchemy import text
 
 from tests.api_client import ORDER, new_api_key, place, problem_type
 from tests.conftest import order_count
+from webapp.api.openapi import openapi
 
 
 @pytest.fixture
@@ -245,3 +246,4 @@ def test_openapi_document_is_served(client):
     assert {"/api/orders", "/api/orders/{order_id}/cancel", "/webhooks/payments"} <= set(
         document["paths"])
     assert "/api/problems/idempotency-key-reused" in document["info"]["description"]
+    assert document == openapi(24 * 3600)  # what test_api_schema runs schemathesis against

@@ -32,6 +32,7 @@ def _order(description: str, **headers: str) -> dict[str, Any]:
 ORDER_ID = {"name": "order_id", "in": "path", "required": True,
             "schema": {"type": "string", "minLength": 22, "maxLength": 22,
                        "pattern": "^[A-Za-z0-9_-]{22}$"}}
+KEY_PATTERN = r'^([!-+\--~][ -+\--~]{0,254}|"([ !#-\[\]-~]|\\["\\]){1,255}")$'
 AUTH_ERRORS = {"401": _problem("No or unknown API key."),
                "404": _problem("No such order for this client.")}
 
@@ -98,8 +99,8 @@ def openapi(retention: int) -> dict[str, Any]:
             "/api/orders": {"post": {
                 "operationId": "placeOrder",
                 "parameters": [{"name": "Idempotency-Key", "in": "header", "required": True,
-                                "schema": {"type": "string", "minLength": 1,
-                                           "maxLength": 257}}],
+                                "description": "Bare (no commas) or a quoted string.",
+                                "schema": {"type": "string", "pattern": KEY_PATTERN}}],
                 "requestBody": {"required": True, "content": {"application/json": {
                     "schema": {"$ref": "#/components/schemas/OrderRequest"}}}},
                 "responses": {
