@@ -1,0 +1,138 @@
+"""The "Cancel order" button: its own single-use token, the state machine behind it."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from tests.conftest import hidden
+from tests.test_orders import open_form, order_path, submit
+from webapp.order_states import TransitionRefused, transition
+
+
+@pytest.fixture
+def order(client) -> str:
+    """The confirmation page's path of a freshly placed order."""
+    return order_path(submit(client, open_form(client)))
+
+
+def cancel_form(client, path: str) -> dict[str, str]:
+    html = client.get(path).get_data(as_text=True)
+    assert "Cancel order" in html
+    return {"csrf_token": hidden(html, "csrf_token"), "form_token": hidden(html, "form_token")}
+
+
+def set_status(servers, status: str) -> None:
+    with servers.engine.begin() as conn:
+        conn.execute(text("UPDATE orders SET status = :s, paid_cents = 3600"), {"s": status})
+
+
+def status(servers) -> str:
+    with servers.engine.connect() as conn:
+        return conn.scalar(text("SELECT status FROM orders"))
+
+
+def test_cancel_button_cancels_the_order(client, order, servers, rdb):
+    tokens = cancel_form(client, order)
+    (key,) = rdb.keys("ft:*")  # the order form's token was spent: this is the cancel form's
+    assert 0 < rdb.ttl(key) <= 3600
+    response = client.post(f"{order}/cancel", data=tokens)
+    assert rdb.keys("ft:*") == []  # consumed by the cancel
+    assert response.status_code == 303 and response.headers["Location"] == f"{order}?cancelled=1"
+    page = client.get(response.headers["Location"]).get_data(as_text=True)
+    assert "Your order is cancelled" in page and "Cancelled" in page
+    assert "Cancel order" not in page  # nothing left to cancel
+    assert status(servers) == "cancelled"
+
+
+def test_double_click_on_cancel_is_one_cancel_and_both_land_on_the_order(client, order):
+    tokens = cancel_form(client, order)
+    first = client.post(f"{order}/cancel", data=tokens)
+    second = client.post(f"{order}/cancel", data=tokens)
+    assert first.headers["Location"].endswith("?cancelled=1")
+    assert second.status_code == 303
+    assert second.headers["Location"] == f"{order}?already_cancelled=1"
+    assert "already cancelled" in client.get(second.headers["Location"]).get_data(as_text=True)
+
+
+def test_cancel_from_two_tabs_is_still_cancelled(client, order, servers):
+    tab1, tab2 = cancel_form(client, order), cancel_form(client, order)
+    assert client.post(f"{order}/cancel", data=tab1).headers["Location"].endswith("cancelled=1")
+    again = client.post(f"{order}/cancel", data=tab2)
+    assert again.headers["Location"].endswith("?already_cancelled=1")
+    assert status(servers) == "cancelled"
+
+
+def test_a_paid_order_can_be_cancelled(client, order, servers):
+    set_status(servers, "paid")
+    client.post(f"{order}/cancel", data=cancel_form(client, order))
+    assert status(servers) == "cancelled"
+
+
+def test_cancelling_a_shipped_order_is_a_409_page_saying_why(client, order, servers):
+    tokens = cancel_form(client, order)
+    set_status(servers, "shipped")  # shipped while the page was open
+    response = client.post(f"{order}/cancel", data=tokens)
+    assert response.status_code == 409
+    assert "An order that is shipped cannot be cancelled." in response.get_data(as_text=True)
+    assert status(servers) == "shipped"
+    assert "Cancel order" not in client.get(order).get_data(as_text=True)
+
+
+def test_cancel_needs_the_csrf_token(client, order, servers):
+    tokens = cancel_form(client, order)
+    response = client.post(f"{order}/cancel", data={"form_token": tokens["form_token"]})
+    assert response.status_code == 400 and status(servers) == "placed"
+
+
+def test_cancel_with_a_malformed_token_is_a_400_and_an_unknown_order_a_404(client, order):
+    tokens = cancel_form(client, order)
+    assert client.post(f"{order}/cancel", data={**tokens, "form_token": "x"}).status_code == 400
+    assert client.post("/orders/AAAAAAAAAAAAAAAAAAAAAA/cancel", data=tokens).status_code == 404
+
+
+def test_a_cancel_token_only_cancels_its_own_order(client, order, servers):
+    other = order_path(submit(client, open_form(client), quantity="1"))
+    tokens = cancel_form(client, order)
+    response = client.post(f"{other}/cancel", data=tokens)  # bound to the first order's form
+    assert response.status_code == 409
+    with servers.engine.connect() as conn:
+        assert set(conn.scalars(text("SELECT status FROM orders"))) == {"placed"}
+
+
+def test_concurrent_cancel_and_ship_exactly_one_wins_and_the_loser_is_told_why(
+        app, client, order, servers):
+    set_status(servers, "paid")
+    tokens = cancel_form(client, order)
+    with servers.engine.connect() as conn:
+        order_id = conn.scalar(text("SELECT id FROM orders"))
+    barrier = threading.Barrier(2)
+    results: dict[str, object] = {}
+
+    def ship() -> None:
+        barrier.wait()
+        try:
+            with Session(servers.engine) as db, db.begin():
+                results["ship"] = transition(db, order_id, "ship")
+        except TransitionRefused as refused:
+            results["ship"] = refused
+
+    def press_cancel() -> None:
+        barrier.wait()
+        results["cancel"] = client.post(f"{order}/cancel", data=tokens)
+
+    threads = [threading.Thread(target=ship), threading.Thread(target=press_cancel)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    page = results["cancel"]
+    if status(servers) == "cancelled":
+        assert page.status_code == 303
+        assert str(results["ship"]) == "An order that is cancelled cannot be shipped."
+    else:
+        assert status(servers) == "shipped" and page.status_code == 409
+        assert "An order that is shipped cannot be cancelled." in page.get_data(as_text=True)

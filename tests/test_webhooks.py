@@ -1,0 +1,173 @@
+"""POST /webhooks/payments: signed, deduplicated, applied through the state machine."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from sqlalchemy import text
+
+from tests.api_client import new_api_key, place, problem_type
+from webapp.webhook_signatures import HEADER, sign
+
+SECRET = "whsec-test"
+
+
+@pytest.fixture
+def app(make_app):
+    return make_app(PAYMENT_WEBHOOK_SECRET=SECRET)
+
+
+@pytest.fixture
+def order_id(client, servers) -> str:
+    return place(client, new_api_key(servers)).get_json()["id"]  # total 3600 cents
+
+
+def deliver(client, event: dict, *, secret: str = SECRET, timestamp: int | None = None,
+            body: bytes | None = None, signature: str | None = None):
+    raw = json.dumps(event).encode() if body is None else body
+    header = signature if signature is not None else sign(secret, raw, timestamp=timestamp)
+    return client.post("/webhooks/payments", data=raw, content_type="application/json",
+                       headers={HEADER: header})
+
+
+def paid(order_id: str, event_id: str = "evt_pay", amount: int = 3600) -> dict:
+    return {"id": event_id, "type": "payment.succeeded", "order_id": order_id,
+            "amount_cents": amount}
+
+
+def refunded(order_id: str, event_id: str = "evt_refund", amount: int = 3600) -> dict:
+    return {"id": event_id, "type": "refund.succeeded", "order_id": order_id,
+            "amount_cents": amount}
+
+
+def order_row(servers):
+    with servers.engine.connect() as conn:
+        return conn.execute(text("SELECT status, paid_cents, refunded_cents FROM orders")).one()
+
+
+def event_count(servers) -> int:
+    with servers.engine.connect() as conn:
+        return conn.scalar(text("SELECT count(*) FROM payment_events"))
+
+
+def test_a_payment_event_marks_the_order_paid(client, order_id, servers):
+    response = deliver(client, paid(order_id))
+    assert response.status_code == 200
+    assert response.get_json() == {"event": "evt_pay", "result": "applied",
+                                   "order_status": "paid"}
+    assert tuple(order_row(servers)) == ("paid", 3600, 0) and event_count(servers) == 1
+
+
+def test_a_duplicate_delivery_is_a_200_without_a_second_effect(client, order_id, servers, rdb):
+    deliver(client, paid(order_id))
+    assert deliver(client, refunded(order_id)).get_json()["result"] == "applied"
+    again = deliver(client, refunded(order_id))
+    assert again.status_code == 200 and again.get_json()["result"] == "duplicate"
+    rdb.flushall()  # Redis forgot: the UNIQUE event id row still stops the second effect
+    forgotten = deliver(client, refunded(order_id))
+    assert forgotten.status_code == 200 and forgotten.get_json()["result"] == "duplicate"
+    assert tuple(order_row(servers)) == ("refunded", 3600, 3600) and event_count(servers) == 2
+
+
+def test_concurrent_duplicate_deliveries_take_effect_once(app, order_id, servers):
+    barrier = threading.Barrier(8)
+    results: list = []
+
+    def send() -> None:
+        client = app.test_client()
+        barrier.wait()
+        results.append(deliver(client, paid(order_id)).get_json()["result"])
+
+    threads = [threading.Thread(target=send) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert sorted(results) == ["applied"] + ["duplicate"] * 7
+    assert event_count(servers) == 1
+
+
+def test_a_refund_before_the_payment_is_a_409_and_applies_once_it_can(client, order_id,
+                                                                      servers, rdb):
+    early = deliver(client, refunded(order_id))
+    assert early.status_code == 409 and problem_type(early) == "event-out-of-order"
+    assert "placed cannot be refunded" in early.get_json()["detail"]
+    assert early.headers["Retry-After"]
+    assert event_count(servers) == 0 and rdb.keys("wh:*") == []  # not recorded, not pinned
+    deliver(client, paid(order_id))
+    retried = deliver(client, refunded(order_id))  # the provider's retry
+    assert retried.status_code == 200 and retried.get_json()["result"] == "applied"
+    assert tuple(order_row(servers)) == ("refunded", 3600, 3600)
+
+
+def test_a_refund_larger_than_the_payment_is_refused(client, order_id, servers):
+    deliver(client, paid(order_id, amount=1000))
+    response = deliver(client, refunded(order_id, amount=1001))
+    assert response.status_code == 422 and "amount_cents" in response.get_json()["errors"]
+    assert tuple(order_row(servers)) == ("paid", 1000, 0) and event_count(servers) == 1
+
+
+@pytest.mark.parametrize("tamper", ["wrong secret", "body changed", "no header", "garbage",
+                                    "too old", "from the future", "timestamp changed"])
+def test_a_bad_signature_is_a_400_and_nothing_is_recorded(client, order_id, servers, rdb,
+                                                          tamper):
+    event = paid(order_id)
+    raw = json.dumps(event).encode()
+    now = int(time.time())
+    kwargs = {
+        "wrong secret": {"secret": "not-the-secret"},
+        "body changed": {"body": raw.replace(b"3600", b"1"), "signature": sign(SECRET, raw)},
+        "no header": {"signature": ""},
+        "garbage": {"signature": "t=abc,v1=zz"},
+        "too old": {"timestamp": now - 301},
+        "from the future": {"timestamp": now + 301},
+        "timestamp changed": {"signature": sign(SECRET, raw, timestamp=now - 10)
+                              .replace(f"t={now - 10}", f"t={now}")},
+    }[tamper]
+    response = deliver(client, event, **kwargs)
+    assert response.status_code == 400 and problem_type(response) == "bad-signature"
+    assert event_count(servers) == 0 and rdb.keys("wh:*") == []
+    assert tuple(order_row(servers)) == ("placed", 0, 0)
+
+
+def test_a_replayed_old_delivery_is_rejected(client, order_id, servers):
+    raw = json.dumps(paid(order_id)).encode()
+    captured = sign(SECRET, raw, timestamp=int(time.time()) - 3600)  # signed an hour ago
+    response = deliver(client, {}, body=raw, signature=captured)
+    assert response.status_code == 400 and "tolerance" in response.get_json()["detail"]
+    assert event_count(servers) == 0
+
+
+@pytest.mark.parametrize("event, status", [
+    ({"id": "e", "type": "payment.succeeded", "order_id": "nope", "amount_cents": 1}, 422),
+    ({"id": "e", "type": "payment.succeeded", "amount_cents": 1}, 422),
+    ({"id": "e", "type": "payment.succeeded", "order_id": "x", "amount_cents": -5}, 422),
+    ({"id": "e", "type": "payment.succeeded", "order_id": "x", "amount_cents": 10**12}, 422),
+    ([1, 2], 400),
+])
+def test_malformed_events_are_refused(client, order_id, servers, event, status):
+    response = deliver(client, event)
+    assert response.status_code == status and event_count(servers) == 0
+
+
+def test_an_unknown_event_type_is_acknowledged_without_effect(client, order_id, servers):
+    event = {"id": "evt_x", "type": "customer.updated", "order_id": order_id, "amount_cents": 1}
+    response = deliver(client, event)
+    assert response.status_code == 200 and response.get_json()["result"] == "ignored"
+    assert event_count(servers) == 0
+
+
+def test_webhooks_need_no_csrf_token_but_html_forms_still_do(client, order_id):
+    assert deliver(client, paid(order_id)).status_code == 200
+    response = client.post("/orders", data={"form_token": "x" * 43})
+    assert response.status_code == 400 and response.mimetype == "text/html"
+
+
+def test_without_a_webhook_secret_the_endpoint_answers_503(make_app, servers):
+    app = make_app(APP_ENV="testing")
+    app.config["PAYMENT_WEBHOOK_SECRET"] = None
+    response = app.test_client().post("/webhooks/payments", json={})
+    assert response.status_code == 503 and problem_type(response) == "unavailable"
