@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 
 from tests.api_client import new_api_key, place, problem_type
+from tests.live import LiveServer
 from webapp.webhook_signatures import HEADER, sign
 
 SECRET = "whsec-test"
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -171,3 +176,18 @@ def test_without_a_webhook_secret_the_endpoint_answers_503(make_app, servers):
     app.config["PAYMENT_WEBHOOK_SECRET"] = None
     response = app.test_client().post("/webhooks/payments", json={})
     assert response.status_code == 503 and problem_type(response) == "unavailable"
+
+
+def test_the_provider_script_plays_duplicates_and_reordering_against_a_live_server(
+        order_id, servers):
+    with LiveServer(servers, workers=1, threads=8, PAYMENT_WEBHOOK_SECRET=SECRET) as live:
+        run = subprocess.run(
+            [sys.executable, str(ROOT / "scripts/provider"), order_id, "--amount", "3600",
+             "--url", f"http://127.0.0.1:{live.port}", "--secret", SECRET],
+            capture_output=True, text=True, timeout=60, check=True)
+    outcomes = [line.split("-> ", 1)[1] for line in run.stdout.splitlines()]
+    assert outcomes[0].startswith("409 event-out-of-order")
+    assert outcomes[1:5] == ["200 applied", "200 duplicate", "200 applied"] + \
+        ["200 duplicate"] and outcomes[5:9] == ["200 duplicate"] * 4
+    assert all(o.startswith("400 bad-signature") for o in outcomes[9:]) and len(outcomes) == 11
+    assert tuple(order_row(servers)) == ("refunded", 3600, 3600) and event_count(servers) == 2
