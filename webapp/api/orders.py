@@ -16,17 +16,16 @@ from datetime import UTC, datetime
 from flask import Blueprint, Response, current_app, jsonify, request, url_for
 from sqlalchemy import select
 from sqlalchemy.orm import Session
-from werkzeug.exceptions import BadRequest
 
-from ..api_keys import authenticated_client
 from ..db import sessions
 from ..models import Order, Product, new_public_id
 from ..order_states import TransitionRefused, transition
 from ..submission import Created, Duplicate, Expired, Failed, Refused, StillRunning, run_once
 from ..tokens import TokenStore
-from .idempotency import expires_at, fingerprint, http_date, parse_key
+from .idempotency import expires_at, fingerprint, http_date
 from .order_payload import OrderRequest, validate_order
 from .problems import ApiProblem
+from .request_parts import idempotency_key, json_body, require_client
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 log = logging.getLogger(__name__)
@@ -185,35 +184,6 @@ def own_order(db: Session, client: int, public_id: str) -> Order:
     if order is None:
         raise ApiProblem("not-found", "You have no order with this id.")
     return order
-
-
-def require_client() -> int:
-    client = authenticated_client()
-    if client is None:
-        raise ApiProblem("unauthorized", "Send 'Authorization: Bearer <API key>'. Keys are "
-                         "made with 'flask --app webapp create-api-key CLIENT'.")
-    return client
-
-
-def idempotency_key() -> str:
-    values = request.headers.getlist("Idempotency-Key")
-    if not values:
-        raise ApiProblem("idempotency-key-missing", "Send an Idempotency-Key header: a unique "
-                         "value per order, the same on every retry of that order.")
-    key = parse_key(values[0]) if len(values) == 1 else None
-    if key is None:
-        raise ApiProblem("idempotency-key-malformed", "Send one Idempotency-Key of 1 to 255 "
-                         'printable ASCII characters, bare or quoted ("...").')
-    return key
-
-
-def json_body() -> object:
-    if not request.is_json:
-        raise ApiProblem("unsupported-media-type", "Send the body as application/json.")
-    try:
-        return request.get_json()
-    except (BadRequest, RecursionError):
-        raise ApiProblem("malformed-json", "The body could not be parsed as JSON.") from None
 
 
 def retention() -> int:

@@ -1,0 +1,46 @@
+"""The parts of an API request that views check first: who is calling (bearer
+API key), the Idempotency-Key header, and the JSON body. Each failure is the
+problem a client can act on, raised before anything is claimed or written."""
+
+from __future__ import annotations
+
+from flask import request
+from werkzeug.exceptions import BadRequest
+
+from ..api_keys import authenticated_client
+from .idempotency import parse_key
+from .problems import ApiProblem
+
+__all__ = ["idempotency_key", "json_body", "require_client"]
+
+
+def require_client() -> int:
+    """The calling client's id; 401 without a valid key."""
+    client = authenticated_client()
+    if client is None:
+        raise ApiProblem("unauthorized", "Send 'Authorization: Bearer <API key>'. Keys are "
+                         "made with 'flask --app webapp create-api-key CLIENT'.")
+    return client
+
+
+def idempotency_key() -> str:
+    """The request's Idempotency-Key; 400 if missing, repeated or malformed."""
+    values = request.headers.getlist("Idempotency-Key")
+    if not values:
+        raise ApiProblem("idempotency-key-missing", "Send an Idempotency-Key header: a unique "
+                         "value per order, the same on every retry of that order.")
+    key = parse_key(values[0]) if len(values) == 1 else None
+    if key is None:
+        raise ApiProblem("idempotency-key-malformed", "Send one Idempotency-Key of 1 to 255 "
+                         'printable ASCII characters, bare or quoted ("...").')
+    return key
+
+
+def json_body() -> object:
+    """The parsed JSON body; 415 if not JSON, 400 if it does not parse."""
+    if not request.is_json:
+        raise ApiProblem("unsupported-media-type", "Send the body as application/json.")
+    try:
+        return request.get_json()
+    except (BadRequest, RecursionError):
+        raise ApiProblem("malformed-json", "The body could not be parsed as JSON.") from None
