@@ -28,6 +28,7 @@ def test_first_request_places_the_order_and_says_how_long_retries_are_safe(clien
     assert body["total_cents"] == 3600
     assert response.headers["Location"] == f"/api/orders/{body['id']}"
     assert "Idempotent-Replayed" not in response.headers
+    assert response.headers["Cache-Control"] == "no-store"
     expires = parsedate_to_datetime(response.headers["Idempotency-Key-Expires"]).timestamp()
     assert abs(expires - (time.time() + 24 * 3600)) < 120
     assert order_count(servers) == 1

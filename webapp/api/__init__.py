@@ -6,7 +6,7 @@ Errors anywhere under ``/api/`` and ``/webhooks/`` are problem+json
 
 from __future__ import annotations
 
-from flask import Flask, request
+from flask import Flask, Response, request
 
 from .. import api_keys
 from ..extensions import csrf
@@ -24,6 +24,13 @@ def wants_problem() -> bool:
     return request.path.startswith(JSON_PREFIXES)
 
 
+def _no_store(response: Response) -> Response:
+    # Orders carry personal details and replays must come from us, not a cache.
+    if wants_problem():
+        response.headers.setdefault("Cache-Control", "no-store")
+    return response
+
+
 def init_app(app: Flask) -> None:
     app.config.setdefault("IDEMPOTENCY_RETENTION", 86400)
     if int(app.config["IDEMPOTENCY_RETENTION"]) < 1:
@@ -36,4 +43,5 @@ def init_app(app: Flask) -> None:
     app.register_blueprint(orders.bp)
     app.register_blueprint(openapi.bp)
     app.register_error_handler(ApiProblem, lambda error: error.response())
+    app.after_request(_no_store)
     api_keys.init_app(app)
