@@ -19,9 +19,11 @@ def order(client) -> str:
     return order_path(submit(client, open_form(client)))
 
 
-def cancel_form(client, path: str) -> dict[str, str]:
-    html = client.get(path).get_data(as_text=True)
-    assert "Cancel order" in html
+def cancel_form(client, order: str) -> dict[str, str]:
+    """Press "Cancel order" on the confirmation page: the confirm page's tokens."""
+    assert "Cancel order" in client.get(order).get_data(as_text=True)
+    html = client.get(f"{order}/cancel").get_data(as_text=True)
+    assert "Cancel this order?" in html
     return {"csrf_token": hidden(html, "csrf_token"), "form_token": hidden(html, "form_token")}
 
 
@@ -33,6 +35,11 @@ def set_status(servers, status: str) -> None:
 def status(servers) -> str:
     with servers.engine.connect() as conn:
         return conn.scalar(text("SELECT status FROM orders"))
+
+
+def test_viewing_an_order_writes_nothing_to_redis(client, order, rdb):
+    client.get(order)
+    assert rdb.keys("ft:*") == []
 
 
 def test_cancel_button_cancels_the_order(client, order, servers, rdb):
@@ -80,6 +87,8 @@ def test_cancelling_a_shipped_order_is_a_409_page_saying_why(client, order, serv
     assert "An order that is shipped cannot be cancelled." in response.get_data(as_text=True)
     assert status(servers) == "shipped"
     assert "Cancel order" not in client.get(order).get_data(as_text=True)
+    refused = client.get(f"{order}/cancel")  # a stale link says why, issues no token
+    assert refused.status_code == 409 and "cannot be cancelled" in refused.get_data(as_text=True)
 
 
 def test_cancel_needs_the_csrf_token(client, order, servers):

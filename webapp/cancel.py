@@ -1,8 +1,12 @@
-"""The "Cancel order" button on the confirmation page.
+"""Cancelling an order from its confirmation page.
 
-The button is a form with its own single-use token (form name
-``cancel:<public_id>``), submitted through the same :func:`submit_once` as the
-order form, so a double click or a resubmit is one cancel. Whether the cancel
+The confirmation page links to ``GET /orders/<id>/cancel``, which asks "cancel
+this order?" with a form that carries its own single-use token (form name
+``cancel:<public_id>``). Issuing the token there, not on the confirmation
+page, keeps viewing an order free of Redis writes and puts a confirmation step
+before a destructive action. The form is submitted through the same
+:func:`submit_once` as the order form, so a double click or a resubmit is one
+cancel. Whether the cancel
 *can* happen is the state machine's call (:mod:`webapp.order_states`): a
 cancelled order stays cancelled, a shipped one is refused with the reason.
 """
@@ -38,22 +42,25 @@ def form_name(public_id: str) -> str:
     return f"cancel:{public_id}"
 
 
-def cancel_form_token(order: Order) -> str | None:
-    """A fresh token for this order's cancel form, or None if it cannot be cancelled."""
-    if order.status not in CANCELLABLE:
-        return None
-    return form_tokens.issue(form_name(order.public_id))
+def cancellable(order: Order) -> bool:
+    """Whether the confirmation page offers "Cancel order" (no Redis involved)."""
+    return order.status in CANCELLABLE
+
+
+@bp.get("/orders/<public_id>/cancel")
+def confirm(public_id: str):
+    """Ask before cancelling; the form gets a fresh single-use token."""
+    order = _order_or_404(public_id)
+    if not cancellable(order):
+        return refused_page(public_id, str(TransitionRefused("cancel", order.status)))
+    token = form_tokens.issue(form_name(public_id))
+    return render_template("orders/cancel.html", order=order, form_token=token)
 
 
 @bp.post("/orders/<public_id>/cancel")
 def cancel(public_id: str):
     token = form_tokens.submitted_token()  # malformed: 400, Redis untouched
-    order_id = None
-    if PUBLIC_ID.fullmatch(public_id):
-        with sessions()() as db:
-            order_id = db.scalar(select(Order.id).where(Order.public_id == public_id))
-    if order_id is None:
-        abort(404, "There is no order with this number.")
+    order_id = _order_or_404(public_id).id
 
     outcome = form_tokens.submit_once(
         form_name(public_id), token, sessions=sessions(),
@@ -96,6 +103,16 @@ def status_if_cancelled(db: Session, order_id: int) -> str | None:
     return status if status == "cancelled" else None
 
 
+def _order_or_404(public_id: str) -> Order:
+    order = None
+    if PUBLIC_ID.fullmatch(public_id):
+        with sessions()() as db:
+            order = db.scalar(select(Order).where(Order.public_id == public_id))
+    if order is None:
+        abort(404, "There is no order with this number.")
+    return order
+
+
 def refused_page(public_id: str, reason: str):
     return render_template("orders/cancel_refused.html", public_id=public_id,
                            reason=reason), 409
@@ -103,4 +120,4 @@ def refused_page(public_id: str, reason: str):
 
 def init_app(app: Flask) -> None:
     app.register_blueprint(bp)
-    app.jinja_env.globals["cancel_form_token"] = cancel_form_token
+    app.jinja_env.globals["cancellable"] = cancellable
