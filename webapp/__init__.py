@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Flask, redirect, url_for
 
-from . import api, cancel, config, db, errors, orders, security, webhooks
+from . import api, cancel, config, db, errors, orders, refunds, security, webhooks
 from .extensions import csrf, form_tokens
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,6 +32,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     api.init_app(app)
     webhooks.init_app(app)
     cancel.init_app(app)
+    refunds.init_app(app)
 
     pause = app.config.get("TEST_PAUSE_AFTER_CONSUME")
     if pause:

@@ -1,0 +1,131 @@
+"""Refund tests: paid orders, real worker processes, and waiting for them."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+
+import pytest
+import redis
+from sqlalchemy import text
+from sqlalchemy.orm import Session
+
+from webapp.order_states import transition
+from webapp.refunds.stream import GROUP, STREAM, RefundRequest, queue_refund
+
+
+def new_key() -> str:
+    """A key shaped like a form-token digest."""
+    return secrets.token_urlsafe(32)
+
+
+def wait_until(condition: Callable[[], object], timeout: float = 60, what: str = "") -> object:
+    """Poll ``condition`` until it is truthy; fail after a generous ``timeout``."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = condition()
+        if result:
+            return result
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what or condition}")
+
+
+class Worker:
+    """``python -m webapp.refunds.worker`` as a real process, its log in a temp file."""
+
+    def __init__(self, servers, **env: str) -> None:
+        self.env = {**os.environ, "APP_ENV": "testing", "DATABASE_URL": servers.database_url,
+                    "REDIS_URL": servers.redis.url, "REFUND_CLAIM_IDLE_MS": "500", **env}
+        self.log = tempfile.TemporaryFile("w+")
+        self.process = subprocess.Popen([sys.executable, "-m", "webapp.refunds.worker"],
+                                        env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read()
+
+    def wait_for(self, line: str, timeout: float = 60) -> str:
+        """Wait until the worker has printed ``line``; returns the whole log."""
+        def printed() -> str | None:
+            out = self.output()
+            assert line in out or self.process.poll() is None, out
+            return out if line in out else None
+        return wait_until(printed, timeout, what=f"worker to print {line!r}")
+
+    def kill(self) -> None:
+        """SIGKILL: no clean-up of any kind runs."""
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self, timeout: float = 30) -> int:
+        """SIGTERM, then wait for the exit status."""
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+        self.log.close()
+
+
+@pytest.fixture
+def start_worker(servers):
+    """Start real worker processes; every one still running is killed afterwards."""
+    workers: list[Worker] = []
+
+    def start(**env: str) -> Worker:
+        worker = Worker(servers, **env)
+        workers.append(worker)
+        return worker
+
+    yield start
+    for worker in workers:
+        worker.close()
+
+
+@pytest.fixture
+def paid_order(servers) -> Callable[..., int]:
+    """Insert an order and pay it through the state machine; returns its id."""
+    def make(paid_cents: int = 3600) -> int:
+        with Session(servers.engine) as db, db.begin():
+            order_id = db.scalar(text(
+                "INSERT INTO orders (public_id, form_token_digest, product_id, quantity, "
+                "unit_price_cents, customer_name, email, shipping_address) VALUES "
+                "(left(md5(random()::text), 22), md5(random()::text), 1, 2, 1800, 'Ada', "
+                "'ada@example.com', 'London') RETURNING id"))
+            transition(db, order_id, "pay", paid_cents=paid_cents)
+        return order_id
+    return make
+
+
+def queue(rdb: redis.Redis, key: str, order_id: int, amount_cents: int) -> str:
+    """Append a refund message as the web app does."""
+    return queue_refund(rdb, RefundRequest(key, order_id, amount_cents))
+
+
+def pending_count(rdb: redis.Redis) -> int:
+    return rdb.xpending(STREAM, GROUP)["pending"]
+
+
+def all_acked(rdb: redis.Redis) -> bool:
+    """The group has read up to the newest message and has nothing pending."""
+    (group,) = rdb.xinfo_groups(STREAM) or [None]
+    newest = rdb.xrevrange(STREAM, count=1)
+    return group is not None and group["pending"] == 0 and \
+        bool(newest) and group["last-delivered-id"] == newest[0][0]
+
+
+def refunds_of(servers, order_id: int) -> tuple[int, int, str]:
+    """(number of refund records, refunded_cents, status) of an order."""
+    with servers.engine.connect() as conn:
+        return conn.execute(text(
+            "SELECT (SELECT count(*) FROM refund_records WHERE order_id = o.id), "
+            "o.refunded_cents, o.status FROM orders o WHERE o.id = :id"), {"id": order_id}).one()

@@ -1,0 +1,121 @@
+"""The refund form on a paid order's page: one message per token, clear errors."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+
+from tests.conftest import hidden
+from webapp.extensions import form_tokens
+from webapp.refunds.stream import DEAD_LETTERS, STREAM
+
+
+@pytest.fixture
+def order(servers, paid_order) -> tuple[int, str]:
+    """(id, public id) of an order paid €36.00."""
+    order_id = paid_order(3600)
+    with servers.engine.connect() as conn:
+        return order_id, conn.scalar(text("SELECT public_id FROM orders WHERE id = :id"),
+                                     {"id": order_id})
+
+
+def open_refund_form(client, public_id: str) -> dict[str, str]:
+    page = client.get(f"/orders/{public_id}")
+    assert page.status_code == 200
+    html = page.get_data(as_text=True)
+    assert "Request a refund" in html and "Up to €36.00." in html
+    return {"csrf_token": hidden(html, "csrf_token"), "form_token": hidden(html, "form_token")}
+
+
+def refund(client, public_id: str, tokens: dict[str, str], amount: str):
+    return client.post(f"/orders/{public_id}/refunds", data={**tokens, "amount": amount})
+
+
+def test_submit_queues_one_message_keyed_by_the_token_digest(client, app, rdb, order):
+    order_id, public_id = order
+    tokens = open_refund_form(client, public_id)
+    response = refund(client, public_id, tokens, "12.50")
+    assert response.status_code == 303
+    assert response.headers["Location"] == f"/orders/{public_id}?refund=requested"
+    assert "refund request was received" in client.get(response.headers["Location"]).text
+    ((_, fields),) = rdb.xrange(STREAM)
+    with app.test_request_context(), client.session_transaction() as session:
+        digest = form_tokens.store.digest(tokens["form_token"],
+                                          session_id=session["_form_tokens_sid"],
+                                          form=f"refund:{public_id}")
+    assert fields == {"key": digest, "order": str(order_id), "amount": "1250",
+                      "public_id": public_id}
+
+
+def test_double_submit_queues_once_and_both_land_on_the_order(client, rdb, order):
+    _, public_id = order
+    tokens = open_refund_form(client, public_id)
+    first = refund(client, public_id, tokens, "10")
+    second = refund(client, public_id, tokens, "10")
+    assert first.headers["Location"].endswith("?refund=requested")
+    assert second.status_code == 303
+    assert second.headers["Location"] == f"/orders/{public_id}?refund=already"
+    assert "already requested" in client.get(second.headers["Location"]).text
+    assert rdb.xlen(STREAM) == 1
+
+
+@pytest.mark.parametrize(("amount", "message"), [
+    ("", "Enter the amount to refund."),
+    ("twelve", "Enter an amount like 12.50."),
+    ("NaN", "Enter an amount like 12.50."),
+    ("-5", "Enter an amount like 12.50."),
+    ("0", "Enter an amount like 12.50."),
+    ("36.01", "You can refund at most €36.00."),
+    ("1e999999", "You can refund at most €36.00."),
+    ("1.005", "Use at most two decimals"),
+])
+def test_bad_amount_gets_422_with_the_input_kept_and_the_same_token(client, rdb, order,
+                                                                     amount, message):
+    _, public_id = order
+    tokens = open_refund_form(client, public_id)
+    response = refund(client, public_id, tokens, amount)
+    assert response.status_code == 422
+    html = response.text
+    assert message in html and f'value="{amount}"' in html
+    assert hidden(html, "form_token") == tokens["form_token"]  # not spent: still good
+    assert rdb.xlen(STREAM) == 0
+    assert refund(client, public_id, tokens, "36").status_code == 303
+
+
+def test_unpaid_order_has_no_refund_form_and_refuses_a_forged_one(client, servers, order):
+    order_id, public_id = order
+    tokens = open_refund_form(client, public_id)
+    with servers.engine.begin() as conn:
+        conn.execute(text("UPDATE orders SET status = 'cancelled' WHERE id = :id"),
+                     {"id": order_id})
+    assert "Request a refund" not in client.get(f"/orders/{public_id}").text
+    response = refund(client, public_id, tokens, "1")
+    assert response.status_code == 409 and "it is cancelled" in response.text
+
+
+def test_refund_applied_since_the_form_was_opened_is_refused_with_input_kept(
+        client, servers, rdb, order):
+    order_id, public_id = order
+    tokens = open_refund_form(client, public_id)
+    with servers.engine.begin() as conn:  # the worker applies €30 meanwhile
+        conn.execute(text("UPDATE orders SET refunded_cents = 3000 WHERE id = :id"),
+                     {"id": order_id})
+    response = refund(client, public_id, tokens, "20")
+    assert response.status_code == 422 and "at most €6.00" in response.text
+    assert 'value="20"' in response.text and rdb.xlen(STREAM) == 0
+
+
+@pytest.mark.parametrize(("path", "form_token", "status"), [
+    ("/orders/nope/refunds", "x" * 43, 404),
+    ("/orders/{public_id}/refunds", "short", 400),
+    ("/orders/{public_id}/refunds", None, 400),
+])
+def test_bad_requests_get_a_clear_4xx(client, rdb, order, path, form_token, status):
+    _, public_id = order
+    tokens = open_refund_form(client, public_id)
+    data = {"csrf_token": tokens["csrf_token"], "amount": "1"}
+    if form_token is not None:
+        data["form_token"] = form_token
+    response = client.post(path.format(public_id=public_id), data=data)
+    assert response.status_code == status and "<h1" in response.text
+    assert rdb.xlen(STREAM) == 0 and rdb.xlen(DEAD_LETTERS) == 0

@@ -1,0 +1,70 @@
+"""The refund worker's settings, from the environment, checked at start-up."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+__all__ = ["WorkerSettings"]
+
+_TEST_HOOKS = ("TEST_REFUND_PAUSE_BEFORE_COMMIT", "TEST_REFUND_PAUSE_BEFORE_ACK")
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    database_url: str
+    redis_url: str
+    consumer: str
+    batch: int = 50
+    concurrency: int = 8
+    block_ms: int = 1000
+    claim_idle_ms: int = 30_000
+    max_deliveries: int = 5
+    grace_seconds: float = 10.0
+    lock_timeout_ms: int = 5000
+    # Test hooks (APP_ENV=testing only): sleep at that point, after printing
+    # "PAUSE <where> <message id>" to stderr so a test can kill the worker there.
+    pause_before_commit: float = 0.0
+    pause_before_ack: float = 0.0
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str] = os.environ) -> WorkerSettings:
+        """Read the ``REFUND_*`` variables (see README.md); RuntimeError says what to fix."""
+        database_url, redis_url = environ.get("DATABASE_URL"), environ.get("REDIS_URL")
+        if not database_url or not redis_url:
+            raise RuntimeError("The refund worker needs DATABASE_URL and REDIS_URL set "
+                               "(scripts/run sets both and starts the worker for you).")
+        hooks = {name: _number(environ, name, 0.0) for name in _TEST_HOOKS}
+        if any(hooks.values()) and environ.get("APP_ENV") != "testing":
+            raise RuntimeError("TEST_REFUND_* variables are test hooks, refused outside testing.")
+        return cls(
+            # psycopg takes a libpq URL, not SQLAlchemy's "+psycopg" dialect form.
+            database_url=database_url.replace("postgresql+psycopg://", "postgresql://", 1),
+            redis_url=redis_url,
+            consumer=environ.get("REFUND_CONSUMER") or f"{socket.gethostname()}-{os.getpid()}",
+            batch=int(_number(environ, "REFUND_BATCH", cls.batch, minimum=1)),
+            concurrency=int(_number(environ, "REFUND_CONCURRENCY", cls.concurrency, minimum=1)),
+            claim_idle_ms=int(_number(environ, "REFUND_CLAIM_IDLE_MS", cls.claim_idle_ms)),
+            max_deliveries=int(_number(environ, "REFUND_MAX_DELIVERIES", cls.max_deliveries,
+                                       minimum=1)),
+            grace_seconds=_number(environ, "REFUND_GRACE_SECONDS", cls.grace_seconds),
+            lock_timeout_ms=int(_number(environ, "REFUND_LOCK_TIMEOUT_MS", cls.lock_timeout_ms,
+                                        minimum=1)),
+            pause_before_commit=hooks["TEST_REFUND_PAUSE_BEFORE_COMMIT"],
+            pause_before_ack=hooks["TEST_REFUND_PAUSE_BEFORE_ACK"],
+        )
+
+
+def _number(environ: Mapping[str, str], name: str, default: float, minimum: float = 0) -> float:
+    raw = environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise RuntimeError(f"{name} must be a number, got {raw!r}.") from None
+    if value < minimum:
+        raise RuntimeError(f"{name} must be at least {minimum:g}, got {raw!r}.")
+    return value

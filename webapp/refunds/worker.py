@@ -1,0 +1,243 @@
+"""The refund worker: reads the stream through a consumer group, applies each
+refund once, acks only after the commit.
+
+    python -m webapp.refunds.worker          (scripts/run starts one beside the app)
+
+Delivery is at least once; the effect is exactly once. Every path that could
+deliver a message twice (a worker killed between COMMIT and XACK, a consumer
+presumed dead and its messages claimed, two workers claiming the same message)
+ends at the UNIQUE idempotency key in refund_records: the second insert fails,
+and the message is acked as already done.
+
+Stopping (SIGTERM or Ctrl-C): no new reads; the batch in flight gets
+``REFUND_GRACE_SECONDS`` to finish, then what is left is cancelled. A cancelled
+refund rolls back (or, if COMMIT already went through, is acked as done when it
+is redelivered). Nothing is ever deleted to "clean up" after a cancellation:
+CancelledError is not an Exception, so no handler below can swallow it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable
+
+import redis.asyncio as aioredis
+from psycopg_pool import AsyncConnectionPool
+from redis.exceptions import RedisError, ResponseError
+
+from .effect import AlreadyApplied, Applied, Rejected, apply_refund
+from .settings import WorkerSettings
+from .stream import DEAD_LETTERS, ERRORS, GROUP, STREAM, MalformedRefund, RefundRequest, short
+
+log = logging.getLogger("webapp.refunds.worker")
+Message = tuple[str, dict[str, str] | None]
+
+
+class RefundWorker:
+    """One consumer in the ``refund-workers`` group."""
+
+    def __init__(self, settings: WorkerSettings, client: aioredis.Redis,
+                 pool: AsyncConnectionPool) -> None:
+        self.settings, self.redis, self.pool = settings, client, pool
+        self.claim_cursor = "0-0"
+
+    async def ensure_group(self) -> None:
+        """Create the stream and the group (from the start of the stream) if missing."""
+        try:
+            await self.redis.xgroup_create(STREAM, GROUP, id="0", mkstream=True)
+        except ResponseError as error:
+            if "BUSYGROUP" not in str(error):
+                raise
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Claim stale messages, else read new ones, until ``stop`` is set."""
+        while not stop.is_set():
+            try:
+                batch = await self.claim_stale() or await self.read_new()
+            except RedisError as error:
+                log.warning("stream unavailable (%s); retrying", type(error).__name__)
+                await asyncio.sleep(1)
+                continue
+            if batch:
+                await self.finish_or_abandon(batch, stop)
+
+    async def claim_stale(self) -> list[tuple[str, dict[str, str] | None, int]]:
+        """XAUTOCLAIM messages idle longer than ``claim_idle_ms`` (their consumer
+        died or is stuck), with how often each was delivered."""
+        reply = await self.redis.xautoclaim(
+            STREAM, GROUP, self.settings.consumer, self.settings.claim_idle_ms,
+            start_id=self.claim_cursor, count=self.settings.batch)
+        self.claim_cursor, messages = reply[0], reply[1]
+        if not messages:
+            return []
+        pending = await self.redis.xpending_range(
+            STREAM, GROUP, min=messages[0][0], max=messages[-1][0], count=10 * len(messages),
+            consumername=self.settings.consumer)
+        deliveries = {p["message_id"]: p["times_delivered"] for p in pending}
+        return [(mid, fields, deliveries.get(mid, 1)) for mid, fields in messages]
+
+    async def read_new(self) -> list[tuple[str, dict[str, str] | None, int]]:
+        reply = await self.redis.xreadgroup(GROUP, self.settings.consumer, {STREAM: ">"},
+                                            count=self.settings.batch,
+                                            block=self.settings.block_ms)
+        return [(mid, fields, 1) for _, messages in reply or [] for mid, fields in messages]
+
+    async def finish_or_abandon(self, batch: list, stop: asyncio.Event) -> None:
+        """Run the batch concurrently; if ``stop`` comes meanwhile, give it the
+        grace period, then cancel what is left (it stays pending, to be claimed)."""
+        tasks = [asyncio.create_task(self.handle(*message)) for message in batch]
+        pending: set[asyncio.Task] = set(tasks)
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            while pending and not stop.is_set():
+                _, pending = await asyncio.wait(pending | {stopping},
+                                                return_when=asyncio.FIRST_COMPLETED)
+                pending.discard(stopping)
+            if pending:
+                _, pending = await asyncio.wait(pending, timeout=self.settings.grace_seconds)
+            if pending:
+                log.warning("stopping: abandoning %d refunds in flight (left pending)",
+                            len(pending))
+                for task in pending:
+                    task.cancel()
+                await asyncio.wait(pending)
+        finally:
+            stopping.cancel()
+        for task in tasks:
+            if not task.cancelled() and task.exception() is not None:
+                raise task.exception()  # a bug in handle(): crash loudly
+
+    async def handle(self, message_id: str, fields: dict[str, str] | None,
+                     deliveries: int) -> None:
+        """One message: apply it, then ack; or leave it pending for a retry."""
+        if fields is None:  # trimmed from the stream while pending: nothing to apply
+            await self.redis.xack(STREAM, GROUP, message_id)
+            return
+        try:
+            refund = RefundRequest.from_fields(fields)
+        except MalformedRefund as error:
+            await self.dead_letter(message_id, fields, str(error), deliveries)
+            return
+        if deliveries > self.settings.max_deliveries:
+            await self.give_up(message_id, fields, refund, deliveries)
+            return
+        try:
+            async with self.pool.connection() as conn:
+                outcome = await apply_refund(conn, refund, message_id,
+                                             self.pause("before_commit", message_id))
+        except Exception as error:  # CancelledError is not one: it propagates
+            # Connection lost, lock timeout, anything unforeseen: nothing committed,
+            # or the commit's fate is unknown. Leave it pending; a redelivery settles it.
+            log.warning("refund %s key=%s failed (delivery %d): %s", message_id,
+                        short(refund.key), deliveries, type(error).__name__)
+            await self.remember_error(message_id, error)
+            return
+        if isinstance(outcome, Rejected):
+            await self.dead_letter(message_id, fields, outcome.reason, deliveries)
+            return
+        await self.pause("before_ack", message_id)()
+        try:
+            await self.redis.xack(STREAM, GROUP, message_id)
+        except RedisError as error:
+            log.warning("refund %s key=%s committed, ack failed (%s): will be redelivered",
+                        message_id, short(refund.key), type(error).__name__)
+            return
+        match outcome:
+            case Applied(refunded, status):
+                log.info("refund %s key=%s applied order=%d amount=%d refunded=%d status=%s",
+                         message_id, short(refund.key), refund.order_id, refund.amount_cents,
+                         refunded, status)
+            case AlreadyApplied():
+                log.info("refund %s key=%s already applied: acked", message_id,
+                         short(refund.key))
+
+    async def give_up(self, message_id: str, fields: dict[str, str], refund: RefundRequest,
+                      deliveries: int) -> None:
+        """Too many deliveries: dead-letter it, unless an earlier one did commit."""
+        try:
+            async with self.pool.connection() as conn:
+                done = await (await conn.execute(
+                    "SELECT 1 FROM refund_records WHERE idempotency_key = %s",
+                    (refund.key,))).fetchone()
+        except Exception as error:  # the database is away: try later
+            await self.remember_error(message_id, error)
+            return
+        if done:
+            await self.redis.xack(STREAM, GROUP, message_id)
+            log.info("refund %s key=%s already applied: acked", message_id, short(refund.key))
+            return
+        reason = await self.redis.hget(ERRORS, message_id) or "unknown error"
+        await self.dead_letter(message_id, fields, f"failed {deliveries - 1} times: {reason}",
+                               deliveries)
+
+    async def dead_letter(self, message_id: str, fields: dict[str, str], reason: str,
+                          deliveries: int) -> None:
+        """Move the message to the dead-letter stream with the reason, and ack it,
+        in one MULTI/EXEC: it is never both lost and acked."""
+        async with self.redis.pipeline(transaction=True) as pipe:
+            pipe.xadd(DEAD_LETTERS, {**fields, "message_id": message_id, "reason": reason,
+                                     "deliveries": str(deliveries)})
+            pipe.xack(STREAM, GROUP, message_id)
+            pipe.hdel(ERRORS, message_id)
+            await pipe.execute()
+        log.warning("refund %s key=%s dead-lettered: %s", message_id,
+                    short(fields.get("key", "")) or "-", reason)
+
+    async def remember_error(self, message_id: str, error: Exception) -> None:
+        try:
+            await self.redis.hset(ERRORS, message_id, f"{type(error).__name__}: {error}"[:500])
+        except RedisError:
+            pass  # only the dead letter's reason is lost
+
+    def pause(self, where: str, message_id: str) -> Callable[[], Awaitable[None]]:
+        """The test hook for ``where`` (a no-op unless APP_ENV=testing set it)."""
+        seconds = getattr(self.settings, f"pause_{where}")
+
+        async def pause() -> None:
+            if seconds:
+                print(f"PAUSE {where} {message_id}", file=sys.stderr, flush=True)
+                await asyncio.sleep(seconds)
+        return pause
+
+
+async def serve(settings: WorkerSettings) -> None:
+    """Run one worker until SIGTERM or SIGINT."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    client = aioredis.Redis.from_url(settings.redis_url, decode_responses=True,
+                                     socket_connect_timeout=3, health_check_interval=30)
+    pool = AsyncConnectionPool(
+        settings.database_url, min_size=1, max_size=settings.concurrency, open=False,
+        kwargs={"autocommit": True, "connect_timeout": 3,
+                "options": f"-c lock_timeout={settings.lock_timeout_ms}"
+                           " -c statement_timeout=15s"})
+    try:
+        async with pool:
+            worker = RefundWorker(settings, client, pool)
+            await worker.ensure_group()
+            log.info("refund worker %s reading %s as group %s", settings.consumer, STREAM, GROUP)
+            await worker.run(stop)
+    finally:
+        await client.aclose()
+    log.info("refund worker %s stopped", settings.consumer)
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        settings = WorkerSettings.from_environ()
+    except RuntimeError as error:
+        print(f"refund worker: {error}", file=sys.stderr)
+        return 2
+    asyncio.run(serve(settings))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
