@@ -4,8 +4,9 @@
 
 When DATABASE_URL and REDIS_URL are unset it starts a real PostgreSQL and a
 real Redis from Python packages, keeps their data in ./instance/, applies the
-migrations, seeds the catalogue, serves the app with gunicorn, and stops the
-servers on exit (Ctrl-C).
+migrations, seeds the catalogue, serves the app with gunicorn beside the
+refund worker (python -m webapp.refunds.worker), and stops them all on exit
+(Ctrl-C).
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ def main() -> int:
         flask = [sys.executable, "-m", "flask", "--app", "webapp"]
         subprocess.run([*flask, "init-db"], env=env, check=True)
         print(" * Serving on http://127.0.0.1:5000  (Ctrl-C stops the app and the servers)")
+        refund_worker = subprocess.Popen([sys.executable, "-m", "webapp.refunds.worker"],
+                                         env=env)
         gunicorn = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "--bind", "127.0.0.1:5000",
              "--workers", env.get("WEB_CONCURRENCY", "2"), "--threads", "4",
@@ -50,8 +53,11 @@ def main() -> int:
         try:
             return gunicorn.wait()
         finally:
-            gunicorn.terminate()
-            gunicorn.wait(30)
+            # SIGTERM: the refund worker finishes what is in flight, then exits.
+            for process in (gunicorn, refund_worker):
+                process.terminate()
+            for process in (gunicorn, refund_worker):
+                process.wait(30)
     except KeyboardInterrupt:
         return 0
     finally:
