@@ -28,9 +28,10 @@ import redis.asyncio as aioredis
 from psycopg_pool import AsyncConnectionPool
 from redis.exceptions import RedisError, ResponseError
 
+from .dead_letters import DeadLetters
 from .effect import AlreadyApplied, Applied, Rejected, apply_refund
 from .settings import WorkerSettings
-from .stream import DEAD_LETTERS, ERRORS, GROUP, STREAM, MalformedRefund, RefundRequest, short
+from .stream import GROUP, STREAM, MalformedRefund, RefundRequest, short
 
 log = logging.getLogger("webapp.refunds.worker")
 Message = tuple[str, dict[str, str] | None]
@@ -42,6 +43,7 @@ class RefundWorker:
     def __init__(self, settings: WorkerSettings, client: aioredis.Redis,
                  pool: AsyncConnectionPool) -> None:
         self.settings, self.redis, self.pool = settings, client, pool
+        self.dead_letters = DeadLetters(client)
         self.claim_cursor = "0-0"
 
     async def ensure_group(self) -> None:
@@ -107,8 +109,12 @@ class RefundWorker:
         finally:
             stopping.cancel()
         for task in tasks:
-            if not task.cancelled() and task.exception() is not None:
-                raise task.exception()  # a bug in handle(): crash loudly
+            error = None if task.cancelled() else task.exception()
+            if isinstance(error, RedisError):  # could not ack or dead-letter: still pending
+                log.warning("stream unavailable (%s); message left pending",
+                            type(error).__name__)
+            elif error is not None:
+                raise error  # a bug in handle(): crash loudly rather than spin
 
     async def handle(self, message_id: str, fields: dict[str, str] | None,
                      deliveries: int) -> None:
@@ -119,7 +125,7 @@ class RefundWorker:
         try:
             refund = RefundRequest.from_fields(fields)
         except MalformedRefund as error:
-            await self.dead_letter(message_id, fields, str(error), deliveries)
+            await self.dead_letters.bury(message_id, fields, str(error), deliveries)
             return
         if deliveries > self.settings.max_deliveries:
             await self.give_up(message_id, fields, refund, deliveries)
@@ -133,10 +139,10 @@ class RefundWorker:
             # or the commit's fate is unknown. Leave it pending; a redelivery settles it.
             log.warning("refund %s key=%s failed (delivery %d): %s", message_id,
                         short(refund.key), deliveries, type(error).__name__)
-            await self.remember_error(message_id, error)
+            await self.dead_letters.remember_error(message_id, error)
             return
         if isinstance(outcome, Rejected):
-            await self.dead_letter(message_id, fields, outcome.reason, deliveries)
+            await self.dead_letters.bury(message_id, fields, outcome.reason, deliveries)
             return
         await self.pause("before_ack", message_id)()
         try:
@@ -163,34 +169,15 @@ class RefundWorker:
                     "SELECT 1 FROM refund_records WHERE idempotency_key = %s",
                     (refund.key,))).fetchone()
         except Exception as error:  # the database is away: try later
-            await self.remember_error(message_id, error)
+            await self.dead_letters.remember_error(message_id, error)
             return
         if done:
             await self.redis.xack(STREAM, GROUP, message_id)
             log.info("refund %s key=%s already applied: acked", message_id, short(refund.key))
             return
-        reason = await self.redis.hget(ERRORS, message_id) or "unknown error"
-        await self.dead_letter(message_id, fields, f"failed {deliveries - 1} times: {reason}",
-                               deliveries)
-
-    async def dead_letter(self, message_id: str, fields: dict[str, str], reason: str,
-                          deliveries: int) -> None:
-        """Move the message to the dead-letter stream with the reason, and ack it,
-        in one MULTI/EXEC: it is never both lost and acked."""
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.xadd(DEAD_LETTERS, {**fields, "message_id": message_id, "reason": reason,
-                                     "deliveries": str(deliveries)})
-            pipe.xack(STREAM, GROUP, message_id)
-            pipe.hdel(ERRORS, message_id)
-            await pipe.execute()
-        log.warning("refund %s key=%s dead-lettered: %s", message_id,
-                    short(fields.get("key", "")) or "-", reason)
-
-    async def remember_error(self, message_id: str, error: Exception) -> None:
-        try:
-            await self.redis.hset(ERRORS, message_id, f"{type(error).__name__}: {error}"[:500])
-        except RedisError:
-            pass  # only the dead letter's reason is lost
+        reason = await self.dead_letters.last_error(message_id)
+        await self.dead_letters.bury(message_id, fields,
+                                     f"failed {deliveries - 1} times: {reason}", deliveries)
 
     def pause(self, where: str, message_id: str) -> Callable[[], Awaitable[None]]:
         """The test hook for ``where`` (a no-op unless APP_ENV=testing set it)."""

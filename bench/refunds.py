@@ -1,0 +1,152 @@
+"""Refunds per second through the stream, with 1 and 2 worker processes, with
+and without the UNIQUE idempotency key (the cost of the dedupe).
+
+    .venv/bin/python bench/refunds.py [--messages 2000] [--orders 1000] [--repeat 3] [--fast]
+
+Starts its own throwaway PostgreSQL and Redis on free ports (fsync on unless
+--fast), queues the messages in one go while the workers wait, and times from
+the first XADD until the group has acked the last one; the four set-ups take
+turns, --repeat times, and the best of each is printed (the machine is shared:
+the best run is the one least disturbed). A measurement, not a test.
+"Without" drops the unique constraint in this throwaway database only: the
+worker's code path is the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import secrets
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+from sqlalchemy import text
+
+from webapp.db import make_engine, seed, upgrade
+from webapp.embedded import EmbeddedPostgres, EmbeddedRedis
+from webapp.refunds.stream import GROUP, STREAM, RefundRequest
+
+AMOUNT = 100
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--messages", type=int, default=2000)
+    parser.add_argument("--orders", type=int, default=1000)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--fast", action="store_true", help="fsync off (measures the CPU path)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        postgres = EmbeddedPostgres(Path(tmp) / "pg", fast=args.fast).start()
+        store = EmbeddedRedis(Path(tmp) / "redis", persist=False).start()
+        try:
+            postgres.create_database("bench")
+            engine = make_engine(postgres.url("bench"))
+            upgrade(engine)
+            seed(engine)
+            orders = create_orders(engine, args.orders, args.messages)
+            client = redis.Redis.from_url(store.url, decode_responses=True)
+            env = {**os.environ, "APP_ENV": "production", "DATABASE_URL": postgres.url("bench"),
+                   "REDIS_URL": store.url}
+            results: dict[tuple[int, bool], float] = {}
+            for _ in range(args.repeat):
+                for unique in (True, False):
+                    set_unique(engine, unique)
+                    for workers in (1, 2):
+                        reset(engine, client)
+                        rate = run(env, client, orders, args.messages, workers)
+                        results[workers, unique] = max(rate, results.get((workers, unique), 0))
+            engine.dispose()
+        finally:
+            store.stop()
+            postgres.stop("immediate")
+    report(results, args)
+
+
+def create_orders(engine, count: int, messages: int) -> list[int]:
+    paid = AMOUNT * (messages // count + 2)
+    with engine.begin() as conn:
+        return list(conn.scalars(text(
+            "INSERT INTO orders (public_id, form_token_digest, product_id, quantity, "
+            "unit_price_cents, customer_name, email, shipping_address, status, paid_cents) "
+            "SELECT left(md5(random()::text), 22), md5(random()::text), 1, 1, :paid, 'B', "
+            "'b@example.com', 'X', 'paid', :paid FROM generate_series(1, :n) RETURNING id"),
+            {"paid": paid, "n": count}))
+
+
+def set_unique(engine, unique: bool) -> None:
+    with engine.begin() as conn:
+        conn.execute(text("TRUNCATE refund_records"))
+        conn.execute(text("ALTER TABLE refund_records "
+                          "DROP CONSTRAINT IF EXISTS refund_records_key_unique"))
+        if unique:
+            conn.execute(text("ALTER TABLE refund_records ADD CONSTRAINT "
+                              "refund_records_key_unique UNIQUE (idempotency_key)"))
+
+
+def reset(engine, client: redis.Redis) -> None:
+    with engine.begin() as conn:
+        conn.execute(text("TRUNCATE refund_records"))
+        conn.execute(text("UPDATE orders SET refunded_cents = 0, status = 'paid'"))
+    client.flushall()
+    client.xgroup_create(STREAM, GROUP, id="$", mkstream=True)
+
+
+def run(env: dict[str, str], client: redis.Redis, orders: list[int], messages: int,
+        workers: int) -> float:
+    """Refunds per second for ``messages`` distinct refunds and ``workers`` processes."""
+    logs = [tempfile.TemporaryFile("w+") for _ in range(workers)]
+    procs = [subprocess.Popen([sys.executable, "-m", "webapp.refunds.worker"], env=env,
+                              stdout=log, stderr=subprocess.STDOUT) for log in logs]
+    try:
+        for log in logs:
+            wait(lambda log=log: "reading" in (log.seek(0) or log.read()), "worker start")
+        start = time.perf_counter()
+        with client.pipeline(transaction=False) as pipe:
+            for n in range(messages):
+                refund = RefundRequest(secrets.token_urlsafe(32), orders[n % len(orders)], AMOUNT)
+                pipe.xadd(STREAM, refund.fields())
+            pipe.execute()
+        last = client.xrevrange(STREAM, count=1)[0][0]
+        wait(lambda: done(client, last), "all acked", poll=0.01)
+        elapsed = time.perf_counter() - start
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.wait(30)
+        for log in logs:
+            log.close()
+    return messages / elapsed
+
+
+def done(client: redis.Redis, last: str) -> bool:
+    (group,) = client.xinfo_groups(STREAM)
+    return group["last-delivered-id"] == last and group["pending"] == 0
+
+
+def wait(condition, what: str, timeout: float = 300, poll: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(poll)
+
+
+def report(results: dict[tuple[int, bool], float], args: argparse.Namespace) -> None:
+    print(f"\n{args.messages} distinct refunds over {args.orders} orders, "
+          f"fsync {'off' if args.fast else 'on'}, {os.cpu_count()} CPUs; "
+          f"refunds/s, best of {args.repeat}:\n")
+    print(f"{'workers':>7}  {'with UNIQUE key':>15}  {'without':>9}  {'dedupe cost':>11}")
+    for workers in (1, 2):
+        with_key, without = results[workers, True], results[workers, False]
+        cost = (without - with_key) / without * 100
+        print(f"{workers:>7}  {with_key:>15.0f}  {without:>9.0f}  {cost:>10.1f}%")
+
+
+if __name__ == "__main__":
+    main()
