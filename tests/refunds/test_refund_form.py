@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 from sqlalchemy import text
 
 from tests.conftest import hidden
+from tests.refunds.conftest import wait_until
 from webapp.extensions import form_tokens
 from webapp.refunds.stream import DEAD_LETTERS, STREAM
 
@@ -119,3 +122,27 @@ def test_bad_requests_get_a_clear_4xx(client, rdb, order, path, form_token, stat
     response = client.post(path.format(public_id=public_id), data=data)
     assert response.status_code == status and "<h1" in response.text
     assert rdb.xlen(STREAM) == 0 and rdb.xlen(DEAD_LETTERS) == 0
+
+
+def test_refund_applied_while_the_submit_runs_is_refused_with_a_fresh_token(
+        make_app, servers, rdb, order):
+    """The amount is checked again inside the transaction, after the token is spent."""
+    order_id, public_id = order
+    client = make_app(TEST_PAUSE_AFTER_CONSUME=5).test_client()
+    tokens = open_refund_form(client, public_id)
+    (token_key,) = rdb.keys("ft:*")
+    result = {}
+    submit = threading.Thread(target=lambda: result.update(
+        response=refund(client, public_id, tokens, "20")))
+    submit.start()
+    wait_until(lambda: not rdb.exists(token_key), what="the token to be spent")
+    with servers.engine.begin() as conn:  # the worker applies €30 meanwhile
+        conn.execute(text("UPDATE orders SET refunded_cents = 3000 WHERE id = :id"),
+                     {"id": order_id})
+    submit.join(30)
+    response = result["response"]
+    assert response.status_code == 409 and "more than is left to refund" in response.text
+    assert 'value="20"' in response.text
+    assert hidden(response.text, "form_token") != tokens["form_token"]  # the old one is spent
+    assert "Up to €6.00." in response.text and "Refunded so far: €30.00" in response.text
+    assert rdb.xlen(STREAM) == 0

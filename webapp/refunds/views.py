@@ -94,15 +94,15 @@ def create(public_id: str):
         case Duplicate(_):
             return redirect(url_for("orders.show", public_id=public_id, refund="already"), 303)
         case Failed(QueueUnavailable()):
-            return render_order(order, fresh_panel(order, form, NOT_QUEUED), 503)
+            return form_again(public_id, form, NOT_QUEUED, 503)
         case Failed(Refused() as refused):
-            return render_order(order, fresh_panel(order, form, str(refused)), 409)
+            return form_again(public_id, form, str(refused), 409)
         case Failed(_) | Expired(waited=True):
-            return render_order(order, fresh_panel(order, form, NOT_QUEUED), 503)
+            return form_again(public_id, form, NOT_QUEUED, 503)
         case Expired():
-            return render_order(order, fresh_panel(order, form, EXPIRED), 409)
+            return form_again(public_id, form, EXPIRED, 409)
         case StillRunning():
-            return render_order(order, fresh_panel(order, form, STILL_RUNNING), 503)
+            return form_again(public_id, form, STILL_RUNNING, 503)
 
 
 def request_refund(db: Session, order: Order, cents: int, digest: str) -> str:
@@ -134,9 +134,16 @@ def find_requested_order(db: Session, digest: str) -> str | None:
     return applied or queued_order(form_tokens.store.client, digest)
 
 
-def fresh_panel(order: Order, form: RefundForm, message: str) -> RefundPanel:
-    """The form with the amount typed, a fresh token (the old one is spent) and why."""
-    return RefundPanel(form, form_tokens.issue(form_name(order.public_id)), message)
+def form_again(public_id: str, form: RefundForm, message: str, status: int):
+    """The order as it is now, the amount typed, a fresh token (the old one is
+    spent) and why nothing was requested."""
+    with sessions()() as db:
+        order = db.scalar(select(Order).where(Order.public_id == public_id))
+    if order is None or left_to_refund(order) <= 0:
+        abort(409, "Nothing was requested, and this order has nothing left to refund.")
+    form.left_cents = left_to_refund(order)
+    return render_order(order, RefundPanel(form, form_tokens.issue(form_name(public_id)),
+                                           message), status)
 
 
 def render_order(order: Order, panel: RefundPanel, status: int):
