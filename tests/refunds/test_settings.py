@@ -1,0 +1,35 @@
+"""The worker refuses a bad environment at start-up, saying what to fix."""
+
+from __future__ import annotations
+
+import pytest
+
+from webapp.refunds.settings import WorkerSettings
+
+URLS = {"DATABASE_URL": "postgresql+psycopg://u@h/db", "REDIS_URL": "redis://h:6379/0"}
+
+
+def test_defaults_and_the_libpq_url():
+    settings = WorkerSettings.from_environ({**URLS, "REFUND_CLAIM_IDLE_MS": "2500"})
+    assert settings.database_url == "postgresql://u@h/db"
+    assert settings.claim_idle_ms == 2500 and settings.max_deliveries == 5
+    assert settings.pause_before_commit == 0
+
+
+@pytest.mark.parametrize(("environ", "message"), [
+    ({"REDIS_URL": "redis://h"}, "needs DATABASE_URL and REDIS_URL"),
+    ({**URLS, "REFUND_MAX_DELIVERIES": "0"}, "REFUND_MAX_DELIVERIES must be at least 1"),
+    ({**URLS, "REFUND_GRACE_SECONDS": "soon"}, "REFUND_GRACE_SECONDS must be a number"),
+    ({**URLS, "TEST_REFUND_PAUSE_BEFORE_ACK": "5"}, "test hooks, refused outside testing"),
+    ({**URLS, "APP_ENV": "development", "TEST_REFUND_PAUSE_BEFORE_COMMIT": "5"},
+     "test hooks, refused outside testing"),
+])
+def test_bad_environment_is_refused_with_a_clear_message(environ, message):
+    with pytest.raises(RuntimeError, match=message):
+        WorkerSettings.from_environ(environ)
+
+
+def test_test_hooks_are_honoured_under_testing():
+    settings = WorkerSettings.from_environ({**URLS, "APP_ENV": "testing",
+                                            "TEST_REFUND_PAUSE_BEFORE_ACK": "5"})
+    assert settings.pause_before_ack == 5
