@@ -77,4 +77,4 @@ def test_init_db_is_safe_to_run_twice(app, servers):
         assert "catalogue seeded" in result.output
     with servers.engine.connect() as conn:
         assert conn.scalar(text("SELECT count(*) FROM products")) == 4
-        assert conn.scalar(text("SELECT version_num FROM alembic_version")) == "0003"
+        assert conn.scalar(text("SELECT version_num FROM alembic_version")) == "0004"
