@@ -1,4 +1,4 @@
-"""The refund form on a paid order's page: one message per token, clear errors."""
+"""The refund form of a paid order: one message per token, clear errors."""
 
 from __future__ import annotations
 
@@ -22,15 +22,12 @@ def order(servers, paid_order) -> tuple[int, str]:
                                      {"id": order_id})
 
 
-def refund_form(html: str) -> str:
-    """The refund form's part of the page (the Cancel form has a token of its own)."""
-    return html[html.index('class="refund-form"'):]
-
-
 def open_refund_form(client, public_id: str) -> dict[str, str]:
-    page = client.get(f"/orders/{public_id}")
+    """Press "Request a refund" on the order's page: the refund page's tokens."""
+    assert 'id="request-refund"' in client.get(f"/orders/{public_id}").text
+    page = client.get(f"/orders/{public_id}/refund")
     assert page.status_code == 200
-    html = refund_form(page.get_data(as_text=True))
+    html = page.get_data(as_text=True)
     assert "Up to €36.00." in html
     return {"csrf_token": hidden(html, "csrf_token"), "form_token": hidden(html, "form_token")}
 
@@ -89,20 +86,29 @@ def test_bad_amount_gets_422_with_the_input_kept_and_the_same_token(client, rdb,
     assert response.status_code == 422
     html = response.text
     assert message in html and f'value="{amount}"' in html
-    assert hidden(refund_form(html), "form_token") == tokens["form_token"]  # not spent: still good
+    assert hidden(html, "form_token") == tokens["form_token"]  # not spent: still good
     assert rdb.xlen(STREAM) == 0
     assert refund(client, public_id, tokens, "36").status_code == 303
 
 
-def test_unpaid_order_has_no_refund_form_and_refuses_a_forged_one(client, servers, order):
+def test_viewing_a_paid_order_writes_nothing_to_redis(client, rdb, order):
+    assert 'id="request-refund"' in client.get(f"/orders/{order[1]}").text
+    assert rdb.keys("*") == []
+
+
+def test_cancelled_order_offers_no_refund_and_refuses_a_stale_form(client, servers, rdb,
+                                                                    order):
     order_id, public_id = order
     tokens = open_refund_form(client, public_id)
     with servers.engine.begin() as conn:
         conn.execute(text("UPDATE orders SET status = 'cancelled' WHERE id = :id"),
                      {"id": order_id})
-    assert "Request a refund" not in client.get(f"/orders/{public_id}").text
+    assert 'id="request-refund"' not in client.get(f"/orders/{public_id}").text
+    stale_link = client.get(f"/orders/{public_id}/refund")
+    assert stale_link.status_code == 409 and "it is cancelled" in stale_link.text
     response = refund(client, public_id, tokens, "1")
     assert response.status_code == 409 and "it is cancelled" in response.text
+    assert rdb.xlen(STREAM) == 0
 
 
 def test_refund_applied_since_the_form_was_opened_is_refused_with_input_kept(
@@ -155,6 +161,6 @@ def test_refund_applied_while_the_submit_runs_is_refused_with_a_fresh_token(
     assert response.status_code == 409 and "more than is left to refund" in response.text
     assert 'value="20"' in response.text
     # The old token is spent: the form comes back with a fresh one.
-    assert hidden(refund_form(response.text), "form_token") != tokens["form_token"]
+    assert hidden(response.text, "form_token") != tokens["form_token"]
     assert "Up to €6.00." in response.text and "Refunded so far: €30.00" in response.text
     assert rdb.xlen(STREAM) == 0

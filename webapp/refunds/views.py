@@ -1,14 +1,16 @@
-"""The refund form on a paid order's page, and its once-only submit.
+"""Requesting a refund for a paid order, once.
 
-The submit does not refund: it spends the form's single-use token (same flow
-as ordering, form name ``refund:<public_id>``) and appends a message to the
-refund stream, keyed by the token's digest. The worker applies it.
+The confirmation page links to ``GET /orders/<id>/refund``: a form with its own
+single-use token (form name ``refund:<public_id>``). Issuing the token there,
+not on the confirmation page, keeps viewing an order free of Redis writes, as
+for Cancel. The submit spends the token through the same ``submit_once`` as
+ordering and does not refund: it appends a message keyed by the token's digest
+to the refund stream, and the worker applies it.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from flask import Blueprint, abort, redirect, render_template, url_for
 from redis.exceptions import RedisError
@@ -37,28 +39,21 @@ class QueueUnavailable(Refused):
     """Redis did not take the message; nothing was requested."""
 
 
-@dataclass
-class RefundPanel:
-    form: RefundForm
-    token: str
-    message: str | None = None
-
-
 def form_name(public_id: str) -> str:
     return f"refund:{public_id}"
 
 
-def left_to_refund(order: Order) -> int:
+@bp.app_template_global()
+def refundable_cents(order: Order) -> int:
+    """What is left to refund on ``order``: 0 unless it is paid or shipped."""
     return order.paid_cents - order.refunded_cents if order.status in REFUNDABLE else 0
 
 
-@bp.app_template_global()
-def refund_panel(order: Order) -> RefundPanel | None:
-    """A fresh refund form for ``order``'s page, or None if nothing can be refunded."""
-    if left_to_refund(order) <= 0:
-        return None
-    return RefundPanel(RefundForm(left_to_refund(order), formdata=None),
-                       form_tokens.issue(form_name(order.public_id)))
+@bp.get("/orders/<public_id>/refund")
+def new(public_id: str):
+    """The refund form, with a fresh single-use token."""
+    order = refundable_order_or_abort(public_id)
+    return render_form(order, RefundForm(refundable_cents(order), formdata=None))
 
 
 @bp.app_template_filter()
@@ -69,16 +64,10 @@ def cents_as_euros(cents: int) -> str:
 @bp.post("/orders/<public_id>/refunds")
 def create(public_id: str):
     token = form_tokens.submitted_token()  # malformed: 400, Redis untouched
-    with sessions()() as db:
-        order = db.scalar(select(Order).where(Order.public_id == public_id))
-    if order is None:
-        abort(404, "There is no order with this number.")
-    if left_to_refund(order) <= 0:
-        abort(409, f"This order cannot be refunded: it is {order.status}"
-                   f"{' and fully refunded' if order.status in REFUNDABLE else ''}.")
-    form = RefundForm(left_to_refund(order))
+    order = refundable_order_or_abort(public_id)
+    form = RefundForm(refundable_cents(order))
     if not form.validate():
-        return render_order(order, RefundPanel(form, token), 422)  # the token stays valid
+        return render_form(order, form, token=token, status=422)  # the token stays valid
 
     name = form_name(public_id)
     outcome = form_tokens.submit_once(
@@ -137,15 +126,27 @@ def find_requested_order(db: Session, digest: str) -> str | None:
 def form_again(public_id: str, form: RefundForm, message: str, status: int):
     """The order as it is now, the amount typed, a fresh token (the old one is
     spent) and why nothing was requested."""
+    order = refundable_order_or_abort(public_id)
+    form.left_cents = refundable_cents(order)
+    return render_form(order, form, message=message, status=status)
+
+
+def refundable_order_or_abort(public_id: str) -> Order:
+    """The order, or a 404; a 409 saying why if nothing can be refunded on it."""
     with sessions()() as db:
         order = db.scalar(select(Order).where(Order.public_id == public_id))
-    if order is None or left_to_refund(order) <= 0:
-        abort(409, "Nothing was requested, and this order has nothing left to refund.")
-    form.left_cents = left_to_refund(order)
-    return render_order(order, RefundPanel(form, form_tokens.issue(form_name(public_id)),
-                                           message), status)
+    if order is None:
+        abort(404, "There is no order with this number.")
+    if refundable_cents(order) <= 0:
+        abort(409, f"Nothing can be refunded on this order: it is {order.status}"
+                   f"{' and fully refunded' if order.status in REFUNDABLE else ''}.")
+    return order
 
 
-def render_order(order: Order, panel: RefundPanel, status: int):
-    return render_template("orders/show.html", order=order, already_placed=False,
-                           refund=panel), status
+def render_form(order: Order, form: RefundForm, *, token: str | None = None,
+                message: str | None = None, status: int = 200):
+    """The refund page with the amount typed; a fresh token unless one is given."""
+    if token is None:
+        token = form_tokens.issue(form_name(order.public_id))
+    return render_template("orders/refund.html", order=order, form=form, form_token=token,
+                           message=message), status
