@@ -162,5 +162,5 @@ def test_refund_applied_while_the_submit_runs_is_refused_with_a_fresh_token(
     assert 'value="20"' in response.text
     # The old token is spent: the form comes back with a fresh one.
     assert hidden(response.text, "form_token") != tokens["form_token"]
-    assert "Up to €6.00." in response.text and "Refunded so far: €30.00" in response.text
+    assert "Up to €6.00." in response.text and "€30.00 refunded so far" in response.text
     assert rdb.xlen(STREAM) == 0
