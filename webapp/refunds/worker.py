@@ -34,7 +34,8 @@ from .settings import WorkerSettings
 from .stream import GROUP, STREAM, MalformedRefund, RefundRequest, short
 
 log = logging.getLogger("webapp.refunds.worker")
-Message = tuple[str, dict[str, str] | None]
+#: (message id, its fields or None if trimmed from the stream, times delivered)
+Delivery = tuple[str, dict[str, str] | None, int]
 
 
 class RefundWorker:
@@ -66,7 +67,7 @@ class RefundWorker:
             if batch:
                 await self.finish_or_abandon(batch, stop)
 
-    async def claim_stale(self) -> list[tuple[str, dict[str, str] | None, int]]:
+    async def claim_stale(self) -> list[Delivery]:
         """XAUTOCLAIM messages idle longer than ``claim_idle_ms`` (their consumer
         died or is stuck), with how often each was delivered."""
         reply = await self.redis.xautoclaim(
@@ -81,13 +82,13 @@ class RefundWorker:
         deliveries = {p["message_id"]: p["times_delivered"] for p in pending}
         return [(mid, fields, deliveries.get(mid, 1)) for mid, fields in messages]
 
-    async def read_new(self) -> list[tuple[str, dict[str, str] | None, int]]:
+    async def read_new(self) -> list[Delivery]:
         reply = await self.redis.xreadgroup(GROUP, self.settings.consumer, {STREAM: ">"},
                                             count=self.settings.batch,
                                             block=self.settings.block_ms)
         return [(mid, fields, 1) for _, messages in reply or [] for mid, fields in messages]
 
-    async def finish_or_abandon(self, batch: list, stop: asyncio.Event) -> None:
+    async def finish_or_abandon(self, batch: list[Delivery], stop: asyncio.Event) -> None:
         """Run the batch concurrently; if ``stop`` comes meanwhile, give it the
         grace period, then cancel what is left (it stays pending, to be claimed)."""
         tasks = [asyncio.create_task(self.handle(*message)) for message in batch]
