@@ -191,3 +191,15 @@ def test_the_provider_script_plays_duplicates_and_reordering_against_a_live_serv
         ["200 duplicate"] and outcomes[5:9] == ["200 duplicate"] * 4
     assert all(o.startswith("400 bad-signature") for o in outcomes[9:]) and len(outcomes) == 11
     assert tuple(order_row(servers)) == ("refunded", 3600, 3600) and event_count(servers) == 2
+
+
+def test_refunds_reported_by_the_provider_add_up_and_reconcile(app, client, order_id, servers):
+    deliver(client, paid(order_id))
+    first = deliver(client, refunded(order_id, "evt_refund_1", amount=1000))
+    assert first.get_json()["order_status"] == "paid"  # partial: still paid
+    deliver(client, refunded(order_id, "evt_refund_1", amount=1000))  # redelivered
+    last = deliver(client, refunded(order_id, "evt_refund_2", amount=2600))
+    assert last.get_json()["order_status"] == "refunded"
+    assert tuple(order_row(servers)) == ("refunded", 3600, 3600)
+    result = app.test_cli_runner().invoke(args=["reconcile-refunds"])
+    assert result.exit_code == 0 and "MATCH" in result.output, result.output

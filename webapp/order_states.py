@@ -3,7 +3,10 @@
     placed ──pay──▶ paid ──ship──▶ shipped
       │              │               │
       └──cancel──────┴──▶ cancelled  │
-                     paid|shipped ──refund (in full)──▶ refunded
+                paid|shipped|cancelled ──refund (in full)──▶ refunded
+
+A cancelled order that was paid stays refundable: cancelling must never be the
+step that keeps the customer's money.
 
 A transition is ``UPDATE orders SET status = :to WHERE id = :id AND status IN
 (:from...)``; the row count says whether it happened. Two requests racing to
@@ -29,7 +32,7 @@ TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
     "pay": (frozenset({"placed"}), "paid"),
     "ship": (frozenset({"paid"}), "shipped"),
     "cancel": (frozenset({"placed", "paid"}), "cancelled"),
-    "refund": (frozenset({"paid", "shipped"}), "refunded"),
+    "refund": (frozenset({"paid", "shipped", "cancelled"}), "refunded"),
 }
 
 

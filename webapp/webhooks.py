@@ -6,7 +6,8 @@ The provider delivers at least once, sometimes twice, sometimes out of order:
     parse the event        bad -> 400/422
     run_once(event id):    advisory lock, SET NX EX claim in Redis (fast path), then
                            one transaction: INSERT payment_events (UNIQUE event_id)
-                           + the order's state transition; COMMIT; then 200
+                           + the effect (payment: the state machine; refund:
+                           a refund_records row, as the refund worker writes); COMMIT; 200
       already applied      -> 200, no second effect
       not applicable yet   -> 409 (refund for an unpaid order): the provider retries
 
@@ -30,6 +31,7 @@ from .db import sessions
 from .extensions import csrf
 from .models import Base, Order
 from .order_states import TransitionRefused, transition
+from .refunds.effect import record_refund
 from .submission import Created, Duplicate, Expired, Failed, Refused, StillRunning, run_once
 from .tokens import TokenStore
 from .webhook_signatures import HEADER, BadSignature, verify
@@ -39,9 +41,7 @@ log = logging.getLogger(__name__)
 
 SCOPE = {"session_id": "provider", "form": "webhook:payments"}
 DEV_SECRET = "dev-webhook-secret"
-#: event type -> (transition, the amount column it writes)
-EFFECTS = {"payment.succeeded": ("pay", "paid_cents"),
-           "refund.succeeded": ("refund", "refunded_cents")}
+EFFECTS = ("payment.succeeded", "refund.succeeded")
 RETRY = {"Retry-After": "5"}
 
 
@@ -130,11 +130,25 @@ def apply_event(db: Session, event: Event) -> str:
     db.add(PaymentEvent(event_id=event.id, type=event.type, order_id=order_id,
                         amount_cents=event.amount_cents))
     db.flush()
-    action, column = EFFECTS[event.type]
+    if event.type == "refund.succeeded":
+        # A refund made at the provider: recorded like the refund worker's, in
+        # refund_records with the amount added, so the two always reconcile.
+        applied = record_refund(db.connection(), key=claims_digest(event.id),
+                                order_id=order_id, amount_cents=event.amount_cents,
+                                source="webhook")
+        if applied is None:
+            status = db.scalar(select(Order.status).where(Order.id == order_id))
+            raise NotApplicableYet(str(TransitionRefused("refund", status)))
+        return applied.status
     try:
-        return transition(db, order_id, action, **{column: event.amount_cents}).status
+        return transition(db, order_id, "pay", paid_cents=event.amount_cents).status
     except TransitionRefused as refused:
         raise NotApplicableYet(str(refused)) from refused
+
+
+def claims_digest(event_id: str) -> str:
+    """The event's 43-character digest, as refund_records wants its key."""
+    return TokenStore.digest(event_id, **SCOPE)
 
 
 def parse_event() -> Event:

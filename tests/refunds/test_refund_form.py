@@ -96,18 +96,28 @@ def test_viewing_a_paid_order_writes_nothing_to_redis(client, rdb, order):
     assert rdb.keys("*") == []
 
 
-def test_cancelled_order_offers_no_refund_and_refuses_a_stale_form(client, servers, rdb,
-                                                                    order):
+def test_a_cancelled_paid_order_can_still_be_refunded(client, servers, rdb, order):
     order_id, public_id = order
-    tokens = open_refund_form(client, public_id)
     with servers.engine.begin() as conn:
         conn.execute(text("UPDATE orders SET status = 'cancelled' WHERE id = :id"),
                      {"id": order_id})
+    tokens = open_refund_form(client, public_id)
+    assert refund(client, public_id, tokens, "36.00").status_code == 303
+    assert rdb.xlen(STREAM) == 1
+
+
+def test_shipped_then_fully_refunded_order_offers_no_refund_and_refuses_a_stale_form(
+        client, servers, rdb, order):
+    order_id, public_id = order
+    tokens = open_refund_form(client, public_id)
+    with servers.engine.begin() as conn:
+        conn.execute(text("UPDATE orders SET status = 'refunded', refunded_cents = paid_cents "
+                          "WHERE id = :id"), {"id": order_id})
     assert 'id="request-refund"' not in client.get(f"/orders/{public_id}").text
     stale_link = client.get(f"/orders/{public_id}/refund")
-    assert stale_link.status_code == 409 and "it is cancelled" in stale_link.text
+    assert stale_link.status_code == 409 and "it is refunded" in stale_link.text
     response = refund(client, public_id, tokens, "1")
-    assert response.status_code == 409 and "it is cancelled" in response.text
+    assert response.status_code == 409 and "it is refunded" in response.text
     assert rdb.xlen(STREAM) == 0
 
 

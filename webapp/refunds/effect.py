@@ -21,11 +21,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from psycopg import AsyncConnection, errors
+from sqlalchemy import Connection
 
 from ..order_states import TRANSITIONS
 from .stream import RefundRequest
 
-__all__ = ["AlreadyApplied", "Applied", "Rejected", "apply_refund"]
+__all__ = ["AlreadyApplied", "Applied", "Rejected", "apply_refund", "record_refund"]
 
 _REFUNDABLE = sorted(TRANSITIONS["refund"][0])
 _FULLY_REFUNDED = TRANSITIONS["refund"][1]
@@ -101,6 +102,24 @@ async def apply_refund(
     except _NotRefundable as refused:
         return Rejected(str(refused))
     return Applied(*row)
+
+
+def record_refund(connection: Connection, *, key: str, order_id: int, amount_cents: int,
+                  source: str) -> Applied | None:
+    """The same two statements in the caller's (synchronous) transaction, for a
+    refund reported from elsewhere: the payment webhook's ``refund.succeeded``.
+
+    ``None`` when the order's status does not allow a refund (the caller rolls
+    back); a repeated ``key`` raises the UNIQUE violation and an amount over
+    what is left raises the CHECK violation, as IntegrityError. Keeping one
+    writer of ``refunded_cents`` (always with a refund_records row) is what
+    lets ``reconcile-refunds`` match.
+    """
+    params = {"key": key, "order_id": order_id, "amount": amount_cents, "message_id": source,
+              "refunded": _FULLY_REFUNDED, "refundable": _REFUNDABLE}
+    connection.exec_driver_sql(_INSERT, params)
+    row = connection.exec_driver_sql(_UPDATE, params).first()
+    return None if row is None else Applied(*row)
 
 
 class _NotRefundable(Exception):

@@ -45,7 +45,7 @@ def form_name(public_id: str) -> str:
 
 @bp.app_template_global()
 def refundable_cents(order: Order) -> int:
-    """What is left to refund on ``order``: 0 unless it is paid or shipped."""
+    """What is left to refund on ``order``: 0 unless it is paid, shipped or cancelled."""
     return order.paid_cents - order.refunded_cents if order.status in REFUNDABLE else 0
 
 
@@ -138,8 +138,9 @@ def refundable_order_or_abort(public_id: str) -> Order:
     if order is None:
         abort(404, "There is no order with this number.")
     if refundable_cents(order) <= 0:
-        abort(409, f"Nothing can be refunded on this order: it is {order.status}"
-                   f"{' and fully refunded' if order.status in REFUNDABLE else ''}.")
+        why = ("nothing was paid" if order.paid_cents == 0 else "it is fully refunded"
+               if order.status in REFUNDABLE else f"it is {order.status}")
+        abort(409, f"Nothing can be refunded on this order: {why}.")
     return order
 
 
