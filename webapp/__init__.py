@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Flask, redirect, url_for
 
-from . import api, cancel, config, db, errors, orders, refunds, security, webhooks
+from . import api, cancel, config, db, errors, history, orders, refunds, security, webhooks
 from .extensions import csrf, form_tokens
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -27,6 +27,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     form_tokens.init_app(app)
     csrf.init_app(app)
     security.init_app(app)
+    history.init_app(app)
     errors.init_app(app)
     app.register_blueprint(orders.bp)
     api.init_app(app)

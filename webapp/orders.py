@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from .db import sessions
 from .extensions import form_tokens
 from .forms import OrderForm, active_products, last_known_products
+from .history import SHOW_AGAIN_ON_BACK
 from .models import Order, Product
 from .submission import Created, Duplicate, Expired, Failed, Refused, StillRunning
 
@@ -33,7 +34,9 @@ UNAVAILABLE = ("We could not reach our order system just now, so nothing was pla
 def new():
     with sessions()() as db:
         form = OrderForm(active_products(db))
-    return render_form(form)
+    # Back after placing an order shows this page as it was, with the spent token,
+    # so submitting it again lands on that order: see webapp/history.py.
+    return render_form(form, headers={"Cache-Control": SHOW_AGAIN_ON_BACK})
 
 
 @bp.post("/orders")

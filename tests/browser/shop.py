@@ -1,0 +1,111 @@
+"""The shop as a browser user meets it: the live server, what a user does on
+its pages, and what the database holds afterwards."""
+
+from __future__ import annotations
+
+import re
+import time
+
+from playwright.sync_api import Page, expect
+from sqlalchemy import text
+
+from tests.conftest import Servers
+from tests.live import LiveServer
+
+ORDER_URL = re.compile(r"/orders/([A-Za-z0-9_-]{22})(\?already_placed=1)?$")
+
+CUSTOMER = {"quantity": "2", "name": "Ada Lovelace", "email": "ada@example.com",
+            "address": "12 St James's Square\nLondon SW1Y 4JH"}
+
+
+class Shop(LiveServer):
+    """gunicorn serving the app, logging every request as it arrives.
+
+    ``--log-level debug`` makes gunicorn log "POST /orders" when a request is
+    read, before the app runs: a request the browser gave up on is counted too.
+    """
+
+    def __init__(self, servers: Servers, **env: str) -> None:
+        super().__init__(servers, workers=2, threads=8, **env)
+        self.args[-1:-1] = ["--log-level", "debug"]
+        self.servers = servers
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def posts_received(self) -> int:
+        """POST /orders requests the server has read so far."""
+        return len(re.findall(r"\[DEBUG\] POST /orders$", self.output(), re.MULTILINE))
+
+    def posts_since(self, mark: int, *, at_least: int, timeout: float = 10) -> int:
+        """POSTs read since ``mark``, once there are ``at_least`` of them (or the
+        timeout passed): requests on other connections may still be in transit."""
+        deadline = time.monotonic() + timeout
+        while (count := self.posts_received() - mark) < at_least and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+        return count
+
+    def wait_for_orders(self, count: int, timeout: float = 20) -> list[str]:
+        """The orders, once there are ``count`` of them (or the timeout passed)."""
+        deadline = time.monotonic() + timeout
+        while len(orders := self.orders()) < count and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return orders
+
+    def orders(self) -> list[str]:
+        """Public ids of the orders in the database, oldest first."""
+        with self.servers.engine.connect() as conn:
+            return list(conn.scalars(text("SELECT public_id FROM orders ORDER BY id")))
+
+
+def open_form(page: Page, shop: Shop) -> None:
+    page.goto(f"{shop.url}/orders/new")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Place an order")
+
+
+def fill_form(page: Page, **fields: str) -> None:
+    """Fill in the order form like a person would; ``fields`` override CUSTOMER."""
+    values = {**CUSTOMER, **fields}
+    page.get_by_label("Product").select_option(index=0)
+    page.get_by_label("Quantity").fill(values["quantity"])
+    page.get_by_label("Full name").fill(values["name"])
+    page.get_by_label("Email").fill(values["email"])
+    page.get_by_label("Shipping address").fill(values["address"])
+
+
+def submit_spaced(page: Page, times: int, spacing_ms: int) -> None:
+    """Send the form ``times`` times, ``spacing_ms`` apart, from a page script.
+
+    ``HTMLFormElement.prototype.submit`` fires no submit event, so submit-once.js
+    cannot swallow the repeats: every call starts a real POST, as a browser
+    without that script (or a user faster than it) would.
+    """
+    page.evaluate(
+        """([times, spacing]) => {
+            const form = document.querySelector("form[data-submit-once]");
+            for (let i = 0; i < times; i++) {
+                setTimeout(() => HTMLFormElement.prototype.submit.call(form), i * spacing);
+            }
+        }""",
+        [times, spacing_ms],
+    )
+
+
+def expect_confirmation(page: Page, *, already_placed: bool | None) -> str:
+    """Wait for an order's confirmation page; its order number. ``already_placed``:
+    whether the "already placed" notice must be shown (True), absent (False), or
+    either (None: which of racing duplicates the server took first is not fixed)."""
+    expect(page).to_have_url(ORDER_URL, timeout=30_000)
+    expect(page.get_by_role("heading", level=1)).to_have_text("Thank you — your order is placed")
+    match = ORDER_URL.search(page.url)
+    assert match is not None
+    number = page.locator("#order-number").inner_text()
+    assert number == match.group(1), "the order number shown is the one in the address"
+    notice = page.get_by_text("This order was already placed")
+    if already_placed:
+        expect(notice).to_be_visible()
+    elif already_placed is False:
+        expect(notice).to_have_count(0)
+    return number
