@@ -38,7 +38,7 @@ class OrderForm(FlaskForm):
     def __init__(self, products: list[Product], **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.products = {product.id: product for product in products}
-        self.product.choices = [(p.id, p.name) for p in products]
+        self.product.choices = [(p.id, f"{p.name} — €{p.price_cents / 100:.2f}") for p in products]
 
     def validate_product(self, field: SelectField) -> None:
         if field.data not in self.products:

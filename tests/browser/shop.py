@@ -14,6 +14,10 @@ from tests.live import LiveServer
 
 ORDER_URL = re.compile(r"/orders/([A-Za-z0-9_-]{22})(\?already_placed=1)?$")
 
+#: A phone-sized browser context (pass to browser.new_context).
+PHONE = {"viewport": {"width": 375, "height": 740}, "device_scale_factor": 2,
+         "is_mobile": True, "has_touch": True}
+
 CUSTOMER = {"quantity": "2", "name": "Ada Lovelace", "email": "ada@example.com",
             "address": "12 St James's Square\nLondon SW1Y 4JH"}
 
@@ -109,3 +113,33 @@ def expect_confirmation(page: Page, *, already_placed: bool | None) -> str:
     elif already_placed is False:
         expect(notice).to_have_count(0)
     return number
+
+
+# The pages a user can be looking at, each reached the way a user reaches it.
+def show_form(page: Page, shop: Shop) -> None:
+    open_form(page, shop)
+
+
+def show_errors(page: Page, shop: Shop) -> None:
+    open_form(page, shop)
+    fill_form(page, name="", email="not an address", quantity="0")
+    page.get_by_role("button", name="Place order").click()
+    expect(page.locator("#error-summary")).to_be_focused()
+
+
+def show_confirmation(page: Page, shop: Shop) -> None:
+    open_form(page, shop)
+    fill_form(page)
+    page.get_by_role("button", name="Place order").click()
+    expect_confirmation(page, already_placed=False)
+
+
+def show_already_placed(page: Page, shop: Shop) -> None:
+    show_confirmation(page, shop)
+    page.go_back()
+    page.get_by_role("button", name="Place order").click()
+    expect_confirmation(page, already_placed=True)
+
+
+PAGES = {"form": show_form, "errors": show_errors, "confirmation": show_confirmation,
+         "already-placed": show_already_placed}

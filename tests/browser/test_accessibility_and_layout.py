@@ -1,0 +1,90 @@
+"""What every user gets from the pages, whatever they do with the button:
+no serious accessibility faults (axe-core), a busy button that stays put and
+is announced, and a layout that works on a 375 px wide phone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.browser.shop import PAGES, PHONE, expect_confirmation, fill_form, open_form
+
+AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"
+
+
+def serious_violations(page: Page) -> list[str]:
+    """axe-core's serious and critical findings on the page, one line each."""
+    if not AXE.exists():
+        pytest.fail(f"axe-core is missing at {AXE}: run `npm ci` (scripts/test does).",
+                    pytrace=False)
+    # Evaluated over the DevTools protocol, so the page's CSP (script-src 'self')
+    # stays as strict as users get it.
+    page.evaluate(AXE.read_text())
+    result = page.evaluate("() => axe.run(document, {resultTypes: ['violations']})")
+    assert len(result["passes"]) > 10, "axe-core did not check the page"
+    return [f"{v['id']} ({v['impact']}): {v['help']} at "
+            f"{[node['target'] for node in v['nodes']]}"
+            for v in result["violations"] if v["impact"] in ("serious", "critical")]
+
+
+@pytest.mark.parametrize("state", PAGES)
+@pytest.mark.parametrize("device", ["desktop", "phone"])
+def test_pages_have_no_serious_accessibility_violations(new_page, shop, state, device):
+    page = new_page(**(PHONE if device == "phone" else {}))
+    PAGES[state](page, shop)
+    assert serious_violations(page) == []
+
+
+def test_busy_button_is_aria_disabled_swallows_a_second_click_and_does_not_move(
+        page, slow_shop):
+    open_form(page, slow_shop)
+    fill_form(page)
+    button = page.get_by_role("button", name="Place order")
+    button.scroll_into_view_if_needed()
+    expect(button).to_have_accessible_name("Place order")
+    before = button.bounding_box()
+    assert before is not None
+    mark = slow_shop.posts_received()
+    x, y = before["x"] + before["width"] / 2, before["y"] + before["height"] / 2
+    page.mouse.click(x, y)
+    # While the POST is in flight (the server pauses), read the button directly:
+    # locators would wait for the navigation to finish first.
+    busy = page.evaluate("""() => {
+        const b = document.querySelector("button[type=submit]");
+        const r = b.getBoundingClientRect();
+        return {ariaDisabled: b.getAttribute("aria-disabled"), disabled: b.disabled,
+                label: b.textContent.trim(), x: r.x, y: r.y, width: r.width, height: r.height};
+    }""")
+    assert busy["ariaDisabled"] == "true" and busy["disabled"] is False
+    assert busy["label"] == "Placing your order…"
+    for side in ("x", "y", "width", "height"):
+        assert abs(busy[side] - before[side]) < 0.5, f"the busy button moved: {side}"
+    page.wait_for_timeout(20)
+    page.mouse.click(x, y)  # swallowed by submit-once.js
+    number = expect_confirmation(page, already_placed=False)
+    assert slow_shop.posts_since(mark, at_least=1) == 1
+    assert slow_shop.orders() == [number]
+
+
+def test_form_and_confirmation_fit_a_375px_phone(new_page, shop):
+    page = new_page(**PHONE)
+    open_form(page, shop)
+    assert_fits_the_screen(page)
+    field_sizes = page.eval_on_selector_all(
+        "input:not([type=hidden]), select, textarea",
+        "els => els.map(e => parseFloat(getComputedStyle(e).fontSize))")
+    assert min(field_sizes) >= 16, "smaller text makes phones zoom in on focus"
+    button = page.get_by_role("button", name="Place order")
+    box, form = button.bounding_box(), page.locator("form").bounding_box()
+    assert box and form and box["height"] >= 44 and box["width"] >= form["width"] - 1
+    fill_form(page)
+    button.tap()
+    expect_confirmation(page, already_placed=False)
+    assert_fits_the_screen(page)
+
+
+def assert_fits_the_screen(page: Page) -> None:
+    width = page.evaluate("() => document.documentElement.scrollWidth")
+    assert width <= 375, f"the page is {width}px wide: it scrolls sideways on a phone"
