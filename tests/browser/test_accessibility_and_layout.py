@@ -46,24 +46,30 @@ def test_busy_button_is_aria_disabled_swallows_a_second_click_and_does_not_move(
     expect(button).to_have_accessible_name("Place order")
     before = button.bounding_box()
     assert before is not None
+    # Record every submit event after submit-once.js has handled it, in storage
+    # that outlives the page (locators would wait for the navigation instead).
+    page.evaluate("""() => document.addEventListener("submit", (event) => {
+        const b = event.target.querySelector("button[type=submit]");
+        const r = b.getBoundingClientRect();
+        const seen = JSON.parse(sessionStorage.getItem("seen") || "[]");
+        seen.push({swallowed: event.defaultPrevented, disabled: b.disabled,
+                   ariaDisabled: b.getAttribute("aria-disabled"), label: b.textContent.trim(),
+                   x: r.x, y: r.y, width: r.width, height: r.height});
+        sessionStorage.setItem("seen", JSON.stringify(seen));
+    })""")
     mark = slow_shop.posts_received()
     x, y = before["x"] + before["width"] / 2, before["y"] + before["height"] / 2
     page.mouse.click(x, y)
-    # While the POST is in flight (the server pauses), read the button directly:
-    # locators would wait for the navigation to finish first.
-    busy = page.evaluate("""() => {
-        const b = document.querySelector("button[type=submit]");
-        const r = b.getBoundingClientRect();
-        return {ariaDisabled: b.getAttribute("aria-disabled"), disabled: b.disabled,
-                label: b.textContent.trim(), x: r.x, y: r.y, width: r.width, height: r.height};
-    }""")
-    assert busy["ariaDisabled"] == "true" and busy["disabled"] is False
-    assert busy["label"] == "Placing your order…"
-    for side in ("x", "y", "width", "height"):
-        assert abs(busy[side] - before[side]) < 0.5, f"the busy button moved: {side}"
     page.wait_for_timeout(20)
-    page.mouse.click(x, y)  # swallowed by submit-once.js
+    page.mouse.click(x, y)  # the server is still placing the order: swallowed
     number = expect_confirmation(page, already_placed=False)
+    first, second = page.evaluate("() => JSON.parse(sessionStorage.getItem('seen'))")
+    assert not first["swallowed"] and second["swallowed"]
+    for busy in (first, second):
+        assert busy["ariaDisabled"] == "true" and busy["disabled"] is False
+        assert busy["label"] == "Placing your order…"
+        for side in ("x", "y", "width", "height"):
+            assert abs(busy[side] - before[side]) < 0.5, f"the busy button moved: {side}"
     assert slow_shop.posts_since(mark, at_least=1) == 1
     assert slow_shop.orders() == [number]
 
