@@ -48,7 +48,8 @@ def test_repeated_submits_in_flight_make_one_order_and_the_user_lands_on_it(
     submit_spaced(page, times, spacing_ms)
     # The browser shows the answer to the last POST, whichever the server took first.
     number = expect_confirmation(page, already_placed=None)
-    posts = slow_shop.posts_since(mark, at_least=times)
+    # Chromium may cancel a repeat before sending it, so at least two, not all.
+    posts = slow_shop.posts_since(mark, at_least=2)
     assert posts >= 2, f"only {posts} POST reached the server: not a repeated submit"
     assert slow_shop.orders() == [number]
 
