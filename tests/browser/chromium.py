@@ -18,14 +18,18 @@ ARGS = [
 ]
 
 
-def executable() -> str:
-    """The Chromium binary to launch, or RuntimeError saying how to get one."""
+def problem() -> str | None:
+    """Why Chromium cannot be launched (and how to fix it), or None."""
     path = os.environ.get("CHROMIUM", DEFAULT_PATH)
-    found = shutil.which(path)
-    if found is None:
-        raise RuntimeError(
-            f"Chromium was not found at {path!r}, so the browser tests cannot run. "
-            "scripts/test installs it when run as root (apt-get install chromium); "
-            "otherwise install it yourself or set CHROMIUM=/path/to/chromium."
-        )
-    return found
+    if shutil.which(path) is None:
+        return (f"Chromium was not found at {path!r}, so the browser tests cannot run. "
+                "scripts/test installs it when run as root (apt-get install chromium); "
+                "otherwise install it yourself or set CHROMIUM=/path/to/chromium.")
+    return None
+
+
+def executable() -> str:
+    """The Chromium binary to launch; RuntimeError saying how to get one."""
+    if message := problem():
+        raise RuntimeError(message)
+    return str(shutil.which(os.environ.get("CHROMIUM", DEFAULT_PATH)))

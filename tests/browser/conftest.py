@@ -18,12 +18,11 @@ PAUSE = "1.5"
 
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
-    try:
-        path = chromium.executable()
-    except RuntimeError as error:
-        pytest.fail(str(error), pytrace=False)
+    if message := chromium.problem():
+        pytest.fail(message, pytrace=False)  # fail, not skip: CI must not go green without it
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=path, args=chromium.ARGS)
+        browser = playwright.chromium.launch(executable_path=chromium.executable(),
+                                             args=chromium.ARGS)
         yield browser
         browser.close()
 
