@@ -8,7 +8,21 @@ from typing import Any
 
 from flask import Flask, redirect, url_for
 
-from . import api, cancel, config, db, errors, history, orders, refunds, security, webhooks
+from . import (
+    api,
+    cancel,
+    config,
+    db,
+    errors,
+    health,
+    history,
+    metrics,
+    orders,
+    refunds,
+    request_log,
+    security,
+    webhooks,
+)
 from .extensions import csrf, form_tokens
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,6 +48,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     webhooks.init_app(app)
     cancel.init_app(app)
     refunds.init_app(app)
+    app.register_blueprint(health.bp)
+    metrics.init_app(app)
+    request_log.init_app(app)
 
     pause = app.config.get("TEST_PAUSE_AFTER_CONSUME")
     if pause:

@@ -47,7 +47,9 @@ def _csrf_error(error: CSRFError):
     # form back with what was typed instead of a dead end; the old token is
     # bound to the old session, so the form gets a fresh one.
     if request.endpoint == "orders.create":
-        from .orders import resubmit_after_session_loss
+        from .metrics import count_session_mismatch
+        from .orders import FORM, resubmit_after_session_loss
+        count_session_mismatch(FORM)
         return resubmit_after_session_loss()
     return render_error(400, "Your session expired or this form was not sent from our site. "
                              "Go back, reload the page and try again.")

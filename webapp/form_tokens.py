@@ -16,20 +16,29 @@ one call a view makes to submit.
 from __future__ import annotations
 
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
-import redis
+from blinker import Namespace
 from flask import Flask, current_app, request, session
 from markupsafe import Markup, escape
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import BadRequest
 
+from .redis_client import make_client
 from .submission import Outcome, submit_once
 from .tokens import TokenStore, is_well_formed
 
-__all__ = ["BadFormToken", "FormTokens"]
+__all__ = ["BadFormToken", "FormTokens", "submit_decided", "token_issued"]
+
+_signals = Namespace()
+#: Sent with ``form`` after a token is issued (metrics count them).
+token_issued = _signals.signal("form-token-issued")
+#: Sent with ``form``, ``outcome``, ``seconds`` and ``digest`` (safe to log: never
+#: the token) when a submit is decided (metrics and the request log listen).
+submit_decided = _signals.signal("form-submit-decided")
 
 T = TypeVar("T")
 _SESSION_KEY = "_form_tokens_sid"
@@ -67,10 +76,7 @@ class FormTokens:
         url = app.config["FORM_TOKENS_REDIS_URL"]
         if not url:
             raise RuntimeError("FormTokens needs FORM_TOKENS_REDIS_URL (or REDIS_URL) set.")
-        client = redis.Redis.from_url(
-            url, decode_responses=True, socket_timeout=2, socket_connect_timeout=2,
-            health_check_interval=30,
-        )
+        client = make_client(url)  # redis://, redis+cluster:// or redis+sentinel://
         app.extensions["form_tokens"] = _State(
             store=TokenStore(client, ttl=int(app.config["FORM_TOKENS_TTL"]),
                              prefix=app.config["FORM_TOKENS_PREFIX"]),
@@ -101,7 +107,9 @@ class FormTokens:
 
     def issue(self, form: str) -> str:
         """A fresh token for one rendering of ``form`` (one Redis SET)."""
-        return self.store.issue(session_id=self.session_id(), form=form)
+        token = self.store.issue(session_id=self.session_id(), form=form)
+        token_issued.send(current_app._get_current_object(), form=form)
+        return token
 
     def submitted_token(self) -> str:
         """The token in the submitted form; :class:`BadFormToken` (400) if it is
@@ -126,11 +134,16 @@ class FormTokens:
     ) -> Outcome[T]:
         """Consume ``token`` and run ``create`` once; see :func:`webapp.submission.submit_once`."""
         state = self.state()
-        return submit_once(
+        started = time.perf_counter()
+        outcome = submit_once(
             tokens=state.store, token=token, session_id=self.session_id(), form=form,
             sessions=sessions, create=create, find=find, wait=state.wait,
             after_consume=state.after_consume,
         )
+        submit_decided.send(current_app._get_current_object(), form=form, outcome=outcome,
+                            seconds=time.perf_counter() - started,
+                            digest=self.digest(form, token))
+        return outcome
 
 
 def form_token_input(token: str) -> Markup:

@@ -68,8 +68,10 @@ class Created(Generic[T]):
 
 @dataclass(frozen=True)
 class Duplicate(Generic[T]):
-    """An earlier request with the same token committed ``result``."""
+    """An earlier request with the same token committed ``result``; ``waited``
+    when this request found it still running and waited for it."""
     result: T
+    waited: bool = False
 
 
 @dataclass(frozen=True)
@@ -154,7 +156,9 @@ def run_once(
             if db.scalar(select(func.pg_try_advisory_xact_lock(key))):
                 if not take():
                     existing = find(db, digest)
-                    return Duplicate(existing) if existing is not None else Expired(waited)
+                    if existing is None:
+                        return Expired(waited)
+                    return Duplicate(existing, waited)
                 if after_take is not None:
                     after_take()
                 return _create_once(db, digest, create, find)

@@ -1,0 +1,116 @@
+"""Prometheus metrics at /metrics, correct under gunicorn's many worker processes.
+
+Multi-process mode: set ``PROMETHEUS_MULTIPROC_DIR`` to an empty directory that
+every worker can write to *before* gunicorn starts (and empty it at each start);
+each worker then writes its samples there and /metrics sums them. Without it the
+numbers are those of the one worker that answered. See docs/DEPLOY.md.
+
+What the design can tell apart, and what it cannot: a token pasted into another
+session names a Redis key that does not exist (the key is a digest of form,
+session and token), so it is counted with the expired and unknown ones
+(``reason="expired_or_unknown"``). Only a submit whose session cookie is missing
+or different *and* whose CSRF check therefore fails is counted as
+``reason="session_mismatch"``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from flask import Blueprint, Flask, Response, g, request, request_started
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.multiprocess import MultiProcessCollector
+
+from .form_tokens import submit_decided, token_issued
+from .submission import Created, Duplicate, Expired, Failed, StillRunning
+
+bp = Blueprint("metrics", __name__)
+
+TOKENS_ISSUED = Counter("form_tokens_issued", "Form tokens issued (one per rendered form).",
+                        ["form"])
+TOKENS_CONSUMED = Counter("form_tokens_consumed", "Form tokens consumed by a GETDEL that won.",
+                          ["form"])
+DUPLICATES = Counter("form_submit_duplicates",
+                     "Duplicate submits sent to the first submit's result.", ["form", "waited"])
+DUPLICATE_WAIT = Histogram(
+    "form_submit_duplicate_wait_seconds",
+    "How long duplicates that found the first submit still running waited for it.", ["form"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+REJECTED = Counter("form_tokens_rejected",
+                   "Submits refused for their token: expired_or_unknown (includes tokens from "
+                   "another session: by design the two cannot be told apart), first_failed, "
+                   "still_running, session_mismatch (caught by the CSRF check).",
+                   ["form", "reason"])
+ORDERS_PLACED = Counter("orders_placed", "Orders committed to PostgreSQL.")
+REQUEST_SECONDS = Histogram("http_request_duration_seconds", "Request latency by route.",
+                            ["method", "route", "status"])
+
+
+def init_app(app: Flask) -> None:
+    app.register_blueprint(bp)
+    # A signal, not before_request: CSRF refusals raise in an earlier before_request.
+    request_started.connect(_start_timer, app)
+    app.after_request(_observe_request)
+    token_issued.connect(_on_issue, app)
+    submit_decided.connect(_on_submit, app)
+
+
+def count_session_mismatch(form: str) -> None:
+    """A submit of ``form`` failed the CSRF/session check."""
+    REJECTED.labels(form, "session_mismatch").inc()
+
+
+@bp.get("/metrics")
+def metrics():
+    registry = REGISTRY
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)
+    return Response(generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST,
+                                                        "Cache-Control": "no-store"})
+
+
+def _on_issue(app: Flask, *, form: str, **_: object) -> None:
+    TOKENS_ISSUED.labels(form).inc()
+
+
+def _on_submit(app: Flask, *, form: str, outcome: object, seconds: float, **_: object) -> None:
+    match outcome:
+        case Created():
+            TOKENS_CONSUMED.labels(form).inc()
+            if form == "order":
+                ORDERS_PLACED.inc()
+        case Duplicate(waited=waited):
+            DUPLICATES.labels(form, str(waited).lower()).inc()
+            if waited:
+                DUPLICATE_WAIT.labels(form).observe(seconds)
+        case Failed():
+            TOKENS_CONSUMED.labels(form).inc()
+        case Expired(waited=True):
+            REJECTED.labels(form, "first_failed").inc()
+        case Expired():
+            REJECTED.labels(form, "expired_or_unknown").inc()
+        case StillRunning():
+            REJECTED.labels(form, "still_running").inc()
+
+
+def _start_timer(app: Flask, **_: object) -> None:
+    g.request_started = time.perf_counter()
+
+
+def _observe_request(response: Response) -> Response:
+    started = g.get("request_started")
+    if started is not None:
+        # The rule (/orders/<public_id>), never the path: bounded label values, no order ids.
+        route = request.url_rule.rule if request.url_rule else "unmatched"
+        REQUEST_SECONDS.labels(request.method, route, str(response.status_code)).observe(
+            time.perf_counter() - started)
+    return response
