@@ -1,0 +1,51 @@
+"""Two gunicorn instances on different ports sharing one Redis and one PostgreSQL,
+as behind a load balancer that sends a user's requests wherever it likes."""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+from tests.conftest import order_count
+from tests.live import LiveServer, open_form, request
+
+STORM = 40
+
+
+def test_a_storm_split_across_two_instances_makes_one_order_and_all_land_on_it(servers):
+    with LiveServer(servers, workers=2, threads=8) as a, \
+            LiveServer(servers, workers=2, threads=8) as b:
+        cookie, form = open_form(a.port)
+        ports = [a.port, b.port] * (STORM // 2)
+        with ThreadPoolExecutor(STORM) as pool:
+            responses = list(pool.map(
+                lambda port: request(port, "POST", "/orders", cookie=cookie, form=form), ports))
+        assert [r.status for r in responses] == [303] * STORM
+        locations = {r.headers["location"].split("?")[0] for r in responses}
+        assert len(locations) == 1
+        assert sum("already_placed" not in r.headers["location"] for r in responses) == 1
+        (location,) = locations
+        assert request(b.port, "GET", location, cookie=cookie).status == 200
+    assert order_count(servers) == 1
+
+
+def test_a_duplicate_on_instance_b_while_a_is_still_placing_waits_and_lands_on_a_s_order(
+        servers, rdb):
+    with LiveServer(servers, workers=1, threads=4, TEST_PAUSE_AFTER_CONSUME="1.5") as a, \
+            LiveServer(servers, workers=1, threads=4) as b:
+        rdb.flushall()  # the forms the start-up checks rendered
+        cookie, form = open_form(a.port)
+        assert rdb.dbsize() == 1  # the one token just issued
+        with ThreadPoolExecutor(1) as pool:
+            first = pool.submit(request, a.port, "POST", "/orders", cookie=cookie, form=form)
+            deadline = time.monotonic() + 20
+            while rdb.dbsize() and time.monotonic() < deadline:  # A has run its GETDEL
+                time.sleep(0.01)
+            assert rdb.dbsize() == 0, "instance A never consumed the token"
+            assert not first.done(), "A finished before B's duplicate was sent: nothing proved"
+            duplicate = request(b.port, "POST", "/orders", cookie=cookie, form=form)
+            placed = first.result(timeout=30)
+    assert placed.status == duplicate.status == 303
+    assert "already_placed" not in placed.headers["location"]
+    assert duplicate.headers["location"] == placed.headers["location"] + "?already_placed=1"
+    assert order_count(servers) == 1

@@ -1,0 +1,159 @@
+"""/healthz, /readyz, Prometheus /metrics and the JSON request log."""
+
+from __future__ import annotations
+
+import json
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import VALID, hidden, order_count
+from tests.live import LiveServer, open_form, request
+from webapp.embedded import free_port
+from webapp.request_log import LOGGER
+
+
+def samples(text: str) -> dict[tuple[str, frozenset], float]:
+    """Every sample in a /metrics page, keyed by (name, labels)."""
+    return {(s.name, frozenset(s.labels.items())): s.value
+            for family in text_string_to_metric_families(text) for s in family.samples}
+
+
+def value(text: str, name: str, **labels: str) -> float:
+    return samples(text).get((name, frozenset(labels.items())), 0.0)
+
+
+def form_data(client) -> dict[str, str]:
+    page = client.get("/orders/new").get_data(as_text=True)
+    return {**VALID, "csrf_token": hidden(page, "csrf_token"),
+            "form_token": hidden(page, "form_token")}
+
+
+def test_health_and_readiness_are_json_and_up_when_both_servers_answer(client):
+    health, ready = client.get("/healthz"), client.get("/readyz")
+    assert health.status_code == ready.status_code == 200
+    assert health.json["status"] == "ok"
+    assert ready.json["status"] == "ready"
+    assert {name: check["status"] for name, check in ready.json["checks"].items()} == \
+        {"redis": "up", "postgres": "up"}
+    assert ready.headers["Cache-Control"] == "no-store"
+
+
+def test_with_redis_down_readyz_is_503_and_healthz_says_so_but_stays_live(make_app):
+    client = make_app(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0").test_client()
+    ready = client.get("/readyz")
+    assert ready.status_code == 503
+    assert ready.json["checks"]["redis"]["status"] == "down"
+    assert ready.json["checks"]["postgres"]["status"] == "up"
+    health = client.get("/healthz")
+    assert health.status_code == 200
+    assert health.json["status"] == "degraded"
+    assert health.json["checks"]["redis"]["status"] == "down"
+
+
+def test_with_postgres_down_readyz_is_503_and_names_it(make_app):
+    dead = f"postgresql+psycopg://postgres@127.0.0.1:{free_port()}/webapp_test"
+    ready = make_app(DATABASE_URL=dead).test_client().get("/readyz")
+    assert ready.status_code == 503
+    assert ready.json["checks"]["postgres"]["status"] == "down"
+    assert ready.json["checks"]["redis"]["status"] == "up"
+
+
+def test_metrics_count_tokens_orders_duplicates_and_rejects(client, rdb):
+    before = client.get("/metrics").get_data(as_text=True)
+    form = form_data(client)
+    assert client.post("/orders", data=form).status_code == 303
+    assert client.post("/orders", data=form).status_code == 303  # duplicate
+    stale = form_data(client)
+    rdb.flushall()
+    assert client.post("/orders", data=stale).status_code == 409  # expired
+    assert client.application.test_client().post("/orders", data=form_data(client)) \
+        .status_code == 400  # another browser: no session cookie, CSRF fails
+    after = client.get("/metrics").get_data(as_text=True)
+    assert after.startswith("# HELP") and "text/plain" in client.get("/metrics").content_type
+
+    def delta(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    # four forms rendered, and the CSRF refusal gives its form back with a fresh token
+    assert delta("form_tokens_issued_total", form="order") == 5
+    assert delta("form_tokens_consumed_total", form="order") == 1
+    assert delta("orders_placed_total") == 1
+    assert delta("form_submit_duplicates_total", form="order", waited="false") == 1
+    assert delta("form_tokens_rejected_total", form="order", reason="expired_or_unknown") == 1
+    assert delta("form_tokens_rejected_total", form="order", reason="session_mismatch") == 1
+    assert delta("http_request_duration_seconds_count",
+                 method="POST", route="/orders", status="303") == 2
+
+
+def test_metrics_add_up_over_gunicorn_workers_and_time_duplicates_that_waited(
+        servers, tmp_path):
+    with LiveServer(servers, workers=2, threads=8, TEST_PAUSE_AFTER_CONSUME="0.5",
+                    PROMETHEUS_MULTIPROC_DIR=str(tmp_path)) as live:
+        cookie, form = open_form(live.port)
+        with ThreadPoolExecutor(20) as pool:
+            responses = list(pool.map(
+                lambda _: request(live.port, "POST", "/orders", cookie=cookie, form=form),
+                range(20)))
+        assert [r.status for r in responses] == [303] * 20
+        # Ask several times: whichever worker answers, the sums are the same.
+        pages = [request(live.port, "GET", "/metrics").body for _ in range(4)]
+        output = live.output()
+    for page in pages:
+        assert value(page, "orders_placed_total") == 1
+        waited = value(page, "form_submit_duplicates_total", form="order", waited="true")
+        assert waited + value(page, "form_submit_duplicates_total", form="order",
+                              waited="false") == 19
+        assert waited >= 1, "a 0.5 s pause after GETDEL makes some duplicates wait"
+        assert value(page, "form_submit_duplicate_wait_seconds_count", form="order") == waited
+    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    posts = [line for line in lines if line["route"] == "/orders"]
+    assert len(posts) == 20
+    assert sorted(line["outcome"] for line in posts) == ["Created"] + ["Duplicate"] * 19
+    assert form["form_token"] not in output and VALID["email"] not in output
+    assert order_count(servers) == 1
+
+
+@pytest.fixture
+def log_lines():
+    """The JSON lines the request logger writes, as dicts."""
+    lines: list[dict] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(json.loads(logging.getLogger(LOGGER)
+                                                          .handlers[0].format(record)))
+    logger = logging.getLogger(LOGGER)
+    logger.addHandler(handler)
+    yield lines
+    logger.removeHandler(handler)
+
+
+def test_one_json_line_per_request_with_id_route_status_and_hashed_token_only(
+        app, client, log_lines):
+    form = form_data(client)
+    response = client.post("/orders", data=form, headers={"X-Request-ID": "lb-1234abcd"})
+    assert response.status_code == 303
+    order = response.location.rsplit("/", 1)[1]
+    shown = client.get(response.location)
+    assert [line["route"] for line in log_lines] == \
+        ["/orders/new", "/orders", "/orders/<public_id>"]
+    submit = log_lines[1]
+    digest = app.extensions["form_tokens"].store.digest(
+        form["form_token"], session_id=_session_id(client, app), form="order")
+    assert submit["request_id"] == response.headers["X-Request-ID"] == "lb-1234abcd"
+    assert submit["token"] == digest[:12]
+    assert submit["status"] == 303 and submit["outcome"] == "Created" and submit["order"] == order
+    assert submit["method"] == "POST" and submit["ms"] >= 0
+    assert log_lines[2]["order"] == order and log_lines[2]["status"] == shown.status_code
+    assert len({line["request_id"] for line in log_lines}) == 3  # new ids when none given
+    text = json.dumps(log_lines)
+    for private in (form["form_token"], VALID["email"], VALID["name"], "London"):
+        assert private not in text
+
+
+def _session_id(client, app) -> str:
+    """The id the app bound this browser's tokens to, read from its signed cookie."""
+    cookie = client.get_cookie("session")
+    return app.session_interface.get_signing_serializer(app).loads(cookie.value)[
+        "_form_tokens_sid"]
