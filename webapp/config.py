@@ -25,6 +25,9 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
         "MAX_CONTENT_LENGTH": _int(environ, "MAX_CONTENT_LENGTH", 64 * 1024),
         "IDEMPOTENCY_RETENTION": _int(environ, "IDEMPOTENCY_RETENTION", 24 * 3600),
         "PAYMENT_WEBHOOK_SECRET": environ.get("PAYMENT_WEBHOOK_SECRET"),
+        # Tests change the catalogue between requests and expect to see it at once.
+        "CATALOGUE_CACHE_SECONDS": _float(environ, "CATALOGUE_CACHE_SECONDS",
+                                          0.0 if env == "testing" else 5.0),
     }
     if env == "testing":
         # Test hook: sleep between GETDEL and the insert, to put duplicates in flight.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import time
+
+from flask import current_app, has_app_context
 from flask_wtf import FlaskForm
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -58,16 +61,31 @@ def _printable(field: StringField, allow: str = "") -> None:
         raise ValidationError("Remove the control characters from this field.")
 
 
-_last_known: list[Product] = []
+#: (when it was read, the products): shared by this process's threads.
+_catalogue: tuple[float, list[Product]] = (float("-inf"), [])
 
 
-def active_products(db: Session) -> list[Product]:
-    """The products on sale, in catalogue order."""
+def active_products(db: Session, *, max_age: float | None = None) -> list[Product]:
+    """The products on sale, in catalogue order, as read at most ``max_age`` seconds
+    ago (default: the app's ``CATALOGUE_CACHE_SECONDS``; 0 reads every time).
+
+    Reusing a recent read saves a PostgreSQL round trip on every form and submit, and
+    is safe: the submit reads the product again inside its transaction, so one taken
+    off sale meanwhile is refused, never sold.
+    """
+    global _catalogue
+    if max_age is None:
+        max_age = current_app.config.get("CATALOGUE_CACHE_SECONDS", 0) if has_app_context() \
+            else 0
+    read_at, products = _catalogue
+    now = time.monotonic()
+    if max_age and now - read_at < max_age:
+        return list(products)
     products = list(db.scalars(select(Product).where(Product.active).order_by(Product.id)))
-    _last_known[:] = products
-    return products
+    _catalogue = (now, products)
+    return list(products)
 
 
 def last_known_products() -> list[Product]:
     """The catalogue as last read, to redraw a form while PostgreSQL is away."""
-    return list(_last_known)
+    return list(_catalogue[1])

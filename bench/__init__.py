@@ -1,0 +1,1 @@
+"""The benchmark: ``scripts/bench`` (see bench/run.py). Not part of the app."""

@@ -1,0 +1,69 @@
+"""Real PostgreSQL, Redis and gunicorn for one benchmark run, all on 127.0.0.1."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import subprocess
+import sys
+import time
+import urllib.request
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+from webapp.db import make_engine, seed, upgrade
+from webapp.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@contextmanager
+def databases(base: Path):
+    """PostgreSQL (fsync off: the benchmark measures the app, not the disk) and Redis."""
+    with ExitStack() as stack:
+        postgres = EmbeddedPostgres(base / "postgres", fast=True).start()
+        stack.callback(postgres.stop, "immediate")
+        postgres.create_database("bench")
+        engine = make_engine(postgres.url("bench"))
+        upgrade(engine)
+        seed(engine)
+        engine.dispose()
+        store = EmbeddedRedis(base / "redis", persist=False).start()
+        stack.callback(store.stop)
+        yield postgres, store
+
+
+@contextmanager
+def gunicorn(base: Path, database_url: str, redis_url: str, *, workers: int, threads: int,
+             app: str = "bench.app:create_app()"):
+    """gunicorn serving ``app`` in production mode; yields its port."""
+    metrics_dir = base / "prometheus"
+    metrics_dir.mkdir(exist_ok=True)
+    for stale in metrics_dir.iterdir():
+        stale.unlink()
+    port = free_port()
+    env = {**os.environ, "APP_ENV": "production", "SECRET_KEY": secrets.token_hex(32),
+           "DATABASE_URL": database_url, "REDIS_URL": redis_url,
+           "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
+    log = open(base / "gunicorn.log", "ab")  # noqa: SIM115 (closed below)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}",
+         "--workers", str(workers), "--threads", str(threads), "--backlog", "512", app],
+        cwd=ROOT, env=env, stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            if process.poll() is not None:
+                raise RuntimeError(f"gunicorn exited; see {base / 'gunicorn.log'}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("gunicorn was not ready within 30 s") from None
+                time.sleep(0.1)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(30)
+        log.close()

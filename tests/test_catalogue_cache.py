@@ -1,0 +1,42 @@
+"""The catalogue read is reused for CATALOGUE_CACHE_SECONDS (a round trip saved per
+request), and a product taken off sale meanwhile is still never sold."""
+
+from __future__ import annotations
+
+from sqlalchemy import event, text
+
+from tests.conftest import VALID, hidden, order_count
+from webapp.orders import NOT_PLACED
+
+
+def test_cached_catalogue_saves_the_query_but_an_off_sale_product_is_refused_not_sold(
+        make_app, servers):
+    app = make_app(CATALOGUE_CACHE_SECONDS=60)
+    client = app.test_client()
+    client.get("/orders/new")  # fills the cache
+    statements: list[str] = []
+    engine = app.extensions["db"].kw["bind"]
+    event.listen(engine, "before_cursor_execute",
+                 lambda conn, cursor, sql, *args: statements.append(sql))
+    page = client.get("/orders/new").get_data(as_text=True)
+    assert not [sql for sql in statements if "FROM products" in sql]
+
+    with servers.engine.begin() as conn:
+        conn.execute(text("UPDATE products SET active = false WHERE id = 1"))
+    response = client.post("/orders", data={
+        **VALID, "product": "1", "csrf_token": hidden(page, "csrf_token"),
+        "form_token": hidden(page, "form_token")})
+    assert response.status_code == 409
+    assert NOT_PLACED in response.get_data(as_text=True)
+    assert order_count(servers) == 0
+
+
+def test_without_the_cache_every_form_reads_the_catalogue(make_app):
+    app = make_app(CATALOGUE_CACHE_SECONDS=0)
+    client = app.test_client()
+    client.get("/orders/new")
+    statements: list[str] = []
+    event.listen(app.extensions["db"].kw["bind"], "before_cursor_execute",
+                 lambda conn, cursor, sql, *args: statements.append(sql))
+    client.get("/orders/new")
+    assert [sql for sql in statements if "FROM products" in sql]
