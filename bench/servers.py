@@ -36,19 +36,18 @@ def databases(base: Path):
 @contextmanager
 def gunicorn(base: Path, database_url: str, redis_url: str, *, workers: int, threads: int,
              app: str = "bench.app:create_app()"):
-    """gunicorn serving ``app`` in production mode; yields its port."""
+    """gunicorn with the production settings (webapp/gunicorn_conf.py, which also empties
+    the metrics directory) serving ``app`` in production mode; yields its port."""
     metrics_dir = base / "prometheus"
-    metrics_dir.mkdir(exist_ok=True)
-    for stale in metrics_dir.iterdir():
-        stale.unlink()
     port = free_port()
     env = {**os.environ, "APP_ENV": "production", "SECRET_KEY": secrets.token_hex(32),
            "DATABASE_URL": database_url, "REDIS_URL": redis_url,
            "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir)}
-    log = open(base / "gunicorn.log", "ab")  # noqa: SIM115 (closed below)
+    log = open(base / "gunicorn.log", "ab")  # closed in the finally below
     process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{port}",
-         "--workers", str(workers), "--threads", str(threads), "--backlog", "512", app],
+        [sys.executable, "-m", "gunicorn", "-c", "python:webapp.gunicorn_conf",
+         "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--threads", str(threads),
+         "--backlog", "512", app],
         cwd=ROOT, env=env, stdout=log, stderr=log)
     try:
         deadline = time.monotonic() + 30

@@ -40,7 +40,7 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from sqlalchemy import func, select
+from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -95,6 +95,11 @@ class StillRunning:
 
 
 Outcome = Created[T] | Duplicate[T] | Expired | Failed | StillRunning
+
+
+# Plain SQL built once: a Core select() rebuilt per call took 0.9 ms of CPU here
+# against 0.6 ms (bench/profile.py), on every submit.
+_TRY_LOCK = text("SELECT pg_try_advisory_xact_lock(:key)")
 
 
 def lock_key(digest: str) -> int:
@@ -153,7 +158,7 @@ def run_once(
     delay, waited = 0.005, False
     while True:
         with sessions() as db:
-            if db.scalar(select(func.pg_try_advisory_xact_lock(key))):
+            if db.scalar(_TRY_LOCK, {"key": key}):
                 if not take():
                     existing = find(db, digest)
                     if existing is None:

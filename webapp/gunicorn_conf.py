@@ -1,0 +1,39 @@
+"""gunicorn settings for production::
+
+    gunicorn -c python:webapp.gunicorn_conf 'webapp:create_app()'
+
+Every value can still be overridden on the command line or with GUNICORN_CMD_ARGS.
+What it adds to gunicorn's defaults is explained in docs/DEPLOY.md.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+bind = os.environ.get("BIND", "0.0.0.0:8000")
+workers = int(os.environ.get("WEB_CONCURRENCY", 2 * (os.cpu_count() or 1)))
+threads = int(os.environ.get("WEB_THREADS", 8))
+worker_class = "gthread"
+# Longer than SUBMIT_WAIT_SECONDS (10 s by default): a duplicate waiting for the first
+# submit must not be killed as a hung worker.
+timeout = 30
+graceful_timeout = 20
+keepalive = 5
+accesslog = None  # the app writes one JSON line per request itself (webapp/request_log.py)
+
+
+def on_starting(server) -> None:
+    """Empty the Prometheus multi-process directory: samples of a previous run would count."""
+    directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if directory:
+        shutil.rmtree(directory, ignore_errors=True)
+        Path(directory).mkdir(parents=True, exist_ok=True)
+
+
+def child_exit(server, worker) -> None:
+    """Drop a dead worker's live gauges (counters and histograms are kept, as they should)."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+        multiprocess.mark_process_dead(worker.pid)
