@@ -31,7 +31,7 @@ from .redis_client import make_client
 from .submission import Outcome, submit_once
 from .tokens import TokenStore, is_well_formed
 
-__all__ = ["BadFormToken", "FormTokens", "submit_decided", "token_issued"]
+__all__ = ["BadFormToken", "FormTokens"]
 
 _signals = Namespace()
 #: Sent with ``form`` after a token is issued (metrics count them).
