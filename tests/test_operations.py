@@ -90,8 +90,12 @@ def test_metrics_count_tokens_orders_duplicates_and_rejects(client, rdb):
 
 def test_metrics_add_up_over_gunicorn_workers_and_time_duplicates_that_waited(
         servers, tmp_path):
-    with LiveServer(servers, workers=2, threads=8, TEST_PAUSE_AFTER_CONSUME="0.5",
-                    PROMETHEUS_MULTIPROC_DIR=str(tmp_path)) as live:
+    live = LiveServer(servers, workers=2, threads=8, TEST_PAUSE_AFTER_CONSUME="0.5",
+                      PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"))
+    live.args[3:3] = ["-c", "python:webapp.gunicorn_conf"]  # the production settings
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "metrics" / "counter_1.db").write_bytes(b"stale")  # a previous run's samples
+    with live:
         cookie, form = open_form(live.port)
         with ThreadPoolExecutor(20) as pool:
             responses = list(pool.map(

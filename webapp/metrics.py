@@ -34,6 +34,11 @@ from .submission import Created, Duplicate, Expired, Failed, StillRunning
 
 bp = Blueprint("metrics", __name__)
 
+if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    # gunicorn's master imports this package (for webapp.gunicorn_conf) before its
+    # on_starting hook has made the directory, and an unlabelled metric writes at import.
+    os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
+
 TOKENS_ISSUED = Counter("form_tokens_issued", "Form tokens issued (one per rendered form).",
                         ["form"])
 TOKENS_CONSUMED = Counter("form_tokens_consumed", "Form tokens consumed by a GETDEL that won.",
