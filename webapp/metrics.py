@@ -54,7 +54,7 @@ REJECTED = Counter("form_tokens_rejected",
                    "another session: by design the two cannot be told apart), first_failed, "
                    "still_running, session_mismatch (caught by the CSRF check).",
                    ["form", "reason"])
-ORDERS_PLACED = Counter("orders_placed", "Orders committed to PostgreSQL.")
+ORDERS_PLACED = Counter("orders_placed", "Orders committed through the order form.")
 REQUEST_SECONDS = Histogram("http_request_duration_seconds", "Request latency by route.",
                             ["method", "route", "status"])
 
