@@ -34,6 +34,11 @@ def _rate(run: dict) -> float:
     return run["orders"] / run["seconds"] if run["seconds"] else 0.0
 
 
+def _cpu(run: dict) -> float:
+    """Milliseconds of app CPU per order."""
+    return run["app_cpu"] / max(run["orders"], 1) * 1000
+
+
 def _pairs(runs: list[dict]) -> list[tuple[int, dict, dict]]:
     by = {(run["variant"], run["concurrency"]): run for run in runs}
     levels = sorted({run["concurrency"] for run in runs})
@@ -62,6 +67,7 @@ def _pooled(runs: list[dict], variant: str) -> dict:
     return {"orders": sum(r["orders"] for r in mine), "seconds": sum(r["seconds"] for r in mine),
             "latencies": [x for r in mine for x in r["latencies"]],
             "failures": sum(r["failures"] for r in mine),
+            "app_cpu": sum(r["app_cpu"] for r in mine),
             "redis": {k: sum(r["redis"].get(k, 0) for r in mine)
                       for k in {k for r in mine for k in r["redis"]}}}
 
@@ -92,6 +98,9 @@ def markdown(results: dict) -> str:
         f"| orders/s, full cycle (GET form → POST → follow 303), all levels ({levels} users) "
         f"| {_rate(tokens):.1f} | {_rate(baseline):.1f} "
         f"| **{_rate(tokens) / max(_rate(baseline), 1e-9):.3f}** |",
+        f"| app CPU per order, gunicorn workers (ms; least sensitive to other load) "
+        f"| {_cpu(tokens):.2f} | {_cpu(baseline):.2f} "
+        f"| **{_cpu(baseline) / max(_cpu(tokens), 1e-9):.3f}** (baseline / tokens) |",
         f"| cycle latency p50 / p95 / p99 (ms), all levels "
         f"| {_ms(p_tok)} | {_ms(p_base)} "
         f"| p50 {p_tok['p50'] / max(p_base['p50'], 1e-9):.2f}, "
@@ -120,13 +129,15 @@ def markdown(results: dict) -> str:
         f"| {theirs['parallel_per_s']:.0f} "
         f"| **{ours['parallel_per_s'] / theirs['parallel_per_s']:.2f}** |",
         "",
-        "| users | tokens orders/s | baseline orders/s | ratio | tokens p50/p95/p99 ms "
-        "| baseline p50/p95/p99 ms | failed cycles |",
-        "|---|---|---|---|---|---|---|",
+        "| users | tokens orders/s | baseline orders/s | ratio "
+        "| app CPU ms/order, tokens / baseline "
+        "| tokens p50/p95/p99 ms | baseline p50/p95/p99 ms | failed cycles |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for c, tok, base in pairs:
         lines.append(f"| {c} | {_rate(tok):.1f} | {_rate(base):.1f} "
                      f"| {_rate(tok) / max(_rate(base), 1e-9):.3f} "
+                     f"| {_cpu(tok):.1f} / {_cpu(base):.1f} "
                      f"| {_ms(percentiles(tok['latencies']))} "
                      f"| {_ms(percentiles(base['latencies']))} "
                      f"| {tok['failures']} / {base['failures']} |")

@@ -25,7 +25,7 @@ import redis
 
 from . import claims, report
 from .load import Browser
-from .servers import ROOT, databases, gunicorn
+from .servers import ROOT, databases, gunicorn, worker_cpu_seconds
 
 RESULTS = ROOT / "bench" / "results"
 VARIANTS = ("tokens", "baseline")
@@ -45,21 +45,23 @@ def redis_commands(client: redis.Redis) -> dict[str, int]:
             if name not in ("cmdstat_info", "cmdstat_memory", "cmdstat_scan")}
 
 
-def sweep(port: int, client: redis.Redis, levels: list[int], seconds: float,
+def sweep(port: int, master: int, client: redis.Redis, levels: list[int], seconds: float,
           rounds: int) -> list[dict]:
     """Each concurrency level, both variants in turn (ABBA…), ``rounds`` short runs each,
     so that a noisy neighbour on the machine slows both alike; the runs are summed."""
     runs = []
     for level in levels:
         total = {v: {"variant": v, "concurrency": level, "orders": 0, "failures": 0,
-                     "seconds": 0.0, "latencies": [], "redis": {}} for v in VARIANTS}
+                     "seconds": 0.0, "latencies": [], "redis": {}, "app_cpu": 0.0}
+                 for v in VARIANTS}
         for r in range(rounds):
             for variant in VARIANTS if r % 2 == 0 else VARIANTS[::-1]:
-                before = redis_commands(client)
+                before, cpu = redis_commands(client), worker_cpu_seconds(master)
                 run = drive(port, "cycles", "--variant", variant, "--concurrency", str(level),
                             "--seconds", str(seconds / rounds))
                 after = redis_commands(client)
                 into = total[variant]
+                into["app_cpu"] += worker_cpu_seconds(master) - cpu
                 for key in ("orders", "failures", "seconds", "latencies"):
                     into[key] += run[key]
                 for name, calls in after.items():
@@ -107,12 +109,12 @@ def main(argv: list[str]) -> int:
             databases(Path(tmp)) as (postgres, store):
         client = redis.Redis.from_url(store.url, decode_responses=True)
         with gunicorn(Path(tmp), postgres.url("bench"), store.url,
-                      workers=args.workers, threads=args.threads) as port:
+                      workers=args.workers, threads=args.threads) as (port, master):
             print(f"gunicorn -w {args.workers} --threads {args.threads} on 127.0.0.1:{port}")
             for variant in ("tokens", "baseline"):  # warm-up: imports, pools, caches
                 drive(port, "cycles", "--variant", variant, "--concurrency", str(max(levels)),
                       "--seconds", "2")
-            runs = sweep(port, client, levels, args.seconds, args.rounds)
+            runs = sweep(port, master, client, levels, args.seconds, args.rounds)
             memory = bytes_per_token(port, client)
             client.flushall()
             with postgres_orders(postgres) as count:

@@ -17,6 +17,17 @@ from webapp.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def worker_cpu_seconds(master: int) -> float:
+    """CPU time (user + system) used so far by the gunicorn workers under ``master``."""
+    tick = os.sysconf("SC_CLK_TCK")
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    total = 0
+    for pid in children:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / tick
+
+
 @contextmanager
 def databases(base: Path):
     """PostgreSQL (fsync off: the benchmark measures the app, not the disk) and Redis."""
@@ -37,7 +48,7 @@ def databases(base: Path):
 def gunicorn(base: Path, database_url: str, redis_url: str, *, workers: int, threads: int,
              app: str = "bench.app:create_app()"):
     """gunicorn with the production settings (webapp/gunicorn_conf.py, which also empties
-    the metrics directory) serving ``app`` in production mode; yields its port."""
+    the metrics directory) serving ``app`` in production mode; yields (port, master pid)."""
     metrics_dir = base / "prometheus"
     port = free_port()
     env = {**os.environ, "APP_ENV": "production", "SECRET_KEY": secrets.token_hex(32),
@@ -61,7 +72,7 @@ def gunicorn(base: Path, database_url: str, redis_url: str, *, workers: int, thr
                 if time.monotonic() > deadline:
                     raise RuntimeError("gunicorn was not ready within 30 s") from None
                 time.sleep(0.1)
-        yield port
+        yield port, process.pid
     finally:
         process.terminate()
         process.wait(30)
