@@ -31,7 +31,7 @@ def test_a_storm_split_across_two_instances_makes_one_order_and_all_land_on_it(s
 
 def test_a_duplicate_on_instance_b_while_a_is_still_placing_waits_and_lands_on_a_s_order(
         servers, rdb):
-    with LiveServer(servers, workers=1, threads=4, TEST_PAUSE_AFTER_CONSUME="1.5") as a, \
+    with LiveServer(servers, workers=1, threads=4, TEST_PAUSE_AFTER_CONSUME="3") as a, \
             LiveServer(servers, workers=1, threads=4) as b:
         rdb.flushall()  # the forms the start-up checks rendered
         cookie, form = open_form(a.port)
