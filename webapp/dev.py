@@ -46,10 +46,15 @@ def main() -> int:
         print(" * Serving on http://127.0.0.1:5000  (Ctrl-C stops the app and the servers)")
         refund_worker = subprocess.Popen([sys.executable, "-m", "webapp.refunds.worker"],
                                          env=env)
+        # The production gunicorn settings (JSON request log, metrics summed over
+        # workers), on loopback and smaller.
+        env.setdefault("BIND", "127.0.0.1:5000")
+        env.setdefault("WEB_CONCURRENCY", "2")
+        env.setdefault("WEB_THREADS", "4")
+        env.setdefault("PROMETHEUS_MULTIPROC_DIR", str(INSTANCE / "metrics"))
         gunicorn = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "--bind", "127.0.0.1:5000",
-             "--workers", env.get("WEB_CONCURRENCY", "2"), "--threads", "4",
-             "--access-logfile", "-", "webapp:create_app()"], env=env)
+            [sys.executable, "-m", "gunicorn", "-c", "python:webapp.gunicorn_conf",
+             "webapp:create_app()"], env=env)
         try:
             return gunicorn.wait()
         finally:
