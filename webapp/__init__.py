@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +20,7 @@ from . import (
     refunds,
     request_log,
     security,
+    test_hooks,
     webhooks,
 )
 from .extensions import csrf, form_tokens
@@ -52,9 +52,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     metrics.init_app(app)
     request_log.init_app(app)
 
-    pause = app.config.get("TEST_PAUSE_AFTER_CONSUME")
-    if pause:
-        app.extensions["form_tokens"].after_consume = lambda: time.sleep(pause)
+    test_hooks.init_app(app)
 
     @app.get("/")
     def index():

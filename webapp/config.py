@@ -11,6 +11,9 @@ DEV_SECRET_KEY = "dev-only-not-secret"
 
 ENVIRONMENTS = ("production", "development", "testing")
 
+#: Pauses (seconds) at the submit's critical points, for fault tests; see webapp/test_hooks.py.
+TEST_HOOKS = ("TEST_PAUSE_AFTER_CONSUME", "TEST_PAUSE_AFTER_COMMIT")
+
 
 def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
     """Settings read from ``environ`` (see the table in README.md)."""
@@ -28,10 +31,12 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
         # Tests change the catalogue between requests and expect to see it at once.
         "CATALOGUE_CACHE_SECONDS": _float(environ, "CATALOGUE_CACHE_SECONDS",
                                           0.0 if env == "testing" else 5.0),
+        "REDIS_DOWN_FALLBACK": _bool(environ, "REDIS_DOWN_FALLBACK", True),
+        "MAX_FORMS_PER_SESSION": _int(environ, "MAX_FORMS_PER_SESSION", 200),
     }
     if env == "testing":
-        # Test hook: sleep between GETDEL and the insert, to put duplicates in flight.
-        config["TEST_PAUSE_AFTER_CONSUME"] = _float(environ, "TEST_PAUSE_AFTER_CONSUME", 0.0)
+        for hook in TEST_HOOKS:
+            config[hook] = _float(environ, hook, 0.0)
     return config
 
 
@@ -57,8 +62,9 @@ def finish(config: dict[str, Any]) -> None:
                 f"{name} is not set. Export it (e.g. {name}={example}), "
                 "or start the app with scripts/run, which starts embedded servers."
             )
-    if config.get("TEST_PAUSE_AFTER_CONSUME") and env != "testing":
-        raise RuntimeError("TEST_PAUSE_AFTER_CONSUME is a test hook, refused outside testing.")
+    for hook in TEST_HOOKS:
+        if config.get(hook) and env != "testing":
+            raise RuntimeError(f"{hook} is a test hook, refused outside testing.")
     config.update(
         TESTING=env == "testing",
         SESSION_COOKIE_HTTPONLY=True,
@@ -69,6 +75,8 @@ def finish(config: dict[str, Any]) -> None:
         FORM_TOKENS_REDIS_URL=config["REDIS_URL"],
         FORM_TOKENS_TTL=config["FORM_TOKEN_TTL"],
         FORM_TOKENS_WAIT=config["SUBMIT_WAIT_SECONDS"],
+        FORM_TOKENS_REDIS_DOWN_FALLBACK=config.get("REDIS_DOWN_FALLBACK", True),
+        FORM_TOKENS_MAX_PER_SESSION=config.get("MAX_FORMS_PER_SESSION", 200),
     )
 
 
@@ -77,6 +85,17 @@ def _int(environ: Mapping[str, str], name: str, default: int) -> int:
     if value != int(value):
         raise RuntimeError(f"{name} must be a whole number, got {environ[name]!r}.")
     return int(value)
+
+
+def _bool(environ: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = environ.get(name, "").strip().lower()
+    if raw == "":
+        return default
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise RuntimeError(f"{name} must be true or false, got {environ[name]!r}.")
 
 
 def _float(environ: Mapping[str, str], name: str, default: float) -> float:

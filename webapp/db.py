@@ -38,6 +38,8 @@ def make_engine(url: str) -> Engine:
         pool_size=5,
         max_overflow=10,
         pool_timeout=5,
+        # Error messages (and so logs) carry no customer data or token digests.
+        hide_parameters=True,
         connect_args={
             "connect_timeout": 3,
             "options": "-c lock_timeout=5s -c statement_timeout=15s"

@@ -9,6 +9,7 @@ from flask import Flask, render_template, request
 from flask_wtf.csrf import CSRFError
 from redis.exceptions import RedisError
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException, InternalServerError
 
 from .api import wants_problem
@@ -16,11 +17,15 @@ from .api.problems import problem, problem_for_http_error
 
 log = logging.getLogger(__name__)
 
+FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+
 TITLES = {
     400: "This request could not be processed",
     404: "Page not found",
     405: "That action is not allowed here",
     413: "That was too much data",
+    415: "This form was sent in a format we do not accept",
+    429: "Too many forms opened",
     503: "We are briefly unavailable",
 }
 
@@ -30,6 +35,8 @@ def init_app(app: Flask) -> None:
     app.register_error_handler(HTTPException, _http_error)
     app.register_error_handler(RedisError, _unavailable)
     app.register_error_handler(OperationalError, _unavailable)
+    # Every pooled connection busy for pool_timeout: a slow database, not a bug.
+    app.register_error_handler(PoolTimeout, _unavailable)
     app.register_error_handler(SQLAlchemyError, _server_error)
     app.register_error_handler(Exception, _server_error)
 
@@ -39,10 +46,16 @@ def _http_error(error: HTTPException):
         return problem_for_http_error(error)
     if error.code and error.code >= 500:
         return _server_error(error)
-    return render_error(error.code or 400, error.description)
+    # Keep what the exception says about retrying (Retry-After on 429 and 503).
+    headers = {k: v for k, v in error.get_headers() if k.lower() != "content-type"}
+    return render_error(error.code or 400, error.description, headers=headers)
 
 
 def _csrf_error(error: CSRFError):
+    # A body that is not a form has no CSRF field either: say what is wrong.
+    if request.mimetype not in FORM_TYPES:
+        return render_error(415, "Send this form from our order page (as an HTML form), "
+                                 "not as another kind of data.")
     # The session cookie was lost or is too old. On the order form, give the
     # form back with what was typed instead of a dead end; the old token is
     # bound to the old session, so the form gets a fresh one.
@@ -56,13 +69,17 @@ def _csrf_error(error: CSRFError):
 
 
 def _unavailable(error: Exception):
-    log.error("dependency unavailable: %s: %s", type(error).__name__, error)
+    # Only the driver's first line: SQLAlchemy's message would add the statement,
+    # and the customer's details are no business of the log.
+    cause = getattr(error, "orig", None) or error
+    log.error("dependency unavailable: %s: %s", type(cause).__name__,
+              str(cause).strip().split("\n", 1)[0])
     if wants_problem():
         return problem("unavailable", "Please retry in a few moments.",
                        headers={"Retry-After": "5"})
     if request.endpoint == "orders.create":
         from .orders import resubmit_when_unavailable
-        return resubmit_when_unavailable()
+        return resubmit_when_unavailable(database_ok=isinstance(error, RedisError))
     return render_error(503, "Please try again in a few moments.", headers={"Retry-After": "5"})
 
 

@@ -25,13 +25,13 @@ from blinker import Namespace
 from flask import Flask, current_app, request, session
 from markupsafe import Markup, escape
 from sqlalchemy.orm import Session, sessionmaker
-from werkzeug.exceptions import BadRequest
+from werkzeug.exceptions import BadRequest, TooManyRequests
 
 from .redis_client import make_client
 from .submission import Outcome, submit_once
 from .tokens import TokenStore, is_well_formed
 
-__all__ = ["BadFormToken", "FormTokens"]
+__all__ = ["BadFormToken", "FormTokens", "TooManyForms"]
 
 _signals = Namespace()
 #: Sent with ``form`` after a token is issued (metrics count them).
@@ -42,6 +42,7 @@ submit_decided = _signals.signal("form-submit-decided")
 
 T = TypeVar("T")
 _SESSION_KEY = "_form_tokens_sid"
+_WINDOW_KEY = "_form_tokens_issued"  # [window start (epoch s), tokens issued in it]
 
 
 class BadFormToken(BadRequest):
@@ -52,12 +53,23 @@ class BadFormToken(BadRequest):
     )
 
 
+class TooManyForms(TooManyRequests):
+    """This session opened more forms in one TTL window than the cap allows."""
+    description = (
+        "You have opened this form very many times in a short while, so we are not opening "
+        "another one for now. Use a form you already have open, or try again later."
+    )
+
+
 @dataclass
 class _State:
     store: TokenStore
     field: str
     wait: float
+    redis_down_fallback: bool = False
+    max_per_session: int = 0
     after_consume: Callable[[], None] | None = None
+    after_commit: Callable[[], None] | None = None
 
 
 class FormTokens:
@@ -73,6 +85,8 @@ class FormTokens:
         app.config.setdefault("FORM_TOKENS_PREFIX", "ft")
         app.config.setdefault("FORM_TOKENS_FIELD", "form_token")
         app.config.setdefault("FORM_TOKENS_WAIT", 10.0)
+        app.config.setdefault("FORM_TOKENS_REDIS_DOWN_FALLBACK", False)
+        app.config.setdefault("FORM_TOKENS_MAX_PER_SESSION", 0)  # 0: no cap
         url = app.config["FORM_TOKENS_REDIS_URL"]
         if not url:
             raise RuntimeError("FormTokens needs FORM_TOKENS_REDIS_URL (or REDIS_URL) set.")
@@ -82,6 +96,8 @@ class FormTokens:
                              prefix=app.config["FORM_TOKENS_PREFIX"]),
             field=app.config["FORM_TOKENS_FIELD"],
             wait=float(app.config["FORM_TOKENS_WAIT"]),
+            redis_down_fallback=bool(app.config["FORM_TOKENS_REDIS_DOWN_FALLBACK"]),
+            max_per_session=int(app.config["FORM_TOKENS_MAX_PER_SESSION"]),
         )
         app.jinja_env.globals["form_token_input"] = form_token_input
 
@@ -106,10 +122,33 @@ class FormTokens:
         return sid
 
     def issue(self, form: str) -> str:
-        """A fresh token for one rendering of ``form`` (one Redis SET)."""
+        """A fresh token for one rendering of ``form`` (one Redis SET).
+
+        :class:`TooManyForms` (429) once this session has been issued
+        ``FORM_TOKENS_MAX_PER_SESSION`` tokens in the current TTL window.
+        """
+        self._count_issue()
         token = self.store.issue(session_id=self.session_id(), form=form)
         token_issued.send(current_app._get_current_object(), form=form)
         return token
+
+    def _count_issue(self) -> None:
+        # The count lives in the signed session cookie, not in Redis, so the cap
+        # costs the happy path no Redis command. Tokens of the previous window
+        # may still be live, so a session holds at most 2 x cap live tokens.
+        # A client that drops or replays its cookie escapes the count; Redis
+        # maxmemory with volatile-ttl is what bounds that (see README).
+        cap, ttl = self.state().max_per_session, self.store.ttl
+        if cap <= 0:
+            return
+        now = int(time.time())
+        window = session.get(_WINDOW_KEY)
+        if not (isinstance(window, list) and len(window) == 2
+                and all(isinstance(n, int) for n in window) and 0 <= now - window[0] < ttl):
+            window = [now, 0]
+        if window[1] >= cap:
+            raise TooManyForms(retry_after=window[0] + ttl - now)
+        session[_WINDOW_KEY] = [window[0], window[1] + 1]
 
     def submitted_token(self) -> str:
         """The token in the submitted form; :class:`BadFormToken` (400) if it is
@@ -138,7 +177,8 @@ class FormTokens:
         outcome = submit_once(
             tokens=state.store, token=token, session_id=self.session_id(), form=form,
             sessions=sessions, create=create, find=find, wait=state.wait,
-            after_consume=state.after_consume,
+            redis_down_fallback=state.redis_down_fallback,
+            after_consume=state.after_consume, after_commit=state.after_commit,
         )
         submit_decided.send(current_app._get_current_object(), form=form, outcome=outcome,
                             seconds=time.perf_counter() - started,

@@ -42,6 +42,7 @@ def new():
 @bp.post("/orders")
 def create():
     token = form_tokens.submitted_token()  # malformed: 400, Redis untouched
+    reject_repeated_fields()
     with sessions()() as db:
         form = OrderForm(active_products(db))
     if not form.validate():
@@ -118,18 +119,33 @@ def resubmit_after_session_loss():
     return render_form(_form_from_request(), message=SESSION_LOST, status=400)
 
 
-def resubmit_when_unavailable():
-    """Redis or PostgreSQL did not answer before the token was consumed: the
-    form again with the input and the same token, which is still good."""
+def reject_repeated_fields() -> None:
+    """400 if a field was sent more than once: a browser never does, and which
+    value should win would be a guess."""
+    repeated = sorted({name for name in request.form if len(request.form.getlist(name)) > 1})
+    if repeated:
+        abort(400, f"The field {repeated[0]!r} was sent more than once. Open the form again and "
+                   "submit it from there.")
+
+
+def resubmit_when_unavailable(*, database_ok: bool = True):
+    """Redis or PostgreSQL did not answer before this request consumed the
+    token: the form again with the input and the same token. A duplicate that
+    was waiting on another request may find it consumed; resubmitting then
+    lands on that request's order or on "this form expired", never on a second
+    order. With PostgreSQL away, the catalogue comes from memory instead of
+    another query that would wait out the same timeout."""
     token = request.form.get(form_tokens.state().field, "")
-    return render_form(_form_from_request(), token=token, message=UNAVAILABLE, status=503,
-                       headers={"Retry-After": "5"})
+    return render_form(_form_from_request(database_ok), token=token, message=UNAVAILABLE,
+                       status=503, headers={"Retry-After": "5"})
 
 
-def _form_from_request() -> OrderForm:
-    try:
-        with sessions()() as db:
-            products = active_products(db)
-    except SQLAlchemyError:
-        products = last_known_products()
-    return OrderForm(products)
+def _form_from_request(database_ok: bool = True) -> OrderForm:
+    products = None
+    if database_ok:
+        try:
+            with sessions()() as db:
+                products = active_products(db)
+        except SQLAlchemyError:
+            pass
+    return OrderForm(last_known_products() if products is None else products)

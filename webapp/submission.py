@@ -29,6 +29,17 @@ lock with short transactions and sleep in between, up to a bound.
 Why the UNIQUE column is still there: if Redis loses a delete (a failover to a
 replica that never saw the GETDEL) a consumed token comes back; the insert then
 fails on the constraint and the submit is answered like any duplicate.
+
+When Redis cannot be reached at GETDEL (``redis_down_fallback=True``), the
+advisory lock and the UNIQUE column carry the submit alone: under the lock,
+``find`` then ``create``. Same-token submits are still serialised by the lock
+and the second one finds the first one's row, so nothing is doubled; what is
+lost is the check that the token was issued and is not expired.
+
+Nothing here cleans up in a ``finally``: a token is never restored or deleted
+because a request was interrupted (a killed worker, a timeout). An interrupted
+request leaves the token consumed and its transaction rolled back or committed;
+either way the next submit with that token reads what really happened.
 """
 
 from __future__ import annotations
@@ -40,6 +51,8 @@ from contextlib import suppress
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
@@ -117,22 +130,29 @@ def submit_once(
     create: Callable[[Session, str], T],
     find: Callable[[Session, str], T | None],
     wait: float = 10.0,
+    redis_down_fallback: bool = False,
     after_consume: Callable[[], None] | None = None,
+    after_commit: Callable[[], None] | None = None,
 ) -> Outcome[T]:
     """Consume ``token`` and run ``create`` in one transaction, at most once.
 
     Duplicates wait (at most ``wait`` seconds, holding no connection) for the
     request that holds the token, then get its result. ``after_consume`` runs
-    between GETDEL and ``create``; tests use it to widen that window.
+    between GETDEL and ``create``, ``after_commit`` right after the commit;
+    tests use them to widen those windows or to kill the process there.
 
     Redis and PostgreSQL errors raised before the token is consumed propagate
-    (the token is still good: show the form again with it). Errors after it
-    are returned as :class:`Failed`.
+    (the token is still good: show the form again with it), except that with
+    ``redis_down_fallback`` an unreachable Redis at GETDEL hands the submit to
+    the database alone (see the module docstring). Errors after the token is
+    consumed are returned as :class:`Failed`.
     """
     digest = tokens.digest(token, session_id=session_id, form=form)
     return run_once(
         digest=digest, take=lambda: tokens.consume(token, session_id=session_id, form=form),
-        sessions=sessions, create=create, find=find, wait=wait, after_take=after_consume,
+        sessions=sessions, create=create, find=find, wait=wait,
+        redis_down_fallback=redis_down_fallback, after_take=after_consume,
+        after_commit=after_commit,
     )
 
 
@@ -144,7 +164,9 @@ def run_once(
     create: Callable[[Session, str], T],
     find: Callable[[Session, str], T | None],
     wait: float = 10.0,
+    redis_down_fallback: bool = False,
     after_take: Callable[[], None] | None = None,
+    after_commit: Callable[[], None] | None = None,
 ) -> Outcome[T]:
     """:func:`submit_once` for any single-use mark named by ``digest``.
 
@@ -159,14 +181,25 @@ def run_once(
     while True:
         with sessions() as db:
             if db.scalar(_TRY_LOCK, {"key": key}):
-                if not take():
+                try:
+                    taken = take()
+                except (RedisConnectionError, RedisTimeoutError):
+                    if not redis_down_fallback:
+                        raise
+                    # A timeout may even have taken the mark: either way the
+                    # lock we hold and the UNIQUE column decide from here on.
+                    log.warning("Redis unreachable at consume; token %s is checked by the "
+                                "database alone", digest[:12])
+                    taken = None  # unknown: the database decides
+                if not taken:
                     existing = find(db, digest)
-                    if existing is None:
+                    if existing is not None:
+                        return Duplicate(existing, waited)
+                    if taken is False:
                         return Expired(waited)
-                    return Duplicate(existing, waited)
                 if after_take is not None:
                     after_take()
-                return _create_once(db, digest, create, find)
+                return _create_once(db, digest, create, find, after_commit)
         waited = True
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -180,6 +213,7 @@ def _create_once(
     digest: str,
     create: Callable[[Session, str], T],
     find: Callable[[Session, str], T | None],
+    after_commit: Callable[[], None] | None = None,
 ) -> Outcome[T]:
     """The token is ours: run the transaction. Only explicit failures are
     handled here; anything else (including KeyboardInterrupt, SystemExit or a
@@ -188,6 +222,8 @@ def _create_once(
     try:
         result = create(db, digest)
         db.commit()
+        if after_commit is not None:
+            after_commit()
         return Created(result)
     except IntegrityError as error:
         # The UNIQUE digest column: the token was consumed before and Redis

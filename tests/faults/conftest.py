@@ -1,0 +1,90 @@
+"""PostgreSQL and Redis of the fault tests' own, on free ports.
+
+The fault tests stop, kill, flush and restart their servers; doing that to the
+session's shared ``servers`` would break every other test running after them.
+These two processes belong to tests/faults alone: started once for the
+package, brought back up and cleaned before every test.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from sqlalchemy import text
+
+from tests.conftest import Servers
+from webapp import create_app
+from webapp.db import make_engine, seed, upgrade
+from webapp.embedded import EmbeddedPostgres, EmbeddedRedis
+
+
+class FaultServers(Servers):
+    """The test servers, plus what a fault test does to them."""
+
+    def postgres_running(self) -> bool:
+        return self.postgres._run("pg_ctl", "-D", str(self.postgres.data_dir), "status",
+                                  check=False).returncode == 0
+
+    def ensure_up(self) -> None:
+        """Start whichever server a previous test left down."""
+        if self.redis.process is None or self.redis.process.poll() is not None:
+            self.redis.start()
+        if not self.postgres_running():
+            self.postgres.start()
+
+    def restart_redis_empty(self) -> None:
+        """A crash of a Redis without persistence: every token is gone."""
+        self.redis.kill()
+        for path in Path(self.redis.data_dir).glob("appendonly*"):
+            path.unlink()
+        self.redis.start()
+
+
+@pytest.fixture(scope="package")
+def fault_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultServers]:
+    base = tmp_path_factory.mktemp("fault-servers")
+    postgres = EmbeddedPostgres(base / "postgres", fast=True).start()
+    # Persistent (append-only file): a clean stop and start keeps the tokens,
+    # as a production Redis with persistence would; restart_redis_empty() drops them.
+    store = EmbeddedRedis(base / "redis", persist=True).start()
+    try:
+        postgres.create_database("webapp_test")
+        engine = make_engine(postgres.url("webapp_test"))
+        upgrade(engine)
+        seed(engine)
+        yield FaultServers(postgres, store, engine)
+        engine.dispose()
+    finally:
+        store.kill()
+        postgres.stop("immediate")
+
+
+@pytest.fixture(autouse=True)
+def fault_clean_state(fault_servers: FaultServers) -> None:
+    """Both servers up, no orders, no tokens, the catalogue on sale."""
+    fault_servers.ensure_up()
+    fault_servers.engine.dispose()  # connections to a restarted server are dead
+    with fault_servers.engine.begin() as conn:
+        conn.execute(text("TRUNCATE orders RESTART IDENTITY"))
+        conn.execute(text("UPDATE products SET active = true"))
+    with redis.Redis.from_url(fault_servers.redis.url) as client:
+        client.flushall()
+
+
+@pytest.fixture
+def fault_app(fault_servers: FaultServers):
+    """Build apps on the fault servers; their pools are closed afterwards."""
+    apps = []
+
+    def make(**overrides: object):
+        app = create_app(fault_servers.config(**overrides))
+        apps.append(app)
+        return app
+
+    yield make
+    for app in apps:
+        app.extensions["db"].kw["bind"].dispose()
+        app.extensions["form_tokens"].store.client.close()

@@ -1,0 +1,167 @@
+"""PostgreSQL stopped between GETDEL and commit, and PostgreSQL too slow to answer.
+
+Every scenario ends with no duplicate order, every order the user was sent to
+existing, and every failed submit showing the input with a way to retry.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from sqlalchemy import text
+
+from tests.faults.steps import (
+    assert_told_orders_exist,
+    form_kept,
+    open_form,
+    order_path,
+    placed,
+    same_browser,
+    submit,
+)
+from webapp.orders import EXPIRED, NOT_PLACED, UNAVAILABLE
+
+WAITING = 3
+
+
+def in_threads(calls, timeout: float) -> list:
+    """Run each call in its own thread; every one must finish within ``timeout``."""
+    results: list = [None] * len(calls)
+
+    def run(i, call):
+        results[i] = call()
+
+    threads = [threading.Thread(target=run, args=(i, c)) for i, c in enumerate(calls)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + timeout
+    for thread in threads:
+        thread.join(max(0.0, deadline - time.monotonic()))
+    assert not any(t.is_alive() for t in threads), f"a request hung past {timeout}s"
+    return results
+
+
+def test_5_postgres_down_between_consume_and_commit_places_nothing_and_retry_places_one(
+        fault_app, fault_servers):
+    app = fault_app(SUBMIT_WAIT_SECONDS=30)
+    consumed, release = threading.Event(), threading.Event()
+    app.extensions["form_tokens"].after_consume = lambda: (consumed.set(), release.wait(30))
+    client = app.test_client()
+    tokens = open_form(client)
+    first: dict = {}
+    thread = threading.Thread(target=lambda: first.update(r=submit(client, tokens)))
+    thread.start()
+    assert consumed.wait(10)
+    browsers = [same_browser(app, client) for _ in range(WAITING)]
+    waiting: dict = {}
+    waiters = [threading.Thread(target=lambda b=b: waiting.update({b: submit(b, tokens)}))
+               for b in browsers]
+    for waiter in waiters:
+        waiter.start()
+    waiters[0].join(0.3)
+    assert waiters[0].is_alive(), "the duplicates wait for the first submit"
+
+    fault_servers.postgres.stop("immediate")
+    release.set()
+    thread.join(30)
+    for waiter in waiters:
+        waiter.join(30)
+    assert not thread.is_alive() and not any(w.is_alive() for w in waiters)
+
+    # The first: nothing placed, input kept, a fresh token for the retry.
+    fresh = form_kept(first["r"], 503, NOT_PLACED)
+    assert fresh != tokens["form_token"]
+    # The duplicates that were waiting: told nothing was placed, input kept.
+    for response in waiting.values():
+        form_kept(response, 503, UNAVAILABLE)
+
+    fault_servers.postgres.start()
+    app.extensions["form_tokens"].after_consume = None
+    assert placed(fault_servers) == []
+    done = submit(client, {**tokens, "form_token": fresh})
+    assert not done.headers["Location"].endswith("already_placed=1")
+    # A waiting tab retries with the token it was shown: spent by the first
+    # submit, so "expired" with the input again, never a second order.
+    for browser in browsers:
+        form_kept(submit(browser, tokens), 409, EXPIRED)
+    assert_told_orders_exist(client, done)
+    assert len(placed(fault_servers)) == 1
+
+
+DUPLICATES = 20
+# What a request may wait at most: pool_timeout + lock_timeout + the duplicate
+# wait bound, all 5 s or less here; generous on a loaded two-core machine.
+BOUND = 40
+
+
+@pytest.mark.parametrize("table", ["orders", "products"])
+def test_8_a_table_lock_held_past_every_timeout_gets_bounded_answers_and_no_pool_leak(
+        fault_app, fault_servers, table):
+    app = fault_app(SUBMIT_WAIT_SECONDS=3)
+    engine = app.extensions["db"].kw["bind"]
+    client = app.test_client()
+    tokens = open_form(client)
+    browsers = [same_browser(app, client) for _ in range(DUPLICATES)]
+    with fault_servers.engine.connect() as locker:
+        locker.execute(text(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE"))
+        started = time.monotonic()
+        responses = in_threads([lambda b=b: submit(b, tokens) for b in browsers], BOUND)
+        elapsed = time.monotonic() - started
+        locker.rollback()
+    statuses = sorted(r.status_code for r in responses)
+    assert all(status in (409, 503) for status in statuses), statuses
+    retry_tokens = set()
+    for response in responses:
+        html = response.get_data(as_text=True)
+        if "still placing your order" in html:
+            continue  # a reload re-sends the form, input and all
+        retry_tokens.add(form_kept(response, response.status_code,
+                                   NOT_PLACED if response.status_code == 409 or
+                                   NOT_PLACED in html else UNAVAILABLE))
+    assert engine.pool.checkedout() == 0, "a request kept its connection"
+    assert placed(fault_servers) == [], f"answered in {elapsed:.1f}s with nothing placed"
+    # The lock is gone: the user's retry places exactly one order.
+    retries = [submit(same_browser(app, client), {**tokens, "form_token": t})
+               for t in sorted(retry_tokens)]
+    assert sum(r.status_code == 303 for r in retries) >= 1
+    assert_told_orders_exist(client, *retries)
+    assert len(placed(fault_servers)) == 1
+
+
+def test_8_a_table_lock_released_within_the_bound_lets_all_duplicates_land_on_one_order(
+        fault_app, fault_servers):
+    app = fault_app()
+    client = app.test_client()
+    tokens = open_form(client)
+    browsers = [same_browser(app, client) for _ in range(DUPLICATES)]
+    with fault_servers.engine.connect() as locker:
+        locker.execute(text("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE"))
+        released = threading.Timer(1.0, locker.rollback)
+        released.start()
+        responses = in_threads([lambda b=b: submit(b, tokens) for b in browsers], BOUND)
+        released.join()
+    assert len({order_path(r) for r in responses}) == 1
+    assert sum("already_placed" not in r.headers["Location"] for r in responses) == 1
+    assert app.extensions["db"].kw["bind"].pool.checkedout() == 0
+    assert_told_orders_exist(client, *responses)
+    assert len(placed(fault_servers)) == 1
+
+
+def test_8_every_pooled_connection_busy_gives_a_503_with_the_input_not_a_500(
+        fault_app, fault_servers):
+    app = fault_app()
+    engine = app.extensions["db"].kw["bind"]
+    client = app.test_client()
+    tokens = open_form(client)
+    busy = [engine.connect() for _ in range(engine.pool.size() + engine.pool._max_overflow)]
+    try:
+        response = submit(client, tokens)  # waits pool_timeout for a connection
+    finally:
+        for connection in busy:
+            connection.close()
+    assert form_kept(response, 503, UNAVAILABLE) == tokens["form_token"]
+    done = submit(client, tokens)  # the token was never spent
+    assert not done.headers["Location"].endswith("already_placed=1")
+    assert len(placed(fault_servers)) == 1

@@ -1,0 +1,120 @@
+"""Redis stopped, restarted empty, flushed, or giving back a consumed token.
+
+Every scenario ends with no duplicate order, every order the user was sent to
+existing, and every failed submit showing the input with a way to retry.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import redis
+
+from tests.faults.steps import (
+    assert_told_orders_exist,
+    form_kept,
+    open_form,
+    order_path,
+    placed,
+    same_browser,
+    submit,
+)
+from webapp.orders import EXPIRED, UNAVAILABLE
+
+
+def test_1_redis_down_before_the_form_is_rendered_gives_a_try_again_page(
+        fault_app, fault_servers):
+    client = fault_app().test_client()
+    fault_servers.redis.stop()
+    response = client.get("/orders/new")
+    html = response.get_data(as_text=True)
+    assert response.status_code == 503 and response.headers["Retry-After"] == "5"
+    assert "We are briefly unavailable" in html and "try again in a few moments" in html
+    assert "Traceback" not in html and "Error" in html
+    fault_servers.redis.start()
+    assert client.get("/orders/new").status_code == 200
+
+
+def test_2_redis_down_between_render_and_submit_still_places_exactly_one_order(
+        fault_app, fault_servers):
+    app = fault_app()
+    client = app.test_client()
+    tokens = open_form(client)
+    fault_servers.redis.stop()
+    # A double click and eight more tabs retrying, all while Redis is away.
+    responses: list = []
+    browsers = [same_browser(app, client) for _ in range(10)]
+    threads = [threading.Thread(target=lambda b=b: responses.append(submit(b, tokens)))
+               for b in browsers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(responses) == 10
+    assert {order_path(r) for r in responses} == {f"/orders/{placed(fault_servers)[0]}"}
+    fresh = [r for r in responses if "already_placed" not in r.headers["Location"]]
+    assert len(fresh) == 1, "one submit placed the order; the others landed on it"
+    # Redis comes back with the token still live (it persists): the UNIQUE
+    # column stops the GETDEL that now succeeds from placing a second order.
+    fault_servers.redis.start()
+    again = submit(client, tokens)
+    assert order_path(again) == order_path(responses[0])
+    assert again.headers["Location"].endswith("?already_placed=1")
+    assert_told_orders_exist(client, *responses, again)
+    assert len(placed(fault_servers)) == 1
+
+
+def test_2_without_the_fallback_redis_down_at_submit_keeps_the_input_for_later(
+        fault_app, fault_servers):
+    client = fault_app(REDIS_DOWN_FALLBACK=False).test_client()
+    tokens = open_form(client)
+    fault_servers.redis.stop()
+    response = submit(client, tokens)
+    assert form_kept(response, 503, UNAVAILABLE) == tokens["form_token"]
+    assert response.headers["Retry-After"] == "5"
+    assert placed(fault_servers) == []
+    fault_servers.redis.start()
+    done = submit(client, tokens)
+    assert not done.headers["Location"].endswith("already_placed=1")
+    assert_told_orders_exist(client, done)
+    assert len(placed(fault_servers)) == 1
+
+
+@pytest.mark.parametrize("loss", ["restarted-empty", "flushall"])
+def test_3_redis_losing_every_token_between_render_and_submit_says_form_expired(
+        fault_app, fault_servers, loss):
+    client = fault_app().test_client()
+    tokens = open_form(client)
+    if loss == "restarted-empty":
+        fault_servers.restart_redis_empty()
+    else:
+        with redis.Redis.from_url(fault_servers.redis.url) as rdb:
+            rdb.flushall()
+    response = submit(client, tokens)
+    fresh = form_kept(response, 409, EXPIRED)
+    assert fresh != tokens["form_token"] and placed(fault_servers) == []
+    done = submit(client, {**tokens, "form_token": fresh})
+    assert_told_orders_exist(client, done)
+    # The old page resubmitted once more: refused again, never a second order.
+    assert submit(client, tokens).status_code == 409
+    assert len(placed(fault_servers)) == 1
+
+
+def test_4_a_consumed_token_that_reappears_lands_on_the_existing_order(
+        fault_app, fault_servers):
+    client = fault_app().test_client()
+    tokens = open_form(client)
+    rdb = redis.Redis.from_url(fault_servers.redis.url, decode_responses=True)
+    try:
+        (key,) = rdb.keys("*")
+        first = submit(client, tokens)
+        rdb.set(key, 1, ex=60)  # a replica promoted before it saw the GETDEL
+        again = submit(client, tokens)
+        assert order_path(again) == order_path(first)
+        assert again.headers["Location"].endswith("?already_placed=1")
+        assert rdb.exists(key) == 0, "the reappeared token was consumed, not left live"
+    finally:
+        rdb.close()
+    assert_told_orders_exist(client, first, again)
+    assert len(placed(fault_servers)) == 1
