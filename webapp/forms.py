@@ -18,7 +18,25 @@ def _strip(value: object) -> object:
     return value.strip() if isinstance(value, str) else value
 
 
+class _PlainWording:
+    """WTForms' own messages for values a person can type or tamper with, in plain words."""
+    WORDING = {
+        "Not a valid integer value.": "Enter a whole number.",
+        "Invalid Choice: could not coerce.": "Choose one of the products on sale.",
+    }
+
+    def gettext(self, string: str) -> str:
+        return self.WORDING.get(string, string)
+
+    def ngettext(self, singular: str, plural: str, n: int) -> str:
+        return self.gettext(singular if n == 1 else plural)
+
+
 class OrderForm(FlaskForm):
+    class Meta:
+        def get_translations(self, form: object) -> _PlainWording:
+            return _PlainWording()
+
     product = SelectField("Product", coerce=int, validate_choice=False,
                           validators=[InputRequired("Choose a product.")])
     quantity = IntegerField("Quantity", default=1, validators=[

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 
 from flask import Blueprint, abort, redirect, render_template, request, url_for
 from sqlalchemy import select
@@ -20,6 +21,7 @@ bp = Blueprint("orders", __name__)
 log = logging.getLogger(__name__)
 
 FORM = "order"
+PUBLIC_ID = re.compile(r"[A-Za-z0-9_-]{22}")  # what models.new_public_id makes
 
 EXPIRED = "This form expired — please check your details and submit again."
 NOT_PLACED = ("Your order was not placed and nothing was charged: we could not save it just "
@@ -75,8 +77,10 @@ def create():
 
 @bp.get("/orders/<public_id>")
 def show(public_id: str):
-    with sessions()() as db:
-        order = db.scalar(select(Order).where(Order.public_id == public_id))
+    order = None
+    if PUBLIC_ID.fullmatch(public_id):  # anything else (a NUL, 2 kB) never reaches SQL
+        with sessions()() as db:
+            order = db.scalar(select(Order).where(Order.public_id == public_id))
     if order is None:
         abort(404, "There is no order with this number.")
     return render_template("orders/show.html", order=order,
