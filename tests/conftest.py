@@ -48,14 +48,27 @@ def servers(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.fixture(autouse=True)
 def clean_state(request: pytest.FixtureRequest):
-    """Before each test that uses the servers: no orders, empty Redis, catalogue on sale."""
-    if "servers" in request.fixturenames:
-        servers: Servers = request.getfixturevalue("servers")
-        with servers.engine.begin() as conn:
-            conn.execute(text("TRUNCATE orders RESTART IDENTITY CASCADE"))
-            conn.execute(text("UPDATE products SET active = true"))
-        with redis.Redis.from_url(servers.redis.url) as client:
-            client.flushall()
+    """Before each test that uses the servers: no orders, empty Redis, catalogue on sale.
+    After it: every key it left in Redis has a TTL."""
+    if "servers" not in request.fixturenames:
+        yield
+        return
+    servers: Servers = request.getfixturevalue("servers")
+    with servers.engine.begin() as conn:
+        conn.execute(text("TRUNCATE orders RESTART IDENTITY CASCADE"))
+        conn.execute(text("UPDATE products SET active = true"))
+    with redis.Redis.from_url(servers.redis.url) as client:
+        client.flushall()
+    yield
+    assert_every_key_expires(servers.redis.url)
+
+
+def assert_every_key_expires(url: str) -> None:
+    """Redis memory is bounded only if every key expires (the README's maxmemory
+    policy, volatile-ttl, can evict nothing else)."""
+    with redis.Redis.from_url(url, decode_responses=True) as client:
+        forever = [key for key in client.scan_iter(count=1000) if client.ttl(key) == -1]
+    assert forever == [], f"keys left without a TTL: {forever[:5]}"
 
 
 @pytest.fixture

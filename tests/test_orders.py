@@ -231,7 +231,7 @@ def test_pages_carry_strict_security_headers(client):
     assert "frame-ancestors 'none'" in csp and "script-src 'self'" in csp
     assert "unsafe-inline" not in csp
     assert headers["X-Content-Type-Options"] == "nosniff"
-    assert headers["Referrer-Policy"] == "no-referrer"
+    assert headers["Referrer-Policy"] == "same-origin"
     # Back may show the form again from cache, never anything else (webapp/history.py).
     assert headers["Cache-Control"] == "private, no-cache" and "Vary" not in headers
     cookie = headers["Set-Cookie"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hmac
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -53,7 +54,8 @@ def finish(config: dict[str, Any]) -> None:
                 "and export it as SECRET_KEY (or set APP_ENV=development on your own machine)."
             )
         config["SECRET_KEY"] = DEV_SECRET_KEY
-    if env == "production" and config["SECRET_KEY"] == DEV_SECRET_KEY:
+    if env == "production" and hmac.compare_digest(str(config["SECRET_KEY"]).encode(),
+                                                   DEV_SECRET_KEY.encode()):
         raise RuntimeError("SECRET_KEY is the development secret; set a real one in production.")
     for name, example in (("DATABASE_URL", "postgresql+psycopg://user:pass@host/db"),
                           ("REDIS_URL", "redis://host:6379/0")):

@@ -26,8 +26,10 @@ def _headers(response: Response) -> Response:
     headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
     headers.setdefault("X-Content-Type-Options", "nosniff")
     headers.setdefault("X-Frame-Options", "DENY")
-    # Order pages carry the order's public id in the URL: never send it on.
-    headers.setdefault("Referrer-Policy", "no-referrer")
+    # Order pages carry the order's public id in the URL: never send it to
+    # another site. Same-origin requests keep their Referer: over HTTPS the CSRF
+    # check requires it (no-referrer made every HTTPS order submit fail).
+    headers.setdefault("Referrer-Policy", "same-origin")
     headers.setdefault("Cross-Origin-Opener-Policy", "same-origin")
     headers.setdefault("Permissions-Policy", "camera=(), microphone=(), geolocation=()")
     if request.is_secure:

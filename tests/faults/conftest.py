@@ -15,7 +15,7 @@ import pytest
 import redis
 from sqlalchemy import text
 
-from tests.conftest import Servers
+from tests.conftest import Servers, assert_every_key_expires
 from webapp import create_app
 from webapp.db import make_engine, seed, upgrade
 from webapp.embedded import EmbeddedPostgres, EmbeddedRedis
@@ -63,15 +63,19 @@ def fault_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultSer
 
 
 @pytest.fixture(autouse=True)
-def fault_clean_state(fault_servers: FaultServers) -> None:
-    """Both servers up, no orders, no tokens, the catalogue on sale."""
+def fault_clean_state(fault_servers: FaultServers) -> Iterator[None]:
+    """Both servers up, no orders, no tokens, the catalogue on sale; afterwards,
+    every key the test left has a TTL."""
     fault_servers.ensure_up()
     fault_servers.engine.dispose()  # connections to a restarted server are dead
     with fault_servers.engine.begin() as conn:
-        conn.execute(text("TRUNCATE orders RESTART IDENTITY"))
+        conn.execute(text("TRUNCATE orders RESTART IDENTITY CASCADE"))
         conn.execute(text("UPDATE products SET active = true"))
     with redis.Redis.from_url(fault_servers.redis.url) as client:
         client.flushall()
+    yield
+    fault_servers.ensure_up()
+    assert_every_key_expires(fault_servers.redis.url)
 
 
 @pytest.fixture
