@@ -48,6 +48,8 @@ def test_development_runs_on_the_dev_secret(environ):
     ("FORM_TOKEN_TTL", "soon", "must be a number"),
     ("FORM_TOKEN_TTL", "1.5", "whole number"),
     ("APP_ENV", "staging", "is not one of"),
+    ("REDIS_DOWN_FALLBACK", "maybe", "true or false"),
+    ("MAX_FORMS_PER_SESSION", "-1", "must not be negative"),
 ])
 def test_bad_settings_stop_start_up_with_a_clear_message(environ, name, value, message):
     environ.setenv("SECRET_KEY", "x" * 64)
@@ -63,10 +65,11 @@ def test_missing_database_url_says_what_to_set(environ):
         create_app()
 
 
-def test_the_test_hook_is_refused_outside_testing(environ):
+@pytest.mark.parametrize("hook", ["TEST_PAUSE_AFTER_CONSUME", "TEST_PAUSE_AFTER_COMMIT"])
+def test_the_test_hooks_are_refused_outside_testing(environ, hook):
     environ.setenv("SECRET_KEY", "x" * 64)
     with pytest.raises(RuntimeError, match="test hook"):
-        create_app({"TEST_PAUSE_AFTER_CONSUME": 1.0})
+        create_app({hook: 1.0})
 
 
 def test_init_db_is_safe_to_run_twice(app, servers):
