@@ -212,3 +212,12 @@ def test_a_stolen_token_never_leads_to_its_owners_order(app, servers):
         assert "Location" not in response.headers
         assert public_id not in html and VALID["email"] not in html and "Lovelace" not in html
     assert order_count(servers) == 1
+
+
+def test_markup_in_every_text_field_is_shown_escaped_on_the_confirmation(client, servers):
+    script = '<script>alert("x")</script>'
+    response = submit(client, open_form(client), name=script, address=script)
+    assert response.status_code == 303  # markup is a valid name: it is shown, never run
+    page = client.get(response.headers["Location"]).get_data(as_text=True)
+    assert script not in page
+    assert page.count("&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;") == 2
