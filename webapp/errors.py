@@ -4,6 +4,7 @@ user's input when Redis or PostgreSQL is away, and never a stack trace."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from flask import Flask, render_template, request
 from flask_wtf.csrf import CSRFError
@@ -63,7 +64,7 @@ def _csrf_error(error: CSRFError):
         from .metrics import count_session_mismatch
         from .orders import FORM, resubmit_after_session_loss
         count_session_mismatch(FORM)
-        return resubmit_after_session_loss()
+        return _form_again(resubmit_after_session_loss)
     return render_error(400, "Your session expired or this form was not sent from our site. "
                              "Go back, reload the page and try again.")
 
@@ -79,7 +80,25 @@ def _unavailable(error: Exception):
                        headers={"Retry-After": "5"})
     if request.endpoint == "orders.create":
         from .orders import resubmit_when_unavailable
-        return resubmit_when_unavailable(database_ok=isinstance(error, RedisError))
+        return _form_again(lambda: resubmit_when_unavailable(
+            database_ok=isinstance(error, RedisError)))
+    return _try_again()
+
+
+def _form_again(draw: Callable[[], object]):
+    # Drawing the form again may need what just failed (a fresh token from a
+    # Redis that is away) or run into the session's cap: an exception raised in
+    # an error handler is a 500, so fall back to the plain page.
+    try:
+        return draw()
+    except HTTPException as error:
+        return _http_error(error)
+    except (RedisError, SQLAlchemyError) as error:
+        log.error("dependency unavailable: %s", type(error).__name__)
+        return _try_again()
+
+
+def _try_again():
     return render_error(503, "Please try again in a few moments.", headers={"Retry-After": "5"})
 
 

@@ -118,3 +118,17 @@ def test_4_a_consumed_token_that_reappears_lands_on_the_existing_order(
         rdb.close()
     assert_told_orders_exist(client, first, again)
     assert len(placed(fault_servers)) == 1
+
+
+def test_1_redis_down_when_a_lost_session_needs_a_fresh_form_gives_the_try_again_page(
+        fault_app, fault_servers):
+    client = fault_app().test_client()
+    tokens = open_form(client)
+    client.delete_cookie("session")
+    fault_servers.redis.stop()
+    response = submit(client, tokens)
+    html = response.get_data(as_text=True)
+    assert response.status_code == 503 and "try again in a few moments" in html
+    fault_servers.redis.start()
+    assert submit(client, tokens).status_code == 400  # the session is still the new one
+    assert placed(fault_servers) == []
