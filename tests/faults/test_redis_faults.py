@@ -55,6 +55,10 @@ def test_2_redis_down_between_render_and_submit_still_places_exactly_one_order(
     assert {order_path(r) for r in responses} == {f"/orders/{placed(fault_servers)[0]}"}
     fresh = [r for r in responses if "already_placed" not in r.headers["Location"]]
     assert len(fresh) == 1, "one submit placed the order; the others landed on it"
+    # The confirmation page shows during the outage too (without a Cancel button).
+    confirmation = client.get(fresh[0].headers["Location"])
+    assert confirmation.status_code == 200
+    assert placed(fault_servers)[0] in confirmation.get_data(as_text=True)
     # Redis comes back with the token still live (it persists): the UNIQUE
     # column stops the GETDEL that now succeeds from placing a second order.
     fault_servers.redis.start()
