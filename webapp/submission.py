@@ -30,16 +30,12 @@ Why the UNIQUE column is still there: if Redis loses a delete (a failover to a
 replica that never saw the GETDEL) a consumed token comes back; the insert then
 fails on the constraint and the submit is answered like any duplicate.
 
-When Redis cannot be reached at GETDEL (``redis_down_fallback=True``), the
-advisory lock and the UNIQUE column carry the submit alone: under the lock,
-``find`` then ``create``. Same-token submits are still serialised by the lock
-and the second one finds the first one's row, so nothing is doubled; what is
-lost is the check that the token was issued and is not expired.
+With ``redis_down_fallback`` and Redis unreachable at GETDEL, the lock and the
+UNIQUE column carry the submit alone (``find``, then ``create``): nothing is
+doubled, but an expired token is no longer told from a live one.
 
-Nothing here cleans up in a ``finally``: a token is never restored or deleted
-because a request was interrupted (a killed worker, a timeout). An interrupted
-request leaves the token consumed and its transaction rolled back or committed;
-either way the next submit with that token reads what really happened.
+Nothing here cleans up in a ``finally``: an interrupted request (killed worker,
+timeout) never restores or deletes a token; the next submit reads what happened.
 """
 
 from __future__ import annotations
