@@ -81,3 +81,10 @@ def test_init_db_is_safe_to_run_twice(app, servers):
     with servers.engine.connect() as conn:
         assert conn.scalar(text("SELECT count(*) FROM products")) == 4
         assert conn.scalar(text("SELECT version_num FROM alembic_version")) == "0004"
+
+
+def test_testing_set_by_create_app_reads_the_catalogue_afresh_and_production_caches_it(
+        environ, servers):
+    assert create_app(servers.config()).config["CATALOGUE_CACHE_SECONDS"] == 0
+    environ.setenv("SECRET_KEY", "x" * 64)
+    assert create_app().config["CATALOGUE_CACHE_SECONDS"] == 5

@@ -29,12 +29,12 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
         "MAX_CONTENT_LENGTH": _int(environ, "MAX_CONTENT_LENGTH", 64 * 1024),
         "IDEMPOTENCY_RETENTION": _int(environ, "IDEMPOTENCY_RETENTION", 24 * 3600),
         "PAYMENT_WEBHOOK_SECRET": environ.get("PAYMENT_WEBHOOK_SECRET"),
-        # Tests change the catalogue between requests and expect to see it at once.
-        "CATALOGUE_CACHE_SECONDS": _float(environ, "CATALOGUE_CACHE_SECONDS",
-                                          0.0 if env == "testing" else 5.0),
         "REDIS_DOWN_FALLBACK": _bool(environ, "REDIS_DOWN_FALLBACK", True),
         "MAX_FORMS_PER_SESSION": _int(environ, "MAX_FORMS_PER_SESSION", 200),
     }
+    if environ.get("CATALOGUE_CACHE_SECONDS"):
+        # Unset, finish() picks the default for the environment the app ends up in.
+        config["CATALOGUE_CACHE_SECONDS"] = _float(environ, "CATALOGUE_CACHE_SECONDS", 5.0)
     if env == "testing":
         for hook in TEST_HOOKS:
             config[hook] = _float(environ, hook, 0.0)
@@ -67,6 +67,9 @@ def finish(config: dict[str, Any]) -> None:
     for hook in TEST_HOOKS:
         if config.get(hook) and env != "testing":
             raise RuntimeError(f"{hook} is a test hook, refused outside testing.")
+    # Tests change the catalogue between requests and expect to see it at once; the
+    # default must follow APP_ENV even when that comes from create_app's test_config.
+    config.setdefault("CATALOGUE_CACHE_SECONDS", 0.0 if env == "testing" else 5.0)
     config.update(
         TESTING=env == "testing",
         SESSION_COOKIE_HTTPONLY=True,

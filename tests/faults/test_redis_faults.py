@@ -23,7 +23,7 @@ from tests.faults.steps import (
 from webapp.orders import EXPIRED, UNAVAILABLE
 
 
-def test_1_redis_down_before_the_form_is_rendered_gives_a_try_again_page(
+def test_1_redis_down_before_render_gives_a_try_again_page_and_health_says_so(
         fault_app, fault_servers):
     client = fault_app().test_client()
     fault_servers.redis.stop()
@@ -32,8 +32,14 @@ def test_1_redis_down_before_the_form_is_rendered_gives_a_try_again_page(
     assert response.status_code == 503 and response.headers["Retry-After"] == "5"
     assert "We are briefly unavailable" in html and "try again in a few moments" in html
     assert "Traceback" not in html and "Error" in html
+    health = client.get("/healthz")  # liveness stays up: restarting us would not help
+    assert health.status_code == 200
+    assert health.get_json()["checks"]["redis"]["status"] == "down"
+    ready = client.get("/readyz")    # readiness takes this instance out of rotation
+    assert ready.status_code == 503 and ready.get_json()["checks"]["redis"]["status"] == "down"
     fault_servers.redis.start()
     assert client.get("/orders/new").status_code == 200
+    assert client.get("/readyz").status_code == 200
 
 
 def test_2_redis_down_between_render_and_submit_still_places_exactly_one_order(
