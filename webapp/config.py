@@ -29,7 +29,7 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
         "MAX_CONTENT_LENGTH": _int(environ, "MAX_CONTENT_LENGTH", 64 * 1024),
         "IDEMPOTENCY_RETENTION": _int(environ, "IDEMPOTENCY_RETENTION", 24 * 3600),
         "PAYMENT_WEBHOOK_SECRET": environ.get("PAYMENT_WEBHOOK_SECRET"),
-        "REDIS_DOWN_FALLBACK": _bool(environ, "REDIS_DOWN_FALLBACK", True),
+        "REDIS_DOWN_FALLBACK": _bool(environ, "REDIS_DOWN_FALLBACK", False),
         "MAX_FORMS_PER_SESSION": _int(environ, "MAX_FORMS_PER_SESSION", 200),
     }
     if environ.get("CATALOGUE_CACHE_SECONDS"):
@@ -80,7 +80,7 @@ def finish(config: dict[str, Any]) -> None:
         FORM_TOKENS_REDIS_URL=config["REDIS_URL"],
         FORM_TOKENS_TTL=config["FORM_TOKEN_TTL"],
         FORM_TOKENS_WAIT=config["SUBMIT_WAIT_SECONDS"],
-        FORM_TOKENS_REDIS_DOWN_FALLBACK=config.get("REDIS_DOWN_FALLBACK", True),
+        FORM_TOKENS_REDIS_DOWN_FALLBACK=config.get("REDIS_DOWN_FALLBACK", False),
         FORM_TOKENS_MAX_PER_SESSION=config.get("MAX_FORMS_PER_SESSION", 200),
     )
 

@@ -42,9 +42,9 @@ def test_1_redis_down_before_render_gives_a_try_again_page_and_health_says_so(
     assert client.get("/readyz").status_code == 200
 
 
-def test_2_redis_down_between_render_and_submit_still_places_exactly_one_order(
+def test_2_with_the_fallback_redis_down_between_render_and_submit_places_one_order(
         fault_app, fault_servers):
-    app = fault_app()
+    app = fault_app(REDIS_DOWN_FALLBACK=True)
     client = app.test_client()
     tokens = open_form(client)
     fault_servers.redis.stop()
@@ -75,9 +75,9 @@ def test_2_redis_down_between_render_and_submit_still_places_exactly_one_order(
     assert len(placed(fault_servers)) == 1
 
 
-def test_2_without_the_fallback_redis_down_at_submit_keeps_the_input_for_later(
+def test_2_redis_down_at_submit_keeps_the_input_for_later_by_default(
         fault_app, fault_servers):
-    client = fault_app(REDIS_DOWN_FALLBACK=False).test_client()
+    client = fault_app().test_client()
     tokens = open_form(client)
     fault_servers.redis.stop()
     response = submit(client, tokens)
