@@ -25,7 +25,7 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
         "DATABASE_URL": environ.get("DATABASE_URL"),
         "REDIS_URL": environ.get("REDIS_URL"),
         "FORM_TOKEN_TTL": _int(environ, "FORM_TOKEN_TTL", 3600),
-        "SUBMIT_WAIT_SECONDS": _float(environ, "SUBMIT_WAIT_SECONDS", 10.0),
+        "SUBMIT_WAIT_SECONDS": number(environ, "SUBMIT_WAIT_SECONDS", 10.0),
         "MAX_CONTENT_LENGTH": _int(environ, "MAX_CONTENT_LENGTH", 64 * 1024),
         "IDEMPOTENCY_RETENTION": _int(environ, "IDEMPOTENCY_RETENTION", 24 * 3600),
         "PAYMENT_WEBHOOK_SECRET": environ.get("PAYMENT_WEBHOOK_SECRET"),
@@ -34,10 +34,10 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
     }
     if environ.get("CATALOGUE_CACHE_SECONDS"):
         # Unset, finish() picks the default for the environment the app ends up in.
-        config["CATALOGUE_CACHE_SECONDS"] = _float(environ, "CATALOGUE_CACHE_SECONDS", 5.0)
+        config["CATALOGUE_CACHE_SECONDS"] = number(environ, "CATALOGUE_CACHE_SECONDS", 5.0)
     if env == "testing":
         for hook in TEST_HOOKS:
-            config[hook] = _float(environ, hook, 0.0)
+            config[hook] = number(environ, hook, 0.0)
     return config
 
 
@@ -86,7 +86,7 @@ def finish(config: dict[str, Any]) -> None:
 
 
 def _int(environ: Mapping[str, str], name: str, default: int) -> int:
-    value = _float(environ, name, default)
+    value = number(environ, name, default)
     if value != int(value):
         raise RuntimeError(f"{name} must be a whole number, got {environ[name]!r}.")
     return int(value)
@@ -103,7 +103,9 @@ def _bool(environ: Mapping[str, str], name: str, default: bool) -> bool:
     raise RuntimeError(f"{name} must be true or false, got {environ[name]!r}.")
 
 
-def _float(environ: Mapping[str, str], name: str, default: float) -> float:
+def number(environ: Mapping[str, str], name: str, default: float, minimum: float = 0) -> float:
+    """``environ[name]`` as a number of at least ``minimum``, or ``default`` when unset;
+    anything else stops start-up with a message naming the variable."""
     raw = environ.get(name)
     if raw is None or raw == "":
         return default
@@ -111,6 +113,7 @@ def _float(environ: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise RuntimeError(f"{name} must be a number, got {raw!r}.") from None
-    if value < 0:
-        raise RuntimeError(f"{name} must not be negative, got {raw!r}.")
+    if value < minimum:
+        bound = "must not be negative" if minimum == 0 else f"must be at least {minimum:g}"
+        raise RuntimeError(f"{name} {bound}, got {raw!r}.")
     return value

@@ -7,6 +7,8 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..config import number
+
 __all__ = ["WorkerSettings"]
 
 _TEST_HOOKS = ("TEST_REFUND_PAUSE_BEFORE_COMMIT", "TEST_REFUND_PAUSE_BEFORE_ACK")
@@ -36,7 +38,7 @@ class WorkerSettings:
         if not database_url or not redis_url:
             raise RuntimeError("The refund worker needs DATABASE_URL and REDIS_URL set "
                                "(scripts/run sets both and starts the worker for you).")
-        hooks = {name: _number(environ, name, 0.0) for name in _TEST_HOOKS}
+        hooks = {name: number(environ, name, 0.0) for name in _TEST_HOOKS}
         if any(hooks.values()) and environ.get("APP_ENV") != "testing":
             raise RuntimeError("TEST_REFUND_* variables are test hooks, refused outside testing.")
         return cls(
@@ -44,27 +46,14 @@ class WorkerSettings:
             database_url=database_url.replace("postgresql+psycopg://", "postgresql://", 1),
             redis_url=redis_url,
             consumer=environ.get("REFUND_CONSUMER") or f"{socket.gethostname()}-{os.getpid()}",
-            batch=int(_number(environ, "REFUND_BATCH", cls.batch, minimum=1)),
-            concurrency=int(_number(environ, "REFUND_CONCURRENCY", cls.concurrency, minimum=1)),
-            claim_idle_ms=int(_number(environ, "REFUND_CLAIM_IDLE_MS", cls.claim_idle_ms)),
-            max_deliveries=int(_number(environ, "REFUND_MAX_DELIVERIES", cls.max_deliveries,
+            batch=int(number(environ, "REFUND_BATCH", cls.batch, minimum=1)),
+            concurrency=int(number(environ, "REFUND_CONCURRENCY", cls.concurrency, minimum=1)),
+            claim_idle_ms=int(number(environ, "REFUND_CLAIM_IDLE_MS", cls.claim_idle_ms)),
+            max_deliveries=int(number(environ, "REFUND_MAX_DELIVERIES", cls.max_deliveries,
                                        minimum=1)),
-            grace_seconds=_number(environ, "REFUND_GRACE_SECONDS", cls.grace_seconds),
-            lock_timeout_ms=int(_number(environ, "REFUND_LOCK_TIMEOUT_MS", cls.lock_timeout_ms,
+            grace_seconds=number(environ, "REFUND_GRACE_SECONDS", cls.grace_seconds),
+            lock_timeout_ms=int(number(environ, "REFUND_LOCK_TIMEOUT_MS", cls.lock_timeout_ms,
                                         minimum=1)),
             pause_before_commit=hooks["TEST_REFUND_PAUSE_BEFORE_COMMIT"],
             pause_before_ack=hooks["TEST_REFUND_PAUSE_BEFORE_ACK"],
         )
-
-
-def _number(environ: Mapping[str, str], name: str, default: float, minimum: float = 0) -> float:
-    raw = environ.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = float(raw)
-    except ValueError:
-        raise RuntimeError(f"{name} must be a number, got {raw!r}.") from None
-    if value < minimum:
-        raise RuntimeError(f"{name} must be at least {minimum:g}, got {raw!r}.")
-    return value
