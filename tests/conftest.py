@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import redis
+from flask import Flask
 from sqlalchemy import Engine, text
 
 from webapp import create_app
@@ -29,21 +34,56 @@ class Servers:
                 "DATABASE_URL": self.database_url, "REDIS_URL": self.redis.url, **overrides}
 
 
-@pytest.fixture(scope="session")
-def servers(tmp_path_factory: pytest.TempPathFactory):
-    base = tmp_path_factory.mktemp("servers")
+S = TypeVar("S", bound=Servers)
+
+
+@contextmanager
+def running_servers(base: Path, kind: type[S], *, persist_redis: bool) -> Iterator[S]:
+    """A throwaway PostgreSQL (migrated and seeded) and Redis under ``base``."""
     postgres = EmbeddedPostgres(base / "postgres", fast=True).start()
-    store = EmbeddedRedis(base / "redis", persist=False).start()
+    store = EmbeddedRedis(base / "redis", persist=persist_redis).start()
     try:
         postgres.create_database("webapp_test")
         engine = make_engine(postgres.url("webapp_test"))
         upgrade(engine)
         seed(engine)
-        yield Servers(postgres, store, engine)
+        yield kind(postgres, store, engine)
         engine.dispose()
     finally:
-        store.stop()
+        store.kill()
         postgres.stop("immediate")
+
+
+def reset_state(servers: Servers) -> None:
+    """No orders, empty Redis, the catalogue on sale."""
+    with servers.engine.begin() as conn:
+        conn.execute(text("TRUNCATE orders RESTART IDENTITY CASCADE"))
+        conn.execute(text("UPDATE products SET active = true"))
+    with redis.Redis.from_url(servers.redis.url) as client:
+        client.flushall()
+
+
+@contextmanager
+def app_factory(servers: Servers) -> Iterator[Callable[..., Flask]]:
+    """``make(**overrides)`` builds an app on ``servers``; pools are closed afterwards."""
+    apps: list[Flask] = []
+
+    def make(**overrides: object) -> Flask:
+        app = create_app(servers.config(**overrides))
+        apps.append(app)
+        return app
+
+    yield make
+    for app in apps:
+        app.extensions["db"].kw["bind"].dispose()
+        app.extensions["form_tokens"].store.client.close()
+
+
+@pytest.fixture(scope="session")
+def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
+    with running_servers(tmp_path_factory.mktemp("servers"), Servers,
+                         persist_redis=False) as started:
+        yield started
 
 
 @pytest.fixture(autouse=True)
@@ -54,11 +94,7 @@ def clean_state(request: pytest.FixtureRequest):
         yield
         return
     servers: Servers = request.getfixturevalue("servers")
-    with servers.engine.begin() as conn:
-        conn.execute(text("TRUNCATE orders RESTART IDENTITY CASCADE"))
-        conn.execute(text("UPDATE products SET active = true"))
-    with redis.Redis.from_url(servers.redis.url) as client:
-        client.flushall()
+    reset_state(servers)
     yield
     assert_every_key_expires(servers.redis.url)
 
@@ -76,17 +112,8 @@ def assert_every_key_expires(url: str) -> None:
 @pytest.fixture
 def make_app(servers: Servers):
     """Build an app on the test servers; engines and Redis pools are closed afterwards."""
-    apps = []
-
-    def make(**overrides: object):
-        app = create_app(servers.config(**overrides))
-        apps.append(app)
-        return app
-
-    yield make
-    for app in apps:
-        app.extensions["db"].kw["bind"].dispose()
-        app.extensions["form_tokens"].store.client.close()
+    with app_factory(servers) as make:
+        yield make
 
 
 @pytest.fixture

@@ -12,13 +12,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
-from sqlalchemy import text
 
-from tests.conftest import Servers, assert_every_key_expires
-from webapp import create_app
-from webapp.db import make_engine, seed, upgrade
-from webapp.embedded import EmbeddedPostgres, EmbeddedRedis
+from tests.conftest import (
+    Servers,
+    app_factory,
+    assert_every_key_expires,
+    reset_state,
+    running_servers,
+)
 
 
 class FaultServers(Servers):
@@ -45,21 +46,11 @@ class FaultServers(Servers):
 
 @pytest.fixture(scope="package")
 def fault_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultServers]:
-    base = tmp_path_factory.mktemp("fault-servers")
-    postgres = EmbeddedPostgres(base / "postgres", fast=True).start()
-    # Persistent (append-only file): a clean stop and start keeps the tokens,
+    # Persistent Redis (append-only file): a clean stop and start keeps the tokens,
     # as a production Redis with persistence would; restart_redis_empty() drops them.
-    store = EmbeddedRedis(base / "redis", persist=True).start()
-    try:
-        postgres.create_database("webapp_test")
-        engine = make_engine(postgres.url("webapp_test"))
-        upgrade(engine)
-        seed(engine)
-        yield FaultServers(postgres, store, engine)
-        engine.dispose()
-    finally:
-        store.kill()
-        postgres.stop("immediate")
+    with running_servers(tmp_path_factory.mktemp("fault-servers"), FaultServers,
+                         persist_redis=True) as started:
+        yield started
 
 
 @pytest.fixture(autouse=True)
@@ -68,11 +59,7 @@ def fault_clean_state(fault_servers: FaultServers) -> Iterator[None]:
     every key the test left has a TTL."""
     fault_servers.ensure_up()
     fault_servers.engine.dispose()  # connections to a restarted server are dead
-    with fault_servers.engine.begin() as conn:
-        conn.execute(text("TRUNCATE orders RESTART IDENTITY CASCADE"))
-        conn.execute(text("UPDATE products SET active = true"))
-    with redis.Redis.from_url(fault_servers.redis.url) as client:
-        client.flushall()
+    reset_state(fault_servers)
     yield
     fault_servers.ensure_up()
     assert_every_key_expires(fault_servers.redis.url)
@@ -81,14 +68,5 @@ def fault_clean_state(fault_servers: FaultServers) -> Iterator[None]:
 @pytest.fixture
 def fault_app(fault_servers: FaultServers):
     """Build apps on the fault servers; their pools are closed afterwards."""
-    apps = []
-
-    def make(**overrides: object):
-        app = create_app(fault_servers.config(**overrides))
-        apps.append(app)
-        return app
-
-    yield make
-    for app in apps:
-        app.extensions["db"].kw["bind"].dispose()
-        app.extensions["form_tokens"].store.client.close()
+    with app_factory(fault_servers) as make:
+        yield make
