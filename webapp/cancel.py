@@ -67,8 +67,6 @@ def cancel(public_id: str):
         create=lambda db, _: cancel_order(db, order_id),
         find=lambda db, _: status_if_cancelled(db, order_id),
     )
-    log.info("cancel submit %s token=%s", type(outcome).__name__,
-             form_tokens.digest(form_name(public_id), token)[:12])
     show = url_for("orders.show", public_id=public_id)
     match outcome:
         case Created(True):

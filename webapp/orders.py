@@ -55,8 +55,6 @@ def create():
         create=lambda db, digest: place_order(db, form, digest),
         find=find_order_id,
     )
-    log.info("order submit %s token=%s", type(outcome).__name__,
-             form_tokens.digest(FORM, token)[:12])
     match outcome:
         case Created(public_id):
             return redirect(url_for(".show", public_id=public_id), 303)

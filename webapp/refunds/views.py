@@ -10,8 +10,6 @@ to the refund stream, and the worker applies it.
 
 from __future__ import annotations
 
-import logging
-
 from flask import Blueprint, abort, redirect, render_template, url_for
 from redis.exceptions import RedisError
 from sqlalchemy import select, text
@@ -26,7 +24,6 @@ from .forms import RefundForm, euros
 from .stream import RefundRequest, queue_refund, queued_order
 
 bp = Blueprint("refunds", __name__, cli_group=None)
-log = logging.getLogger(__name__)
 
 REFUNDABLE = TRANSITIONS["refund"][0]
 EXPIRED = "This form expired — please check the amount and submit again."
@@ -75,8 +72,6 @@ def create(public_id: str):
         create=lambda db, digest: request_refund(db, order, form.cents, digest),
         find=find_requested_order,
     )
-    log.info("refund submit %s token=%s", type(outcome).__name__,
-             form_tokens.digest(name, token)[:12])
     match outcome:
         case Created(_):
             return redirect(url_for("orders.show", public_id=public_id, refund="requested"), 303)
