@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from sqlalchemy import text
-from sqlalchemy.orm import Session
 
 from tests.api_client import new_api_key, place, problem_type
+from tests.races import cancel_racing_ship
 from webapp.api_keys import hash_key
-from webapp.order_states import TransitionRefused, transition
+from webapp.order_states import TransitionRefused
 
 
 @pytest.fixture
@@ -74,30 +72,11 @@ def test_concurrent_cancel_and_ship_exactly_one_wins_and_the_loser_is_told_why(
     set_status(servers, "paid")
     with servers.engine.connect() as conn:
         order_id = conn.scalar(text("SELECT id FROM orders"))
-    barrier = threading.Barrier(2)
-    results: dict[str, object] = {}
-
-    def ship() -> None:
-        barrier.wait()
-        try:
-            with Session(servers.engine) as db, db.begin():
-                results["ship"] = transition(db, order_id, "ship")
-        except TransitionRefused as refused:
-            results["ship"] = refused
-
-    def cancel_via_api() -> None:
-        client = app.test_client()
-        barrier.wait()
-        results["cancel"] = cancel(client, api_key, order_url)
-
-    threads = [threading.Thread(target=ship), threading.Thread(target=cancel_via_api)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(20)
+    client = app.test_client()
+    cancel_response, shipped = cancel_racing_ship(
+        servers.engine, order_id, lambda: cancel(client, api_key, order_url))
     with servers.engine.connect() as conn:
         final = conn.scalar(text("SELECT status FROM orders"))
-    cancel_response, shipped = results["cancel"], results["ship"]
     if final == "cancelled":
         assert cancel_response.status_code == 200
         assert str(shipped) == "An order that is cancelled cannot be shipped."

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import threading
-
 import pytest
 from sqlalchemy import text
-from sqlalchemy.orm import Session
 
 from tests.conftest import hidden
+from tests.races import cancel_racing_ship
 from tests.test_orders import open_form, order_path, submit
-from webapp.order_states import TransitionRefused, transition
 
 
 @pytest.fixture
@@ -118,30 +115,11 @@ def test_concurrent_cancel_and_ship_exactly_one_wins_and_the_loser_is_told_why(
     tokens = cancel_form(client, order)
     with servers.engine.connect() as conn:
         order_id = conn.scalar(text("SELECT id FROM orders"))
-    barrier = threading.Barrier(2)
-    results: dict[str, object] = {}
-
-    def ship() -> None:
-        barrier.wait()
-        try:
-            with Session(servers.engine) as db, db.begin():
-                results["ship"] = transition(db, order_id, "ship")
-        except TransitionRefused as refused:
-            results["ship"] = refused
-
-    def press_cancel() -> None:
-        barrier.wait()
-        results["cancel"] = client.post(f"{order}/cancel", data=tokens)
-
-    threads = [threading.Thread(target=ship), threading.Thread(target=press_cancel)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(20)
-    page = results["cancel"]
+    page, shipped = cancel_racing_ship(
+        servers.engine, order_id, lambda: client.post(f"{order}/cancel", data=tokens))
     if status(servers) == "cancelled":
         assert page.status_code == 303
-        assert str(results["ship"]) == "An order that is cancelled cannot be shipped."
+        assert str(shipped) == "An order that is cancelled cannot be shipped."
     else:
         assert status(servers) == "shipped" and page.status_code == 409
         assert "An order that is shipped cannot be cancelled." in page.get_data(as_text=True)
