@@ -1,6 +1,6 @@
 """The claim step alone, on the same Redis: ours against lock-and-cache.
 
-Ours (webapp/tokens.py)::
+Ours (submit_once/tokens.py)::
 
     GETDEL ft:<digest>                       1 round trip; the winner is whoever gets a value
 

@@ -26,8 +26,8 @@ from pathlib import Path
 import redis
 from sqlalchemy import text
 
+from dev.embedded import EmbeddedPostgres, EmbeddedRedis
 from webapp.db import make_engine, seed, upgrade
-from webapp.embedded import EmbeddedPostgres, EmbeddedRedis
 from webapp.refunds.stream import GROUP, STREAM, RefundRequest
 
 AMOUNT = 100

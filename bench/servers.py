@@ -11,8 +11,8 @@ import urllib.request
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
+from dev.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from webapp.db import make_engine, seed, upgrade
-from webapp.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,9 +14,9 @@ import redis
 from flask import Flask
 from sqlalchemy import Engine, text
 
+from dev.embedded import EmbeddedPostgres, EmbeddedRedis
 from webapp import create_app
 from webapp.db import make_engine, seed, upgrade
-from webapp.embedded import EmbeddedPostgres, EmbeddedRedis
 
 
 @dataclass

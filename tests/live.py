@@ -12,7 +12,7 @@ import urllib.parse
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
 
-from webapp.embedded import free_port
+from dev.embedded import free_port
 
 from .conftest import VALID, Servers, hidden
 

@@ -11,10 +11,10 @@ import pytest
 import redis
 from redis.cluster import RedisCluster
 
+from dev.embedded import EmbeddedRedis, free_port
+from submit_once.redis_urls import make_client
 from tests.conftest import VALID, hidden, order_count
 from tests.live import LiveServer, open_form, request
-from webapp.embedded import EmbeddedRedis, free_port
-from webapp.redis_client import make_client
 
 
 def _port_with_free_bus() -> int:

@@ -16,7 +16,7 @@ def test_api_reference_matches_the_docstrings():
 
 def test_pattern_doc_links_resolve():
     text = (ROOT / "docs/PATTERN.md").read_text()
-    for path in ("webapp/tokens.py", "webapp/submission.py", "webapp/form_tokens.py",
+    for path in ("submit_once/tokens.py", "submit_once/runner.py", "submit_once/extension.py",
                  "examples/newsletter/app.py"):
         assert path in text and (ROOT / path).exists()
     assert "```mermaid" in text and "sequenceDiagram" in text

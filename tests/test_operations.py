@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from dev.embedded import free_port
 from tests.conftest import VALID, hidden, order_count
 from tests.live import LiveServer, open_form, request
-from webapp.embedded import free_port
 from webapp.request_log import LOGGER
 
 

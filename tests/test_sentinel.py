@@ -8,8 +8,8 @@ import time
 import pytest
 import redis
 
+from dev.embedded import EmbeddedRedis, free_port
 from tests.conftest import VALID, hidden, order_count
-from webapp.embedded import EmbeddedRedis, free_port
 
 
 @pytest.fixture

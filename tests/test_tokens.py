@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from webapp.tokens import TokenStore, is_well_formed
+from submit_once.tokens import TokenStore, is_well_formed
 
 SID, OTHER_SID = "session-a", "session-b"
 

@@ -20,11 +20,12 @@ from flask import Blueprint, Flask, abort, redirect, render_template, url_for
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from submit_once.runner import Created, Duplicate, Expired, Failed, Refused, StillRunning
+
 from .db import sessions
 from .extensions import form_tokens
 from .models import Order
 from .order_states import TRANSITIONS, TransitionRefused, transition
-from .submission import Created, Duplicate, Expired, Failed, Refused, StillRunning
 
 bp = Blueprint("cancel", __name__)
 log = logging.getLogger(__name__)

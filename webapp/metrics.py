@@ -29,8 +29,8 @@ from prometheus_client import (
 )
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from .form_tokens import submit_decided, token_issued
-from .submission import Created, Duplicate, Expired, Failed, StillRunning
+from submit_once.extension import submit_decided, token_issued
+from submit_once.runner import Created, Duplicate, Expired, Failed, StillRunning
 
 bp = Blueprint("metrics", __name__)
 

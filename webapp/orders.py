@@ -10,12 +10,13 @@ from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
+from submit_once.runner import Created, Duplicate, Expired, Failed, Refused, StillRunning
+
 from .db import sessions
 from .extensions import form_tokens
 from .forms import OrderForm, active_products, last_known_products
 from .history import SHOW_AGAIN_ON_BACK
 from .models import Order, Product
-from .submission import Created, Duplicate, Expired, Failed, Refused, StillRunning
 
 bp = Blueprint("orders", __name__)
 log = logging.getLogger(__name__)

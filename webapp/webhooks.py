@@ -26,14 +26,15 @@ from sqlalchemy import BigInteger, DateTime, ForeignKey, Integer, String, func, 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
+from submit_once.runner import Created, Duplicate, Expired, Failed, Refused, StillRunning, run_once
+from submit_once.tokens import TokenStore
+
 from .api.problems import ApiProblem
 from .db import sessions
 from .extensions import csrf
 from .models import Base, Order
 from .order_states import TransitionRefused, transition
 from .refunds.effect import record_refund
-from .submission import Created, Duplicate, Expired, Failed, Refused, StillRunning, run_once
-from .tokens import TokenStore
 from .webhook_signatures import HEADER, BadSignature, verify
 
 bp = Blueprint("webhooks", __name__)

@@ -17,8 +17,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 from wtforms import EmailField
 from wtforms.validators import Email, InputRequired
 
-from webapp.form_tokens import FormTokens
-from webapp.submission import Created, Duplicate, StillRunning
+from submit_once.extension import FormTokens
+from submit_once.runner import Created, Duplicate, StillRunning
 
 
 class Base(DeclarativeBase):

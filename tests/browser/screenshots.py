@@ -14,11 +14,11 @@ from pathlib import Path
 
 from playwright.sync_api import sync_playwright
 
+from dev.embedded import EmbeddedPostgres, EmbeddedRedis
 from tests.browser import chromium
 from tests.browser.shop import PAGES, PHONE, Shop
 from tests.conftest import Servers
 from webapp.db import make_engine, seed, upgrade
-from webapp.embedded import EmbeddedPostgres, EmbeddedRedis
 
 DESKTOP = {"viewport": {"width": 900, "height": 700}}
 SHOTS = [(name, "desktop", DESKTOP) for name in PAGES] + \

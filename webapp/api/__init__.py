@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from flask import Flask, Response, request
 
+from submit_once.tokens import TokenStore
+
 from .. import api_keys
 from ..extensions import csrf
-from ..tokens import TokenStore
 from . import openapi, orders
 from .problems import ApiProblem
 

@@ -11,7 +11,7 @@ What this module decides, framework-free:
 * how long a result is replayed, and the ``Idempotency-Key-Expires`` value
   that tells the client.
 
-The once-only part is :func:`webapp.submission.run_once` with
+The once-only part is :func:`submit_once.runner.run_once` with
 ``TokenStore.claim`` (one ``SET NX EX``) as its single-use mark.
 """
 

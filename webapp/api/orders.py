@@ -17,11 +17,12 @@ from flask import Blueprint, Response, current_app, jsonify, request, url_for
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from submit_once.runner import Created, Duplicate, Expired, Failed, Refused, StillRunning, run_once
+from submit_once.tokens import TokenStore
+
 from ..db import sessions
 from ..models import Order, Product, new_public_id
 from ..order_states import TransitionRefused, transition
-from ..submission import Created, Duplicate, Expired, Failed, Refused, StillRunning, run_once
-from ..tokens import TokenStore
 from .idempotency import expires_at, fingerprint, http_date
 from .order_payload import OrderRequest, validate_order
 from .problems import ApiProblem

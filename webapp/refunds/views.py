@@ -15,11 +15,12 @@ from redis.exceptions import RedisError
 from sqlalchemy import select, text
 from sqlalchemy.orm import Session
 
+from submit_once.runner import Created, Duplicate, Expired, Failed, Refused, StillRunning
+
 from ..db import sessions
 from ..extensions import form_tokens
 from ..models import Order
 from ..order_states import TRANSITIONS
-from ..submission import Created, Duplicate, Expired, Failed, Refused, StillRunning
 from .forms import RefundForm, euros
 from .stream import RefundRequest, queue_refund, queued_order
 

@@ -1,7 +1,7 @@
 """Run a submit's transaction once per token, and tell every duplicate what happened.
 
 This is the one place that decides what a submit sees. It is framework-free: it
-takes a :class:`~webapp.tokens.TokenStore`, a SQLAlchemy ``sessionmaker`` bound
+takes a :class:`~submit_once.tokens.TokenStore`, a SQLAlchemy ``sessionmaker`` bound
 to PostgreSQL, and two callables of yours::
 
     create(db, digest) -> result   # add the row (with digest in a UNIQUE column)

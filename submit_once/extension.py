@@ -1,6 +1,6 @@
 """FormTokens: the single-use token pattern as a small Flask extension.
 
-It wires :mod:`webapp.tokens` (Redis) and :mod:`webapp.submission` (the
+It wires :mod:`submit_once.tokens` (Redis) and :mod:`submit_once.runner` (the
 once-only transaction) into Flask: a Redis client per app, a random id in the
 session that tokens are bound to, a Jinja helper for the hidden input, and the
 one call a view makes to submit.
@@ -27,8 +27,8 @@ from markupsafe import Markup, escape
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import BadRequest, TooManyRequests
 
-from .redis_client import make_client
-from .submission import Outcome, submit_once
+from .redis_urls import make_client
+from .runner import Outcome, submit_once
 from .tokens import TokenStore, is_well_formed
 
 __all__ = ["BadFormToken", "FormTokens", "TooManyForms"]
@@ -171,7 +171,7 @@ class FormTokens:
         create: Callable[[Session, str], T],
         find: Callable[[Session, str], T | None],
     ) -> Outcome[T]:
-        """Consume ``token`` and run ``create`` once; see :func:`webapp.submission.submit_once`."""
+        """Consume ``token`` and run ``create`` once; see :func:`submit_once.runner.submit_once`."""
         state = self.state()
         started = time.perf_counter()
         outcome = submit_once(

@@ -1,6 +1,6 @@
 """Serve the app on http://127.0.0.1:5000, with embedded servers by default.
 
-    python -m webapp.dev            (what scripts/run calls)
+    python -m dev.run            (what scripts/run calls)
 
 When DATABASE_URL and REDIS_URL are unset it starts a real PostgreSQL and a
 real Redis from Python packages, keeps their data in ./instance/, applies the

@@ -30,7 +30,8 @@ def free_port() -> int:
 def _package_dir(name: str) -> Path:
     spec = find_spec(name)
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(f"{name} is not installed: pip install -e '.[embedded]'")
+        raise RuntimeError(f"{name} is not installed: pip install -e '.[embedded]'"
+                           " (scripts/run and scripts/test do)")
     return Path(next(iter(spec.submodule_search_locations)))
 
 

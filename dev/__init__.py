@@ -1,0 +1,2 @@
+"""Development only, never installed: real PostgreSQL and Redis from Python
+packages (``dev.embedded``) and what ``scripts/run`` serves (``dev.run``)."""
