@@ -21,9 +21,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+import redis
 from blinker import Namespace
 from flask import Flask, current_app, request, session
 from markupsafe import Markup, escape
+from redis.cluster import RedisCluster
 from sqlalchemy.orm import Session, sessionmaker
 from werkzeug.exceptions import BadRequest, TooManyRequests
 
@@ -113,6 +115,12 @@ class FormTokens:
     @property
     def store(self) -> TokenStore:
         return self.state().store
+
+    @property
+    def redis(self) -> redis.Redis | RedisCluster:
+        """This app's Redis client (one pool, shared by threads). The extension
+        owns it; hand it to whatever else in the app needs Redis."""
+        return self.state().store.client
 
     def session_id(self) -> str:
         """The random id this browser session's tokens are bound to."""
