@@ -10,7 +10,17 @@ one call a view makes to submit.
     {{ form_token_input(token) }}            # in the template
 
     token = form_tokens.submitted_token()    # 400 if absent or malformed
-    outcome = form_tokens.submit_once("order", token, sessions=..., create=..., find=...)
+    outcome = form_tokens.submit_once("order", token, sessions=db, create=..., find=...)
+
+Settings (``app.config``), all optional but a Redis URL or client:
+
+    FORM_TOKENS_REDIS_URL            default: REDIS_URL
+    FORM_TOKENS_TTL                  3600 (seconds); WTF_CSRF_TIME_LIMIT follows it
+    FORM_TOKENS_WAIT_SECONDS         10.0: how long a duplicate waits for the first
+    FORM_TOKENS_MAX_PER_SESSION      0 (no cap): tokens per session per TTL window
+    FORM_TOKENS_REDIS_DOWN_FALLBACK  False: Redis away at GETDEL -> the database decides
+    FORM_TOKENS_PREFIX               "ft": the Redis key namespace
+    FORM_TOKENS_FIELD                "form_token": the hidden input's name
 """
 
 from __future__ import annotations
@@ -20,31 +30,27 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
+from urllib.parse import urlsplit
 
 import redis
-from blinker import Namespace
 from flask import Flask, current_app, request, session
 from markupsafe import Markup, escape
-from redis.cluster import RedisCluster
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest, TooManyRequests
 
-from .redis_urls import make_client
-from .runner import Outcome, submit_once
-from .tokens import TokenStore, is_well_formed
+from .runner import Outcome, Sessions, Unavailable, submit_once
+from .signals import submit_decided, token_issued
+from .tokens import RedisClient, TokenStore, is_well_formed
 
-__all__ = ["BadFormToken", "FormTokens", "TooManyForms"]
-
-_signals = Namespace()
-#: Sent with ``form`` after a token is issued (metrics count them).
-token_issued = _signals.signal("form-token-issued")
-#: Sent with ``form``, ``outcome``, ``seconds`` and ``digest`` (safe to log: never
-#: the token) when a submit is decided (metrics and the request log listen).
-submit_decided = _signals.signal("form-submit-decided")
+__all__ = ["BadFormToken", "FormTokens", "TooManyForms", "form_token_input"]
 
 T = TypeVar("T")
 _SESSION_KEY = "_form_tokens_sid"
 _WINDOW_KEY = "_form_tokens_issued"  # [window start (epoch s), tokens issued in it]
+#: Settings renamed since earlier versions: using one stops start-up, naming the new one.
+_RENAMED = {"FORM_TOKENS_WAIT": "FORM_TOKENS_WAIT_SECONDS"}
+#: Bounded waits: a dead Redis costs a request two seconds, never a hung worker.
+_TIMEOUTS = {"socket_timeout": 2.0, "socket_connect_timeout": 2.0}
 
 
 class BadFormToken(BadRequest):
@@ -63,61 +69,67 @@ class TooManyForms(TooManyRequests):
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class _State:
     store: TokenStore
     field: str
     wait: float
     redis_down_fallback: bool = False
     max_per_session: int = 0
-    after_consume: Callable[[], None] | None = None
-    after_commit: Callable[[], None] | None = None
 
 
 class FormTokens:
     """Per-app state lives in ``app.extensions["form_tokens"]``, never on ``self``."""
 
-    def __init__(self, app: Flask | None = None) -> None:
+    def __init__(self, app: Flask | None = None, *, client: RedisClient | None = None) -> None:
         if app is not None:
-            self.init_app(app)
+            self.init_app(app, client=client)
 
-    def init_app(self, app: Flask) -> None:
+    def init_app(self, app: Flask, *, client: RedisClient | None = None) -> None:
+        """Read the ``FORM_TOKENS_*`` settings and make this app's Redis client
+        (or use ``client``, a ready ``redis.Redis`` or ``RedisCluster``)."""
+        for old, new in _RENAMED.items():
+            if old in app.config:
+                raise RuntimeError(f"{old} was renamed: set {new} instead.")
         app.config.setdefault("FORM_TOKENS_REDIS_URL", app.config.get("REDIS_URL"))
         app.config.setdefault("FORM_TOKENS_TTL", 3600)
+        app.config.setdefault("FORM_TOKENS_WAIT_SECONDS", 10.0)
+        app.config.setdefault("FORM_TOKENS_MAX_PER_SESSION", 0)  # 0: no cap
+        app.config.setdefault("FORM_TOKENS_REDIS_DOWN_FALLBACK", False)
         app.config.setdefault("FORM_TOKENS_PREFIX", "ft")
         app.config.setdefault("FORM_TOKENS_FIELD", "form_token")
-        app.config.setdefault("FORM_TOKENS_WAIT", 10.0)
-        app.config.setdefault("FORM_TOKENS_REDIS_DOWN_FALLBACK", False)
-        app.config.setdefault("FORM_TOKENS_MAX_PER_SESSION", 0)  # 0: no cap
-        url = app.config["FORM_TOKENS_REDIS_URL"]
-        if not url:
-            raise RuntimeError("FormTokens needs FORM_TOKENS_REDIS_URL (or REDIS_URL) set.")
-        client = make_client(url)  # redis://, redis+cluster:// or redis+sentinel://
+        ttl = int(app.config["FORM_TOKENS_TTL"])
+        if client is None:
+            client = make_client(app.config["FORM_TOKENS_REDIS_URL"])
         app.extensions["form_tokens"] = _State(
-            store=TokenStore(client, ttl=int(app.config["FORM_TOKENS_TTL"]),
-                             prefix=app.config["FORM_TOKENS_PREFIX"]),
+            store=TokenStore(client, ttl=ttl, prefix=app.config["FORM_TOKENS_PREFIX"]),
             field=app.config["FORM_TOKENS_FIELD"],
-            wait=float(app.config["FORM_TOKENS_WAIT"]),
+            wait=float(app.config["FORM_TOKENS_WAIT_SECONDS"]),
             redis_down_fallback=bool(app.config["FORM_TOKENS_REDIS_DOWN_FALLBACK"]),
             max_per_session=int(app.config["FORM_TOKENS_MAX_PER_SESSION"]),
         )
+        # A CSRF token lives as long as the form token it travels with: a shorter
+        # limit fails forms whose token is still good. Flask-WTF reads the setting
+        # per request, so the order of init_app calls does not matter; None (no
+        # limit at all) is left alone.
+        if app.config.get("WTF_CSRF_TIME_LIMIT", 0) is not None:
+            app.config["WTF_CSRF_TIME_LIMIT"] = ttl
         app.jinja_env.globals["form_token_input"] = form_token_input
 
     @staticmethod
     def state() -> _State:
         """This app's token store and settings (RuntimeError if not set up)."""
-        try:
-            return current_app.extensions["form_tokens"]
-        except KeyError:
-            raise RuntimeError("FormTokens is not set up: call FormTokens(app) or init_app(app).")\
-                from None
+        state = current_app.extensions.get("form_tokens")
+        if not isinstance(state, _State):
+            raise RuntimeError("FormTokens is not set up: call FormTokens(app) or init_app(app).")
+        return state
 
     @property
     def store(self) -> TokenStore:
         return self.state().store
 
     @property
-    def redis(self) -> redis.Redis | RedisCluster:
+    def redis(self) -> RedisClient:
         """This app's Redis client (one pool, shared by threads). The extension
         owns it; hand it to whatever else in the app needs Redis."""
         return self.state().store.client
@@ -133,11 +145,15 @@ class FormTokens:
         """A fresh token for one rendering of ``form`` (one Redis SET).
 
         :class:`TooManyForms` (429) once this session has been issued
-        ``FORM_TOKENS_MAX_PER_SESSION`` tokens in the current TTL window.
+        ``FORM_TOKENS_MAX_PER_SESSION`` tokens in the current TTL window;
+        :class:`~submit_once.runner.Unavailable` if Redis does not answer.
         """
         self._count_issue()
-        token = self.store.issue(session_id=self.session_id(), form=form)
-        token_issued.send(current_app._get_current_object(), form=form)
+        try:
+            token = self.store.issue(session_id=self.session_id(), form=form)
+        except redis.RedisError as error:
+            raise Unavailable(f"{type(error).__name__} while issuing a token") from error
+        token_issued.send(current_app._get_current_object(), form=form)  # type: ignore[attr-defined]
         return token
 
     def _count_issue(self) -> None:
@@ -145,7 +161,7 @@ class FormTokens:
         # costs the happy path no Redis command. Tokens of the previous window
         # may still be live, so a session holds at most 2 x cap live tokens.
         # A client that drops or replays its cookie escapes the count; Redis
-        # maxmemory with volatile-ttl is what bounds that (see README).
+        # maxmemory with volatile-ttl is what bounds that (see docs/DEPLOY.md).
         cap, ttl = self.state().max_per_session, self.store.ttl
         if cap <= 0:
             return
@@ -175,20 +191,30 @@ class FormTokens:
         form: str,
         token: str,
         *,
-        sessions: sessionmaker[Session],
+        sessions: Sessions,
         create: Callable[[Session, str], T],
         find: Callable[[Session, str], T | None],
     ) -> Outcome[T]:
-        """Consume ``token`` and run ``create`` once; see :func:`submit_once.runner.submit_once`."""
+        """Consume ``token`` and run ``create`` once; see :func:`submit_once.runner.submit_once`.
+
+        ``sessions`` is a ``sessionmaker`` or a Flask-SQLAlchemy ``db`` (pass the
+        ``SQLAlchemy`` object itself, not ``db.session`` nor its factory: the
+        runner then uses the request's session without closing it, and ends its
+        transaction first so a waiting duplicate holds no connection).
+        Raises :class:`~submit_once.runner.Unavailable` if Redis or PostgreSQL
+        does not answer before the token is spent; the signals it sends
+        (``token_consumed``, ``submit_committed``, ``submit_decided``) have the
+        app as sender.
+        """
         state = self.state()
+        app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
         started = time.perf_counter()
         outcome = submit_once(
             tokens=state.store, token=token, session_id=self.session_id(), form=form,
             sessions=sessions, create=create, find=find, wait=state.wait,
-            redis_down_fallback=state.redis_down_fallback,
-            after_consume=state.after_consume, after_commit=state.after_commit,
+            redis_down_fallback=state.redis_down_fallback, sender=app,
         )
-        submit_decided.send(current_app._get_current_object(), form=form, outcome=outcome,
+        submit_decided.send(app, form=form, outcome=outcome,
                             seconds=time.perf_counter() - started,
                             digest=self.digest(form, token))
         return outcome
@@ -196,7 +222,25 @@ class FormTokens:
 
 def form_token_input(token: str) -> Markup:
     """The hidden input that carries ``token``: ``{{ form_token_input(token) }}``."""
-    field = current_app.extensions["form_tokens"].field
+    field = FormTokens.state().field
     return Markup('<input type="hidden" name="{}" value="{}">').format(
         escape(field), escape(token)
     )
+
+
+def make_client(url: str | None) -> RedisClient:
+    """A client for ``url``. A plain ``redis://``, ``rediss://`` or ``unix://`` URL
+    needs nothing more; Cluster and Sentinel URLs need ``redis_urls.py`` beside
+    this file (imported only then, so a copy without it works)."""
+    if not url:
+        raise RuntimeError("FormTokens needs FORM_TOKENS_REDIS_URL (or REDIS_URL) set, "
+                           "or a client: FormTokens(app, client=...).")
+    if urlsplit(url).scheme in ("redis", "rediss", "unix"):
+        return redis.Redis.from_url(url, decode_responses=True, health_check_interval=30,
+                                    **_TIMEOUTS)
+    try:
+        from . import redis_urls
+    except ImportError:
+        raise RuntimeError(f"FORM_TOKENS_REDIS_URL {urlsplit(url).scheme}:// needs "
+                           "submit_once/redis_urls.py; copy it beside extension.py.") from None
+    return redis_urls.make_client(url)

@@ -13,8 +13,8 @@ Credentials go in the URL's user-info part as usual (``redis://:password@host``)
 
 from __future__ import annotations
 
-from typing import Any
-from urllib.parse import unquote, urlsplit
+from typing import Any, cast
+from urllib.parse import SplitResult, unquote, urlsplit
 
 import redis
 from redis.cluster import ClusterNode, RedisCluster
@@ -56,7 +56,7 @@ def _nodes(netloc: str, default_port: int) -> list[tuple[str, int]]:
     return nodes
 
 
-def _credentials(netloc: str) -> dict[str, str]:
+def _credentials(netloc: str) -> dict[str, Any]:
     userinfo = netloc.rpartition("@")[0]
     if not userinfo:
         return {}
@@ -64,20 +64,24 @@ def _credentials(netloc: str) -> dict[str, str]:
     return {k: unquote(v) for k, v in (("username", user), ("password", password)) if v}
 
 
-def _cluster(parts) -> RedisCluster:
+def _cluster(parts: SplitResult) -> RedisCluster:
     if parts.path.strip("/") not in ("", "0"):
         raise RuntimeError("A Redis Cluster has only database 0; drop the /db from REDIS_URL.")
-    nodes = [ClusterNode(host, port) for host, port in _nodes(parts.netloc, 6379)]
+    # redis-py leaves ClusterNode, Sentinel and master_for unannotated.
+    nodes = [ClusterNode(host, port)  # type: ignore[no-untyped-call]
+             for host, port in _nodes(parts.netloc, 6379)]
     return RedisCluster(startup_nodes=nodes, decode_responses=True,
                         ssl=parts.scheme.startswith("rediss"),
                         **_credentials(parts.netloc), **TIMEOUTS)
 
 
-def _sentinel_master(parts) -> redis.Redis:
+def _sentinel_master(parts: SplitResult) -> redis.Redis:
     service, _, db = parts.path.strip("/").partition("/")
     if not service:
         raise RuntimeError("redis+sentinel:// needs the master's name: "
                            "redis+sentinel://host:26379/mymaster/0")
-    sentinel = Sentinel(_nodes(parts.netloc, 26379), sentinel_kwargs=dict(TIMEOUTS),
-                        decode_responses=True, **TIMEOUTS, **_credentials(parts.netloc))
-    return sentinel.master_for(service, db=int(db or 0))
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        _nodes(parts.netloc, 26379), sentinel_kwargs=dict(TIMEOUTS), decode_responses=True,
+        **TIMEOUTS, **_credentials(parts.netloc))
+    master = sentinel.master_for(service, db=int(db or 0))  # type: ignore[no-untyped-call]
+    return cast(redis.Redis, master)

@@ -1,8 +1,9 @@
 """Run a submit's transaction once per token, and tell every duplicate what happened.
 
 This is the one place that decides what a submit sees. It is framework-free: it
-takes a :class:`~submit_once.tokens.TokenStore`, a SQLAlchemy ``sessionmaker`` bound
-to PostgreSQL, and two callables of yours::
+takes a :class:`~submit_once.tokens.TokenStore`, SQLAlchemy sessions bound to
+PostgreSQL (a ``sessionmaker``, a ``scoped_session``, or a Flask-SQLAlchemy
+``SQLAlchemy`` object), and two callables of yours::
 
     create(db, digest) -> result   # add the row (with digest in a UNIQUE column)
     find(db, digest) -> result     # the row an earlier submit created, or None
@@ -34,6 +35,18 @@ With ``redis_down_fallback`` and Redis unreachable at GETDEL, the lock and the
 UNIQUE column carry the submit alone (``find``, then ``create``): nothing is
 doubled, but an expired token is no longer told from a live one.
 
+Which session each attempt runs in. With a ``sessionmaker``, every attempt
+(each poll of the lock, and the transaction) is a new session, closed after
+it. With a ``scoped_session`` or a Flask-SQLAlchemy ``db``, it is the
+request's own session: its transaction is ended first (it must hold no unsaved
+changes: :class:`RuntimeError` otherwise), so a waiting duplicate holds no
+connection, and every attempt ends its transaction without closing the
+session, so objects the view loaded stay usable (they reload when touched).
+
+Redis or PostgreSQL unreachable before this request spent the token is
+:class:`Unavailable` (the token is as good as it was); any failure after it
+is the outcome :class:`Failed`.
+
 Nothing here cleans up in a ``finally``: an interrupted request (killed worker,
 timeout) never restores or deletes a token; the next submit reads what happened.
 """
@@ -42,26 +55,41 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from contextlib import suppress
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from sqlalchemy import text
-from sqlalchemy.exc import IntegrityError, SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
+from .signals import submit_committed, token_consumed
 from .tokens import TokenStore
 
 __all__ = [
-    "Created", "Duplicate", "Expired", "Failed", "Refused", "StillRunning", "run_once",
-    "submit_once",
+    "Created", "Duplicate", "Expired", "Failed", "Outcome", "Refused", "StillRunning",
+    "Unavailable", "run_once", "submit_once",
 ]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+
+
+class Unavailable(Exception):
+    """Redis or PostgreSQL did not answer before this request spent the token.
+
+    Nothing was consumed or written by this request, so the token is as good
+    as it was: show the form again with the user's input and *the same token*
+    (a 503), and resubmitting it later lands where it should (the order, a
+    duplicate of it, or "expired"). The cause (a ``redis.RedisError``, a
+    SQLAlchemy ``OperationalError`` or pool ``TimeoutError``) is chained as
+    ``__cause__``.
+    """
 
 
 class Refused(Exception):
@@ -103,8 +131,22 @@ class StillRunning:
     same token later is safe: it lands on the result or on Expired."""
 
 
-Outcome = Created[T] | Duplicate[T] | Expired | Failed | StillRunning
+Outcome: TypeAlias = Created[T] | Duplicate[T] | Expired | Failed | StillRunning
 
+
+class HasScopedSession(Protocol):
+    """Anything with a ``session`` that is a ``scoped_session``: a Flask-SQLAlchemy ``db``."""
+
+    @property
+    def session(self) -> scoped_session[Any]: ...
+
+
+#: Where the runner gets its sessions (see the module docstring).
+Sessions: TypeAlias = "sessionmaker[Session] | scoped_session[Any] | HasScopedSession"
+
+# What "unreachable" means: a Redis error, a lost or refused PostgreSQL
+# connection (or a lock or statement timeout), or an empty pool.
+_UNREACHABLE = (RedisError, OperationalError, PoolTimeout)
 
 # Plain SQL built once: a Core select() rebuilt per call took 0.9 ms of CPU here
 # against 0.6 ms (bench/profile.py), on every submit.
@@ -122,33 +164,33 @@ def submit_once(
     token: str,
     session_id: str,
     form: str,
-    sessions: sessionmaker[Session],
+    sessions: Sessions,
     create: Callable[[Session, str], T],
     find: Callable[[Session, str], T | None],
     wait: float = 10.0,
     redis_down_fallback: bool = False,
-    after_consume: Callable[[], None] | None = None,
-    after_commit: Callable[[], None] | None = None,
+    sender: object = None,
 ) -> Outcome[T]:
     """Consume ``token`` and run ``create`` in one transaction, at most once.
 
     Duplicates wait (at most ``wait`` seconds, holding no connection) for the
-    request that holds the token, then get its result. ``after_consume`` runs
-    between GETDEL and ``create``, ``after_commit`` right after the commit;
-    tests use them to widen those windows or to kill the process there.
+    request that holds the token, then get its result. ``sessions`` is a
+    ``sessionmaker``, a ``scoped_session`` or a Flask-SQLAlchemy ``db`` (see
+    the module docstring). ``sender`` is the sender of the
+    :mod:`~submit_once.signals` this sends (``token_consumed``,
+    ``submit_committed``).
 
-    Redis and PostgreSQL errors raised before the token is consumed propagate
-    (the token is still good: show the form again with it), except that with
-    ``redis_down_fallback`` an unreachable Redis at GETDEL hands the submit to
-    the database alone (see the module docstring). Errors after the token is
-    consumed are returned as :class:`Failed`.
+    Redis and PostgreSQL unreachable before the token is consumed raise
+    :class:`Unavailable` (the token is still good: show the form again with
+    it), except that with ``redis_down_fallback`` an unreachable Redis at
+    GETDEL hands the submit to the database alone (see the module docstring).
+    Errors after the token is consumed are returned as :class:`Failed`.
     """
     digest = tokens.digest(token, session_id=session_id, form=form)
     return run_once(
         digest=digest, take=lambda: tokens.consume(token, session_id=session_id, form=form),
         sessions=sessions, create=create, find=find, wait=wait,
-        redis_down_fallback=redis_down_fallback, after_take=after_consume,
-        after_commit=after_commit,
+        redis_down_fallback=redis_down_fallback, sender=sender,
     )
 
 
@@ -156,46 +198,42 @@ def run_once(
     *,
     digest: str,
     take: Callable[[], bool],
-    sessions: sessionmaker[Session],
+    sessions: Sessions,
     create: Callable[[Session, str], T],
     find: Callable[[Session, str], T | None],
     wait: float = 10.0,
     redis_down_fallback: bool = False,
-    after_take: Callable[[], None] | None = None,
-    after_commit: Callable[[], None] | None = None,
+    sender: object = None,
 ) -> Outcome[T]:
     """:func:`submit_once` for any single-use mark named by ``digest``.
 
     ``take()`` is the one Redis command that hands the mark to one caller:
     GETDEL of an issued form token, or ``SET NX EX`` of a key the caller chose
     (an Idempotency-Key, a webhook event id; see ``TokenStore.claim``). The
-    lock, the transaction and the outcomes are the same.
+    lock, the transaction, the signals and the outcomes are the same.
     """
+    attempt = _attempts(sessions)
     key = lock_key(digest)
     deadline = time.monotonic() + wait
     delay, waited = 0.005, False
     while True:
-        with sessions() as db:
-            if db.scalar(_TRY_LOCK, {"key": key}):
-                try:
-                    taken = take()
-                except (RedisConnectionError, RedisTimeoutError):
-                    if not redis_down_fallback:
-                        raise
-                    # A timeout may even have taken the mark: either way the
-                    # lock we hold and the UNIQUE column decide from here on.
-                    log.warning("Redis unreachable at consume; token %s is checked by the "
-                                "database alone", digest[:12])
-                    taken = None  # unknown: the database decides
-                if not taken:
-                    existing = find(db, digest)
-                    if existing is not None:
-                        return Duplicate(existing, waited)
-                    if taken is False:
-                        return Expired(waited)
-                if after_take is not None:
-                    after_take()
-                return _create_once(db, digest, create, find, after_commit)
+        with attempt() as db:
+            try:
+                locked = bool(db.scalar(_TRY_LOCK, {"key": key}))
+                if locked:
+                    taken = _take(take, redis_down_fallback, digest)
+                    if not taken:
+                        existing = find(db, digest)
+                        if existing is not None:
+                            return Duplicate(existing, waited)
+                        if taken is False:
+                            return Expired(waited)
+            except _UNREACHABLE as error:
+                raise Unavailable(f"{type(error).__name__} before the token was spent; "
+                                  "it is still good") from error
+            if locked:
+                token_consumed.send(sender, digest=digest)
+                return _create_once(db, digest, create, find, sender)
         waited = True
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -204,12 +242,27 @@ def run_once(
         delay = min(delay * 2, 0.1)
 
 
+def _take(take: Callable[[], bool], redis_down_fallback: bool, digest: str) -> bool | None:
+    """The one Redis step: True (ours), False (not ours), None (unknown: Redis is
+    unreachable and ``redis_down_fallback`` lets the database decide)."""
+    try:
+        return take()
+    except (RedisConnectionError, RedisTimeoutError):
+        if not redis_down_fallback:
+            raise
+        # A timeout may even have taken the mark: either way the lock we hold
+        # and the UNIQUE column decide from here on.
+        log.warning("Redis unreachable at consume; token %s is checked by the "
+                    "database alone", digest[:12])
+        return None
+
+
 def _create_once(
     db: Session,
     digest: str,
     create: Callable[[Session, str], T],
     find: Callable[[Session, str], T | None],
-    after_commit: Callable[[], None] | None = None,
+    sender: object,
 ) -> Outcome[T]:
     """The token is ours: run the transaction. Only explicit failures are
     handled here; anything else (including KeyboardInterrupt, SystemExit or a
@@ -218,9 +271,6 @@ def _create_once(
     try:
         result = create(db, digest)
         db.commit()
-        if after_commit is not None:
-            after_commit()
-        return Created(result)
     except IntegrityError as error:
         # The UNIQUE digest column: the token was consumed before and Redis
         # forgot (failover, restore). The row that exists is the answer.
@@ -234,3 +284,42 @@ def _create_once(
         with suppress(SQLAlchemyError):  # the connection may be what failed
             db.rollback()
         return Failed(error)
+    submit_committed.send(sender, digest=digest, result=result)
+    return Created(result)
+
+
+def _attempts(sessions: Sessions) -> Callable[[], AbstractContextManager[Session]]:
+    """A context manager per attempt, giving the session the attempt runs in."""
+    scoped = sessions if isinstance(sessions, scoped_session) else \
+        getattr(sessions, "session", None)
+    if not isinstance(scoped, scoped_session):
+        if isinstance(sessions, sessionmaker):
+            return sessions  # a new Session each time; leaving it closes it
+        raise TypeError("sessions must be a sessionmaker, a scoped_session or a "
+                        f"Flask-SQLAlchemy SQLAlchemy object, not {type(sessions).__name__}")
+    db: Session = scoped()
+    if _unsaved_work(db):
+        raise RuntimeError(
+            "The request's session has unsaved changes; submit_once runs its own "
+            "transaction in that session. Commit or roll them back before the call, "
+            "or make them inside create().")
+    # The view's reads end here, so this request holds no connection while it
+    # waits; its objects stay attached to the session (nothing is closed).
+    db.rollback()
+
+    @contextmanager
+    def in_request_session() -> Iterator[Session]:
+        try:
+            yield db
+        finally:
+            if db.in_transaction():
+                db.rollback()  # ends the attempt (and its lock), keeps the session open
+    return in_request_session
+
+
+def _unsaved_work(db: Session) -> bool:
+    if db.new or db.deleted or any(db.is_modified(obj) for obj in db.dirty):
+        return True
+    # Flushed and not committed: the transaction remembers it, to undo on rollback.
+    tx = db.get_transaction()
+    return tx is not None and bool(tx._new or tx._deleted or tx._dirty)

@@ -42,10 +42,15 @@ import base64
 import hashlib
 import re
 import secrets
+from typing import TypeAlias
 
 import redis
+from redis.cluster import RedisCluster
 
-__all__ = ["TOKEN_BYTES", "TokenStore", "is_well_formed"]
+__all__ = ["TOKEN_BYTES", "RedisClient", "TokenStore", "is_well_formed"]
+
+#: A redis-py client for one server (or a Sentinel-managed master) or a Cluster.
+RedisClient: TypeAlias = "redis.Redis | RedisCluster"
 
 #: 32 bytes = 256 bits of randomness, encoded as 43 URL-safe characters.
 TOKEN_BYTES = 32
@@ -70,7 +75,7 @@ class TokenStore:
     :param prefix: namespace for the keys, so they can share a database.
     """
 
-    def __init__(self, client: redis.Redis, *, ttl: int = 3600, prefix: str = "ft") -> None:
+    def __init__(self, client: RedisClient, *, ttl: int = 3600, prefix: str = "ft") -> None:
         if ttl <= 0:
             raise ValueError("ttl must be a positive number of seconds")
         self.client = client

@@ -11,10 +11,13 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
+from pathlib import Path
 
 from dev.embedded import free_port
 
 from .conftest import VALID, Servers, hidden
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @dataclass
@@ -25,7 +28,8 @@ class Response:
 
 
 class LiveServer:
-    """``gunicorn -w workers`` serving ``webapp:create_app()`` with the test servers."""
+    """``gunicorn -w workers`` serving ``webapp:create_app()`` with the test servers;
+    ``tests.paused_app:create_app()`` when ``env`` asks for a ``TEST_PAUSE_*``."""
 
     def __init__(self, servers: Servers, *, workers: int = 4, threads: int = 4,
                  **env: str) -> None:
@@ -34,7 +38,10 @@ class LiveServer:
                     "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis.url, **env}
         self.args = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{self.port}",
                      "--workers", str(workers), "--threads", str(threads),
-                     "--graceful-timeout", "2", "webapp:create_app()"]
+                     "--graceful-timeout", "2", "--chdir", str(ROOT),
+                     "tests.paused_app:create_app()" if any(name.startswith("TEST_PAUSE_")
+                                                            for name in env)
+                     else "webapp:create_app()"]
         self.process: subprocess.Popen | None = None
 
     def __enter__(self) -> LiveServer:

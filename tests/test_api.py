@@ -11,6 +11,7 @@ from sqlalchemy import text
 
 from tests.api_client import ORDER, new_api_key, place, problem_type
 from tests.conftest import order_count
+from tests.pauses import after_consume
 from webapp.api.openapi import openapi
 
 
@@ -140,7 +141,8 @@ def test_a_body_that_is_not_a_json_object_is_refused(client, api_key, body, cont
 
 def test_same_key_while_the_first_is_still_running_is_a_409_with_retry_after(make_app,
                                                                              servers):
-    app = make_app(TEST_PAUSE_AFTER_CONSUME=1.5)  # the first holds its claim for 1.5 s
+    app = make_app()
+    after_consume(app, lambda: time.sleep(1.5))  # the first holds its claim for 1.5 s
     api_key = new_api_key(servers)
     first: list = []
     runner = threading.Thread(target=lambda: first.append(place(app.test_client(), api_key)))
@@ -214,13 +216,13 @@ def test_a_failure_on_our_side_is_a_503_that_does_not_pin_the_key(make_app, serv
     def lock_orders_after_the_claim() -> None:
         blocker.execute(text("LOCK TABLE orders IN ACCESS EXCLUSIVE MODE"))
 
-    app.extensions["form_tokens"].after_consume = lock_orders_after_the_claim
+    after_consume(app, lock_orders_after_the_claim)
     try:
         failed = place(client, api_key)  # the INSERT waits for lock_timeout (5 s), then fails
     finally:
         blocker.rollback()
         blocker.close()
-    app.extensions["form_tokens"].after_consume = None
+    after_consume(app, None)
     assert failed.status_code == 503 and problem_type(failed) == "unavailable"
     assert failed.headers["Retry-After"]
     retry = place(client, api_key)

@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import text
 
 from tests.conftest import VALID, hidden, order_count
+from tests.pauses import after_consume
 
 
 def open_form(client) -> dict[str, str]:
@@ -132,7 +133,7 @@ def test_failure_after_consume_places_nothing_and_offers_a_fresh_token(make_app,
         with servers.engine.begin() as conn:
             conn.execute(text("UPDATE products SET active = false WHERE id = 1"))
 
-    app.extensions["form_tokens"].after_consume = product_goes_off_sale
+    after_consume(app, product_goes_off_sale)
     client = app.test_client()
     tokens = open_form(client)
     response = submit(client, tokens, product="1")
@@ -142,7 +143,7 @@ def test_failure_after_consume_places_nothing_and_offers_a_fresh_token(make_app,
     assert 'value="Ada Lovelace"' in html
     fresh = hidden(html, "form_token")
     assert fresh != tokens["form_token"] and order_count(servers) == 0
-    app.extensions["form_tokens"].after_consume = None
+    after_consume(app, None)
     order_path(submit(client, {**tokens, "form_token": fresh}, product="2"))
     assert order_count(servers) == 1
 
@@ -155,7 +156,7 @@ def test_duplicate_in_flight_waits_for_the_first_and_lands_on_its_order(make_app
         consumed.set()
         release.wait(5)
 
-    app.extensions["form_tokens"].after_consume = hold
+    after_consume(app, hold)
     first_client = app.test_client()
     tokens = open_form(first_client)
     second_client = app.test_client()
@@ -177,9 +178,9 @@ def test_duplicate_in_flight_waits_for_the_first_and_lands_on_its_order(make_app
 
 
 def test_duplicate_waits_only_up_to_the_bound_then_is_told_to_reload(make_app, servers):
-    app = make_app(SUBMIT_WAIT_SECONDS=0.3)
+    app = make_app(FORM_TOKENS_WAIT_SECONDS=0.3)
     consumed, release = threading.Event(), threading.Event()
-    app.extensions["form_tokens"].after_consume = lambda: (consumed.set(), release.wait(5))
+    after_consume(app, lambda: (consumed.set(), release.wait(5)))
     client = app.test_client()
     tokens = open_form(client)
     first = threading.Thread(target=lambda: submit(client, tokens))

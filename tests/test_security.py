@@ -15,6 +15,7 @@ import pytest
 from sqlalchemy import text
 
 from tests.conftest import VALID, hidden, order_count
+from tests.pauses import after_consume
 from webapp.orders import EXPIRED
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -112,9 +113,9 @@ def test_no_token_csrf_value_or_session_id_is_ever_logged(make_app, servers, cap
             conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
                               "WHERE state = 'idle in transaction' AND pid <> pg_backend_pid()"))
 
-    app.extensions["form_tokens"].after_consume = connection_lost
+    after_consume(app, connection_lost)
     assert submit(client, form()).status_code == 503       # database lost mid-submit
-    app.extensions["form_tokens"].after_consume = None
+    after_consume(app, None)
     with client.session_transaction() as session:
         secrets_seen.add(session["_form_tokens_sid"])
     digests = {app.extensions["form_tokens"].store.digest(
@@ -171,7 +172,7 @@ def test_a_live_token_costs_at_most_120_bytes_in_redis(client, rdb):
 
 
 def test_reloading_the_form_past_the_cap_is_refused_with_a_page_and_adds_no_key(make_app, rdb):
-    client = make_app(MAX_FORMS_PER_SESSION=5).test_client()
+    client = make_app(FORM_TOKENS_MAX_PER_SESSION=5).test_client()
     live = [open_form(client) for _ in range(5)]
     refused = client.get("/orders/new")
     html = refused.get_data(as_text=True)
@@ -193,7 +194,7 @@ def test_a_stolen_token_never_leads_to_its_owners_order(app, servers):
     owner, thief = app.test_client(), app.test_client()
     tokens = open_form(owner)
     consumed, release = threading.Event(), threading.Event()
-    app.extensions["form_tokens"].after_consume = lambda: (consumed.set(), release.wait(10))
+    after_consume(app, lambda: (consumed.set(), release.wait(10)))
     placing = threading.Thread(target=lambda: submit(owner, tokens))
     placing.start()
     try:
@@ -205,7 +206,7 @@ def test_a_stolen_token_never_leads_to_its_owners_order(app, servers):
     finally:
         release.set()
         placing.join(10)
-    app.extensions["form_tokens"].after_consume = None
+    after_consume(app, None)
     after = submit(thief, stolen, **THIEF)
     with servers.engine.connect() as conn:
         public_id = conn.scalar(text("SELECT public_id FROM orders"))

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from sqlalchemy import text
 
+from submit_once.signals import submit_committed, token_consumed
 from webapp import create_app
-from webapp.config import DEV_SECRET_KEY
+from webapp.config import DEV_SECRET_KEY, RENAMED
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
 def environ(monkeypatch, servers):
-    for name in ("APP_ENV", "SECRET_KEY", "DATABASE_URL", "REDIS_URL", "FORM_TOKEN_TTL"):
+    for name in ("APP_ENV", "SECRET_KEY", "DATABASE_URL", "REDIS_URL", "FORM_TOKENS_TTL",
+                 *RENAMED):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("DATABASE_URL", servers.database_url)
     monkeypatch.setenv("REDIS_URL", servers.redis.url)
@@ -39,17 +45,19 @@ def test_production_with_a_secret_starts_with_secure_cookies(environ):
 
 def test_development_runs_on_the_dev_secret(environ):
     environ.setenv("APP_ENV", "development")
-    environ.setenv("FORM_TOKEN_TTL", "600")
+    environ.setenv("FORM_TOKENS_TTL", "600")
     app = create_app()
     assert app.config["SECRET_KEY"] == DEV_SECRET_KEY and app.config["FORM_TOKENS_TTL"] == 600
+    assert app.config["WTF_CSRF_TIME_LIMIT"] == 600  # the CSRF token lives as long
 
 
 @pytest.mark.parametrize("name, value, message", [
-    ("FORM_TOKEN_TTL", "soon", "must be a number"),
-    ("FORM_TOKEN_TTL", "1.5", "whole number"),
+    ("FORM_TOKENS_TTL", "soon", "must be a number"),
+    ("FORM_TOKENS_TTL", "1.5", "whole number"),
     ("APP_ENV", "staging", "is not one of"),
-    ("REDIS_DOWN_FALLBACK", "maybe", "true or false"),
-    ("MAX_FORMS_PER_SESSION", "-1", "must not be negative"),
+    ("FORM_TOKENS_REDIS_DOWN_FALLBACK", "maybe", "true or false"),
+    ("FORM_TOKENS_MAX_PER_SESSION", "-1", "must not be negative"),
+    ("FORM_TOKENS_WAIT_SECONDS", "-1", "must not be negative"),
 ])
 def test_bad_settings_stop_start_up_with_a_clear_message(environ, name, value, message):
     environ.setenv("SECRET_KEY", "x" * 64)
@@ -65,11 +73,28 @@ def test_missing_database_url_says_what_to_set(environ):
         create_app()
 
 
-@pytest.mark.parametrize("hook", ["TEST_PAUSE_AFTER_CONSUME", "TEST_PAUSE_AFTER_COMMIT"])
-def test_the_test_hooks_are_refused_outside_testing(environ, hook):
+@pytest.mark.parametrize("old, new", sorted(RENAMED.items()))
+def test_an_old_setting_name_stops_start_up_naming_the_new_one(environ, old, new):
     environ.setenv("SECRET_KEY", "x" * 64)
-    with pytest.raises(RuntimeError, match="test hook"):
-        create_app({hook: 1.0})
+    with pytest.raises(RuntimeError, match=f"{old} was renamed: set {new} instead"):
+        create_app({old: "1"})
+    environ.setenv(old, "1")
+    with pytest.raises(RuntimeError, match=f"{old} was renamed: set {new} instead"):
+        create_app()
+
+
+def test_there_are_no_test_hook_settings(environ):
+    # Pauses for tests are receivers of the product's signals (tests/pauses.py);
+    # the product neither reads nor refuses TEST_* settings: they mean nothing to it.
+    environ.setenv("SECRET_KEY", "x" * 64)
+    environ.setenv("TEST_PAUSE_AFTER_CONSUME", "60")
+    app = create_app({"TEST_PAUSE_AFTER_COMMIT": 60})
+    assert not [*token_consumed.receivers_for(app), *submit_committed.receivers_for(app)]
+    offenders = [f"{path.relative_to(ROOT)}: {word}"
+                 for package in ("webapp", "submit_once") for path in (ROOT / package).rglob("*.py")
+                 for word in ("TEST_", "test_hooks", "after_consume", "after_commit")
+                 if word in path.read_text()]
+    assert offenders == []
 
 
 def test_init_db_is_safe_to_run_twice(app, servers):

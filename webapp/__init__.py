@@ -20,7 +20,6 @@ from . import (
     refunds,
     request_log,
     security,
-    test_hooks,
     webhooks,
 )
 from .extensions import csrf, form_tokens
@@ -51,8 +50,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(health.bp)
     metrics.init_app(app)
     request_log.init_app(app)
-
-    test_hooks.init_app(app)
 
     @app.get("/")
     def index():

@@ -12,38 +12,44 @@ DEV_SECRET_KEY = "dev-only-not-secret"
 
 ENVIRONMENTS = ("production", "development", "testing")
 
-#: Pauses (seconds) at the submit's critical points, for fault tests; see webapp/test_hooks.py.
-TEST_HOOKS = ("TEST_PAUSE_AFTER_CONSUME", "TEST_PAUSE_AFTER_COMMIT")
+#: Settings that were renamed: set in the environment or the config, they stop start-up.
+RENAMED = {
+    "FORM_TOKEN_TTL": "FORM_TOKENS_TTL",
+    "SUBMIT_WAIT_SECONDS": "FORM_TOKENS_WAIT_SECONDS",
+    "MAX_FORMS_PER_SESSION": "FORM_TOKENS_MAX_PER_SESSION",
+    "REDIS_DOWN_FALLBACK": "FORM_TOKENS_REDIS_DOWN_FALLBACK",
+}
 
 
 def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
     """Settings read from ``environ`` (see the table in README.md)."""
     env = environ.get("APP_ENV", "production")
+    refuse_renamed(environ)
     config: dict[str, Any] = {
         "APP_ENV": env,
         "SECRET_KEY": environ.get("SECRET_KEY"),
         "DATABASE_URL": environ.get("DATABASE_URL"),
         "REDIS_URL": environ.get("REDIS_URL"),
-        "FORM_TOKEN_TTL": _int(environ, "FORM_TOKEN_TTL", 3600),
-        "SUBMIT_WAIT_SECONDS": number(environ, "SUBMIT_WAIT_SECONDS", 10.0),
+        # The FORM_TOKENS_* settings are submit_once.FormTokens's own keys.
+        "FORM_TOKENS_TTL": _int(environ, "FORM_TOKENS_TTL", 3600),
+        "FORM_TOKENS_WAIT_SECONDS": number(environ, "FORM_TOKENS_WAIT_SECONDS", 10.0),
+        "FORM_TOKENS_REDIS_DOWN_FALLBACK": _bool(environ, "FORM_TOKENS_REDIS_DOWN_FALLBACK",
+                                                 False),
+        "FORM_TOKENS_MAX_PER_SESSION": _int(environ, "FORM_TOKENS_MAX_PER_SESSION", 200),
         "MAX_CONTENT_LENGTH": _int(environ, "MAX_CONTENT_LENGTH", 64 * 1024),
         "IDEMPOTENCY_RETENTION": _int(environ, "IDEMPOTENCY_RETENTION", 24 * 3600),
         "PAYMENT_WEBHOOK_SECRET": environ.get("PAYMENT_WEBHOOK_SECRET"),
-        "REDIS_DOWN_FALLBACK": _bool(environ, "REDIS_DOWN_FALLBACK", False),
-        "MAX_FORMS_PER_SESSION": _int(environ, "MAX_FORMS_PER_SESSION", 200),
     }
     if environ.get("CATALOGUE_CACHE_SECONDS"):
         # Unset, finish() picks the default for the environment the app ends up in.
         config["CATALOGUE_CACHE_SECONDS"] = number(environ, "CATALOGUE_CACHE_SECONDS", 5.0)
-    if env == "testing":
-        for hook in TEST_HOOKS:
-            config[hook] = number(environ, hook, 0.0)
     return config
 
 
 def finish(config: dict[str, Any]) -> None:
     """Fill in derived settings and refuse a configuration that is unsafe or incomplete."""
     env = config["APP_ENV"]
+    refuse_renamed(config)
     if env not in ENVIRONMENTS:
         raise RuntimeError(f"APP_ENV={env!r} is not one of {', '.join(ENVIRONMENTS)}.")
     if not config.get("SECRET_KEY"):
@@ -64,9 +70,6 @@ def finish(config: dict[str, Any]) -> None:
                 f"{name} is not set. Export it (e.g. {name}={example}), "
                 "or start the app with scripts/run, which starts embedded servers."
             )
-    for hook in TEST_HOOKS:
-        if config.get(hook) and env != "testing":
-            raise RuntimeError(f"{hook} is a test hook, refused outside testing.")
     # Tests change the catalogue between requests and expect to see it at once; the
     # default must follow APP_ENV even when that comes from create_app's test_config.
     config.setdefault("CATALOGUE_CACHE_SECONDS", 0.0 if env == "testing" else 5.0)
@@ -75,14 +78,14 @@ def finish(config: dict[str, Any]) -> None:
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",
         SESSION_COOKIE_SECURE=env == "production",
-        # A CSRF token lives as long as the form token it travels with.
-        WTF_CSRF_TIME_LIMIT=config["FORM_TOKEN_TTL"],
-        FORM_TOKENS_REDIS_URL=config["REDIS_URL"],
-        FORM_TOKENS_TTL=config["FORM_TOKEN_TTL"],
-        FORM_TOKENS_WAIT=config["SUBMIT_WAIT_SECONDS"],
-        FORM_TOKENS_REDIS_DOWN_FALLBACK=config.get("REDIS_DOWN_FALLBACK", False),
-        FORM_TOKENS_MAX_PER_SESSION=config.get("MAX_FORMS_PER_SESSION", 200),
     )
+
+
+def refuse_renamed(settings: Mapping[str, Any]) -> None:
+    """Stop start-up on a setting's old name, naming the new one."""
+    for old, new in RENAMED.items():
+        if old in settings:
+            raise RuntimeError(f"{old} was renamed: set {new} instead.")
 
 
 def _int(environ: Mapping[str, str], name: str, default: int) -> int:

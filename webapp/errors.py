@@ -13,6 +13,8 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from werkzeug.exceptions import HTTPException, InternalServerError
 
+from submit_once import Unavailable
+
 from .api import wants_problem
 from .api.problems import problem, problem_for_http_error
 
@@ -34,6 +36,8 @@ TITLES = {
 def init_app(app: Flask) -> None:
     app.register_error_handler(CSRFError, _csrf_error)
     app.register_error_handler(HTTPException, _http_error)
+    # Before the token was spent (FormTokens.issue, submit_once): the token is still good.
+    app.register_error_handler(Unavailable, _unavailable)
     app.register_error_handler(RedisError, _unavailable)
     app.register_error_handler(OperationalError, _unavailable)
     # Every pooled connection busy for pool_timeout: a slow database, not a bug.
@@ -70,6 +74,8 @@ def _csrf_error(error: CSRFError):
 
 
 def _unavailable(error: Exception):
+    if isinstance(error, Unavailable) and isinstance(error.__cause__, Exception):
+        error = error.__cause__  # what was unreachable, for the log and the page
     # Only the driver's first line: SQLAlchemy's message would add the statement,
     # and the customer's details are no business of the log.
     cause = getattr(error, "orig", None) or error
@@ -93,7 +99,7 @@ def _form_again(draw: Callable[[], object]):
         return draw()
     except HTTPException as error:
         return _http_error(error)
-    except (RedisError, SQLAlchemyError) as error:
+    except (Unavailable, RedisError, SQLAlchemyError) as error:
         log.error("dependency unavailable: %s", type(error).__name__)
         return _try_again()
 

@@ -16,7 +16,7 @@ bind = os.environ.get("BIND", "0.0.0.0:8000")
 workers = int(os.environ.get("WEB_CONCURRENCY", 2 * (os.cpu_count() or 1)))
 threads = int(os.environ.get("WEB_THREADS", 8))
 worker_class = "gthread"
-# Longer than SUBMIT_WAIT_SECONDS (10 s by default): a duplicate waiting for the first
+# Longer than FORM_TOKENS_WAIT_SECONDS (10 s by default): a duplicate waiting for the first
 # submit must not be killed as a hung worker.
 timeout = 30
 graceful_timeout = 20

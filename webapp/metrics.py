@@ -29,8 +29,8 @@ from prometheus_client import (
 )
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from submit_once.extension import submit_decided, token_issued
 from submit_once.runner import Created, Duplicate, Expired, Failed, StillRunning
+from submit_once.signals import submit_decided, token_issued
 
 bp = Blueprint("metrics", __name__)
 

@@ -23,7 +23,7 @@ from datetime import UTC, datetime
 
 from flask import Flask, Response, g, request, request_started
 
-from submit_once.extension import submit_decided
+from submit_once.signals import submit_decided
 
 __all__ = ["DIGEST_PREFIX", "LOGGER", "init_app"]
 

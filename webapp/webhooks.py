@@ -94,7 +94,7 @@ def receive() -> Response:
         sessions=sessions(), create=lambda db, _: apply_event(db, event),
         find=lambda db, _: db.scalar(select(PaymentEvent.type)
                                      .where(PaymentEvent.event_id == event.id)),
-        wait=float(current_app.config["SUBMIT_WAIT_SECONDS"]),
+        wait=float(current_app.config["FORM_TOKENS_WAIT_SECONDS"]),
     )
     log.info("webhook %s %s", event.type, type(outcome).__name__)
     match outcome:

@@ -21,6 +21,7 @@ from tests.faults.steps import (
     same_browser,
     submit,
 )
+from tests.pauses import after_consume
 from webapp.orders import EXPIRED, NOT_PLACED, UNAVAILABLE
 
 WAITING = 3
@@ -45,9 +46,9 @@ def in_threads(calls, timeout: float) -> list:
 
 def test_5_postgres_down_between_consume_and_commit_places_nothing_and_retry_places_one(
         fault_app, fault_servers):
-    app = fault_app(SUBMIT_WAIT_SECONDS=30)
+    app = fault_app(FORM_TOKENS_WAIT_SECONDS=30)
     consumed, release = threading.Event(), threading.Event()
-    app.extensions["form_tokens"].after_consume = lambda: (consumed.set(), release.wait(30))
+    after_consume(app, lambda: (consumed.set(), release.wait(30)))
     client = app.test_client()
     tokens = open_form(client)
     first: dict = {}
@@ -78,7 +79,7 @@ def test_5_postgres_down_between_consume_and_commit_places_nothing_and_retry_pla
         form_kept(response, 503, UNAVAILABLE)
 
     fault_servers.postgres.start()
-    app.extensions["form_tokens"].after_consume = None
+    after_consume(app, None)
     assert placed(fault_servers) == []
     done = submit(client, {**tokens, "form_token": fresh})
     assert not done.headers["Location"].endswith("already_placed=1")
@@ -99,7 +100,7 @@ BOUND = 40
 @pytest.mark.parametrize("table", ["orders", "products"])
 def test_8_a_table_lock_held_past_every_timeout_gets_bounded_answers_and_no_pool_leak(
         fault_app, fault_servers, table):
-    app = fault_app(SUBMIT_WAIT_SECONDS=3)
+    app = fault_app(FORM_TOKENS_WAIT_SECONDS=3)
     engine = app.extensions["db"].kw["bind"]
     client = app.test_client()
     tokens = open_form(client)

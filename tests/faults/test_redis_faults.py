@@ -44,7 +44,7 @@ def test_1_redis_down_before_render_gives_a_try_again_page_and_health_says_so(
 
 def test_2_with_the_fallback_redis_down_between_render_and_submit_places_one_order(
         fault_app, fault_servers):
-    app = fault_app(REDIS_DOWN_FALLBACK=True)
+    app = fault_app(FORM_TOKENS_REDIS_DOWN_FALLBACK=True)
     client = app.test_client()
     tokens = open_form(client)
     fault_servers.redis.stop()

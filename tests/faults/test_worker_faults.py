@@ -1,6 +1,6 @@
 """A gunicorn worker killed, timed out or abandoned by its client mid-submit.
 
-The worker is paused by a test hook (webapp/test_hooks.py) after GETDEL or
+The worker is paused by a test hook (tests/paused_app.py) after GETDEL or
 after the commit, and announces its pid; the test then kills it, lets gunicorn
 time it out, or hangs up. The user's reload (the same POST again) goes to a
 healthy app instance on the same servers, as it would behind a load balancer.

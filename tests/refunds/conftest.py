@@ -10,6 +10,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import redis
@@ -18,6 +19,8 @@ from sqlalchemy.orm import Session
 
 from webapp.order_states import transition
 from webapp.refunds.stream import GROUP, STREAM, RefundRequest, queue_refund
+
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def new_key() -> str:
@@ -37,13 +40,16 @@ def wait_until(condition: Callable[[], object], timeout: float = 60, what: str =
 
 
 class Worker:
-    """``python -m webapp.refunds.worker`` as a real process, its log in a temp file."""
+    """``python -m webapp.refunds.worker`` as a real process, its log in a temp file;
+    ``tests.refunds.paused_worker`` when ``env`` asks for a ``TEST_REFUND_PAUSE_*``."""
 
     def __init__(self, servers, **env: str) -> None:
         self.env = {**os.environ, "APP_ENV": "testing", "DATABASE_URL": servers.database_url,
                     "REDIS_URL": servers.redis.url, "REFUND_CLAIM_IDLE_MS": "500", **env}
         self.log = tempfile.TemporaryFile("w+")
-        self.process = subprocess.Popen([sys.executable, "-m", "webapp.refunds.worker"],
+        module = "tests.refunds.paused_worker" if any(
+            name.startswith("TEST_REFUND_PAUSE_") for name in env) else "webapp.refunds.worker"
+        self.process = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT,
                                         env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
 
     def output(self) -> str:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 from sqlalchemy import text
 
 from tests.conftest import hidden
+from tests.pauses import after_consume
 from tests.refunds.conftest import wait_until
 from webapp.extensions import form_tokens
 from webapp.refunds.stream import DEAD_LETTERS, STREAM
@@ -153,7 +155,8 @@ def test_refund_applied_while_the_submit_runs_is_refused_with_a_fresh_token(
         make_app, servers, rdb, order):
     """The amount is checked again inside the transaction, after the token is spent."""
     order_id, public_id = order
-    app = make_app(TEST_PAUSE_AFTER_CONSUME=5)
+    app = make_app()
+    after_consume(app, lambda: time.sleep(5))
     client = app.test_client()
     tokens = open_refund_form(client, public_id)
     token_key = "ft:" + refund_digest(app, client, public_id, tokens["form_token"])

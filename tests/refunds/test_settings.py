@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
+
 import pytest
 
 from webapp.refunds.settings import WorkerSettings
@@ -13,23 +15,24 @@ def test_defaults_and_the_libpq_url():
     settings = WorkerSettings.from_environ({**URLS, "REFUND_CLAIM_IDLE_MS": "2500"})
     assert settings.database_url == "postgresql://u@h/db"
     assert settings.claim_idle_ms == 2500 and settings.max_deliveries == 5
-    assert settings.pause_before_commit == 0
 
 
 @pytest.mark.parametrize(("environ", "message"), [
     ({"REDIS_URL": "redis://h"}, "needs DATABASE_URL and REDIS_URL"),
     ({**URLS, "REFUND_MAX_DELIVERIES": "0"}, "REFUND_MAX_DELIVERIES must be at least 1"),
     ({**URLS, "REFUND_GRACE_SECONDS": "soon"}, "REFUND_GRACE_SECONDS must be a number"),
-    ({**URLS, "TEST_REFUND_PAUSE_BEFORE_ACK": "5"}, "test hooks, refused outside testing"),
-    ({**URLS, "APP_ENV": "development", "TEST_REFUND_PAUSE_BEFORE_COMMIT": "5"},
-     "test hooks, refused outside testing"),
 ])
 def test_bad_environment_is_refused_with_a_clear_message(environ, message):
     with pytest.raises(RuntimeError, match=message):
         WorkerSettings.from_environ(environ)
 
 
-def test_test_hooks_are_honoured_under_testing():
-    settings = WorkerSettings.from_environ({**URLS, "APP_ENV": "testing",
-                                            "TEST_REFUND_PAUSE_BEFORE_ACK": "5"})
-    assert settings.pause_before_ack == 5
+def test_the_worker_has_no_test_settings():
+    """Pauses come from tests/refunds/paused_worker.py (receivers of the worker's
+    signals); the product reads no TEST_* variable, in any environment."""
+    plain = WorkerSettings.from_environ(URLS)
+    for env in ("production", "testing"):
+        assert WorkerSettings.from_environ({**URLS, "APP_ENV": env,
+                                            "TEST_REFUND_PAUSE_BEFORE_ACK": "5"}) == \
+            replace(plain, consumer=plain.consumer)
+    assert not [f.name for f in fields(WorkerSettings) if "pause" in f.name]

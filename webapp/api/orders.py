@@ -65,7 +65,7 @@ def create_order() -> Response:
         create=lambda db, d: place_api_order(db, order_request, client, key,
                                              request_fingerprint, d),
         find=find_result, wait=0,
-        after_take=current_app.extensions["form_tokens"].after_consume,
+        sender=current_app._get_current_object(),  # the signals' sender, as for forms
     )
     log.info("api order %s key=%s", type(outcome).__name__, digest[:12])
     match outcome:

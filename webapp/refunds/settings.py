@@ -11,8 +11,6 @@ from ..config import number
 
 __all__ = ["WorkerSettings"]
 
-_TEST_HOOKS = ("TEST_REFUND_PAUSE_BEFORE_COMMIT", "TEST_REFUND_PAUSE_BEFORE_ACK")
-
 
 @dataclass(frozen=True)
 class WorkerSettings:
@@ -26,10 +24,6 @@ class WorkerSettings:
     max_deliveries: int = 5
     grace_seconds: float = 10.0
     lock_timeout_ms: int = 5000
-    # Test hooks (APP_ENV=testing only): sleep at that point, after printing
-    # "PAUSE <where> <message id>" to stderr so a test can kill the worker there.
-    pause_before_commit: float = 0.0
-    pause_before_ack: float = 0.0
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] = os.environ) -> WorkerSettings:
@@ -38,9 +32,6 @@ class WorkerSettings:
         if not database_url or not redis_url:
             raise RuntimeError("The refund worker needs DATABASE_URL and REDIS_URL set "
                                "(scripts/run sets both and starts the worker for you).")
-        hooks = {name: number(environ, name, 0.0) for name in _TEST_HOOKS}
-        if any(hooks.values()) and environ.get("APP_ENV") != "testing":
-            raise RuntimeError("TEST_REFUND_* variables are test hooks, refused outside testing.")
         return cls(
             # psycopg takes a libpq URL, not SQLAlchemy's "+psycopg" dialect form.
             database_url=database_url.replace("postgresql+psycopg://", "postgresql://", 1),
@@ -54,6 +45,4 @@ class WorkerSettings:
             grace_seconds=number(environ, "REFUND_GRACE_SECONDS", cls.grace_seconds),
             lock_timeout_ms=int(number(environ, "REFUND_LOCK_TIMEOUT_MS", cls.lock_timeout_ms,
                                         minimum=1)),
-            pause_before_commit=hooks["TEST_REFUND_PAUSE_BEFORE_COMMIT"],
-            pause_before_ack=hooks["TEST_REFUND_PAUSE_BEFORE_ACK"],
         )

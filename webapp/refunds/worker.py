@@ -14,6 +14,13 @@ Stopping (SIGTERM or Ctrl-C): no new reads; the batch in flight gets
 refund rolls back (or, if COMMIT already went through, is acked as done when it
 is redelivered). Nothing is ever deleted to "clean up" after a cancellation:
 CancelledError is not an Exception, so no handler below can swallow it.
+
+Two signals mark the windows that matter (receivers are coroutine functions,
+awaited in the worker's event loop; sender: the RefundWorker; ``message_id``):
+``refund_committing`` inside a refund's transaction just before COMMIT, and
+``refund_settled`` once its outcome is final (committed now or by an earlier
+delivery), just before XACK. Metrics can count there; tests stop the worker
+there (tests/refunds/paused_worker.py).
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ import sys
 from collections.abc import Awaitable, Callable
 
 import redis.asyncio as aioredis
+from blinker import NamedSignal, Namespace
 from psycopg_pool import AsyncConnectionPool
 from redis.exceptions import RedisError, ResponseError
 
@@ -36,6 +44,10 @@ from .stream import GROUP, STREAM, MalformedRefund, RefundRequest, short
 log = logging.getLogger("webapp.refunds.worker")
 #: (message id, its fields or None if trimmed from the stream, times delivered)
 Delivery = tuple[str, dict[str, str] | None, int]
+
+_signals = Namespace()
+refund_committing = _signals.signal("refund-committing")
+refund_settled = _signals.signal("refund-settled")
 
 
 class RefundWorker:
@@ -134,7 +146,7 @@ class RefundWorker:
         try:
             async with self.pool.connection() as conn:
                 outcome = await apply_refund(conn, refund, message_id,
-                                             self.pause("before_commit", message_id))
+                                             self.announce(refund_committing, message_id))
         except Exception as error:  # CancelledError is not one: it propagates
             # Connection lost, lock timeout, anything unforeseen: nothing committed,
             # or the commit's fate is unknown. Leave it pending; a redelivery settles it.
@@ -145,7 +157,7 @@ class RefundWorker:
         if isinstance(outcome, Rejected):
             await self.dead_letters.bury(message_id, fields, outcome.reason, deliveries)
             return
-        await self.pause("before_ack", message_id)()
+        await self.announce(refund_settled, message_id)()
         try:
             await self.redis.xack(STREAM, GROUP, message_id)
         except RedisError as error:
@@ -180,15 +192,11 @@ class RefundWorker:
         await self.dead_letters.bury(message_id, fields,
                                      f"failed {deliveries - 1} times: {reason}", deliveries)
 
-    def pause(self, where: str, message_id: str) -> Callable[[], Awaitable[None]]:
-        """The test hook for ``where`` (a no-op unless APP_ENV=testing set it)."""
-        seconds = getattr(self.settings, f"pause_{where}")
-
-        async def pause() -> None:
-            if seconds:
-                print(f"PAUSE {where} {message_id}", file=sys.stderr, flush=True)
-                await asyncio.sleep(seconds)
-        return pause
+    def announce(self, signal: NamedSignal, message_id: str) -> Callable[[], Awaitable[None]]:
+        """Awaits ``signal``'s receivers for ``message_id`` (none: returns at once)."""
+        async def send() -> None:
+            await signal.send_async(self, message_id=message_id)
+        return send
 
 
 async def serve(settings: WorkerSettings) -> None:

@@ -1,0 +1,20 @@
+"""``webapp.create_app()`` with the pauses the environment asks for, served by
+gunicorn in tests (see tests/live.py): ``tests.paused_app:create_app()``.
+
+    TEST_PAUSE_AFTER_CONSUME=<seconds>   between GETDEL and the insert
+    TEST_PAUSE_AFTER_COMMIT=<seconds>    after the commit, before the response
+
+Each pause first prints "test hook: paused after <where> in pid N" to stderr.
+These variables mean nothing to the shop itself: only this test factory reads them.
+"""
+
+from __future__ import annotations
+
+from flask import Flask
+
+import webapp
+from tests.pauses import pause_from_environ
+
+
+def create_app() -> Flask:
+    return pause_from_environ(webapp.create_app())
