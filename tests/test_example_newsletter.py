@@ -1,4 +1,4 @@
-"""The example app in examples/newsletter, which README.md quotes, really works."""
+"""The example app in examples/newsletter, which docs/PATTERN.md quotes, really works."""
 
 from __future__ import annotations
 
@@ -6,8 +6,10 @@ import re
 from pathlib import Path
 
 import pytest
+import redis
 from sqlalchemy import text
 
+from dev.embedded import free_port
 from examples.newsletter.app import create_app
 from tests.conftest import hidden
 
@@ -51,9 +53,36 @@ def test_a_typo_keeps_the_token_and_the_fix_subscribes(newsletter, servers):
     assert subscriptions(servers) == 1
 
 
-def test_readme_quotes_the_example_verbatim():
-    readme = (ROOT / "README.md").read_text()
+def test_pattern_doc_quotes_the_example_verbatim():
+    doc = (ROOT / "docs/PATTERN.md").read_text()
     quoted = re.search(r"<!-- example: examples/newsletter/app.py -->\n```python\n(.*?)```",
-                       readme, re.S)
-    assert quoted, "README.md lost its copy of the example"
+                       doc, re.S)
+    assert quoted, "docs/PATTERN.md lost its copy of the example"
     assert quoted.group(1) == (ROOT / "examples/newsletter/app.py").read_text()
+
+
+def test_the_example_imports_only_submit_once_of_this_repository():
+    source = (ROOT / "examples/newsletter/app.py").read_text()
+    ours = set(re.findall(r"^(?:from|import) (submit_once|webapp|dev|tests)\b", source, re.M))
+    assert ours == {"submit_once"}
+
+
+def test_redis_unreachable_before_the_token_is_spent_keeps_the_input_and_the_token(
+        newsletter, servers):
+    html = newsletter.get("/").get_data(as_text=True)
+    data = {"email": "reader@example.com", "csrf_token": hidden(html, "csrf_token"),
+            "form_token": hidden(html, "form_token")}
+    store = newsletter.application.extensions["form_tokens"].store
+    working, store.client = store.client, redis.Redis(port=free_port())  # nothing listens
+    try:
+        away = newsletter.post("/", data=data)
+        assert newsletter.get("/").status_code == 503  # no token to issue: a plain 503
+    finally:
+        store.client.close()
+        store.client = working
+    page = away.get_data(as_text=True)
+    assert away.status_code == 503 and "nothing was saved" in page
+    assert hidden(page, "form_token") == data["form_token"]
+    assert 'value="reader@example.com"' in page
+    assert newsletter.post("/", data=data).status_code == 303  # the same token, later
+    assert subscriptions(servers) == 1

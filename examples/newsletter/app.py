@@ -2,7 +2,8 @@
 
 The whole pattern in one small app: FormTokens issues a token per rendered
 form, submit_once spends it with one GETDEL and runs the insert once, and the
-UNIQUE form_token_digest column backs Redis up. Run it with
+UNIQUE form_token_digest column backs Redis up. It imports only
+``submit_once``. Run it with
 ``flask --app examples.newsletter.app run`` (SECRET_KEY, DATABASE_URL and
 REDIS_URL set); see docs/PATTERN.md for why each step is where it is.
 """
@@ -17,8 +18,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 from wtforms import EmailField
 from wtforms.validators import Email, InputRequired
 
-from submit_once.extension import FormTokens
-from submit_once.runner import Created, Duplicate, StillRunning
+from submit_once import Created, Duplicate, FormTokens, StillRunning, Unavailable
 
 
 class Base(DeclarativeBase):
@@ -70,6 +70,10 @@ def create_app(config: dict | None = None) -> Flask:
     def page(form: SignUpForm, token: str, message: str = "", status: int = 200):
         return render_template_string(PAGE, form=form, token=token, message=message), status
 
+    @app.errorhandler(Unavailable)                  # Redis or PostgreSQL away: nothing spent
+    def unavailable(error: Unavailable):
+        return "We are briefly unavailable: please try again in a moment.", 503
+
     @app.get("/")
     def sign_up():
         return page(SignUpForm(), form_tokens.issue("newsletter"))
@@ -80,12 +84,16 @@ def create_app(config: dict | None = None) -> Flask:
         form = SignUpForm()
         if not form.validate():                     # typo: same token, still valid
             return page(form, token, status=422)
-        outcome = form_tokens.submit_once(          # GETDEL, then one transaction
-            "newsletter", token, sessions=sessions,
-            create=lambda db, digest: subscribe_once(db, form.email.data, digest),
-            find=lambda db, digest: db.scalar(
-                select(Subscription.id).where(Subscription.form_token_digest == digest)),
-        )
+        try:
+            outcome = form_tokens.submit_once(      # GETDEL, then one transaction
+                "newsletter", token, sessions=sessions,
+                create=lambda db, digest: subscribe_once(db, form.email.data, digest),
+                find=lambda db, digest: db.scalar(
+                    select(Subscription.id).where(Subscription.form_token_digest == digest)),
+            )
+        except Unavailable:                         # the token is still good: keep it
+            return page(form, token, "We could not reach our list just now; nothing was "
+                                     "saved. Please submit again in a moment.", 503)
         match outcome:
             case Created() | Duplicate():           # the first submit, or any repeat of it
                 return redirect(url_for("thanks"), 303)
