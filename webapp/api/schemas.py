@@ -64,7 +64,7 @@ def _text(limit: int) -> StringConstraints:
 
 
 class OrderRequest(BaseModel):
-    """The body of ``POST /api/orders``. Strict: ``"2"`` is not a quantity."""
+    """The body of POST /api/orders. Strict types: "2" is not a quantity."""
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     product: Annotated[str, Field(max_length=SKU_MAX, description="SKU, e.g. MUG-STONE"),
@@ -99,7 +99,7 @@ class OrderBody(BaseModel):
     name: str
     email: str
     address: str
-    created_at: datetime
+    created_at: Annotated[datetime, Field(json_schema_extra={"format": "date-time"})]
 
     @field_serializer("created_at")
     def _isoformat(self, value: datetime) -> str:
@@ -107,7 +107,7 @@ class OrderBody(BaseModel):
 
 
 class Problem(BaseModel):
-    """An RFC 9457 problem; ``errors`` names each offending field."""
+    """An RFC 9457 problem; errors names each offending field."""
     type: str
     title: str
     status: int

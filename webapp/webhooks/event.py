@@ -28,7 +28,7 @@ MESSAGES = {
 
 
 class PaymentEvent(BaseModel):
-    """One event; ``id`` is the provider's, unique per event and kept on retries."""
+    """One event; its id is the provider's, unique per event and kept on retries."""
     model_config = ConfigDict(strict=True, frozen=True)
 
     id: Name
