@@ -15,8 +15,9 @@ import secrets
 from flask import Blueprint, redirect, render_template, url_for
 
 from webapp.db import sessions
-from webapp.forms import OrderForm, active_products
 from webapp.orders import place_order
+from webapp.orders.catalogue import active_products
+from webapp.orders.forms import OrderForm
 
 bp = Blueprint("baseline", __name__, url_prefix="/baseline")
 

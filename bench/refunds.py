@@ -71,7 +71,7 @@ def create_orders(engine, count: int, messages: int) -> list[int]:
     paid = AMOUNT * (messages // count + 2)
     with engine.begin() as conn:
         return list(conn.scalars(text(
-            "INSERT INTO orders (public_id, form_token_digest, product_id, quantity, "
+            "INSERT INTO orders (public_id, submission_digest, product_id, quantity, "
             "unit_price_cents, customer_name, email, shipping_address, status, paid_cents) "
             "SELECT left(md5(random()::text), 22), md5(random()::text), 1, 1, :paid, 'B', "
             "'b@example.com', 'X', 'paid', :paid FROM generate_series(1, :n) RETURNING id"),

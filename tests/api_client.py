@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlalchemy.orm import Session
 
-from webapp.api_keys import create_api_key
+from webapp.api.keys import create_api_key
 
 ORDER = {"product": "MUG-STONE", "quantity": 2, "name": "Ada Lovelace",
          "email": "ada@example.com", "address": "12 St James's Square\nLondon"}

@@ -7,7 +7,7 @@ from sqlalchemy import text
 
 from tests.api_client import new_api_key, place, problem_type
 from tests.races import cancel_racing_ship
-from webapp.api_keys import hash_key
+from webapp.api.keys import hash_key
 from webapp.order_states import TransitionRefused
 
 

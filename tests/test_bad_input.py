@@ -168,6 +168,10 @@ CASES = {
     "order-by-internal-id": (page("/orders/1"), 404, "There is no order"),
     "malformed-order-id": (page("/orders/%00%27%22%3Cx%3E"), 404, "There is no order"),
     "overlong-order-id": (page("/orders/" + "A" * 2000), 404, "There is no order"),
+    "malformed-order-id-to-refund": (page("/orders/%00/refund"), 404, "There is no order"),
+    "malformed-order-id-to-cancel": (page("/orders/%00/cancel"), 404, "There is no order"),
+    "unknown-order-to-refund": (page("/orders/AAAAAAAAAAAAAAAAAAAAAA/refund"), 404,
+                                "There is no order"),
     "unknown-page": (page("/admin"), 404, "Page not found"),
 }
 

@@ -49,7 +49,7 @@ def test_submit_places_one_order_and_lands_on_its_confirmation(client, servers):
     assert order_count(servers) == 1
     with servers.engine.connect() as conn:
         row = conn.execute(text("SELECT status, quantity, unit_price_cents, public_id, "
-                                "form_token_digest FROM orders")).one()
+                                "submission_digest FROM orders")).one()
     assert row.status == "placed" and row.quantity == 2 and row.unit_price_cents == 1800
     assert path == f"/orders/{row.public_id}" and len(row.public_id) == 22
 

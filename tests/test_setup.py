@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
+from flask import Flask
 from sqlalchemy import text
 
 from submit_once.signals import submit_committed, token_consumed
-from webapp import create_app
+from webapp import api, create_app, db, health, webhooks
 from webapp.config import DEV_SECRET_KEY, RENAMED
+from webapp.extensions import form_tokens
+from webapp.webhooks.signatures import HEADER, sign
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -105,7 +109,7 @@ def test_init_db_is_safe_to_run_twice(app, servers):
         assert "catalogue seeded" in result.output
     with servers.engine.connect() as conn:
         assert conn.scalar(text("SELECT count(*) FROM products")) == 4
-        assert conn.scalar(text("SELECT version_num FROM alembic_version")) == "0004"
+        assert conn.scalar(text("SELECT version_num FROM alembic_version")) == "0005"
 
 
 def test_testing_set_by_create_app_reads_the_catalogue_afresh_and_production_caches_it(
@@ -113,3 +117,28 @@ def test_testing_set_by_create_app_reads_the_catalogue_afresh_and_production_cac
     assert create_app(servers.config()).config["CATALOGUE_CACHE_SECONDS"] == 0
     environ.setenv("SECRET_KEY", "x" * 64)
     assert create_app().config["CATALOGUE_CACHE_SECONDS"] == 5
+
+
+def test_blueprints_take_redis_when_they_use_it_so_init_order_carries_no_meaning(servers):
+    """The API and the webhook register before FormTokens, which owns the Redis
+    client; they ask it for the client per request, so both still work."""
+    app = Flask(__name__)
+    app.config.update(servers.config(FORM_TOKENS_WAIT_SECONDS=1))
+    api.init_app(app)
+    webhooks.init_app(app)
+    app.register_blueprint(health.bp)
+    db.init_app(app)
+    form_tokens.init_app(app)
+    try:
+        client = app.test_client()
+        assert client.get("/readyz").get_json()["checks"]["redis"]["status"] == "up"
+        body = json.dumps({"id": "evt_1", "type": "payment.succeeded",
+                           "order_id": "AAAAAAAAAAAAAAAAAAAAAA", "amount_cents": 100}).encode()
+        response = client.post("/webhooks/payments", data=body, content_type="application/json",
+                               headers={HEADER: sign(webhooks.DEV_SECRET, body)})
+        assert response.status_code == 422 and response.get_json()["errors"] == {
+            "order_id": "unknown order"}
+    finally:
+        app.extensions["db"].kw["bind"].dispose()
+        with app.app_context():
+            form_tokens.redis.close()

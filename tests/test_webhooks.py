@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from tests.api_client import new_api_key, place, problem_type
 from tests.live import LiveServer
-from webapp.webhook_signatures import HEADER, sign
+from webapp.webhooks.signatures import HEADER, sign
 
 SECRET = "whsec-test"
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,8 +1,9 @@
-"""The shop's tables (SQLAlchemy 2.0 typed models). Alembic owns the schema."""
+"""Every table of the shop, as SQLAlchemy 2.0 typed models. Alembic owns the
+schema (webapp/migrations); these match it column for column, and a test
+compares the two."""
 
 from __future__ import annotations
 
-import secrets
 from datetime import datetime
 
 from sqlalchemy import (
@@ -11,6 +12,7 @@ from sqlalchemy import (
     CheckConstraint,
     DateTime,
     ForeignKey,
+    Index,
     Integer,
     String,
     Text,
@@ -20,23 +22,34 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
+from .order_rules import (
+    ADDRESS_MAX,
+    EMAIL_MAX,
+    NAME_MAX,
+    PUBLIC_ID_LENGTH,
+    QUANTITY_MAX,
+    QUANTITY_MIN,
+    SKU_MAX,
+    new_public_id,
+)
+
+__all__ = ["ORDER_STATUSES", "ApiClient", "ApiKey", "Base", "Order", "PaymentEvent", "Product",
+           "RefundRecord", "new_public_id"]
+
 ORDER_STATUSES = ("placed", "paid", "shipped", "cancelled", "refunded")
+#: The length of a submission digest (SHA-256, URL-safe base64 without padding).
+DIGEST_LENGTH = 43
 
 
 class Base(DeclarativeBase):
     pass
 
 
-def new_public_id() -> str:
-    """128 random bits: the only handle on an order that leaves the server."""
-    return secrets.token_urlsafe(16)
-
-
 class Product(Base):
     __tablename__ = "products"
 
     id: Mapped[int] = mapped_column(primary_key=True)
-    sku: Mapped[str] = mapped_column(String(32), unique=True)
+    sku: Mapped[str] = mapped_column(String(SKU_MAX), unique=True)
     name: Mapped[str] = mapped_column(String(120))
     description: Mapped[str] = mapped_column(Text, default="")
     price_cents: Mapped[int] = mapped_column(Integer, CheckConstraint("price_cents >= 0"))
@@ -46,7 +59,8 @@ class Product(Base):
 class Order(Base):
     __tablename__ = "orders"
     __table_args__ = (
-        CheckConstraint("quantity BETWEEN 1 AND 99", name="orders_quantity_range"),
+        CheckConstraint(f"quantity BETWEEN {QUANTITY_MIN} AND {QUANTITY_MAX}",
+                        name="orders_quantity_range"),
         CheckConstraint(f"status IN {ORDER_STATUSES!r}", name="orders_status_known"),
         CheckConstraint("paid_cents >= 0", name="orders_paid_cents_positive"),
         CheckConstraint("refunded_cents >= 0 AND refunded_cents <= paid_cents",
@@ -56,16 +70,18 @@ class Order(Base):
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    public_id: Mapped[str] = mapped_column(String(22), unique=True, default=new_public_id)
-    # Digest of the form token (bound to session and form). UNIQUE: the last line
-    # of defence when Redis gives back a token it had already handed out.
-    form_token_digest: Mapped[str] = mapped_column(String(43), unique=True)
+    public_id: Mapped[str] = mapped_column(String(PUBLIC_ID_LENGTH), unique=True,
+                                           default=new_public_id)
+    # The digest of what made this order once: a form token (bound to session
+    # and form) or an API client's Idempotency-Key. UNIQUE: the last line of
+    # defence when Redis gives back a token or key it had already handed out.
+    submission_digest: Mapped[str] = mapped_column(String(DIGEST_LENGTH), unique=True)
     product_id: Mapped[int] = mapped_column(ForeignKey("products.id"))
     quantity: Mapped[int] = mapped_column(Integer)
     unit_price_cents: Mapped[int] = mapped_column(Integer)
-    customer_name: Mapped[str] = mapped_column(String(100))
-    email: Mapped[str] = mapped_column(String(254))
-    shipping_address: Mapped[str] = mapped_column(String(500))
+    customer_name: Mapped[str] = mapped_column(String(NAME_MAX))
+    email: Mapped[str] = mapped_column(String(EMAIL_MAX))
+    shipping_address: Mapped[str] = mapped_column(String(ADDRESS_MAX))
     status: Mapped[str] = mapped_column(String(16), default="placed")
     paid_cents: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     refunded_cents: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
@@ -85,3 +101,55 @@ class Order(Base):
     @property
     def total_cents(self) -> int:
         return self.unit_price_cents * self.quantity
+
+
+class ApiClient(Base):
+    """A caller of the JSON API; it may hold several keys."""
+    __tablename__ = "api_clients"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(100), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class ApiKey(Base):
+    """The SHA-256 of a bearer key: the key itself is shown once and never stored."""
+    __tablename__ = "api_keys"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    client_id: Mapped[int] = mapped_column(ForeignKey("api_clients.id"))
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+class PaymentEvent(Base):
+    """A payment provider's event, recorded in the transaction of its effect:
+    the UNIQUE event id makes it take effect once even when Redis forgets it."""
+    __tablename__ = "payment_events"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    event_id: Mapped[str] = mapped_column(String(255), unique=True)
+    type: Mapped[str] = mapped_column(String(64))
+    order_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("orders.id"))
+    amount_cents: Mapped[int] = mapped_column(Integer)
+    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
+                                                  server_default=func.now())
+
+
+class RefundRecord(Base):
+    """One refund applied (migration 0004). A message delivered twice inserts
+    once: the second insert fails on the UNIQUE key and is acked as done."""
+    __tablename__ = "refund_records"
+    __table_args__ = (
+        CheckConstraint("amount_cents > 0", name="refund_records_amount_positive"),
+        UniqueConstraint("idempotency_key", name="refund_records_key_unique"),
+        Index("refund_records_order_id", "order_id"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    idempotency_key: Mapped[str] = mapped_column(String(DIGEST_LENGTH))
+    order_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("orders.id"))
+    amount_cents: Mapped[int] = mapped_column(Integer)
+    # The stream message's id, or where else the refund came from ("webhook").
+    message_id: Mapped[str] = mapped_column(String(40))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

@@ -1,8 +1,9 @@
-"""One JSON line per request on stderr, for log pipelines.
+"""One JSON line per request on stderr, for log pipelines (python-json-logger
+formats it):
 
-    {"ts": "2026-11-30T07:01:02.345Z", "event": "request", "request_id": "4f0c…",
-     "method": "POST", "route": "/orders", "status": 303, "ms": 12.4,
-     "token": "q3Zx1fQe0b2A", "outcome": "Created", "order": "Jx0…"}
+    {"event": "request", "request_id": "4f0c…", "method": "POST", "route": "/orders",
+     "status": 303, "ms": 12.4, "token": "q3Zx1fQe0b2A", "outcome": "Created",
+     "order": "Jx0…", "ts": "2026-11-30T07:01:02.345Z"}
 
 ``token`` is the first 12 characters of the token's digest (the Redis key and the
 order's UNIQUE column), never the token; ``order`` is the order's public id. No
@@ -13,15 +14,17 @@ else a new one; it is sent back in the ``X-Request-ID`` response header.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
 import sys
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import datetime
 
 from flask import Flask, Response, g, request, request_started
+from pythonjsonlogger.json import JsonFormatter
 
 from submit_once.signals import submit_decided
 
@@ -44,20 +47,26 @@ class _Stderr(logging.StreamHandler):
         pass
 
 
-class JsonLines(logging.Formatter):
-    """A record's ``fields`` as one JSON object per line."""
+def _timestamp(value: object) -> object:
+    """``ts`` as in "2026-11-30T07:01:02.345Z" (UTC, milliseconds)."""
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    return str(value)  # anything else a field may carry, readable rather than an error
 
-    def format(self, record: logging.LogRecord) -> str:
-        stamp = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
-        return json.dumps({"ts": stamp.replace("+00:00", "Z"), "event": record.getMessage(),
-                           **getattr(record, "fields", {})}, separators=(",", ":"))
+
+def json_lines() -> JsonFormatter:
+    """A record as one compact JSON object: ``ts``, ``event`` (the message),
+    then the fields passed as ``extra``."""
+    return JsonFormatter("{message}", style="{", rename_fields={"message": "event"},
+                         timestamp="ts", json_default=_timestamp,
+                         json_serializer=functools.partial(json.dumps, separators=(",", ":")))
 
 
 def init_app(app: Flask) -> None:
     logger = logging.getLogger(LOGGER)
     if not logger.handlers:
         handler = _Stderr()
-        handler.setFormatter(JsonLines())
+        handler.setFormatter(json_lines())
         logger.addHandler(handler)
         logger.setLevel(logging.INFO)
         logger.propagate = False
@@ -93,5 +102,5 @@ def _log(response: Response) -> Response:
     if request.view_args and "public_id" in request.view_args:
         fields.setdefault("order", request.view_args["public_id"])
     response.headers["X-Request-ID"] = g.request_id
-    logging.getLogger(LOGGER).info("request", extra={"fields": fields})
+    logging.getLogger(LOGGER).info("request", extra=fields)
     return response

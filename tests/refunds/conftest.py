@@ -103,7 +103,7 @@ def paid_order(servers) -> Callable[..., int]:
     def make(paid_cents: int = 3600) -> int:
         with Session(servers.engine) as db, db.begin():
             order_id = db.scalar(text(
-                "INSERT INTO orders (public_id, form_token_digest, product_id, quantity, "
+                "INSERT INTO orders (public_id, submission_digest, product_id, quantity, "
                 "unit_price_cents, customer_name, email, shipping_address) VALUES "
                 "(left(md5(random()::text), 22), md5(random()::text), 1, 2, 1800, 'Ada', "
                 "'ada@example.com', 'London') RETURNING id"))

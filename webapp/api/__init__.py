@@ -1,5 +1,13 @@
 """The JSON API: idempotent orders, order cancel, and its OpenAPI document.
 
+    orders.py         the blueprint: POST /api/orders, GET and cancel an order
+    schemas.py        request and response bodies (pydantic)
+    openapi.py        GET /api/openapi.json, built from schemas.py
+    request_parts.py  API key, Idempotency-Key and JSON body, checked first
+    idempotency.py    the Idempotency-Key header's rules and the fingerprint
+    problems.py       problem+json errors and their stable types
+    keys.py           bearer API keys and ``flask create-api-key``
+
 Errors anywhere under ``/api/`` and ``/webhooks/`` are problem+json
 (:mod:`webapp.api.problems`); the HTML pages keep their error pages.
 """
@@ -8,11 +16,8 @@ from __future__ import annotations
 
 from flask import Flask, Response, request
 
-from submit_once.tokens import TokenStore
-
-from .. import api_keys
 from ..extensions import csrf
-from . import openapi, orders
+from . import keys, openapi, orders
 from .problems import ApiProblem
 
 __all__ = ["init_app", "wants_problem"]
@@ -36,13 +41,9 @@ def init_app(app: Flask) -> None:
     app.config.setdefault("IDEMPOTENCY_RETENTION", 86400)
     if int(app.config["IDEMPOTENCY_RETENTION"]) < 1:
         raise RuntimeError("IDEMPOTENCY_RETENTION must be at least 1 second.")
-    # The claim for an Idempotency-Key lives as long as its result is replayed.
-    app.extensions["api_claims"] = TokenStore(
-        app.extensions["form_tokens"].store.client,
-        ttl=int(app.config["IDEMPOTENCY_RETENTION"]), prefix="idem")
     csrf.exempt(orders.bp)  # bearer-key authenticated: no cookies, so no CSRF
     app.register_blueprint(orders.bp)
     app.register_blueprint(openapi.bp)
     app.register_error_handler(ApiProblem, lambda error: error.response())
     app.after_request(_no_store)
-    api_keys.init_app(app)
+    keys.init_app(app)

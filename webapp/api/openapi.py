@@ -1,4 +1,9 @@
-"""The OpenAPI 3.1 description of the JSON API and the payment webhook."""
+"""The OpenAPI 3.1 description of the JSON API and the payment webhook.
+
+The bodies' schemas are generated from the pydantic models that validate them
+(webapp.api.schemas, webapp.webhooks.event); the operations, their headers and
+responses are written here.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,10 @@ from typing import Any
 
 from flask import Blueprint, current_app, jsonify
 
+from ..order_rules import PUBLIC_ID_LENGTH, PUBLIC_ID_PATTERN
+from ..webhooks.event import PaymentEvent
 from .problems import PROBLEMS, problem_type
+from .schemas import OrderBody, OrderRequest, Problem
 
 bp = Blueprint("openapi", __name__)
 
@@ -30,9 +38,16 @@ def _order(description: str, **headers: str) -> dict[str, Any]:
 
 
 ORDER_ID = {"name": "order_id", "in": "path", "required": True,
-            "schema": {"type": "string", "minLength": 22, "maxLength": 22,
-                       "pattern": "^[A-Za-z0-9_-]{22}$"}}
+            "schema": {"type": "string", "minLength": PUBLIC_ID_LENGTH,
+                       "maxLength": PUBLIC_ID_LENGTH, "pattern": f"^{PUBLIC_ID_PATTERN}$"}}
 KEY_PATTERN = r'^([!-+\--~][ -+\--~]{0,254}|"([ !#-\[\]-~]|\\["\\]){1,255}")$'
+#: The bodies, as pydantic describes them: what validates a request is what is documented.
+SCHEMAS = {
+    "OrderRequest": OrderRequest.model_json_schema(),
+    "Order": OrderBody.model_json_schema(mode="serialization"),
+    "PaymentEvent": PaymentEvent.model_json_schema(),
+    "Problem": Problem.model_json_schema(),
+}
 AUTH_ERRORS = {"401": _problem("No or unknown API key."),
                "404": _problem("No such order for this client.")}
 
@@ -56,43 +71,7 @@ def openapi(retention: int) -> dict[str, Any]:
             f"`type` is stable per case:\n{types}")},
         "components": {
             "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer"}},
-            "schemas": {
-                "OrderRequest": {
-                    "type": "object", "additionalProperties": False,
-                    "required": ["product", "quantity", "name", "email", "address"],
-                    "properties": {
-                        "product": {"type": "string", "description": "SKU, e.g. MUG-STONE",
-                                    "maxLength": 32},
-                        "quantity": {"type": "integer", "minimum": 1, "maximum": 99},
-                        "name": {"type": "string", "minLength": 1, "maxLength": 100},
-                        "email": {"type": "string", "format": "email", "maxLength": 254},
-                        "address": {"type": "string", "minLength": 1, "maxLength": 500}}},
-                "Order": {
-                    "type": "object",
-                    "required": ["id", "status", "product", "quantity", "total_cents"],
-                    "properties": {
-                        "id": {"type": "string"},
-                        "status": {"enum": ["placed", "paid", "shipped", "cancelled",
-                                            "refunded"]},
-                        "product": {"type": "string"}, "quantity": {"type": "integer"},
-                        "unit_price_cents": {"type": "integer"},
-                        "total_cents": {"type": "integer"}, "name": {"type": "string"},
-                        "email": {"type": "string"}, "address": {"type": "string"},
-                        "created_at": {"type": "string", "format": "date-time"}}},
-                "PaymentEvent": {
-                    "type": "object", "required": ["id", "type", "order_id", "amount_cents"],
-                    "properties": {
-                        "id": {"type": "string", "minLength": 1, "maxLength": 255},
-                        "type": {"enum": ["payment.succeeded", "refund.succeeded"]},
-                        "order_id": {"type": "string"},
-                        "amount_cents": {"type": "integer", "minimum": 1}}},
-                "Problem": {
-                    "type": "object", "required": ["type", "title", "status"],
-                    "properties": {"type": {"type": "string"}, "title": {"type": "string"},
-                                   "status": {"type": "integer"},
-                                   "detail": {"type": "string"},
-                                   "errors": {"type": "object"}}},
-            },
+            "schemas": SCHEMAS,
         },
         "security": [{"apiKey": []}],
         "paths": {

@@ -9,7 +9,6 @@ pins the key; a failure after the claim gives the key back.
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -21,19 +20,20 @@ from submit_once.runner import Created, Duplicate, Expired, Failed, Refused, Sti
 from submit_once.tokens import TokenStore
 
 from ..db import sessions
-from ..models import Order, Product, new_public_id
+from ..extensions import form_tokens
+from ..models import Order, Product
+from ..order_rules import is_public_id, new_public_id
 from ..order_states import TransitionRefused, transition
 from .idempotency import expires_at, fingerprint, http_date
-from .order_payload import OrderRequest, validate_order
 from .problems import ApiProblem
 from .request_parts import idempotency_key, json_body, require_client
+from .schemas import OrderRequest, order_json, validate_order
 
 bp = Blueprint("api", __name__, url_prefix="/api")
 log = logging.getLogger(__name__)
 
 #: What an idempotency key's digest is bound to, besides the client.
 FORM = "api:orders"
-PUBLIC_ID = re.compile(r"[A-Za-z0-9_-]{22}")
 IN_PROGRESS = "A request with this Idempotency-Key has not finished yet. Retry shortly."
 
 
@@ -56,7 +56,7 @@ def create_order() -> Response:
     if order_request is None:  # before the claim: the client may fix and retry with the key
         raise ApiProblem("validation-error", "Fix the fields listed in errors.", errors=errors)
     request_fingerprint = fingerprint(request.method, request.path, body)
-    claims: TokenStore = current_app.extensions["api_claims"]
+    claims = idempotency_claims()
     scope = {"session_id": f"client:{client}", "form": FORM}
     digest = claims.digest(key, **scope)
 
@@ -119,11 +119,11 @@ def place_api_order(db: Session, order_request: OrderRequest, client: int, key: 
                     request_fingerprint: str, digest: str) -> StoredResult:
     """Insert the order and the response a retry will get, in the caller's
     transaction. The product is read again: one taken off sale is refused."""
-    product = db.scalar(select(Product).where(Product.sku == order_request.product_sku,
+    product = db.scalar(select(Product).where(Product.sku == order_request.product,
                                               Product.active))
     if product is None:
         raise Refused("product no longer on sale")
-    order = Order(public_id=new_public_id(), form_token_digest=digest, product=product,
+    order = Order(public_id=new_public_id(), submission_digest=digest, product=product,
                   quantity=order_request.quantity, unit_price_cents=product.price_cents,
                   customer_name=order_request.name, email=order_request.email,
                   shipping_address=order_request.address, status="placed",
@@ -136,7 +136,7 @@ def place_api_order(db: Session, order_request: OrderRequest, client: int, key: 
 
 
 def find_result(db: Session, digest: str) -> StoredResult | None:
-    order = db.scalar(select(Order).where(Order.form_token_digest == digest,
+    order = db.scalar(select(Order).where(Order.submission_digest == digest,
                                           Order.api_client_id.is_not(None)))
     return _stored(order) if order is not None else None
 
@@ -167,19 +167,10 @@ def result_response(result: StoredResult) -> Response:
     return response
 
 
-def order_json(order: Order) -> dict:
-    """An order as the API shows it."""
-    return {"id": order.public_id, "status": order.status, "product": order.product.sku,
-            "quantity": order.quantity, "unit_price_cents": order.unit_price_cents,
-            "total_cents": order.total_cents, "name": order.customer_name,
-            "email": order.email, "address": order.shipping_address,
-            "created_at": order.created_at.isoformat()}
-
-
 def own_order(db: Session, client: int, public_id: str) -> Order:
     """The client's order with this id; another client's orders do not exist for it."""
     order = None
-    if PUBLIC_ID.fullmatch(public_id):
+    if is_public_id(public_id):
         order = db.scalar(select(Order).where(Order.public_id == public_id,
                                               Order.api_client_id == client))
     if order is None:
@@ -189,3 +180,9 @@ def own_order(db: Session, client: int, public_id: str) -> Order:
 
 def retention() -> int:
     return int(current_app.config["IDEMPOTENCY_RETENTION"])
+
+
+def idempotency_claims() -> TokenStore:
+    """Claims on Idempotency-Keys, in the app's Redis; one lives as long as its
+    result is replayed."""
+    return TokenStore(form_tokens.redis, ttl=retention(), prefix="idem")

@@ -7,8 +7,8 @@ from __future__ import annotations
 from flask import request
 from werkzeug.exceptions import BadRequest
 
-from ..api_keys import authenticated_client
 from .idempotency import parse_key
+from .keys import authenticated_client
 from .problems import ApiProblem
 
 __all__ = ["idempotency_key", "json_body", "require_client"]

@@ -8,27 +8,33 @@ from __future__ import annotations
 
 import click
 from redis.exceptions import RedisError
-from sqlalchemy import text
+from sqlalchemy import func, select, text
 
 from ..db import sessions
 from ..extensions import form_tokens
+from ..models import Order, RefundRecord
 from .stream import DEAD_LETTERS, GROUP, STREAM, short
 from .views import bp
 
-_TOTALS = text("""
-    SELECT (SELECT count(*) FROM refund_records) AS records,
-           (SELECT coalesce(sum(amount_cents), 0) FROM refund_records) AS records_cents,
-           (SELECT coalesce(sum(refunded_cents), 0) FROM orders) AS orders_cents,
-           (SELECT count(*) FROM orders WHERE refunded_cents > 0) AS refunded_orders
-""")
+_TOTALS = select(
+    select(func.count()).select_from(RefundRecord).scalar_subquery().label("records"),
+    select(func.coalesce(func.sum(RefundRecord.amount_cents), 0)).scalar_subquery()
+    .label("records_cents"),
+    select(func.coalesce(func.sum(Order.refunded_cents), 0)).scalar_subquery()
+    .label("orders_cents"),
+    select(func.count()).where(Order.refunded_cents > 0).scalar_subquery()
+    .label("refunded_orders"),
+)
 # Per order: what its records add up to against what the order says.
-_DISAGREEING = text("""
-    SELECT o.id, o.refunded_cents, coalesce(sum(r.amount_cents), 0) AS records_cents
-      FROM orders o LEFT JOIN refund_records r ON r.order_id = o.id
-     GROUP BY o.id
-    HAVING o.refunded_cents <> coalesce(sum(r.amount_cents), 0)
-     ORDER BY o.id LIMIT 20
-""")
+_RECORDS_CENTS = func.coalesce(func.sum(RefundRecord.amount_cents), 0)
+_DISAGREEING = (
+    select(Order.id, Order.refunded_cents, _RECORDS_CENTS.label("records_cents"))
+    .outerjoin(RefundRecord)
+    .group_by(Order.id)
+    .having(Order.refunded_cents != _RECORDS_CENTS)
+    .order_by(Order.id)
+    .limit(20)
+)
 
 
 @bp.cli.command("reconcile-refunds")
@@ -57,7 +63,7 @@ def reconcile_refunds() -> None:
 @click.option("--count", default=100, show_default=True, help="Show at most this many.")
 def refund_dead_letters(count: int) -> None:
     """List refunds the worker gave up on, newest first, with the reason."""
-    entries = form_tokens.store.client.xrevrange(DEAD_LETTERS, count=count)
+    entries = form_tokens.redis.xrevrange(DEAD_LETTERS, count=count)
     if not entries:
         click.echo("No dead-lettered refunds.")
         return
@@ -69,7 +75,7 @@ def refund_dead_letters(count: int) -> None:
 
 
 def _stream_summary() -> str:
-    client = form_tokens.store.client
+    client = form_tokens.redis
     try:
         messages = client.xlen(STREAM)
         groups = {g["name"]: g for g in client.xinfo_groups(STREAM)} if messages else {}

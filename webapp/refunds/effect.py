@@ -21,8 +21,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from psycopg import AsyncConnection, errors
-from sqlalchemy import Connection
+from sqlalchemy import Connection, any_, bindparam, case, func, insert, select, update
+from sqlalchemy.dialects.postgresql import psycopg as postgresql_psycopg
 
+from ..models import Order, RefundRecord
 from ..order_states import TRANSITIONS
 from .stream import RefundRequest
 
@@ -31,21 +33,32 @@ __all__ = ["AlreadyApplied", "Applied", "Rejected", "apply_refund", "record_refu
 _REFUNDABLE = sorted(TRANSITIONS["refund"][0])
 _FULLY_REFUNDED = TRANSITIONS["refund"][1]
 
-_INSERT = """
-    INSERT INTO refund_records (idempotency_key, order_id, amount_cents, message_id)
-    VALUES (%(key)s, %(order_id)s, %(amount)s, %(message_id)s)
-"""
+# The statements are built from the models, so table and column names have one
+# home (webapp/models.py); the worker runs them as plain psycopg SQL.
+_INSERT = insert(RefundRecord).inline().values(
+    idempotency_key=bindparam("key"), order_id=bindparam("order"),
+    amount_cents=bindparam("amount"), message_id=bindparam("message"),
+)
 # The conditional UPDATE of order_states.transition("refund"), extended for
 # partial refunds: the status changes only when the refund makes the order whole.
-_UPDATE = """
-    UPDATE orders
-       SET refunded_cents = refunded_cents + %(amount)s,
-           status = CASE WHEN refunded_cents + %(amount)s = paid_cents
-                         THEN %(refunded)s ELSE status END,
-           updated_at = now()
-     WHERE id = %(order_id)s AND status = ANY(%(refundable)s)
-    RETURNING refunded_cents, status
-"""
+_NEW_REFUNDED = Order.refunded_cents + bindparam("amount")
+_UPDATE = (
+    update(Order)
+    .where(Order.id == bindparam("order"), Order.status == any_(bindparam("refundable")))
+    .values(refunded_cents=_NEW_REFUNDED,
+            status=case((_NEW_REFUNDED == Order.paid_cents, bindparam("refunded")),
+                        else_=Order.status),
+            updated_at=func.now())
+    .returning(Order.refunded_cents, Order.status)
+)
+_STATUS = select(Order.status).where(Order.id == bindparam("order"))
+
+
+def _psycopg_sql(statement: object) -> str:
+    return str(statement.compile(dialect=postgresql_psycopg.dialect()))  # type: ignore[attr-defined]
+
+
+_INSERT_SQL, _UPDATE_SQL, _STATUS_SQL = map(_psycopg_sql, (_INSERT, _UPDATE, _STATUS))
 
 
 @dataclass(frozen=True)
@@ -82,12 +95,11 @@ async def apply_refund(
     back: the caller leaves the message pending for a retry. ``before_commit``
     runs inside the transaction; tests use it to stop the worker there.
     """
-    params = {"key": refund.key, "order_id": refund.order_id, "amount": refund.amount_cents,
-              "message_id": message_id, "refunded": _FULLY_REFUNDED, "refundable": _REFUNDABLE}
+    params = _params(refund.key, refund.order_id, refund.amount_cents, message_id)
     try:
         async with conn.transaction():
-            await conn.execute(_INSERT, params)
-            row = await (await conn.execute(_UPDATE, params)).fetchone()
+            await conn.execute(_INSERT_SQL, params)
+            row = await (await conn.execute(_UPDATE_SQL, params)).fetchone()
             if row is None:
                 # Raising rolls the insert back with the transaction.
                 raise _NotRefundable(await _why_not(conn, refund.order_id))
@@ -115,11 +127,15 @@ def record_refund(connection: Connection, *, key: str, order_id: int, amount_cen
     writer of ``refunded_cents`` (always with a refund_records row) is what
     lets ``reconcile-refunds`` match.
     """
-    params = {"key": key, "order_id": order_id, "amount": amount_cents, "message_id": source,
-              "refunded": _FULLY_REFUNDED, "refundable": _REFUNDABLE}
-    connection.exec_driver_sql(_INSERT, params)
-    row = connection.exec_driver_sql(_UPDATE, params).first()
+    params = _params(key, order_id, amount_cents, source)
+    connection.execute(_INSERT, params)
+    row = connection.execute(_UPDATE, params).first()
     return None if row is None else Applied(*row)
+
+
+def _params(key: str, order_id: int, amount_cents: int, message_id: str) -> dict[str, object]:
+    return {"key": key, "order": order_id, "amount": amount_cents, "message": message_id,
+            "refunded": _FULLY_REFUNDED, "refundable": _REFUNDABLE}
 
 
 class _NotRefundable(Exception):
@@ -127,6 +143,5 @@ class _NotRefundable(Exception):
 
 
 async def _why_not(conn: AsyncConnection, order_id: int) -> str:
-    row = await (await conn.execute("SELECT status FROM orders WHERE id = %s",
-                                    (order_id,))).fetchone()
+    row = await (await conn.execute(_STATUS_SQL, {"order": order_id})).fetchone()
     return "no such order" if row is None else f"the order is {row[0]}"

@@ -12,14 +12,15 @@ from __future__ import annotations
 
 from flask import Blueprint, abort, redirect, render_template, url_for
 from redis.exceptions import RedisError
-from sqlalchemy import select, text
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from submit_once.runner import Created, Duplicate, Expired, Failed, Refused, StillRunning
 
 from ..db import sessions
 from ..extensions import form_tokens
-from ..models import Order
+from ..models import Order, RefundRecord
+from ..order_rules import get_order_or_404
 from ..order_states import TRANSITIONS
 from .forms import RefundForm, euros
 from .stream import RefundRequest, queue_refund, queued_order
@@ -103,7 +104,7 @@ def request_refund(db: Session, order: Order, cents: int, digest: str) -> str:
         raise Refused("Nothing was requested: the amount is more than is left to refund. "
                       "Please check it and submit again.")
     try:
-        queue_refund(form_tokens.store.client,
+        queue_refund(form_tokens.redis,
                      RefundRequest(digest, order.id, cents, order.public_id))
     except RedisError as error:
         raise QueueUnavailable(NOT_QUEUED) from error
@@ -113,10 +114,9 @@ def request_refund(db: Session, order: Order, cents: int, digest: str) -> str:
 def find_requested_order(db: Session, digest: str) -> str | None:
     """The order an earlier submit of this token requested a refund for: applied
     (refund_records) or still queued (the mark written with the message)."""
-    applied = db.scalar(text("SELECT o.public_id FROM refund_records r JOIN orders o "
-                             "ON o.id = r.order_id WHERE r.idempotency_key = :key"),
-                        {"key": digest})
-    return applied or queued_order(form_tokens.store.client, digest)
+    applied = db.scalar(select(Order.public_id).join(RefundRecord)
+                        .where(RefundRecord.idempotency_key == digest))
+    return applied or queued_order(form_tokens.redis, digest)
 
 
 def form_again(public_id: str, form: RefundForm, message: str, status: int):
@@ -129,10 +129,7 @@ def form_again(public_id: str, form: RefundForm, message: str, status: int):
 
 def refundable_order_or_abort(public_id: str) -> Order:
     """The order, or a 404; a 409 saying why if nothing can be refunded on it."""
-    with sessions()() as db:
-        order = db.scalar(select(Order).where(Order.public_id == public_id))
-    if order is None:
-        abort(404, "There is no order with this number.")
+    order = get_order_or_404(public_id)
     if refundable_cents(order) <= 0:
         why = ("nothing was paid" if order.paid_cents == 0 else "it is fully refunded"
                if order.status in REFUNDABLE else f"it is {order.status}")

@@ -18,52 +18,30 @@ a refused or failed event is processed afresh.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from datetime import datetime
 
-from flask import Blueprint, Flask, Response, current_app, jsonify, request
-from sqlalchemy import BigInteger, DateTime, ForeignKey, Integer, String, func, select
+from flask import Blueprint, Response, current_app, jsonify, request
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Mapped, Session, mapped_column
+from sqlalchemy.orm import Session
 
 from submit_once.runner import Created, Duplicate, Expired, Failed, Refused, StillRunning, run_once
 from submit_once.tokens import TokenStore
 
-from .api.problems import ApiProblem
-from .db import sessions
-from .extensions import csrf
-from .models import Base, Order
-from .order_states import TransitionRefused, transition
-from .refunds.effect import record_refund
-from .webhook_signatures import HEADER, BadSignature, verify
+from ..api.problems import ApiProblem
+from ..db import sessions
+from ..extensions import form_tokens
+from ..models import Order, PaymentEvent
+from ..order_states import TransitionRefused, transition
+from ..refunds.effect import record_refund
+from .event import EFFECTS, parse_event
+from .event import PaymentEvent as Event
+from .signatures import HEADER, BadSignature, verify
 
 bp = Blueprint("webhooks", __name__)
 log = logging.getLogger(__name__)
 
 SCOPE = {"session_id": "provider", "form": "webhook:payments"}
-DEV_SECRET = "dev-webhook-secret"
-EFFECTS = ("payment.succeeded", "refund.succeeded")
 RETRY = {"Retry-After": "5"}
-
-
-class PaymentEvent(Base):
-    __tablename__ = "payment_events"
-
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    event_id: Mapped[str] = mapped_column(String(255), unique=True)
-    type: Mapped[str] = mapped_column(String(64))
-    order_id: Mapped[int] = mapped_column(ForeignKey("orders.id"))
-    amount_cents: Mapped[int] = mapped_column(Integer)
-    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
-                                                  server_default=func.now())
-
-
-@dataclass(frozen=True)
-class Event:
-    id: str
-    type: str
-    order_id: str
-    amount_cents: int
 
 
 class UnknownOrder(Refused):
@@ -88,7 +66,7 @@ def receive() -> Response:
     if event.type not in EFFECTS:  # acknowledged, so the provider stops sending it
         return jsonify(event=event.id, result="ignored")
 
-    claims: TokenStore = current_app.extensions["webhook_claims"]
+    claims = event_claims()
     outcome = run_once(
         digest=claims.digest(event.id, **SCOPE), take=lambda: claims.claim(event.id, **SCOPE),
         sessions=sessions(), create=lambda db, _: apply_event(db, event),
@@ -152,30 +130,8 @@ def claims_digest(event_id: str) -> str:
     return TokenStore.digest(event_id, **SCOPE)
 
 
-def parse_event() -> Event:
-    """The event in the (already authenticated) body; 400/422 if malformed."""
-    body = request.get_json(silent=True) if request.is_json else None
-    if not isinstance(body, dict):
-        raise ApiProblem("malformed-json", "The body must be a JSON object.")
-    errors = {}
-    for name in ("id", "type", "order_id"):
-        value = body.get(name)
-        if not isinstance(value, str) or not 1 <= len(value) <= 255 or not value.isprintable():
-            errors[name] = "Give 1 to 255 printable characters."
-    amount = body.get("amount_cents")
-    if type(amount) is not int or not 1 <= amount <= 100_000_000:
-        errors["amount_cents"] = "Give a whole number of cents from 1 to 100000000."
-    if errors:
-        raise ApiProblem("validation-error", "Fix the fields listed in errors.", errors=errors)
-    return Event(body["id"], body["type"], body["order_id"], amount)
-
-
-def init_app(app: Flask) -> None:
-    if not app.config.get("PAYMENT_WEBHOOK_SECRET") and app.config["APP_ENV"] != "production":
-        app.config["PAYMENT_WEBHOOK_SECRET"] = DEV_SECRET
-    app.config.setdefault("WEBHOOK_CLAIM_TTL", 86400)
-    app.extensions["webhook_claims"] = TokenStore(
-        app.extensions["form_tokens"].store.client, ttl=int(app.config["WEBHOOK_CLAIM_TTL"]),
-        prefix="wh")
-    csrf.exempt(bp)  # authenticated by its HMAC signature, not a session
-    app.register_blueprint(bp)
+def event_claims() -> TokenStore:
+    """Claims on event ids, in the app's Redis (fast path; the UNIQUE event id
+    in payment_events is the guarantee)."""
+    return TokenStore(form_tokens.redis, ttl=int(current_app.config["WEBHOOK_CLAIM_TTL"]),
+                      prefix="wh")

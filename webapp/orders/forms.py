@@ -1,17 +1,25 @@
-"""The order form: every rule a field must meet, checked before any token is spent."""
+"""The order form: every rule a field must meet, checked before any token is spent.
+
+The limits come from :mod:`webapp.order_rules`, which the JSON API reads too.
+"""
 
 from __future__ import annotations
 
-import time
-
-from flask import current_app, has_app_context
 from flask_wtf import FlaskForm
-from sqlalchemy import select
-from sqlalchemy.orm import Session
 from wtforms import EmailField, IntegerField, SelectField, StringField, TextAreaField
 from wtforms.validators import Email, InputRequired, Length, NumberRange, ValidationError
 
-from .models import Product
+from ..models import Product
+from ..order_rules import (
+    ADDRESS_MAX,
+    EMAIL_MAX,
+    NAME_MAX,
+    QUANTITY_MAX,
+    QUANTITY_MIN,
+    has_control_chars,
+)
+
+__all__ = ["OrderForm"]
 
 
 def _strip(value: object) -> object:
@@ -41,19 +49,21 @@ class OrderForm(FlaskForm):
                           validators=[InputRequired("Choose a product.")])
     quantity = IntegerField("Quantity", default=1, validators=[
         InputRequired("Enter how many you want."),
-        NumberRange(1, 99, "Choose a quantity from 1 to 99."),
+        NumberRange(QUANTITY_MIN, QUANTITY_MAX,
+                    f"Choose a quantity from {QUANTITY_MIN} to {QUANTITY_MAX}."),
     ])
     name = StringField("Full name", filters=[_strip], validators=[
-        InputRequired("Enter your name."), Length(max=100, message="Use at most 100 characters."),
+        InputRequired("Enter your name."),
+        Length(max=NAME_MAX, message=f"Use at most {NAME_MAX} characters."),
     ])
     email = EmailField("Email", filters=[_strip], validators=[
         InputRequired("Enter your email address."),
-        Length(max=254, message="Use at most 254 characters."),
+        Length(max=EMAIL_MAX, message=f"Use at most {EMAIL_MAX} characters."),
         Email("Enter an email address like name@example.com.", check_deliverability=False),
     ])
     address = TextAreaField("Shipping address", filters=[_strip], validators=[
         InputRequired("Enter the address we should ship to."),
-        Length(max=500, message="Use at most 500 characters."),
+        Length(max=ADDRESS_MAX, message=f"Use at most {ADDRESS_MAX} characters."),
     ])
 
     def __init__(self, products: list[Product], **kwargs: object) -> None:
@@ -75,35 +85,5 @@ class OrderForm(FlaskForm):
 def _printable(field: StringField, allow: str = "") -> None:
     if not field.data:
         raise ValidationError("This field is required.")
-    if any(not ch.isprintable() and ch not in allow for ch in field.data):
+    if has_control_chars(field.data, allow):
         raise ValidationError("Remove the control characters from this field.")
-
-
-#: (when it was read, the products): shared by this process's threads.
-_catalogue: tuple[float, list[Product]] = (float("-inf"), [])
-
-
-def active_products(db: Session, *, max_age: float | None = None) -> list[Product]:
-    """The products on sale, in catalogue order, as read at most ``max_age`` seconds
-    ago (default: the app's ``CATALOGUE_CACHE_SECONDS``; 0 reads every time).
-
-    Reusing a recent read saves a PostgreSQL round trip on every form and submit, and
-    is safe: the submit reads the product again inside its transaction, so one taken
-    off sale meanwhile is refused, never sold.
-    """
-    global _catalogue
-    if max_age is None:
-        max_age = current_app.config.get("CATALOGUE_CACHE_SECONDS", 0) if has_app_context() \
-            else 0
-    read_at, products = _catalogue
-    now = time.monotonic()
-    if max_age and now - read_at < max_age:
-        return list(products)
-    products = list(db.scalars(select(Product).where(Product.active).order_by(Product.id)))
-    _catalogue = (now, products)
-    return list(products)
-
-
-def last_known_products() -> list[Product]:
-    """The catalogue as last read, to redraw a form while PostgreSQL is away."""
-    return list(_catalogue[1])

@@ -12,40 +12,21 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from datetime import datetime
 
 import click
 from flask import Flask, request
 from flask.cli import with_appcontext
-from sqlalchemy import DateTime, ForeignKey, String, func, select
+from sqlalchemy import select
 from sqlalchemy.dialects.postgresql import insert as pg_insert
-from sqlalchemy.orm import Mapped, Session, mapped_column
+from sqlalchemy.orm import Session
 
-from .db import sessions
-from .models import Base
+from ..db import sessions
+from ..models import ApiClient, ApiKey
 
-__all__ = ["KEY_PREFIX", "ApiClient", "ApiKey", "authenticated_client", "create_api_key",
-           "init_app"]
+__all__ = ["KEY_PREFIX", "authenticated_client", "create_api_key", "hash_key", "init_app"]
 
 #: Marks a string as one of our keys (secret scanners and humans recognise it).
 KEY_PREFIX = "sk_"
-
-
-class ApiClient(Base):
-    __tablename__ = "api_clients"
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    name: Mapped[str] = mapped_column(String(100), unique=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
-
-
-class ApiKey(Base):
-    __tablename__ = "api_keys"
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    client_id: Mapped[int] = mapped_column(ForeignKey("api_clients.id"))
-    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
 def hash_key(key: str) -> str:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 
 from flask import Blueprint, abort, redirect, render_template, request, url_for
 from sqlalchemy import select
@@ -12,17 +11,18 @@ from sqlalchemy.orm import Session
 
 from submit_once.runner import Created, Duplicate, Expired, Failed, Refused, StillRunning
 
-from .db import sessions
-from .extensions import form_tokens
-from .forms import OrderForm, active_products, last_known_products
-from .history import SHOW_AGAIN_ON_BACK
-from .models import Order, Product
+from ..db import sessions
+from ..extensions import form_tokens
+from ..history import SHOW_AGAIN_ON_BACK
+from ..models import Order, Product
+from ..order_rules import get_order_or_404
+from .catalogue import active_products, last_known_products
+from .forms import OrderForm
 
 bp = Blueprint("orders", __name__)
 log = logging.getLogger(__name__)
 
 FORM = "order"
-PUBLIC_ID = re.compile(r"[A-Za-z0-9_-]{22}")  # what models.new_public_id makes
 
 EXPIRED = "This form expired — please check your details and submit again."
 NOT_PLACED = ("Your order was not placed and nothing was charged: we could not save it just "
@@ -76,12 +76,7 @@ def create():
 
 @bp.get("/orders/<public_id>")
 def show(public_id: str):
-    order = None
-    if PUBLIC_ID.fullmatch(public_id):  # anything else (a NUL, 2 kB) never reaches SQL
-        with sessions()() as db:
-            order = db.scalar(select(Order).where(Order.public_id == public_id))
-    if order is None:
-        abort(404, "There is no order with this number.")
+    order = get_order_or_404(public_id)
     return render_template("orders/show.html", order=order,
                            already_placed="already_placed" in request.args)
 
@@ -95,7 +90,7 @@ def place_order(db: Session, form: OrderForm, digest: str) -> str:
     product = db.scalar(select(Product).where(Product.id == form.product.data, Product.active))
     if product is None:
         raise Refused("product no longer on sale")
-    order = Order(form_token_digest=digest, product_id=product.id, quantity=form.quantity.data,
+    order = Order(submission_digest=digest, product_id=product.id, quantity=form.quantity.data,
                   unit_price_cents=product.price_cents, customer_name=form.name.data,
                   email=form.email.data, shipping_address=form.address.data)
     db.add(order)
@@ -104,7 +99,7 @@ def place_order(db: Session, form: OrderForm, digest: str) -> str:
 
 
 def find_order_id(db: Session, digest: str) -> str | None:
-    return db.scalar(select(Order.public_id).where(Order.form_token_digest == digest))
+    return db.scalar(select(Order.public_id).where(Order.submission_digest == digest))
 
 
 def render_form(form: OrderForm, *, token: str | None = None, message: str | None = None,

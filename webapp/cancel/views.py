@@ -6,32 +6,30 @@ this order?" with a form that carries its own single-use token (form name
 page, keeps viewing an order free of Redis writes and puts a confirmation step
 before a destructive action. The form is submitted through the same
 :func:`submit_once` as the order form, so a double click or a resubmit is one
-cancel. Whether the cancel
-*can* happen is the state machine's call (:mod:`webapp.order_states`): a
+cancel. Whether the cancel *can* happen is the state machine's call (:mod:`webapp.order_states`): a
 cancelled order stays cancelled, a shipped one is refused with the reason.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 
-from flask import Blueprint, Flask, abort, redirect, render_template, url_for
+from flask import Blueprint, abort, redirect, render_template, url_for
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from submit_once.runner import Created, Duplicate, Expired, Failed, Refused, StillRunning
 
-from .db import sessions
-from .extensions import form_tokens
-from .models import Order
-from .order_states import TRANSITIONS, TransitionRefused, transition
+from ..db import sessions
+from ..extensions import form_tokens
+from ..models import Order
+from ..order_rules import get_order_or_404
+from ..order_states import TRANSITIONS, TransitionRefused, transition
 
 bp = Blueprint("cancel", __name__)
 log = logging.getLogger(__name__)
 
 CANCELLABLE = TRANSITIONS["cancel"][0]
-PUBLIC_ID = re.compile(r"[A-Za-z0-9_-]{22}")
 EXPIRED = "This cancel form expired. Go back to your order and press “Cancel order” again."
 
 
@@ -51,7 +49,7 @@ def cancellable(order: Order) -> bool:
 @bp.get("/orders/<public_id>/cancel")
 def confirm(public_id: str):
     """Ask before cancelling; the form gets a fresh single-use token."""
-    order = _order_or_404(public_id)
+    order = get_order_or_404(public_id)
     if not cancellable(order):
         return refused_page(public_id, str(TransitionRefused("cancel", order.status)))
     token = form_tokens.issue(form_name(public_id))
@@ -61,7 +59,7 @@ def confirm(public_id: str):
 @bp.post("/orders/<public_id>/cancel")
 def cancel(public_id: str):
     token = form_tokens.submitted_token()  # malformed: 400, Redis untouched
-    order_id = _order_or_404(public_id).id
+    order_id = get_order_or_404(public_id).id
 
     outcome = form_tokens.submit_once(
         form_name(public_id), token, sessions=sessions(),
@@ -102,21 +100,7 @@ def status_if_cancelled(db: Session, order_id: int) -> str | None:
     return status if status == "cancelled" else None
 
 
-def _order_or_404(public_id: str) -> Order:
-    order = None
-    if PUBLIC_ID.fullmatch(public_id):
-        with sessions()() as db:
-            order = db.scalar(select(Order).where(Order.public_id == public_id))
-    if order is None:
-        abort(404, "There is no order with this number.")
-    return order
-
-
 def refused_page(public_id: str, reason: str):
     return render_template("orders/cancel_refused.html", public_id=public_id,
                            reason=reason), 409
 
-
-def init_app(app: Flask) -> None:
-    app.register_blueprint(bp)
-    app.jinja_env.globals["cancellable"] = cancellable

@@ -1,0 +1,27 @@
+"""The payment provider's webhook: ``POST /webhooks/payments``, each event once.
+
+    views.py       the blueprint: verify, parse, apply once
+    event.py       the event body (pydantic)
+    signatures.py  HMAC-SHA256 signing and checking (standard library only)
+"""
+
+from __future__ import annotations
+
+from flask import Flask
+
+from ..extensions import csrf
+from .views import bp
+
+__all__ = ["DEV_SECRET", "init_app"]
+
+DEV_SECRET = "dev-webhook-secret"
+
+
+def init_app(app: Flask) -> None:
+    if not app.config.get("PAYMENT_WEBHOOK_SECRET") and app.config["APP_ENV"] != "production":
+        app.config["PAYMENT_WEBHOOK_SECRET"] = DEV_SECRET
+    app.config.setdefault("WEBHOOK_CLAIM_TTL", 86400)
+    if int(app.config["WEBHOOK_CLAIM_TTL"]) < 1:
+        raise RuntimeError("WEBHOOK_CLAIM_TTL must be at least 1 second.")
+    csrf.exempt(bp)  # authenticated by its HMAC signature, not a session
+    app.register_blueprint(bp)

@@ -1,0 +1,53 @@
+"""The body of a payment provider's event, as a pydantic model (its schema is
+in the OpenAPI document). Fields we do not use are ignored: providers add them."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from flask import request
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..api.problems import ApiProblem
+from ..api.schemas import NOT_AN_OBJECT, field_errors, printable
+
+__all__ = ["EFFECTS", "PaymentEvent", "parse_event"]
+
+#: The event types that change an order; any other is acknowledged and ignored.
+EFFECTS = ("payment.succeeded", "refund.succeeded")
+MAX_AMOUNT_CENTS = 100_000_000
+
+Name = Annotated[str, Field(min_length=1, max_length=255), printable()]
+
+MESSAGES = {
+    "id": "Give 1 to 255 printable characters.",
+    "type": "Give 1 to 255 printable characters.",
+    "order_id": "Give 1 to 255 printable characters.",
+    "amount_cents": f"Give a whole number of cents from 1 to {MAX_AMOUNT_CENTS}.",
+}
+
+
+class PaymentEvent(BaseModel):
+    """One event; its id is the provider's, unique per event and kept on retries."""
+    model_config = ConfigDict(strict=True, frozen=True)
+
+    id: Name
+    type: Annotated[Name, Field(
+        description="Only these change an order; others are acknowledged and ignored.",
+        examples=list(EFFECTS))]
+    order_id: Name
+    amount_cents: Annotated[int, Field(ge=1, le=MAX_AMOUNT_CENTS)]
+
+
+def parse_event() -> PaymentEvent:
+    """The event in the (already authenticated) body; 400/422 if malformed."""
+    body = request.get_json(silent=True) if request.is_json else None
+    if not isinstance(body, dict):
+        raise ApiProblem("malformed-json", NOT_AN_OBJECT)
+    try:
+        return PaymentEvent.model_validate(body)
+    except ValidationError as error:
+        errors = {name: MESSAGES.get(name, message)
+                  for name, message in field_errors(error, MESSAGES).items()}
+        raise ApiProblem("validation-error", "Fix the fields listed in errors.",
+                         errors=errors) from None
