@@ -9,13 +9,18 @@ there, and create_app looks them up through the import system, never by a path i
 the checkout.
 """
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, find_packages, setup
 
 DATA_PACKAGES = {"webapp.templates": "templates", "webapp.static": "static"}
 
 setup(
-    packages=[*find_packages(include=["webapp", "webapp.*", "submit_once", "submit_once.*"],
-                             exclude=["dev*", "tests*", "examples*", "bench*", "scripts*"]),
-              *DATA_PACKAGES],
+    packages=[
+        *find_packages(include=["webapp", "webapp.*", "submit_once", "submit_once.*"],
+                       exclude=["dev*", "tests*", "examples*", "bench*", "scripts*"]),
+        *DATA_PACKAGES,
+        # Their subfolders (templates/orders/ ...), named so setuptools knows they ship.
+        *(f"{package}.{sub}" for package, folder in DATA_PACKAGES.items()
+          for sub in find_namespace_packages(folder, exclude=["*__pycache__*"])),
+    ],
     package_dir=DATA_PACKAGES,
 )

@@ -165,7 +165,7 @@ class EmbeddedPostgres:
             self.data_dir.mkdir(parents=True, exist_ok=True)
             data_reachable = self._reaches(self.data_dir.parent)  # e.g. under a umask of 077
         if not self._reaches(self.bin / "postgres"):
-            self.bin = _link_tree(self.bin.parent, self._service_home() / "pginstall") / "bin"
+            self.bin = _link_binaries(self.bin, self._service_home() / "site-packages")
         if not data_reachable:
             self.data_dir = self._service_home() / "data"
         self.data_dir.mkdir(exist_ok=True)
@@ -229,15 +229,27 @@ def _nearest_existing(path: Path) -> Path:
     return path
 
 
-def _link_tree(source: Path, target: Path) -> Path:
+def _link_binaries(bin_dir: Path, site: Path) -> Path:
+    """pgserver's PostgreSQL under ``site``, laid out as in site-packages (the binaries find
+    their shared libraries at ``$ORIGIN/../../../pgserver.libs``); the new ``bin``."""
+    install = bin_dir.parent  # <site-packages>/pgserver/pginstall
+    for folder in (site, site / "pgserver"):  # ours, made inside the service user's home
+        folder.mkdir(exist_ok=True)
+        folder.chmod(0o755)
+    _link_tree(install, site / "pgserver" / "pginstall", probe="bin/postgres")
+    libs = install.parent.parent / "pgserver.libs"
+    if libs.is_dir():
+        _link_tree(libs, site / "pgserver.libs", probe=min(p.name for p in libs.iterdir()))
+    return site / "pgserver" / "pginstall" / "bin"
+
+
+def _link_tree(source: Path, target: Path, *, probe: str) -> None:
     """``target`` holding the files of ``source`` as hard links (copies where the
-    filesystem cannot link); kept while it still links to the same files."""
-    probe = Path("bin", "postgres")
+    filesystem cannot link); kept while its ``probe`` file is still the same file."""
     if (target / probe).exists() and (target / probe).samefile(source / probe):
-        return target
+        return
     shutil.rmtree(target, ignore_errors=True)
     shutil.copytree(source, target, symlinks=True, copy_function=_link_or_copy)
-    return target
 
 
 def _link_or_copy(source: str, target: str) -> None:

@@ -9,7 +9,7 @@ import psycopg
 import pytest
 import redis
 
-from dev.embedded import EmbeddedPostgres, EmbeddedRedis
+from dev.embedded import EmbeddedPostgres, EmbeddedRedis, _link_binaries
 
 
 def modes(path: Path) -> dict[Path, int]:
@@ -27,11 +27,15 @@ def private_folder(tmp_path: Path) -> Path:
     return folder
 
 
+@pytest.mark.parametrize("venv", ["reachable", "private"])
 def test_postgres_asked_to_keep_its_data_in_a_private_folder_works_and_opens_no_folder(
-        private_folder):
-    before = modes(private_folder)
+        private_folder, venv):
     postgres = EmbeddedPostgres(private_folder / "instance" / "postgres", fast=True,
                                 throwaway=True)
+    if venv == "private":  # the checkout's .venv inside the private folder, as in a fresh clone
+        (private_folder / ".venv").mkdir()
+        postgres.bin = _link_binaries(postgres.bin, private_folder / ".venv" / "site-packages")
+    before = modes(private_folder)
     try:
         postgres.start()
         with psycopg.connect(host="127.0.0.1", port=postgres.port, user="postgres",
@@ -43,12 +47,13 @@ def test_postgres_asked_to_keep_its_data_in_a_private_folder_works_and_opens_no_
         with psycopg.connect(host="127.0.0.1", port=postgres.port, user="postgres") as conn:
             assert conn.execute("SELECT n FROM kept").fetchone() == (42,)
         assert modes(private_folder) == before
-        home = postgres.home
+        home, binaries = postgres.home, postgres.bin
     finally:
         postgres.remove()
     assert modes(private_folder) == before
     if os.geteuid() == 0:  # the service user could not reach the folder: a home of its own
         assert home is not None and not home.is_relative_to(private_folder)
+        assert not binaries.is_relative_to(private_folder)
         assert not home.exists(), "the throwaway cluster's folder was left behind"
 
 
