@@ -41,6 +41,8 @@ def main() -> int:
             if postgres.data_dir != postgres.requested_dir:
                 print(f"   ({postgres.user} cannot reach {INSTANCE}, so the data lives there;"
                       " no folder's mode was changed)")
+                if (postgres.requested_dir / "PG_VERSION").exists():
+                    print(f"   ({postgres.requested_dir} holds an older cluster, left as it is)")
         if not env.get("REDIS_URL"):
             redis = EmbeddedRedis(INSTANCE / "redis", REDIS_PORT).start()
             servers.append(redis)
