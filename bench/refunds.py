@@ -41,7 +41,7 @@ def main() -> None:
     parser.add_argument("--fast", action="store_true", help="fsync off (measures the CPU path)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        postgres = EmbeddedPostgres(Path(tmp) / "pg", fast=args.fast).start()
+        postgres = EmbeddedPostgres(Path(tmp) / "pg", fast=args.fast, throwaway=True).start()
         store = EmbeddedRedis(Path(tmp) / "redis", persist=False).start()
         try:
             postgres.create_database("bench")
@@ -63,7 +63,7 @@ def main() -> None:
             engine.dispose()
         finally:
             store.stop()
-            postgres.stop("immediate")
+            postgres.remove()
     report(results, args)
 
 

@@ -32,8 +32,8 @@ def worker_cpu_seconds(master: int) -> float:
 def databases(base: Path):
     """PostgreSQL (fsync off: the benchmark measures the app, not the disk) and Redis."""
     with ExitStack() as stack:
-        postgres = EmbeddedPostgres(base / "postgres", fast=True).start()
-        stack.callback(postgres.stop, "immediate")
+        postgres = EmbeddedPostgres(base / "postgres", fast=True, throwaway=True).start()
+        stack.callback(postgres.remove)
         postgres.create_database("bench")
         engine = make_engine(postgres.url("bench"))
         upgrade(engine)

@@ -8,16 +8,24 @@ Neither is used in production: there you set DATABASE_URL and REDIS_URL.
 
 from __future__ import annotations
 
+import atexit
+import hashlib
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from importlib.util import find_spec
 from pathlib import Path
 
 __all__ = ["EmbeddedPostgres", "EmbeddedRedis", "free_port"]
+
+#: The user PostgreSQL runs as when we are root (the one pgserver itself uses).
+SERVICE_USER = "pgserver"
+#: Where a kept cluster lives when the service user cannot reach the folder asked for.
+PERSISTENT_PARENT = Path("/var/lib/pgserver")
 
 
 def free_port() -> int:
@@ -94,33 +102,42 @@ class EmbeddedRedis:
 class EmbeddedPostgres:
     """One PostgreSQL 16 cluster in ``data_dir``, listening on 127.0.0.1 only.
 
-    As root, PostgreSQL refuses to run, so the cluster is owned by and run as a
-    ``pgserver`` system user (created if missing), as pgserver itself does.
+    As root, PostgreSQL refuses to run, so the cluster runs as the ``pgserver``
+    system user (created if missing, as pgserver itself does). That user must reach
+    the binaries and the data; where it cannot (a checkout or temp folder inside a
+    0700 folder: root's home, ``mktemp -d``, pytest's basetemp), both go to a folder
+    that user owns instead, and no folder's mode is ever changed:
+
+    - the binaries: hard links to the installed ones (a copy across filesystems);
+    - the data: with ``throwaway=True`` a fresh folder under the system temp folder,
+      deleted by :meth:`remove` (or at exit); otherwise a folder of its own under
+      ``/var/lib/pgserver`` that the next run finds again.
+
+    ``data_dir`` is where the data really is.
     """
 
-    def __init__(self, data_dir: Path, port: int | None = None, *, fast: bool = False) -> None:
-        self.data_dir = Path(data_dir)
+    def __init__(self, data_dir: Path, port: int | None = None, *, fast: bool = False,
+                 throwaway: bool = False) -> None:
+        self.data_dir = self.requested_dir = Path(data_dir)
         self.port = port or free_port()
         self.fast = fast  # fsync off: for throwaway test clusters only
+        self.throwaway = throwaway
         self.bin = _package_dir("pgserver") / "pginstall" / "bin"
         self.user: str | None = None
+        self.home: Path | None = None  # the folder made for the service user, if any
 
     def url(self, database: str = "postgres") -> str:
         return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
 
     def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        # cwd="/": the service user may not be able to reach the caller's folder.
         return subprocess.run([str(self.bin / args[0]), *args[1:]], user=self.user, check=check,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=60)
+                              timeout=60, cwd="/")
 
     def start(self) -> EmbeddedPostgres:
-        if os.geteuid() == 0:
-            from pgserver.utils import ensure_prefix_permissions, ensure_user_exists
-            self.user = "pgserver"
-            ensure_user_exists(self.user)
-            self.data_dir.mkdir(parents=True, exist_ok=True)
-            ensure_prefix_permissions(self.data_dir)
-            shutil.chown(self.data_dir, self.user, self.user)
+        if os.geteuid() == 0 and self.user is None:
+            self._run_as_service_user()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not (self.data_dir / "PG_VERSION").exists():
             self._run("initdb", "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
@@ -137,6 +154,47 @@ class EmbeddedPostgres:
             raise RuntimeError(f"PostgreSQL did not start:\n{result.stdout}\n{log}")
         return self
 
+    def _run_as_service_user(self) -> None:
+        """Pick binaries and data the service user can reach, without opening any folder."""
+        from pgserver.utils import ensure_user_exists
+
+        ensure_user_exists(SERVICE_USER)
+        self.user = SERVICE_USER
+        data_reachable = self._reaches(_nearest_existing(self.data_dir))
+        if data_reachable:
+            self.data_dir.mkdir(parents=True, exist_ok=True)
+            data_reachable = self._reaches(self.data_dir.parent)  # e.g. under a umask of 077
+        if not self._reaches(self.bin / "postgres"):
+            self.bin = _link_binaries(self.bin, self._service_home() / "site-packages")
+        if not data_reachable:
+            self.data_dir = self._service_home() / "data"
+        self.data_dir.mkdir(exist_ok=True)
+        shutil.chown(self.data_dir, SERVICE_USER, SERVICE_USER)
+
+    def _reaches(self, path: Path) -> bool:
+        """Whether the service user can search ``path`` (and so every folder above it)."""
+        return subprocess.run(["test", "-x", str(path)], user=self.user, cwd="/").returncode == 0
+
+    def _service_home(self) -> Path:
+        """The folder owned by the service user (mode 0700) that holds what it cannot reach."""
+        if self.home is None:
+            if self.throwaway:
+                home = Path(tempfile.mkdtemp(prefix="embedded-postgres-"))
+                atexit.register(self.remove)
+            else:
+                PERSISTENT_PARENT.mkdir(mode=0o755, exist_ok=True)
+                where = self.requested_dir.resolve()
+                name = "-".join(where.parts[-3:])
+                digest = hashlib.sha256(str(where).encode()).hexdigest()[:10]
+                home = PERSISTENT_PARENT / f"{name}-{digest}"
+                home.mkdir(mode=0o700, exist_ok=True)
+            shutil.chown(home, SERVICE_USER, SERVICE_USER)
+            self.home = home
+            if not self._reaches(home):
+                raise RuntimeError(f"the {SERVICE_USER} user cannot reach {home}: "
+                                   "set TMPDIR to a folder it can reach (e.g. /tmp)")
+        return self.home
+
     def create_database(self, name: str) -> None:
         """Create database ``name`` unless it exists."""
         import psycopg
@@ -151,3 +209,51 @@ class EmbeddedPostgres:
         """Stop the server (``fast`` rolls back open transactions; ``immediate``
         is a crash as far as clients can tell)."""
         self._run("pg_ctl", "-D", str(self.data_dir), "-m", mode, "-w", "stop", check=False)
+
+    def remove(self) -> None:
+        """Stop at once and, for a throwaway cluster, delete the folder made for it, if
+        one was. (Data kept where the caller asked is the caller's to delete.)"""
+        self.stop("immediate")
+        if self.home is not None and self.throwaway:
+            atexit.unregister(self.remove)
+            shutil.rmtree(self.home, ignore_errors=True)
+            self.home, self.user = None, None
+            self.data_dir = self.requested_dir
+            self.bin = _package_dir("pgserver") / "pginstall" / "bin"
+
+
+def _nearest_existing(path: Path) -> Path:
+    path = path.absolute()
+    while not path.exists():
+        path = path.parent
+    return path
+
+
+def _link_binaries(bin_dir: Path, site: Path) -> Path:
+    """pgserver's PostgreSQL under ``site``, laid out as in site-packages (the binaries find
+    their shared libraries at ``$ORIGIN/../../../pgserver.libs``); the new ``bin``."""
+    install = bin_dir.parent  # <site-packages>/pgserver/pginstall
+    for folder in (site, site / "pgserver"):  # ours, made inside the service user's home
+        folder.mkdir(exist_ok=True)
+        folder.chmod(0o755)
+    _link_tree(install, site / "pgserver" / "pginstall", probe="bin/postgres")
+    libs = install.parent.parent / "pgserver.libs"
+    if libs.is_dir():
+        _link_tree(libs, site / "pgserver.libs", probe=min(p.name for p in libs.iterdir()))
+    return site / "pgserver" / "pginstall" / "bin"
+
+
+def _link_tree(source: Path, target: Path, *, probe: str) -> None:
+    """``target`` holding the files of ``source`` as hard links (copies where the
+    filesystem cannot link); kept while its ``probe`` file is still the same file."""
+    if (target / probe).exists() and (target / probe).samefile(source / probe):
+        return
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target, symlinks=True, copy_function=_link_or_copy)
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another filesystem, or links not allowed
+        shutil.copy2(source, target)

@@ -6,7 +6,9 @@ When DATABASE_URL and REDIS_URL are unset it starts a real PostgreSQL and a
 real Redis from Python packages, keeps their data in ./instance/, applies the
 migrations, seeds the catalogue, serves the app with gunicorn beside the
 refund worker (python -m webapp.refunds.worker), and stops them all on exit
-(Ctrl-C).
+(Ctrl-C). As root, when PostgreSQL's service user cannot reach ./instance/ (a
+checkout inside a 0700 folder), its data lives under /var/lib/pgserver/ instead,
+and it says where; no folder's mode is changed.
 """
 
 from __future__ import annotations
@@ -35,7 +37,12 @@ def main() -> int:
             servers.append(postgres)
             postgres.create_database("webapp")
             env["DATABASE_URL"] = postgres.url("webapp")
-            print(f" * PostgreSQL 16 on 127.0.0.1:{PG_PORT} (data in instance/postgres)")
+            print(f" * PostgreSQL 16 on 127.0.0.1:{PG_PORT} (data in {postgres.data_dir})")
+            if postgres.data_dir != postgres.requested_dir:
+                print(f"   ({postgres.user} cannot reach {INSTANCE}, so the data lives there;"
+                      " no folder's mode was changed)")
+                if (postgres.requested_dir / "PG_VERSION").exists():
+                    print(f"   ({postgres.requested_dir} holds an older cluster, left as it is)")
         if not env.get("REDIS_URL"):
             redis = EmbeddedRedis(INSTANCE / "redis", REDIS_PORT).start()
             servers.append(redis)

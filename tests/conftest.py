@@ -40,7 +40,7 @@ S = TypeVar("S", bound=Servers)
 @contextmanager
 def running_servers(base: Path, kind: type[S], *, persist_redis: bool) -> Iterator[S]:
     """A throwaway PostgreSQL (migrated and seeded) and Redis under ``base``."""
-    postgres = EmbeddedPostgres(base / "postgres", fast=True).start()
+    postgres = EmbeddedPostgres(base / "postgres", fast=True, throwaway=True).start()
     store = EmbeddedRedis(base / "redis", persist=persist_redis).start()
     try:
         postgres.create_database("webapp_test")
@@ -51,7 +51,7 @@ def running_servers(base: Path, kind: type[S], *, persist_redis: bool) -> Iterat
         engine.dispose()
     finally:
         store.kill()
-        postgres.stop("immediate")
+        postgres.remove()
 
 
 def reset_state(servers: Servers) -> None:

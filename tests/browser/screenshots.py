@@ -29,7 +29,7 @@ SHOTS = [(name, "desktop", DESKTOP) for name in PAGES] + \
 def main(out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as base:
-        postgres = EmbeddedPostgres(Path(base) / "postgres", fast=True).start()
+        postgres = EmbeddedPostgres(Path(base) / "postgres", fast=True, throwaway=True).start()
         redis = EmbeddedRedis(Path(base) / "redis", persist=False).start()
         try:
             postgres.create_database("webapp_test")
@@ -52,7 +52,7 @@ def main(out: Path) -> None:
             engine.dispose()
         finally:
             redis.stop()
-            postgres.stop("immediate")
+            postgres.remove()
 
 
 if __name__ == "__main__":
