@@ -26,6 +26,7 @@ ESCAPED = "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;"
 BAD_TOKEN = "without a valid form token"
 SESSION = "Your session expired"
 REPEATED = "was sent more than once"
+CROSS_SITE = "Another site sent this form in your name"
 
 
 @dataclass
@@ -102,6 +103,11 @@ def csrf_of_another_session(user: User):
     return user.post(user.fields(csrf_token=hidden(html, "csrf_token")))
 
 
+def forged(**headers: str) -> Callable[[User], object]:
+    """Another site's page auto-submitting the form: no CSRF token, its own fields."""
+    return lambda user: user.post(user.fields(csrf_token=None, name=SCRIPT), headers=headers)
+
+
 def inactive_product(user: User):
     with user.servers.engine.begin() as conn:
         conn.execute(text("UPDATE products SET active = false WHERE id = 2"))
@@ -128,6 +134,12 @@ CASES = {
     "csrf-missing": (fields(csrf_token=None), 400, SESSION),
     "csrf-invalid": (fields(csrf_token="not-a-csrf-token"), 400, SESSION),
     "csrf-of-another-session": (csrf_of_another_session, 400, SESSION),
+    "csrf-missing-same-origin": (forged(Origin="http://localhost"), 400, SESSION),
+    "csrf-missing-same-site": (forged(**{"Sec-Fetch-Site": "same-origin"}), 400, SESSION),
+    "forged-cross-site": (forged(**{"Sec-Fetch-Site": "cross-site"}), 403, CROSS_SITE),
+    "forged-other-origin": (forged(Origin="https://evil.example"), 403, CROSS_SITE),
+    "forged-null-origin": (forged(Origin="null"), 403, CROSS_SITE),
+    "forged-other-port": (forged(Origin="http://localhost:8080"), 403, CROSS_SITE),
     # fields
     "product-empty": (fields(product=""), 422, "Choose a product."),
     "product-not-a-number": (fields(product="mug"), 422, "Choose one of the products"),

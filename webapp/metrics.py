@@ -64,7 +64,8 @@ DUPLICATE_WAIT = Histogram(
 REJECTED = Counter("form_tokens_rejected",
                    "Submits refused for their token: expired_or_unknown (includes tokens from "
                    "another session: by design the two cannot be told apart), first_failed, "
-                   "still_running, session_mismatch (caught by the CSRF check).",
+                   "still_running, session_mismatch (caught by the CSRF check), cross_site "
+                   "(a forged submit from another site).",
                    ["form", "reason"])
 ORDERS_PLACED = Counter("orders_placed", "Orders committed through the order form.")
 REQUEST_SECONDS = Histogram("http_request_duration_seconds", "Request latency by route.",
