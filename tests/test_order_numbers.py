@@ -11,6 +11,7 @@ from alembic import command
 from alembic.config import Config
 from sqlalchemy import text
 
+from tests.api_client import new_api_key, place
 from tests.conftest import VALID, hidden
 from tests.test_cancel import cancel_form
 from tests.test_orders import open_form, order_path, submit
@@ -111,3 +112,17 @@ def test_migration_0006_numbers_the_orders_that_were_already_there(servers, plac
         currencies = set(conn.scalars(text("SELECT currency FROM orders")))
     assert len(numbers) == len(set(numbers)) == 51 and currencies == {"EUR"}
     assert all(len(n) == 10 and set(n) <= set(ORDER_NUMBER_ALPHABET) for n in numbers)
+
+
+def test_the_api_names_an_order_by_its_key_and_shows_its_number(client, servers):
+    api_key = new_api_key(servers)
+    body = place(client, api_key).get_json()
+    assert len(body["id"]) == 22 and len(body["order_number"]) == 10
+    assert body["currency"] == "EUR" and body["total_cents"] == 3600
+    assert client.get(f"/orders/{body['order_number']}").status_code == 404
+    shown = client.get(f"/api/orders/{body['id']}",
+                       headers={"Authorization": f"Bearer {api_key}"}).get_json()
+    assert shown == body
+    stranger = new_api_key(servers, "another-client")
+    assert client.get(f"/api/orders/{body['id']}",
+                      headers={"Authorization": f"Bearer {stranger}"}).status_code == 404
