@@ -7,6 +7,7 @@ was and it still places exactly one order.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -108,6 +109,22 @@ def forged(**headers: str) -> Callable[[User], object]:
     return lambda user: user.post(user.fields(csrf_token=None, name=SCRIPT), headers=headers)
 
 
+def by_order_number(path: str) -> Callable[[User], object]:
+    """Someone else's real order, asked for by the number its customer quotes."""
+    def send(user: User):
+        owner = user.app.test_client()
+        html = owner.get("/orders/new").get_data(as_text=True)
+        placed = owner.post("/orders", data={**VALID, "email": "owner@example.com",
+                                             "csrf_token": hidden(html, "csrf_token"),
+                                             "form_token": hidden(html, "form_token")})
+        number = re.search(r'data-order-number="([^"]+)"',
+                           owner.get(placed.headers["Location"]).text).group(1)
+        response = user.client.get(path.format(number))
+        assert "owner@example.com" not in response.text
+        return response
+    return send
+
+
 def inactive_product(user: User):
     with user.servers.engine.begin() as conn:
         conn.execute(text("UPDATE products SET active = false WHERE id = 2"))
@@ -185,6 +202,9 @@ CASES = {
     "unknown-order-to-refund": (page("/orders/AAAAAAAAAAAAAAAAAAAAAA/refund"), 404,
                                 "There is no order"),
     "unknown-page": (page("/admin"), 404, "Page not found"),
+    "order-by-its-number": (by_order_number("/orders/{}"), 404, "There is no order"),
+    "cancel-by-order-number": (by_order_number("/orders/{}/cancel"), 404, "There is no order"),
+    "refund-by-order-number": (by_order_number("/orders/{}/refund"), 404, "There is no order"),
 }
 
 

@@ -15,14 +15,14 @@ from flask.cli import with_appcontext
 from sqlalchemy import func, select, text
 
 from .db import sessions
-from .models import Order, PaymentEvent
+from .models import PAYMENT_PROBLEMS, Order, PaymentEvent
 from .order_rules import normal_order_number
 from .webhooks.views import KEPT_REFUNDABLE
 
 __all__ = ["init_app"]
 
 #: Payments recorded whose money no order's paid_cents shows (not refundable from the shop).
-KEPT_WITHOUT_ORDER = ("amount_mismatch", "currency_mismatch", "order_closed")
+KEPT_WITHOUT_ORDER = tuple(p for p in PAYMENT_PROBLEMS if p not in KEPT_REFUNDABLE)
 _PAYMENT = PaymentEvent.type == "payment.succeeded"
 _COUNTED = PaymentEvent.problem.is_(None) | PaymentEvent.problem.in_(KEPT_REFUNDABLE)
 
