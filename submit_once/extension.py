@@ -18,6 +18,8 @@ Settings (``app.config``), all optional but a Redis URL or client:
     FORM_TOKENS_TTL                  3600 (seconds); WTF_CSRF_TIME_LIMIT follows it
     FORM_TOKENS_WAIT_SECONDS         10.0: how long a duplicate waits for the first
     FORM_TOKENS_MAX_PER_SESSION      0 (no cap): tokens per session per TTL window
+    FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE  0 (no limit): tokens per client address a
+                                     minute, counted in Redis with the token's SET
     FORM_TOKENS_REDIS_DOWN_FALLBACK  False: Redis away at GETDEL -> the database decides
     FORM_TOKENS_PREFIX               "ft": the Redis key namespace
     FORM_TOKENS_FIELD                "form_token": the hidden input's name
@@ -40,9 +42,10 @@ from werkzeug.exceptions import BadRequest, TooManyRequests
 
 from .runner import Outcome, Sessions, Unavailable, submit_once
 from .signals import submit_decided, token_issued
-from .tokens import RedisClient, TokenStore, is_well_formed
+from .tokens import IssueLimit, RedisClient, TokenStore, TooManyIssued, is_well_formed
 
-__all__ = ["BadFormToken", "FormTokens", "TooManyForms", "form_token_input"]
+__all__ = ["BadFormToken", "FormTokens", "TooManyForms", "TooManyFormsFromClient",
+           "form_token_input"]
 
 T = TypeVar("T")
 _SESSION_KEY = "_form_tokens_sid"
@@ -69,6 +72,14 @@ class TooManyForms(TooManyRequests):
     )
 
 
+class TooManyFormsFromClient(TooManyRequests):
+    """This client address opened more forms this minute than the limit allows."""
+    description = (
+        "Very many forms were opened from your network in the last minute, so we are not "
+        "opening another one just now. Please wait a minute and try again."
+    )
+
+
 @dataclass(frozen=True)
 class _State:
     store: TokenStore
@@ -76,6 +87,7 @@ class _State:
     wait: float
     redis_down_fallback: bool = False
     max_per_session: int = 0
+    max_per_client_per_minute: int = 0
 
 
 class FormTokens:
@@ -95,6 +107,7 @@ class FormTokens:
         app.config.setdefault("FORM_TOKENS_TTL", 3600)
         app.config.setdefault("FORM_TOKENS_WAIT_SECONDS", 10.0)
         app.config.setdefault("FORM_TOKENS_MAX_PER_SESSION", 0)  # 0: no cap
+        app.config.setdefault("FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE", 0)  # 0: no limit
         app.config.setdefault("FORM_TOKENS_REDIS_DOWN_FALLBACK", False)
         app.config.setdefault("FORM_TOKENS_PREFIX", "ft")
         app.config.setdefault("FORM_TOKENS_FIELD", "form_token")
@@ -107,6 +120,7 @@ class FormTokens:
             wait=float(app.config["FORM_TOKENS_WAIT_SECONDS"]),
             redis_down_fallback=bool(app.config["FORM_TOKENS_REDIS_DOWN_FALLBACK"]),
             max_per_session=int(app.config["FORM_TOKENS_MAX_PER_SESSION"]),
+            max_per_client_per_minute=int(app.config["FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE"]),
         )
         # A CSRF token lives as long as the form token it travels with: a shorter
         # limit fails forms whose token is still good. Flask-WTF reads the setting
@@ -141,30 +155,45 @@ class FormTokens:
             sid = session[_SESSION_KEY] = secrets.token_urlsafe(16)
         return sid
 
-    def issue(self, form: str) -> str:
-        """A fresh token for one rendering of ``form`` (one Redis SET).
+    def issue(self, form: str, *, per_client_per_minute: int | None = None) -> str:
+        """A fresh token for one rendering of ``form`` (one Redis round trip).
 
         :class:`TooManyForms` (429) once this session has been issued
         ``FORM_TOKENS_MAX_PER_SESSION`` tokens in the current TTL window;
+        :class:`TooManyFormsFromClient` (429) once the client's address (as
+        ``request.remote_addr`` gives it: put ProxyFix in front when behind a
+        proxy) has been issued ``per_client_per_minute`` tokens this minute
+        (default ``FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE``; 0: no limit);
         :class:`~submit_once.runner.Unavailable` if Redis does not answer.
         """
-        self._count_issue()
+        state = self.state()
+        limit = state.max_per_client_per_minute if per_client_per_minute is None \
+            else per_client_per_minute
+        window = self._session_window()
         try:
-            token = self.store.issue(session_id=self.session_id(), form=form)
+            token = self.store.issue(
+                session_id=self.session_id(), form=form,
+                limit=IssueLimit(request.remote_addr or "", limit) if limit > 0 else None)
+        except TooManyIssued as refused:
+            raise TooManyFormsFromClient(retry_after=refused.retry_after) from None
         except redis.RedisError as error:
             raise Unavailable(f"{type(error).__name__} while issuing a token") from error
+        if window is not None:
+            session[_WINDOW_KEY] = [window[0], window[1] + 1]
         token_issued.send(current_app._get_current_object(), form=form)  # type: ignore[attr-defined]
         return token
 
-    def _count_issue(self) -> None:
+    def _session_window(self) -> list[int] | None:
         # The count lives in the signed session cookie, not in Redis, so the cap
         # costs the happy path no Redis command. Tokens of the previous window
         # may still be live, so a session holds at most 2 x cap live tokens.
-        # A client that drops or replays its cookie escapes the count; Redis
-        # maxmemory with volatile-ttl is what bounds that (see docs/DEPLOY.md).
+        # A client that drops or replays its cookie escapes the count; the
+        # per-client limit (in Redis, by address) and Redis maxmemory with
+        # volatile-ttl are what bound that (see docs/DEPLOY.md). Recorded by
+        # issue() once a token is issued.
         cap, ttl = self.state().max_per_session, self.store.ttl
         if cap <= 0:
-            return
+            return None
         now = int(time.time())
         window = session.get(_WINDOW_KEY)
         if not (isinstance(window, list) and len(window) == 2
@@ -172,7 +201,7 @@ class FormTokens:
             window = [now, 0]
         if window[1] >= cap:
             raise TooManyForms(retry_after=window[0] + ttl - now)
-        session[_WINDOW_KEY] = [window[0], window[1] + 1]
+        return window
 
     def submitted_token(self) -> str:
         """The token in the submitted form; :class:`BadFormToken` (400) if it is

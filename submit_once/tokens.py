@@ -8,6 +8,17 @@ Life of a token::
     issue()    SET <prefix>:<digest> 1 EX <ttl> NX     when the form is rendered
     consume()  GETDEL <prefix>:<digest>                when the form is submitted
 
+Issuing can be bounded per client (``issue(..., limit=IssueLimit(address, 40))``):
+the count rides in the same pipeline as the SET, one round trip as before::
+
+    INCRBY <prefix>:issued:<client digest>:<minute> 1  this client's count this minute
+    EXPIRE <prefix>:issued:<client digest>:<minute> 120
+    SET <prefix>:<digest> 1 EX <ttl> NX
+    (over the limit: DEL <prefix>:<digest>, and TooManyIssued)
+
+A client that drops its cookies escapes any count kept in the session; this one
+is kept in Redis, by address, so a flood of form views cannot fill Redis.
+
 A key the *caller* chooses (an ``Idempotency-Key`` header, a webhook event id)
 is not issued first; it is claimed::
 
@@ -42,12 +53,15 @@ import base64
 import hashlib
 import re
 import secrets
+import time
+from dataclasses import dataclass
 from typing import TypeAlias
 
 import redis
 from redis.cluster import RedisCluster
 
-__all__ = ["TOKEN_BYTES", "RedisClient", "TokenStore", "is_well_formed"]
+__all__ = ["TOKEN_BYTES", "IssueLimit", "RedisClient", "TokenStore", "TooManyIssued",
+           "is_well_formed"]
 
 #: A redis-py client for one server (or a Sentinel-managed master) or a Cluster.
 RedisClient: TypeAlias = "redis.Redis | RedisCluster"
@@ -57,6 +71,11 @@ TOKEN_BYTES = 32
 _TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{43}")
 
 
+def _short_digest(value: str) -> str:
+    """16 hex characters naming ``value`` in a key: bounded, and no address kept in Redis."""
+    return hashlib.sha256(value.encode()).hexdigest()[:16]
+
+
 def is_well_formed(token: object) -> bool:
     """Whether ``token`` has the exact shape :meth:`TokenStore.issue` produces.
 
@@ -64,6 +83,22 @@ def is_well_formed(token: object) -> bool:
     a token that expired.
     """
     return isinstance(token, str) and _TOKEN_SHAPE.fullmatch(token) is not None
+
+
+@dataclass(frozen=True)
+class IssueLimit:
+    """At most ``per_minute`` tokens a calendar minute for ``client`` (whatever names
+    who asks: an address). Counted per minute, so any 60 s hold at most twice that."""
+    client: str
+    per_minute: int
+
+
+class TooManyIssued(Exception):
+    """The client reached its :class:`IssueLimit`; no token was left behind."""
+
+    def __init__(self, retry_after: int) -> None:
+        super().__init__(f"too many tokens issued; retry after {retry_after} s")
+        self.retry_after = retry_after
 
 
 class TokenStore:
@@ -97,16 +132,35 @@ class TokenStore:
         """The Redis key for ``token`` as bound to this session and form."""
         return f"{self.prefix}:{self.digest(token, session_id=session_id, form=form)}"
 
-    def issue(self, *, session_id: str, form: str) -> str:
+    def issue(self, *, session_id: str, form: str, limit: IssueLimit | None = None) -> str:
         """Create a token for one rendering of ``form`` in ``session_id``.
 
         One ``SET key 1 EX ttl NX``. Every rendering gets its own token, so
         many open tabs never invalidate one another. NX only guards against
         the impossible (a 256-bit collision): it never overwrites a live key.
+
+        With a ``limit``, the client's count for this minute is taken in the
+        same pipeline (one round trip); over the limit the token just set is
+        deleted and :class:`TooManyIssued` says when to come back.
         """
         token = secrets.token_urlsafe(TOKEN_BYTES)
-        if not self.client.set(self.key(token, session_id=session_id, form=form), 1,
-                               ex=self.ttl, nx=True):
+        key = self.key(token, session_id=session_id, form=form)
+        if limit is None or limit.per_minute <= 0:
+            stored = self.client.set(key, 1, ex=self.ttl, nx=True)
+        else:
+            now = int(time.time())
+            # A key per minute: its TTL is set with the count, never left off
+            # (INCR on a key that expired a moment earlier would make one for ever).
+            counter = f"{self.prefix}:issued:{_short_digest(limit.client)}:{now // 60}"
+            pipe = self.client.pipeline(transaction=False)
+            pipe.incr(counter)
+            pipe.expire(counter, 120)
+            pipe.set(key, 1, ex=self.ttl, nx=True)
+            issued, _, stored = pipe.execute()
+            if int(issued) > limit.per_minute:
+                self.client.delete(key)
+                raise TooManyIssued(retry_after=60 - now % 60)
+        if not stored:
             raise RuntimeError("token collision: the random source is broken")
         return token
 

@@ -7,6 +7,7 @@ was and it still places exactly one order.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ ESCAPED = "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;"
 BAD_TOKEN = "without a valid form token"
 SESSION = "Your session expired"
 REPEATED = "was sent more than once"
+CROSS_SITE = "Another site sent this form in your name"
 
 
 @dataclass
@@ -102,6 +104,27 @@ def csrf_of_another_session(user: User):
     return user.post(user.fields(csrf_token=hidden(html, "csrf_token")))
 
 
+def forged(**headers: str) -> Callable[[User], object]:
+    """Another site's page auto-submitting the form: no CSRF token, its own fields."""
+    return lambda user: user.post(user.fields(csrf_token=None, name=SCRIPT), headers=headers)
+
+
+def by_order_number(path: str) -> Callable[[User], object]:
+    """Someone else's real order, asked for by the number its customer quotes."""
+    def send(user: User):
+        owner = user.app.test_client()
+        html = owner.get("/orders/new").get_data(as_text=True)
+        placed = owner.post("/orders", data={**VALID, "email": "owner@example.com",
+                                             "csrf_token": hidden(html, "csrf_token"),
+                                             "form_token": hidden(html, "form_token")})
+        number = re.search(r'data-order-number="([^"]+)"',
+                           owner.get(placed.headers["Location"]).text).group(1)
+        response = user.client.get(path.format(number))
+        assert "owner@example.com" not in response.text
+        return response
+    return send
+
+
 def inactive_product(user: User):
     with user.servers.engine.begin() as conn:
         conn.execute(text("UPDATE products SET active = false WHERE id = 2"))
@@ -128,6 +151,12 @@ CASES = {
     "csrf-missing": (fields(csrf_token=None), 400, SESSION),
     "csrf-invalid": (fields(csrf_token="not-a-csrf-token"), 400, SESSION),
     "csrf-of-another-session": (csrf_of_another_session, 400, SESSION),
+    "csrf-missing-same-origin": (forged(Origin="http://localhost"), 400, SESSION),
+    "csrf-missing-same-site": (forged(**{"Sec-Fetch-Site": "same-origin"}), 400, SESSION),
+    "forged-cross-site": (forged(**{"Sec-Fetch-Site": "cross-site"}), 403, CROSS_SITE),
+    "forged-other-origin": (forged(Origin="https://evil.example"), 403, CROSS_SITE),
+    "forged-null-origin": (forged(Origin="null"), 403, CROSS_SITE),
+    "forged-other-port": (forged(Origin="http://localhost:8080"), 403, CROSS_SITE),
     # fields
     "product-empty": (fields(product=""), 422, "Choose a product."),
     "product-not-a-number": (fields(product="mug"), 422, "Choose one of the products"),
@@ -173,6 +202,9 @@ CASES = {
     "unknown-order-to-refund": (page("/orders/AAAAAAAAAAAAAAAAAAAAAA/refund"), 404,
                                 "There is no order"),
     "unknown-page": (page("/admin"), 404, "Page not found"),
+    "order-by-its-number": (by_order_number("/orders/{}"), 404, "There is no order"),
+    "cancel-by-order-number": (by_order_number("/orders/{}/cancel"), 404, "There is no order"),
+    "refund-by-order-number": (by_order_number("/orders/{}/refund"), 404, "There is no order"),
 }
 
 

@@ -139,3 +139,14 @@ def test_storm_of_one_token_on_a_cluster_behind_gunicorn_makes_one_order(servers
 def test_a_redis_url_the_app_cannot_use_stops_start_up_with_how_to_fix_it(url, message):
     with pytest.raises(RuntimeError, match=message):
         make_client(url)
+
+
+def test_the_per_client_form_limit_works_across_cluster_slots(make_app, cluster, cluster_url):
+    """The count and the token live in different slots: the pipeline splits by node."""
+    client = make_app(REDIS_URL=cluster_url, FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=5) \
+        .test_client(use_cookies=False)
+    if time.time() % 60 > 50:  # the count is per calendar minute
+        time.sleep(61 - time.time() % 60)
+    assert [client.get("/orders/new").status_code for _ in range(7)] == [200] * 5 + [429] * 2
+    keys = [k for node in cluster for k in redis.Redis(port=node.port).keys("*")]
+    assert sum(1 for k in keys if not k.startswith(b"ft:issued:")) == 5

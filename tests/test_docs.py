@@ -34,7 +34,7 @@ def test_pattern_doc_names_every_setting_the_extension_reads_and_only_those():
     text = (ROOT / "docs/PATTERN.md").read_text()
     source = (ROOT / "submit_once/extension.py").read_text()
     read = set(re.findall(r'setdefault\("(FORM_TOKENS_\w+)"', source))
-    assert len(read) == 7
+    assert len(read) == 8
     assert set(re.findall(r"`(FORM_TOKENS_\w+)`", text)) == read
     for old in ("FORM_TOKEN_TTL", "SUBMIT_WAIT_SECONDS", "MAX_FORMS_PER_SESSION",
                 "FORM_TOKENS_WAIT`", "three small files"):

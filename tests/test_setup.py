@@ -109,7 +109,7 @@ def test_init_db_is_safe_to_run_twice(app, servers):
         assert "catalogue seeded" in result.output
     with servers.engine.connect() as conn:
         assert conn.scalar(text("SELECT count(*) FROM products")) == 4
-        assert conn.scalar(text("SELECT version_num FROM alembic_version")) == "0005"
+        assert conn.scalar(text("SELECT version_num FROM alembic_version")) == "0006"
 
 
 def test_testing_set_by_create_app_reads_the_catalogue_afresh_and_production_caches_it(
@@ -133,7 +133,8 @@ def test_blueprints_take_redis_when_they_use_it_so_init_order_carries_no_meaning
         client = app.test_client()
         assert client.get("/readyz").get_json()["checks"]["redis"]["status"] == "up"
         body = json.dumps({"id": "evt_1", "type": "payment.succeeded",
-                           "order_id": "AAAAAAAAAAAAAAAAAAAAAA", "amount_cents": 100}).encode()
+                           "order_id": "AAAAAAAAAAAAAAAAAAAAAA", "amount_cents": 100,
+                           "currency": "EUR"}).encode()
         response = client.post("/webhooks/payments", data=body, content_type="application/json",
                                headers={HEADER: sign(webhooks.DEV_SECRET, body)})
         assert response.status_code == 422 and response.get_json()["errors"] == {

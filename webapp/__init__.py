@@ -6,6 +6,7 @@ from importlib.util import find_spec
 from typing import Any
 
 from flask import Flask, redirect, url_for
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from . import (
     api,
@@ -20,6 +21,7 @@ from . import (
     refunds,
     request_log,
     security,
+    support,
     webhooks,
 )
 from .extensions import csrf, form_tokens
@@ -44,6 +46,12 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     if test_config:
         app.config.update(test_config)
     config.finish(app.config)
+    if app.config["TRUSTED_PROXIES"]:
+        # Client address and scheme as the proxies saw them (HSTS, the HTTPS
+        # Referer check, the per-client form limit). Not X-Forwarded-Host: the
+        # proxy passes Host through, and a client could otherwise choose it.
+        proxies = app.config["TRUSTED_PROXIES"]
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies)  # type: ignore[method-assign]
 
     db.init_app(app)
     form_tokens.init_app(app)
@@ -59,6 +67,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     app.register_blueprint(health.bp)
     metrics.init_app(app)
     request_log.init_app(app)
+    support.init_app(app)
 
     @app.get("/")
     def index():

@@ -7,8 +7,14 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-#: The only secret the app accepts without being told one, and only in development.
+#: The only secrets the app accepts without being told them, and only with
+#: APP_ENV=development or testing; production refuses them even when set.
 DEV_SECRET_KEY = "dev-only-not-secret"
+DEV_WEBHOOK_SECRET = "dev-webhook-secret"
+#: A SECRET_KEY signs the session cookie: fewer bytes than this can be brute-forced.
+SECRET_KEY_MIN_BYTES = 32
+#: Form views per client address per minute, unless FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE says.
+FORMS_PER_CLIENT_PER_MINUTE = 120
 
 ENVIRONMENTS = ("production", "development", "testing")
 
@@ -18,6 +24,7 @@ RENAMED = {
     "SUBMIT_WAIT_SECONDS": "FORM_TOKENS_WAIT_SECONDS",
     "MAX_FORMS_PER_SESSION": "FORM_TOKENS_MAX_PER_SESSION",
     "REDIS_DOWN_FALLBACK": "FORM_TOKENS_REDIS_DOWN_FALLBACK",
+    "MAX_FORMS_PER_CLIENT_PER_MINUTE": "FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE",
 }
 
 
@@ -39,7 +46,12 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
         "MAX_CONTENT_LENGTH": _int(environ, "MAX_CONTENT_LENGTH", 64 * 1024),
         "IDEMPOTENCY_RETENTION": _int(environ, "IDEMPOTENCY_RETENTION", 24 * 3600),
         "PAYMENT_WEBHOOK_SECRET": environ.get("PAYMENT_WEBHOOK_SECRET"),
+        "METRICS_TOKEN": environ.get("METRICS_TOKEN") or None,
+        "TRUSTED_PROXIES": _int(environ, "TRUSTED_PROXIES", 0),
     }
+    if environ.get("FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE"):
+        config["FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE"] = _int(
+            environ, "FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE", FORMS_PER_CLIENT_PER_MINUTE)
     if environ.get("CATALOGUE_CACHE_SECONDS"):
         # Unset, finish() picks the default for the environment the app ends up in.
         config["CATALOGUE_CACHE_SECONDS"] = number(environ, "CATALOGUE_CACHE_SECONDS", 5.0)
@@ -60,9 +72,8 @@ def finish(config: dict[str, Any]) -> None:
                 "and export it as SECRET_KEY (or set APP_ENV=development on your own machine)."
             )
         config["SECRET_KEY"] = DEV_SECRET_KEY
-    if env == "production" and hmac.compare_digest(str(config["SECRET_KEY"]).encode(),
-                                                   DEV_SECRET_KEY.encode()):
-        raise RuntimeError("SECRET_KEY is the development secret; set a real one in production.")
+    if env == "production":
+        refuse_weak_secrets(config)
     for name, example in (("DATABASE_URL", "postgresql+psycopg://user:pass@host/db"),
                           ("REDIS_URL", "redis://host:6379/0")):
         if not config.get(name):
@@ -73,12 +84,34 @@ def finish(config: dict[str, Any]) -> None:
     # Tests change the catalogue between requests and expect to see it at once; the
     # default must follow APP_ENV even when that comes from create_app's test_config.
     config.setdefault("CATALOGUE_CACHE_SECONDS", 0.0 if env == "testing" else 5.0)
+    # Tests open hundreds of forms from one address (127.0.0.1): off there unless a
+    # test turns it on.
+    config.setdefault("FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE",
+                      0 if env == "testing" else FORMS_PER_CLIENT_PER_MINUTE)
+    config.setdefault("TRUSTED_PROXIES", 0)
+    if not isinstance(config["TRUSTED_PROXIES"], int) or config["TRUSTED_PROXIES"] < 0:
+        raise RuntimeError("TRUSTED_PROXIES must be a whole number of proxies (0 or more).")
     config.update(
         TESTING=env == "testing",
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",
         SESSION_COOKIE_SECURE=env == "production",
     )
+
+
+def refuse_weak_secrets(config: Mapping[str, Any]) -> None:
+    """Production starts only with secrets of its own, and long enough."""
+    key = str(config["SECRET_KEY"]).encode()
+    if hmac.compare_digest(key, DEV_SECRET_KEY.encode()):
+        raise RuntimeError("SECRET_KEY is the development secret; set a real one in production.")
+    if len(key) < SECRET_KEY_MIN_BYTES:
+        raise RuntimeError(
+            f"SECRET_KEY is {len(key)} bytes; production needs at least {SECRET_KEY_MIN_BYTES}. "
+            "Generate one with python -c 'import secrets; print(secrets.token_hex(32))'.")
+    webhook = config.get("PAYMENT_WEBHOOK_SECRET")
+    if webhook and hmac.compare_digest(str(webhook).encode(), DEV_WEBHOOK_SECRET.encode()):
+        raise RuntimeError("PAYMENT_WEBHOOK_SECRET is the public development secret; set the "
+                           "one your payment provider gave you (or leave it unset: webhooks off).")
 
 
 def refuse_renamed(settings: Mapping[str, Any]) -> None:

@@ -24,6 +24,7 @@ FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 TITLES = {
     400: "This request could not be processed",
+    403: "This form was sent from another site",
     404: "Page not found",
     405: "That action is not allowed here",
     413: "That was too much data",
@@ -56,7 +57,20 @@ def _http_error(error: HTTPException):
     return render_error(error.code or 400, error.description, headers=headers)
 
 
+CROSS_SITE = ("Another site sent this form in your name, so we did not accept it and kept "
+              "nothing of what it sent. If you meant to order, open our order form and fill "
+              "it in there.")
+
+
 def _csrf_error(error: CSRFError):
+    # Another site's page posted here (a forged auto-submit): answer without a
+    # word of what it sent, without new tokens, and without touching the
+    # victim's session, whose open forms must keep working.
+    if sent_from_another_site():
+        if request.endpoint == "orders.create":
+            from .metrics import count_session_mismatch
+            count_session_mismatch("order", "cross_site")
+        return render_error(403, CROSS_SITE)
     # A body that is not a form has no CSRF field either: say what is wrong.
     if request.mimetype not in FORM_TYPES:
         return render_error(415, "Send this form from our order page (as an HTML form), "
@@ -71,6 +85,16 @@ def _csrf_error(error: CSRFError):
         return _form_again(resubmit_after_session_loss)
     return render_error(400, "Your session expired or this form was not sent from our site. "
                              "Go back, reload the page and try again.")
+
+
+def sent_from_another_site() -> bool:
+    """Whether the browser says this request came from a page of another site:
+    ``Sec-Fetch-Site: cross-site``, or an ``Origin`` that is not ours (``null``
+    included). Same-site requests (a lost session cookie) keep their input."""
+    if request.headers.get("Sec-Fetch-Site", "").strip().lower() == "cross-site":
+        return True
+    origin = request.headers.get("Origin")
+    return origin is not None and origin.rstrip("/") != f"{request.scheme}://{request.host}"
 
 
 def _unavailable(error: Exception):

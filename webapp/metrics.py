@@ -5,6 +5,15 @@ every worker can write to *before* gunicorn starts (and empty it at each start);
 each worker then writes its samples there and /metrics sums them. Without it the
 numbers are those of the one worker that answered. See docs/DEPLOY.md.
 
+Who may read it: with ``METRICS_TOKEN`` set, only a request carrying
+``Authorization: Bearer <METRICS_TOKEN>`` (others get 401); unset, /metrics is
+a 404 in production and open in development and testing.
+
+Every label value comes from a fixed set, so no request can add series: the
+form's kind (``order``, ``cancel``, ``refund``; never the order key that a
+cancel or refund form's name carries), the route's rule (never the path), and
+the method (anything outside :data:`METHODS` is ``OTHER``).
+
 What the design can tell apart, and what it cannot: a token pasted into another
 session names a Redis key that does not exist (the key is a digest of form,
 session and token), so it is counted with the expired and unknown ones
@@ -15,10 +24,11 @@ or different *and* whose CSRF check therefore fails is counted as
 
 from __future__ import annotations
 
+import hmac
 import os
 import time
 
-from flask import Blueprint, Flask, Response, g, request, request_started
+from flask import Blueprint, Flask, Response, abort, current_app, g, request, request_started
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
@@ -33,6 +43,8 @@ from submit_once.runner import Created, Duplicate, Expired, Failed, StillRunning
 from submit_once.signals import submit_decided, token_issued
 
 bp = Blueprint("metrics", __name__)
+
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
 if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     # gunicorn's master imports this package (for webapp.gunicorn_conf) before its
@@ -52,7 +64,8 @@ DUPLICATE_WAIT = Histogram(
 REJECTED = Counter("form_tokens_rejected",
                    "Submits refused for their token: expired_or_unknown (includes tokens from "
                    "another session: by design the two cannot be told apart), first_failed, "
-                   "still_running, session_mismatch (caught by the CSRF check).",
+                   "still_running, session_mismatch (caught by the CSRF check), cross_site "
+                   "(a forged submit from another site).",
                    ["form", "reason"])
 ORDERS_PLACED = Counter("orders_placed", "Orders committed through the order form.")
 REQUEST_SECONDS = Histogram("http_request_duration_seconds", "Request latency by route.",
@@ -68,13 +81,20 @@ def init_app(app: Flask) -> None:
     submit_decided.connect(_on_submit, app)
 
 
-def count_session_mismatch(form: str) -> None:
-    """A submit of ``form`` failed the CSRF/session check."""
-    REJECTED.labels(form, "session_mismatch").inc()
+def count_session_mismatch(form: str, reason: str = "session_mismatch") -> None:
+    """A submit of ``form`` failed the CSRF/session check (``cross_site``: it came
+    from another site)."""
+    REJECTED.labels(form_kind(form), reason).inc()
+
+
+def form_kind(form: str) -> str:
+    """``cancel:<order key>`` -> ``cancel``: the kind of form, never which order."""
+    return form.partition(":")[0]
 
 
 @bp.get("/metrics")
 def metrics():
+    _authorize()
     registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
@@ -83,11 +103,26 @@ def metrics():
                                                         "Cache-Control": "no-store"})
 
 
+def _authorize() -> None:
+    token = current_app.config.get("METRICS_TOKEN")
+    if not token:
+        if current_app.config["APP_ENV"] == "production":
+            abort(404)
+        return
+    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+    if not (scheme.lower() == "bearer"
+            and hmac.compare_digest(given.strip().encode(), str(token).encode())):
+        abort(Response("A bearer token is required.\n", 401,
+                       {"WWW-Authenticate": 'Bearer realm="metrics"', "Cache-Control": "no-store",
+                        "Content-Type": "text/plain; charset=utf-8"}))
+
+
 def _on_issue(app: Flask, *, form: str, **_: object) -> None:
-    TOKENS_ISSUED.labels(form).inc()
+    TOKENS_ISSUED.labels(form_kind(form)).inc()
 
 
 def _on_submit(app: Flask, *, form: str, outcome: object, seconds: float, **_: object) -> None:
+    form = form_kind(form)
     match outcome:
         case Created():
             TOKENS_CONSUMED.labels(form).inc()
@@ -116,6 +151,7 @@ def _observe_request(response: Response) -> Response:
     if started is not None:
         # The rule (/orders/<public_id>), never the path: bounded label values, no order ids.
         route = request.url_rule.rule if request.url_rule else "unmatched"
-        REQUEST_SECONDS.labels(request.method, route, str(response.status_code)).observe(
+        method = request.method if request.method in METHODS else "OTHER"
+        REQUEST_SECONDS.labels(method, route, str(response.status_code)).observe(
             time.perf_counter() - started)
     return response

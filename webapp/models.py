@@ -18,25 +18,34 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from .order_rules import (
     ADDRESS_MAX,
+    CURRENCY,
     EMAIL_MAX,
     NAME_MAX,
+    ORDER_NUMBER_LENGTH,
     PUBLIC_ID_LENGTH,
     QUANTITY_MAX,
     QUANTITY_MIN,
     SKU_MAX,
+    new_order_number,
     new_public_id,
 )
 
-__all__ = ["ORDER_STATUSES", "ApiClient", "ApiKey", "Base", "Order", "PaymentEvent", "Product",
-           "RefundRecord", "new_public_id"]
+__all__ = ["ORDER_STATUSES", "PAYMENT_PROBLEMS", "ApiClient", "ApiKey", "Base", "Order",
+           "PaymentEvent", "Product", "RefundRecord", "new_public_id"]
 
 ORDER_STATUSES = ("placed", "paid", "shipped", "cancelled", "refunded")
+#: Why a payment was recorded but did not pay for its order (payment_events.problem).
+#: The first three keep money with no order to show for it (reconcile-payments lists
+#: them); the last two add it to the order's paid_cents, where it can be refunded.
+PAYMENT_PROBLEMS = ("amount_mismatch", "currency_mismatch", "order_closed", "after_cancel",
+                    "extra_payment")
 #: The length of a submission digest (SHA-256, URL-safe base64 without padding).
 DIGEST_LENGTH = 43
 
@@ -70,8 +79,15 @@ class Order(Base):
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    # The private link's key (128 random bits): never shown as a number, logged or a label.
     public_id: Mapped[str] = mapped_column(String(PUBLIC_ID_LENGTH), unique=True,
                                            default=new_public_id)
+    # What people quote (migration 0006); it opens nothing by itself.
+    order_number: Mapped[str] = mapped_column(
+        String(ORDER_NUMBER_LENGTH), unique=True, default=new_order_number,
+        server_default=text("new_order_number()"))
+    currency: Mapped[str] = mapped_column(String(3), default=CURRENCY,
+                                          server_default=CURRENCY)
     # The digest of what made this order once: a form token (bound to session
     # and form) or an API client's Idempotency-Key. UNIQUE: the last line of
     # defence when Redis gives back a token or key it had already handed out.
@@ -126,12 +142,20 @@ class PaymentEvent(Base):
     """A payment provider's event, recorded in the transaction of its effect:
     the UNIQUE event id makes it take effect once even when Redis forgets it."""
     __tablename__ = "payment_events"
+    __table_args__ = (
+        CheckConstraint(f"problem IS NULL OR problem IN {PAYMENT_PROBLEMS!r}",
+                        name="payment_events_problem_known"),
+    )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     event_id: Mapped[str] = mapped_column(String(255), unique=True)
     type: Mapped[str] = mapped_column(String(64))
     order_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("orders.id"))
     amount_cents: Mapped[int] = mapped_column(Integer)
+    # Migration 0006: the event's currency, and why it did not pay for its order
+    # (one of PAYMENT_PROBLEMS), NULL when it did just that.
+    currency: Mapped[str] = mapped_column(String(3), default=CURRENCY, server_default=CURRENCY)
+    problem: Mapped[str | None] = mapped_column(String(32))
     received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
                                                   server_default=func.now())
 

@@ -2,6 +2,12 @@
 (:mod:`webapp.orders.forms`), the JSON API (:mod:`webapp.api.schemas`) and the
 tables (:mod:`webapp.models`) all read them here, so they cannot drift apart.
 
+An order has two names. The **order number** (``new_order_number``: 10
+characters, read out and quoted in support emails) opens nothing. The
+**public id** (128 random bits) is the key in the private link
+``/orders/<public_id>``: whoever has it can see and act on the order, so it is
+never shown as a number, logged or used as a metric label.
+
 Also the shape of an order's public id and the one way a page looks an order
 up by it: :func:`get_order_or_404` checks the shape before any SQL, so a NUL
 byte or a 2 kB path segment is a 404, never a database error.
@@ -13,15 +19,16 @@ import re
 import secrets
 from typing import TYPE_CHECKING
 
-from flask import abort
+from flask import abort, g
 from sqlalchemy import select
 
 if TYPE_CHECKING:
     from .models import Order
 
-__all__ = ["ADDRESS_MAX", "EMAIL_MAX", "NAME_MAX", "NO_SUCH_ORDER", "PUBLIC_ID_PATTERN",
-           "QUANTITY_MAX", "QUANTITY_MIN", "SKU_MAX", "get_order_or_404", "has_control_chars",
-           "is_public_id", "new_public_id"]
+__all__ = ["ADDRESS_MAX", "CURRENCY", "EMAIL_MAX", "NAME_MAX", "NO_SUCH_ORDER",
+           "ORDER_NUMBER_LENGTH", "PUBLIC_ID_PATTERN", "QUANTITY_MAX", "QUANTITY_MIN", "SKU_MAX",
+           "get_order_or_404", "has_control_chars", "is_public_id", "new_order_number",
+           "new_public_id", "normal_order_number"]
 
 NAME_MAX = 100
 EMAIL_MAX = 254  # RFC 5321's limit on a path
@@ -36,10 +43,28 @@ _PUBLIC_ID = re.compile(PUBLIC_ID_PATTERN)
 
 NO_SUCH_ORDER = "There is no order with this number."
 
+#: The currency of today's catalogue (ISO 4217); every order carries its own.
+CURRENCY = "EUR"
+
+#: Order numbers: no 0/O, 1/I/L, U, so a number read out over the phone survives.
+ORDER_NUMBER_ALPHABET = "23456789ABCDEFGHJKMNPQRSTVWXYZ"
+ORDER_NUMBER_LENGTH = 10
+
 
 def new_public_id() -> str:
     """128 random bits: the only handle on an order that leaves the server."""
     return secrets.token_urlsafe(16)
+
+
+def new_order_number() -> str:
+    """A short number for people (about 49 random bits; UNIQUE in the table). It is
+    not a secret and not a key: nothing opens with it alone."""
+    return "".join(secrets.choice(ORDER_NUMBER_ALPHABET) for _ in range(ORDER_NUMBER_LENGTH))
+
+
+def normal_order_number(value: str) -> str:
+    """An order number as a person may type it ("kx7p-2m9q rt"), in its stored form."""
+    return re.sub(r"[\s-]", "", value).upper()
 
 
 def is_public_id(value: str) -> bool:
@@ -64,4 +89,5 @@ def get_order_or_404(public_id: str) -> Order:
             order = db.scalar(select(Order).where(Order.public_id == public_id))
     if order is None:
         abort(404, NO_SUCH_ORDER)
+    g.order_number = order.order_number  # what the request log names it by, never the key
     return order

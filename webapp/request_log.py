@@ -3,11 +3,13 @@ formats it):
 
     {"event": "request", "request_id": "4f0c…", "method": "POST", "route": "/orders",
      "status": 303, "ms": 12.4, "token": "q3Zx1fQe0b2A", "outcome": "Created",
-     "order": "Jx0…", "ts": "2026-11-30T07:01:02.345Z"}
+     "ts": "2026-11-30T07:01:02.345Z"}
 
 ``token`` is the first 12 characters of the token's digest (the Redis key and the
-order's UNIQUE column), never the token; ``order`` is the order's public id. No
-form fields, no addresses, no client IPs. ``request_id`` is the caller's
+order's UNIQUE column), never the token. A request on an order's page carries
+``order_number`` (what support is quoted), never the order's key: ``route`` is
+the rule (``/orders/<public_id>``), not the path. No form fields, no addresses,
+no client IPs. ``request_id`` is the caller's
 ``X-Request-ID`` when it looks like one (so a load balancer's id carries through),
 else a new one; it is sent back in the ``X-Request-ID`` response header.
 """
@@ -82,10 +84,8 @@ def _begin(app: Flask, **_: object) -> None:
 
 
 def _note_submit(app: Flask, *, outcome: object, digest: str, **_: object) -> None:
+    # Not the outcome's result: for a form it is the order's key.
     g.log_fields = {"token": digest[:DIGEST_PREFIX], "outcome": type(outcome).__name__}
-    result = getattr(outcome, "result", None)
-    if isinstance(result, str):
-        g.log_fields["order"] = result
 
 
 def _log(response: Response) -> Response:
@@ -99,8 +99,8 @@ def _log(response: Response) -> Response:
         "ms": round((time.perf_counter() - g.log_started) * 1000, 1),
         **g.get("log_fields", {}),
     }
-    if request.view_args and "public_id" in request.view_args:
-        fields.setdefault("order", request.view_args["public_id"])
+    if "order_number" in g:
+        fields["order_number"] = g.order_number
     response.headers["X-Request-ID"] = g.request_id
     logging.getLogger(LOGGER).info("request", extra=fields)
     return response

@@ -98,21 +98,23 @@ def submit_spaced(page: Page, times: int, spacing_ms: int) -> None:
 
 
 def expect_confirmation(page: Page, *, already_placed: bool | None) -> str:
-    """Wait for an order's confirmation page; its order number. ``already_placed``:
+    """Wait for an order's confirmation page; its key (the private link's). ``already_placed``:
     whether the "already placed" notice must be shown (True), absent (False), or
     either (None: which of racing duplicates the server took first is not fixed)."""
     expect(page).to_have_url(ORDER_URL, timeout=30_000)
     expect(page.get_by_role("heading", level=1)).to_have_text("Thank you — your order is placed")
     match = ORDER_URL.search(page.url)
     assert match is not None
-    number = page.locator("#order-number").inner_text()
-    assert number == match.group(1), "the order number shown is the one in the address"
+    shown = page.locator("#order-number")
+    number = shown.inner_text()
+    assert number == shown.get_attribute("data-order-number")
+    assert number != match.group(1), "the order number shown is not the key in the address"
     notice = page.get_by_text("This order was already placed")
     if already_placed:
         expect(notice).to_be_visible()
     elif already_placed is False:
         expect(notice).to_have_count(0)
-    return number
+    return match.group(1)
 
 
 # The pages a user can be looking at, each reached the way a user reaches it.

@@ -22,7 +22,7 @@ from submit_once.tokens import TokenStore
 from ..db import sessions
 from ..extensions import form_tokens
 from ..models import Order, Product
-from ..order_rules import is_public_id, new_public_id
+from ..order_rules import CURRENCY, is_public_id, new_order_number, new_public_id
 from ..order_states import TransitionRefused, transition
 from .idempotency import expires_at, fingerprint, http_date
 from .problems import ApiProblem
@@ -123,7 +123,10 @@ def place_api_order(db: Session, order_request: OrderRequest, client: int, key: 
                                               Product.active))
     if product is None:
         raise Refused("product no longer on sale")
-    order = Order(public_id=new_public_id(), submission_digest=digest, product=product,
+    # The names and currency are set here, not left to the column defaults: the
+    # response a retry replays is built before the INSERT.
+    order = Order(public_id=new_public_id(), order_number=new_order_number(),
+                  currency=CURRENCY, submission_digest=digest, product=product,
                   quantity=order_request.quantity, unit_price_cents=product.price_cents,
                   customer_name=order_request.name, email=order_request.email,
                   shipping_address=order_request.address, status="placed",

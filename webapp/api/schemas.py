@@ -90,12 +90,17 @@ class OrderBody(BaseModel):
     """An order as the API shows it (and replays it)."""
     model_config = ConfigDict(title="Order")
 
-    id: str
+    id: Annotated[str, Field(description="The order's key: names it in this API and in the "
+                                         "payment provider's events. Keep it private.")]
+    order_number: Annotated[str, Field(description="What the customer quotes to support; "
+                                                   "it opens nothing.")]
     status: Literal[ORDER_STATUSES]  # type: ignore[valid-type]
     product: str
     quantity: int
     unit_price_cents: int
     total_cents: int
+    currency: Annotated[str, Field(description="ISO 4217 code of the amounts.",
+                                   examples=["EUR"])]
     name: str
     email: str
     address: str
@@ -155,9 +160,10 @@ def _on_sale(db: Session, sku: object) -> bool:
 def order_json(order: Order) -> dict[str, Any]:
     """An order as the API shows it."""
     return OrderBody(
-        id=order.public_id, status=order.status, product=order.product.sku,
-        quantity=order.quantity, unit_price_cents=order.unit_price_cents,
-        total_cents=order.total_cents, name=order.customer_name, email=order.email,
+        id=order.public_id, order_number=order.order_number, status=order.status,
+        product=order.product.sku, quantity=order.quantity,
+        unit_price_cents=order.unit_price_cents, total_cents=order.total_cents,
+        currency=order.currency, name=order.customer_name, email=order.email,
         address=order.shipping_address, created_at=order.created_at,
     ).model_dump(mode="json")
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from flask import Flask
 
+from ..config import DEV_WEBHOOK_SECRET as DEV_SECRET
 from ..extensions import csrf
 from .views import bp
 
 __all__ = ["DEV_SECRET", "init_app"]
-
-DEV_SECRET = "dev-webhook-secret"
 
 
 def init_app(app: Flask) -> None:

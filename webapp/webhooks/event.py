@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from flask import request
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
 from ..api.problems import ApiProblem
 from ..api.schemas import NOT_AN_OBJECT, field_errors, printable
@@ -18,12 +18,16 @@ EFFECTS = ("payment.succeeded", "refund.succeeded")
 MAX_AMOUNT_CENTS = 100_000_000
 
 Name = Annotated[str, Field(min_length=1, max_length=255), printable()]
+#: An ISO 4217 code in any case ("eur"), kept in upper case.
+Currency = Annotated[str, Field(pattern=r"^[A-Za-z]{3}$", examples=["EUR"]),
+                     AfterValidator(str.upper)]
 
 MESSAGES = {
     "id": "Give 1 to 255 printable characters.",
     "type": "Give 1 to 255 printable characters.",
     "order_id": "Give 1 to 255 printable characters.",
     "amount_cents": f"Give a whole number of cents from 1 to {MAX_AMOUNT_CENTS}.",
+    "currency": "Give the ISO 4217 code of the currency, such as EUR.",
 }
 
 
@@ -35,8 +39,11 @@ class PaymentEvent(BaseModel):
     type: Annotated[Name, Field(
         description="Only these change an order; others are acknowledged and ignored.",
         examples=list(EFFECTS))]
-    order_id: Name
+    order_id: Annotated[Name, Field(description="The order's key: what the shop gave the "
+                                    "provider when it asked for the payment.")]
     amount_cents: Annotated[int, Field(ge=1, le=MAX_AMOUNT_CENTS)]
+    currency: Annotated[Currency | None, Field(
+        description="Required on the events that change an order.")] = None
 
 
 def parse_event() -> PaymentEvent:
@@ -45,9 +52,13 @@ def parse_event() -> PaymentEvent:
     if not isinstance(body, dict):
         raise ApiProblem("malformed-json", NOT_AN_OBJECT)
     try:
-        return PaymentEvent.model_validate(body)
+        event = PaymentEvent.model_validate(body)
     except ValidationError as error:
         errors = {name: MESSAGES.get(name, message)
                   for name, message in field_errors(error, MESSAGES).items()}
         raise ApiProblem("validation-error", "Fix the fields listed in errors.",
                          errors=errors) from None
+    if event.type in EFFECTS and event.currency is None:  # money without a currency
+        raise ApiProblem("validation-error", "Fix the fields listed in errors.",
+                         errors={"currency": MESSAGES["currency"]})
+    return event

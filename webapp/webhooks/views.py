@@ -11,6 +11,18 @@ The provider delivers at least once, sometimes twice, sometimes out of order:
       already applied      -> 200, no second effect
       not applicable yet   -> 409 (refund for an unpaid order): the provider retries
 
+A payment is checked against its order (amount and currency) and always
+recorded, with what it did (:func:`apply_payment`): it pays a placed order
+whose total it matches; after a cancel or on an order already paid it is added
+to ``paid_cents`` (refundable); a wrong amount or currency pays nothing and is
+kept as a problem for ``reconcile-payments``. Each of these answers 200
+("recorded"): the provider did its part, and a 4xx would only make it retry an
+event that will never match, or page someone at the provider instead of us.
+
+Events name the order by its key (``order_id``: what the shop gave the
+provider when asking for the payment), never by its order number: the number
+is for people, and guessable.
+
 The claim is given back whenever the transaction did not commit, so a retry of
 a refused or failed event is processed afresh.
 """
@@ -18,9 +30,10 @@ a refused or failed event is processed afresh.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from flask import Blueprint, Response, current_app, jsonify, request
-from sqlalchemy import select
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -76,8 +89,12 @@ def receive() -> Response:
     )
     log.info("webhook %s %s", event.type, type(outcome).__name__)
     match outcome:
-        case Created(status):
+        case Created(Recorded(status, None)):
             return jsonify(event=event.id, result="applied", order_status=status)
+        case Created(Recorded(status, problem)):
+            log.warning("payment event recorded, not applied as paid: %s", problem)
+            return jsonify(event=event.id, result="recorded", problem=problem,
+                           order_status=status)
         case Duplicate():
             return jsonify(event=event.id, result="duplicate")
         case StillRunning():
@@ -99,16 +116,39 @@ def receive() -> Response:
             raise ApiProblem("unavailable", "The event was not applied; retry.", headers=RETRY)
 
 
-def apply_event(db: Session, event: Event) -> str:
-    """Record the event and apply its effect in the caller's transaction; the
-    order's status after it. The event row goes first: if Redis forgot the
-    event, its UNIQUE id stops the effect before it is attempted."""
-    order_id = db.scalar(select(Order.id).where(Order.public_id == event.order_id))
-    if order_id is None:
+@dataclass(frozen=True)
+class Recorded:
+    """What an event did: the order's status after it, and why it did not take
+    its plain effect (one of ``PAYMENT_PROBLEMS``), or None."""
+    status: str
+    problem: str | None = None
+
+
+def apply_event(db: Session, event: Event) -> Recorded:
+    """Record the event and apply its effect in the caller's transaction. The
+    event row goes first: if Redis forgot the event, its UNIQUE id stops the
+    effect before it is attempted. The order's row is locked, so a cancel
+    committing meanwhile is seen, not raced."""
+    order = db.execute(select(Order.id, Order.status, Order.currency,
+                              (Order.unit_price_cents * Order.quantity).label("total"))
+                       .where(Order.public_id == event.order_id).with_for_update()).one_or_none()
+    if order is None:
         raise UnknownOrder(event.order_id)
-    db.add(PaymentEvent(event_id=event.id, type=event.type, order_id=order_id,
-                        amount_cents=event.amount_cents))
+    problem = None if event.currency == order.currency else "currency_mismatch"
+    if problem is None and event.type == "payment.succeeded":
+        problem = payment_problem(order.status, order.total, event.amount_cents)
+    db.add(PaymentEvent(event_id=event.id, type=event.type, order_id=order.id,
+                        amount_cents=event.amount_cents, currency=event.currency,
+                        problem=problem))
     db.flush()
+    if problem is not None and problem not in KEPT_REFUNDABLE:
+        return Recorded(order.status, problem)  # recorded; the order is left as it was
+    if problem is not None:
+        db.execute(update(Order).where(Order.id == order.id)
+                   .values(paid_cents=Order.paid_cents + event.amount_cents,
+                           updated_at=func.now()))
+        return Recorded(order.status, problem)
+    order_id = order.id
     if event.type == "refund.succeeded":
         # A refund made at the provider: recorded like the refund worker's, in
         # refund_records with the amount added, so the two always reconcile.
@@ -116,13 +156,24 @@ def apply_event(db: Session, event: Event) -> str:
                                 order_id=order_id, amount_cents=event.amount_cents,
                                 source="webhook")
         if applied is None:
-            status = db.scalar(select(Order.status).where(Order.id == order_id))
-            raise NotApplicableYet(str(TransitionRefused("refund", status)))
-        return applied.status
-    try:
-        return transition(db, order_id, "pay", paid_cents=event.amount_cents).status
-    except TransitionRefused as refused:
-        raise NotApplicableYet(str(refused)) from refused
+            raise NotApplicableYet(str(TransitionRefused("refund", order.status)))
+        return Recorded(applied.status)
+    return Recorded(transition(db, order_id, "pay", paid_cents=event.amount_cents).status)
+
+
+#: Problems whose money is added to the order's paid_cents, so it can be refunded.
+KEPT_REFUNDABLE = ("after_cancel", "extra_payment")
+
+
+def payment_problem(status: str, total_cents: int, amount_cents: int) -> str | None:
+    """Why a payment (in the order's currency) does not simply pay its order."""
+    if status == "placed":
+        return None if amount_cents == total_cents else "amount_mismatch"
+    if status == "cancelled":
+        return "after_cancel"
+    if status in ("paid", "shipped"):
+        return "extra_payment"
+    return "order_closed"  # refunded: nothing can be refunded on it any more
 
 
 def claims_digest(event_id: str) -> str:

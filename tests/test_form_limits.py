@@ -1,0 +1,102 @@
+"""Form views are bounded per client address (FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE),
+counted in Redis in the token's own round trip."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import redis
+
+from tests.conftest import VALID, hidden, order_count
+
+LIMIT = 40
+
+
+class CountingConnection(redis.Connection):
+    """A real connection that counts how often it writes to Redis: one write
+    per command, or per pipeline (which sends all its commands at once)."""
+    writes = 0
+
+    def send_packed_command(self, command, check_health=True):  # type: ignore[no-untyped-def]
+        CountingConnection.writes += 1
+        return super().send_packed_command(command, check_health)
+
+
+def away_from_a_minute_boundary() -> None:
+    """The count is kept per calendar minute: start a burst well inside one."""
+    if time.time() % 60 > 50:
+        time.sleep(61 - time.time() % 60)
+
+
+def form_keys(rdb) -> list[str]:
+    return [k for k in rdb.keys("ft:*") if not k.startswith("ft:issued:")]
+
+
+def test_120_cookieless_form_views_from_one_client_leave_at_most_the_limit(make_app, rdb):
+    app = make_app(FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=LIMIT)
+    client = app.test_client(use_cookies=False)
+    away_from_a_minute_boundary()
+    statuses = [client.get("/orders/new").status_code for _ in range(120)]
+    assert statuses == [200] * LIMIT + [429] * (120 - LIMIT)
+    assert len(form_keys(rdb)) == LIMIT  # rejected views left no live key behind
+    refused = client.get("/orders/new")
+    assert refused.status_code == 429 and 0 < int(refused.headers["Retry-After"]) <= 60
+    assert "Please wait a minute" in refused.text and 'name="form_token"' not in refused.text
+    # Another address has its own count.
+    assert client.get("/orders/new", environ_base={"REMOTE_ADDR": "192.0.2.7"}).status_code \
+        == 200
+
+
+def test_the_client_is_the_address_the_trusted_proxy_saw(make_app, rdb):
+    app = make_app(FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=3, TRUSTED_PROXIES=1)
+    client = app.test_client(use_cookies=False)
+    away_from_a_minute_boundary()
+
+    def view(address: str) -> int:
+        return client.get("/orders/new", headers={"X-Forwarded-For": address}).status_code
+
+    assert [view("203.0.113.1") for _ in range(4)] == [200, 200, 200, 429]
+    assert view("203.0.113.2") == 200  # same proxy, another client
+    assert not any("203.0.113" in key for key in rdb.keys("*"))  # addresses only as digests
+
+
+def test_the_limit_is_off_at_zero_and_the_session_cap_stays(make_app, rdb):
+    client = make_app(FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=0,
+                      FORM_TOKENS_MAX_PER_SESSION=5).test_client()
+    assert [client.get("/orders/new").status_code for _ in range(6)] == [200] * 5 + [429]
+    assert rdb.keys("ft:issued:*") == [] and len(form_keys(rdb)) == 5
+
+
+def test_a_user_within_the_limit_orders_as_before(make_app, servers):
+    client = make_app(FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=LIMIT).test_client()
+    away_from_a_minute_boundary()
+    html = client.get("/orders/new").text
+    tokens = {"csrf_token": hidden(html, "csrf_token"), "form_token": hidden(html, "form_token")}
+    assert client.post("/orders", data={**VALID, **tokens}).status_code == 303
+    assert order_count(servers) == 1
+
+
+@pytest.mark.parametrize("limit, commands", [
+    (0, {"set": 1, "getdel": 1}),
+    (LIMIT, {"incrby": 1, "expire": 1, "set": 1, "getdel": 1}),  # redis-py sends INCRBY 1
+])
+def test_an_order_costs_two_round_trips_to_redis_with_or_without_the_limit(
+        make_app, rdb, limit, commands):
+    """The limit adds commands to the form's pipeline, not round trips."""
+    app = make_app(FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=limit)
+    pool = app.extensions["form_tokens"].store.client.connection_pool
+    pool.disconnect()
+    pool.connection_class = CountingConnection
+    client = app.test_client()
+    away_from_a_minute_boundary()
+    client.get("/orders/new")  # the connection is open (CLIENT SETINFO is done)
+    rdb.config_resetstat()
+    CountingConnection.writes = 0
+    html = client.get("/orders/new").text
+    tokens = {"csrf_token": hidden(html, "csrf_token"), "form_token": hidden(html, "form_token")}
+    assert client.post("/orders", data={**VALID, **tokens}).status_code == 303
+    assert CountingConnection.writes == 2
+    calls = {name.removeprefix("cmdstat_"): stat["calls"]
+             for name, stat in rdb.info("commandstats").items()}
+    assert {k: v for k, v in calls.items() if k not in ("config", "info")} == commands

@@ -1,0 +1,158 @@
+"""What an attacker reads first: /metrics, forged cross-site submits, the
+proxy in front, and the secrets production starts with (issue 12)."""
+
+from __future__ import annotations
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tests.conftest import VALID, hidden, order_count
+from tests.test_cancel import cancel_form
+from tests.test_orders import open_form, order_path, submit
+from webapp import create_app
+from webapp.config import DEV_SECRET_KEY, DEV_WEBHOOK_SECRET, finish, from_environ
+from webapp.metrics import METHODS
+
+TOKEN = "m" * 40
+SCRIPT = '<script>alert("x")</script>'
+
+
+def bearer(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.mark.parametrize("env, token, headers, status", [
+    ("production", None, {}, 404),                       # off when unset in production
+    ("production", None, bearer("anything"), 404),
+    ("production", TOKEN, {}, 401),
+    ("production", TOKEN, bearer("m" * 39), 401),
+    ("production", TOKEN, bearer(TOKEN + "x"), 401),
+    ("production", TOKEN, {"Authorization": f"Basic {TOKEN}"}, 401),
+    ("production", TOKEN, bearer(TOKEN), 200),
+    ("testing", TOKEN, {}, 401),                          # set: required in every environment
+    ("testing", None, {}, 200),                           # unset: open in testing/development
+])
+def test_metrics_need_the_bearer_token(make_app, env, token, headers, status):
+    app = make_app(APP_ENV=env, SECRET_KEY="s" * 64, METRICS_TOKEN=token)
+    response = app.test_client().get("/metrics", headers=headers, base_url="https://localhost")
+    assert response.status_code == status
+    if status == 401:
+        assert response.headers["WWW-Authenticate"].startswith("Bearer")
+        assert "# HELP" not in response.text
+
+
+def test_metrics_labels_name_no_order_and_no_invented_method(make_app):
+    client = make_app(METRICS_TOKEN=TOKEN).test_client()
+    order = order_path(submit(client, open_form(client)))
+    key = order.rsplit("/", 1)[1]
+    client.post(f"{order}/cancel", data=cancel_form(client, order))
+    for verb in ("QQA", "QQB", "get", "PROPFIND", "X" * 200):
+        assert client.open("/orders/new", method=verb).status_code < 500
+    page = client.get("/metrics", headers=bearer(TOKEN)).text
+    assert key not in page and "cancel:" not in page and "refund:" not in page
+    labels: dict[str, set[str]] = {}
+    for family in text_string_to_metric_families(page):
+        for sample in family.samples:
+            for name, value in sample.labels.items():
+                labels.setdefault(name, set()).add(value)
+    assert labels["method"] <= METHODS | {"OTHER"} and "OTHER" in labels["method"]
+    assert labels["form"] <= {"order", "cancel", "refund", "newsletter"}
+    assert "cancel" in labels["form"]
+    assert all("<" not in r or r.startswith("/") for r in labels["route"])  # rules, not paths
+    assert not any(key in r for r in labels["route"])
+
+
+def test_a_cross_site_forged_post_echoes_nothing_and_leaves_the_session_alone(app, servers):
+    victim = app.test_client()
+    tokens = open_form(victim)
+    cookie = victim.get_cookie("session").value
+    forged = {**VALID, "name": SCRIPT, "email": "forged@evil.example",
+              "address": "1 Forged Lane", "form_token": tokens["form_token"]}
+    # A browser sends no Lax cookie with a cross-site POST; an older one might.
+    for client in (app.test_client(), victim):
+        response = client.post("/orders", data=forged,
+                               headers={"Sec-Fetch-Site": "cross-site",
+                                        "Origin": "https://evil.example"})
+        html = response.text
+        assert response.status_code == 403 and "Another site sent this form" in html
+        for sent in ("forged@evil.example", "Forged Lane", "alert", tokens["form_token"]):
+            assert sent not in html
+        assert 'name="form_token"' not in html and 'name="csrf_token"' not in html
+        assert "Set-Cookie" not in response.headers
+    assert victim.get_cookie("session").value == cookie and order_count(servers) == 0
+    assert submit(victim, tokens).status_code == 303  # the victim's open form still works
+
+
+def test_a_same_site_session_loss_keeps_the_input(app):
+    client = app.test_client()
+    html = client.post("/orders", data={**VALID, "form_token": "a" * 43},
+                       headers={"Sec-Fetch-Site": "same-origin",
+                                "Origin": "http://localhost"}).text
+    assert "Your session expired" in html and VALID["email"] in html
+    assert hidden(html, "form_token")
+
+
+@pytest.mark.parametrize("proxies, forwarded, hsts", [
+    (0, "https", False),   # nobody trusted: a client cannot claim HTTPS
+    (1, "https", True),
+    (1, "http", False),
+    (2, "https, https", True),
+])
+def test_hsts_whenever_the_request_is_secure_as_the_trusted_proxy_saw_it(
+        make_app, proxies, forwarded, hsts):
+    client = make_app(TRUSTED_PROXIES=proxies).test_client()
+    response = client.get("/orders/new", headers={"X-Forwarded-Proto": forwarded,
+                                                  "X-Forwarded-For": "203.0.113.9"})
+    assert response.status_code == 200
+    assert ("Strict-Transport-Security" in response.headers) == hsts
+
+
+def test_behind_a_tls_proxy_the_form_posts_only_with_our_own_https_referer(make_app, servers):
+    client = make_app(TRUSTED_PROXIES=1).test_client()
+    client.environ_base["HTTP_X_FORWARDED_PROTO"] = "https"
+    tokens = open_form(client)
+    refused = submit(client, tokens, **{})  # no Referer: Flask-WTF's HTTPS check applies
+    assert refused.status_code == 400 and order_count(servers) == 0
+    placed = client.post("/orders", data={**VALID, **tokens},
+                         headers={"Referer": "https://localhost/orders/new"})
+    assert placed.status_code == 303 and order_count(servers) == 1
+
+
+def production(**settings: str) -> dict:
+    environ = {"APP_ENV": "production", "DATABASE_URL": "postgresql+psycopg://u@h/db",
+               "REDIS_URL": "redis://h:6379/0", **settings}
+    config = from_environ(environ)
+    finish(config)
+    return config
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"SECRET_KEY": "short"}, "at least 32"),
+    ({"SECRET_KEY": "x" * 31}, "at least 32"),
+    ({"SECRET_KEY": DEV_SECRET_KEY}, "development secret"),
+    ({"SECRET_KEY": "x" * 64, "PAYMENT_WEBHOOK_SECRET": DEV_WEBHOOK_SECRET},
+     "public development secret"),
+    ({"SECRET_KEY": "x" * 64, "TRUSTED_PROXIES": "one"}, "must be a number"),
+    ({"SECRET_KEY": "x" * 64, "FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE": "-1"},
+     "must not be negative"),
+    ({"SECRET_KEY": "x" * 64, "MAX_FORMS_PER_CLIENT_PER_MINUTE": "40"},
+     "renamed: set FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE"),
+])
+def test_production_refuses_weak_secrets_and_bad_settings(settings, message):
+    with pytest.raises(RuntimeError, match=message):
+        production(**settings)
+
+
+def test_production_starts_with_its_own_secrets_and_the_app_refuses_them_too(servers):
+    config = production(SECRET_KEY="x" * 32, PAYMENT_WEBHOOK_SECRET="whsec-real")
+    assert config["FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE"] == 120
+    assert config["TRUSTED_PROXIES"] == 0
+    with pytest.raises(RuntimeError, match="at least 32"):
+        create_app(servers.config(APP_ENV="production", SECRET_KEY="short"))
+
+
+@pytest.mark.parametrize("env", ["development", "testing"])
+def test_development_secrets_only_outside_production(make_app, env):
+    app = make_app(APP_ENV=env, SECRET_KEY=None)
+    assert app.config["SECRET_KEY"] == DEV_SECRET_KEY
+    assert app.config["PAYMENT_WEBHOOK_SECRET"] == DEV_WEBHOOK_SECRET
