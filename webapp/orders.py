@@ -76,12 +76,14 @@ def create():
 
 @bp.get("/orders/<public_id>")
 def show(public_id: str):
-    order = None
-    if PUBLIC_ID.fullmatch(public_id):  # anything else (a NUL, 2 kB) never reaches SQL
-        with sessions()() as db:
-            order = db.scalar(select(Order).where(Order.public_id == public_id))
-    if order is None:
+    if not PUBLIC_ID.fullmatch(public_id):  # a NUL, 2 kB: never reaches SQL
         abort(404, "There is no order with this number.")
+    with sessions()() as db:
+        order = db.scalar(select(Order).where(Order.public_id == public_id))
+    if order is None:
+        # An order number we could have made: perhaps one the customer was sent
+        # to and a database failover lost. Say so, and offer the form again.
+        return render_template("orders/not_confirmed.html", public_id=public_id), 404
     return render_template("orders/show.html", order=order,
                            already_placed="already_placed" in request.args)
 
