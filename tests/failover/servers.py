@@ -7,6 +7,7 @@ runs as that class runs it (as the ``pgserver`` user when we are root)::
     primary:  initdb, started; ALTER SYSTEM for replication (and synchronous_standby_names)
     standby:  pg_basebackup -R from the primary into its own data folder, own port
     failover: SIGKILL the primary's postmaster and every backend, pg_ctl promote the standby
+    again:    a new standby from the promoted server, on the dead primary's port
 """
 
 from __future__ import annotations
@@ -51,8 +52,10 @@ class ReplicatedPostgres:
     """
 
     def __init__(self, base: Path, *, synchronous: bool) -> None:
-        self.primary = EmbeddedPostgres(base / "primary")
-        self.standby = EmbeddedPostgres(base / "standby")
+        self.base = base
+        self.primary = EmbeddedPostgres(base / "server0")
+        self.standby = EmbeddedPostgres(base / "server1")
+        self.servers = [self.primary, self.standby]
         self.synchronous = synchronous
 
     def url(self, database: str) -> str:
@@ -69,15 +72,30 @@ class ReplicatedPostgres:
             # the OS already has; only a machine crash would).
             "fsync": "off", "full_page_writes": "off",
             "synchronous_commit": "on",
-            "synchronous_standby_names": "'*'" if self.synchronous else "''",
             "wal_sender_timeout": "'5s'",
         }
         self._sql(self.primary, *(f"ALTER SYSTEM SET {k} = {v}" for k, v in settings.items()),
                   "SELECT pg_reload_conf()")
         self._make_standby()
         self.standby.start()
-        self.wait_streaming()
+        self._replicate()
         return self
+
+    def _replicate(self) -> None:
+        if self.synchronous:
+            self._sql(self.primary, "ALTER SYSTEM SET synchronous_standby_names = '*'",
+                      "SELECT pg_reload_conf()")
+        self.wait_streaming()
+
+    def rebuild_standby(self) -> None:
+        """After a failover: a new standby from the promoted primary, in a fresh data
+        folder on the dead primary's port, so the app's host list stays the same."""
+        self.standby = EmbeddedPostgres(self.base / f"server{len(self.servers)}",
+                                        port=self.standby.port)
+        self.servers.append(self.standby)
+        self._make_standby()
+        self.standby.start()
+        self._replicate()
 
     def _make_standby(self) -> None:
         # start() then stop() gives a data folder the server's user owns, wherever
@@ -140,25 +158,27 @@ class ReplicatedPostgres:
                 os.kill(pid, signal.SIGKILL)
 
     def promote(self) -> None:
-        """``pg_ctl promote -w``: the standby ends recovery and takes writes."""
+        """``pg_ctl promote -w``: the standby ends recovery and takes writes; from
+        here on it is ``primary`` (and the dead one ``standby``)."""
         result = self.standby._run("pg_ctl", "-D", str(self.standby.data_dir), "promote",
                                    "-w", "-t", "30", check=False)
         if result.returncode != 0:
             raise RuntimeError(f"pg_ctl promote failed:\n{result.stdout}")
+        self.primary, self.standby = self.standby, self.primary
 
     def standalone(self) -> None:
-        """On the promoted standby: commit without waiting for a standby.
+        """On the promoted server: commit without waiting for a standby.
 
         It came with the primary's ``synchronous_standby_names`` (pg_basebackup
         copies postgresql.auto.conf), and with no standby of its own left every
         COMMIT would wait forever: the failover tool must clear it (Patroni's
         synchronous_mode does) or a second standby must be there to take the role.
         """
-        self._sql(self.standby, "ALTER SYSTEM SET synchronous_standby_names = ''",
+        self._sql(self.primary, "ALTER SYSTEM SET synchronous_standby_names = ''",
                   "SELECT pg_reload_conf()")
 
     def stop(self) -> None:
-        for server in (self.standby, self.primary):
+        for server in reversed(self.servers):
             with suppress(Exception):
                 server.stop("immediate")
 

@@ -64,10 +64,11 @@ class Load:
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def run(self, seconds: float, fault: Callable[[], float | None], fault_at: float) -> float:
+    def run(self, seconds: float, fault: Callable[[], list[float] | None],
+            fault_at: float) -> list[float]:
         """Load for ``seconds``; ``fault()`` runs ``fault_at`` seconds in. Returns
-        the monotonic time the fault began (or the time ``fault()`` returns: when
-        the crash came after a preparation)."""
+        the monotonic times of the crashes ``fault()`` reports (by default, when it
+        began)."""
         self.started = time.monotonic()
         threads = [threading.Thread(target=self._client, args=(n,), daemon=True)
                    for n in range(self.clients)]
@@ -75,13 +76,13 @@ class Load:
             thread.start()
         time.sleep(fault_at)
         fault_began = time.monotonic()
-        fault_began = fault() or fault_began
+        crashes = fault() or [fault_began]
         time.sleep(max(0.0, self.started + seconds - time.monotonic()))
         self._stop.set()
         for thread in threads:
             thread.join(60)
         assert not any(thread.is_alive() for thread in threads), "a client hung"
-        return fault_began
+        return crashes
 
     def _client(self, n: int) -> None:
         rng = random.Random(n)
@@ -155,21 +156,23 @@ class Verdict:
     placed_but_told_not: int  # no 303, yet an order exists (the commit's answer was lost)
     by_status: Counter
     unavailable_pages: int
-    back_after: float | None  # seconds from the fault to the first new order after it
+    failovers: int
+    back_after: float | None  # seconds from a crash to the first new order after it (worst)
 
     def summary(self) -> str:
         back = "never" if self.back_after is None else f"{self.back_after:.1f} s"
-        return (f"{self.forms} forms, {self.submits} submits, {self.placed} orders; "
-                f"lost {len(self.lost)}, duplicates {len(self.duplicates)}, "
+        return (f"{self.failovers} failover(s); {self.forms} forms, {self.submits} submits, "
+                f"{self.placed} orders; lost {len(self.lost)}, "
+                f"duplicates {len(self.duplicates)}, "
                 f"answers {dict(sorted(self.by_status.items()))}, "
                 f"not placed with input {self.not_placed_with_input}, "
                 f"still running {self.still_running}, other {len(self.bad)}, "
                 f"placed but told not {self.placed_but_told_not}, "
                 f"form pages unavailable {self.unavailable_pages}, "
-                f"new orders again {back} after the fault")
+                f"new orders again at worst {back} after a crash")
 
 
-def judge(load: Load, orders: dict[str, str], fault_began: float) -> Verdict:
+def judge(load: Load, orders: dict[str, str], crashes: list[float]) -> Verdict:
     """``orders`` maps public id → customer name, read from the database that
     survived the fault."""
     per_name = Counter(orders.values())
@@ -196,11 +199,14 @@ def judge(load: Load, orders: dict[str, str], fault_began: float) -> Verdict:
                 running += 1
             else:
                 bad.append((form.name, answer.status))
-    after = [a.answered for form in load.forms for a in form.answers
-             if a.created and a.sent > fault_began]
+    created = [a for form in load.forms for a in form.answers if a.created]
+    back: list[float | None] = []
+    for crash in crashes:
+        after = [a.answered for a in created if a.sent > crash]
+        back.append(min(after) - crash if after else None)
     return Verdict(
         forms=len(load.forms), submits=sum(statuses.values()), placed=len(orders), lost=lost,
         duplicates=duplicates, split=split, not_placed_with_input=with_input,
         still_running=running, bad=bad, placed_but_told_not=told_not, by_status=statuses,
-        unavailable_pages=load.unavailable_pages,
-        back_after=min(after) - fault_began if after else None)
+        unavailable_pages=load.unavailable_pages, failovers=len(crashes),
+        back_after=None if None in back else max(b for b in back if b is not None))

@@ -118,14 +118,14 @@ def test_sentinel_failover_of_the_token_master_under_load_doubles_and_drops_noth
     with LiveServer(servers, workers=2, threads=4, REDIS_URL=group.url) as a, \
             LiveServer(servers, workers=2, threads=4, REDIS_URL=group.url) as b:
         load = Load([a.port, b.port])
-        began = load.run(seconds, group.master.kill, fault_at=seconds * 0.4)
+        crashes = load.run(seconds, group.master.kill, fault_at=seconds * 0.4)
         switched = group.master_port()
         for live in (a, b):  # the same processes, on the new master
             assert live.process.poll() is None, live.output()[-2000:]
             assert request(live.port, "GET", "/orders/new").status == 200
     with servers.engine.connect() as conn:
         orders = dict(conn.execute(text("SELECT public_id, customer_name FROM orders")).all())
-    verdict = judge(load, orders, began)
+    verdict = judge(load, orders, crashes)
     report(f"Redis Sentinel failover (down-after {DOWN_AFTER_MS} ms): {verdict.summary()}")
     assert switched == group.replica.port, "the Sentinels did not promote the replica"
     assert verdict.lost == [] and verdict.duplicates == [] and verdict.split == []
