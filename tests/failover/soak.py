@@ -1,5 +1,6 @@
 """Customers under load while a server fails: open a form, submit it 1-3 times
-(sometimes at once, to both app instances), and remember every answer.
+(sometimes at once, to both app instances), submit once more when the page
+says the order was not placed, and remember every answer.
 
 Each form carries its own customer name (``Soak 3-17``), so afterwards every
 order can be traced to the form it came from, and every page that did not place
@@ -31,6 +32,7 @@ class Answer:
     location: str = ""
     kept_input: bool = False
     still_running: bool = False
+    token_offered: str = ""  # the form token on a page that gave the input back
 
     @property
     def public_id(self) -> str:
@@ -107,6 +109,7 @@ class Load:
             else:  # a retry, a second tab
                 for p in targets:
                     self._submit(form, p, cookie, fields)
+            self._do_what_the_page_says(form, port, cookie, fields)
             with self._lock:
                 self.forms.append(form)
 
@@ -124,6 +127,18 @@ class Load:
                   "form_token": hidden(page.body, "form_token")}
         return Form(name), f"session={cookie['session'].value}", fields
 
+    def _do_what_the_page_says(self, form: Form, port: int, cookie: str,
+                               fields: dict[str, str]) -> None:
+        """Not placed, input given back: the customer presses the button again, once,
+        with the token that page carries. Had the first attempt been placed after
+        all, this would be a second order: judge() would count it."""
+        if form.acknowledged or not form.answers:
+            return
+        offered = [a.token_offered for a in form.answers if a.token_offered]
+        if offered and not self._stop.is_set():
+            time.sleep(0.2)
+            self._submit(form, port, cookie, {**fields, "form_token": offered[-1]})
+
     def _submit(self, form: Form, port: int, cookie: str, fields: dict[str, str]) -> None:
         sent = time.monotonic()
         try:
@@ -137,6 +152,8 @@ class Load:
             answer.kept_input = (f'value="{form.name}"' in response.body
                                  and 'value="ada@example.com"' in response.body)
             answer.still_running = "We are still placing your order" in response.body
+            if answer.kept_input and response.status in (409, 503):
+                answer.token_offered = hidden(response.body, "form_token")
         with self._lock:
             form.answers.append(answer)
 
