@@ -32,6 +32,7 @@ class Answer:
     location: str = ""
     kept_input: bool = False
     still_running: bool = False
+    unsure: bool = False  # "we could not confirm your order": the same token kept
     token_offered: str = ""  # the form token on a page that gave the input back
 
     @property
@@ -152,6 +153,7 @@ class Load:
             answer.kept_input = (f'value="{form.name}"' in response.body
                                  and 'value="ada@example.com"' in response.body)
             answer.still_running = "We are still placing your order" in response.body
+            answer.unsure = "We could not confirm your order" in response.body
             if answer.kept_input and response.status in (409, 503):
                 answer.token_offered = hidden(response.body, "form_token")
         with self._lock:
@@ -171,6 +173,7 @@ class Verdict:
     still_running: int        # 503 "still placing": reload lands on the order
     bad: list[tuple[str, int]]  # any other answer (a 500, no input, no answer)
     placed_but_told_not: int  # no 303, yet an order exists (the commit's answer was lost)
+    unsure: int               # answered "could not confirm" (connection lost mid-transaction)
     by_status: Counter
     unavailable_pages: int
     failovers: int
@@ -184,6 +187,7 @@ class Verdict:
                 f"answers {dict(sorted(self.by_status.items()))}, "
                 f"not placed with input {self.not_placed_with_input}, "
                 f"still running {self.still_running}, other {len(self.bad)}, "
+                f"could not confirm {self.unsure}, "
                 f"placed but told not {self.placed_but_told_not}, "
                 f"form pages unavailable {self.unavailable_pages}, "
                 f"new orders again at worst {back} after a crash")
@@ -225,5 +229,6 @@ def judge(load: Load, orders: dict[str, str], crashes: list[float]) -> Verdict:
         forms=len(load.forms), submits=sum(statuses.values()), placed=len(orders), lost=lost,
         duplicates=duplicates, split=split, not_placed_with_input=with_input,
         still_running=running, bad=bad, placed_but_told_not=told_not, by_status=statuses,
+        unsure=sum(a.unsure for form in load.forms for a in form.answers),
         unavailable_pages=load.unavailable_pages, failovers=len(crashes),
         back_after=None if None in back else max(b for b in back if b is not None))
