@@ -71,7 +71,7 @@ def create():
             # failover): whether the order exists is unknown. The same token, put
             # back, settles it on the resubmit: it places the order, or the UNIQUE
             # digest lands it on the one that was placed. Never a fresh token here.
-            log.warning("order outcome unknown: connection lost")
+            log.warning("order not placed or not confirmed: connection lost")
             form_tokens.store.claim(token, session_id=form_tokens.session_id(), form=FORM)
             return render_form(form, token=token, message=NOT_CONFIRMED, status=503,
                                headers={"Retry-After": "5"})
