@@ -113,13 +113,14 @@ class ReplicatedPostgres:
         if result.returncode != 0:
             raise RuntimeError(f"pg_basebackup failed:\n{result.stdout}")
 
-    def _sql(self, server: EmbeddedPostgres, *statements: str, database: str = "postgres"):
+    def _sql(self, server: EmbeddedPostgres, *statements: str) -> list[tuple] | None:
+        """Run ``statements`` (autocommit: ALTER SYSTEM wants it); the last one's rows."""
         with psycopg.connect(host="127.0.0.1", port=server.port, user="postgres",
-                             dbname=database, autocommit=True, connect_timeout=3) as conn:
+                             dbname="postgres", autocommit=True, connect_timeout=3) as conn:
             rows = None
             for statement in statements:
-                rows = conn.execute(statement).fetchall() if statement.startswith("SELECT") \
-                    else conn.execute(statement)
+                cursor = conn.execute(statement)
+                rows = cursor.fetchall() if cursor.description else None
             return rows
 
     def wait_streaming(self, timeout: float = 30) -> None:
