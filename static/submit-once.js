@@ -6,6 +6,7 @@
 
   var FORMS = "form[data-submit-once]";
   var PENDING = "submit-once:pending";
+  var RESTORE = "submit-once:restore";
 
   function setBusy(form, busy) {
     var button = form.querySelector("button[type=submit]");
@@ -33,24 +34,62 @@
     } catch (e) { /* storage off or full: the server is still the guard */ }
   }
 
-  // On that reload, put back what was sent, token included: submitting it again
-  // lands on the order it placed (or places it, if it never arrived), never twice.
-  function restoreInterruptedSubmit() {
-    var saved = null;
+  // The copy is kept until the order's confirmation has actually been shown: a
+  // confirmation link that then finds no order (lost in a database failover) can
+  // still offer the details back. Putting them back into a form uses it up.
+  function takeSaved() {
     try {
-      saved = JSON.parse(sessionStorage.getItem(PENDING));
+      var saved = JSON.parse(sessionStorage.getItem(PENDING));
       sessionStorage.removeItem(PENDING);
-    } catch (e) { return; }
-    var navigation = performance.getEntriesByType("navigation")[0];
-    var form = document.querySelector(FORMS);
-    if (!saved || !form || saved.path !== location.pathname) return;
-    if (!navigation || navigation.type !== "reload") return;
+      sessionStorage.removeItem(RESTORE);
+      return saved;
+    } catch (e) { return null; }
+  }
+
+  function peekSaved() {
+    try { return JSON.parse(sessionStorage.getItem(PENDING)); } catch (e) { return null; }
+  }
+
+  function fill(form, saved, withHidden) {
     saved.fields.forEach(function (pair) {
       var field = form.elements.namedItem(pair[0]);
-      if (field && "value" in field) field.value = pair[1];
+      if (!field || !("value" in field)) return;
+      if (field.type === "hidden" && !withHidden) return;
+      field.value = pair[1];
     });
+  }
+
+  // On that reload, put back what was sent, token included: submitting it again
+  // lands on the order it placed (or places it, if it never arrived), never twice.
+  function restoreInterruptedSubmit(form) {
+    var navigation = performance.getEntriesByType("navigation")[0];
+    var saved = peekSaved();
+    if (!saved || saved.path !== location.pathname) return;
+    if (!navigation || navigation.type !== "reload") return;
+    fill(form, takeSaved(), true);
     var notice = document.getElementById("interrupted-notice");
     if (notice) notice.hidden = false;
+  }
+
+  // "Could not confirm": the customer asked for the details back. They go into
+  // this fresh form with its own fresh token, and nothing is sent until the
+  // customer presses the button: never a silent second order.
+  function restoreUnconfirmedOrder(form) {
+    var wanted = false;
+    try { wanted = sessionStorage.getItem(RESTORE) === "1"; } catch (e) { return; }
+    var saved = wanted && peekSaved();
+    if (!saved) return;
+    fill(form, takeSaved(), false);
+    var notice = document.getElementById("restored-notice");
+    if (notice) notice.hidden = false;
+  }
+
+  function offerUnconfirmedDetails(offer) {
+    if (!peekSaved()) return;
+    offer.hidden = false;
+    offer.querySelector("[data-restore-details]").addEventListener("click", function () {
+      try { sessionStorage.setItem(RESTORE, "1"); } catch (e) { /* link still opens a form */ }
+    });
   }
 
   // A reload or a back navigation refills what the user typed, but not hidden
@@ -87,7 +126,16 @@
       label.dataset.idleLabel = label.textContent;
     });
     keepTokenWithFields();
-    restoreInterruptedSubmit();
+    var form = document.querySelector(FORMS);
+    var offer = document.getElementById("restore-offer");
+    if (document.querySelector("[data-order-confirmed]")) {
+      takeSaved();  // the order is shown: the copy has done its job
+    } else if (offer) {
+      offerUnconfirmedDetails(offer);
+    } else if (form) {
+      restoreUnconfirmedOrder(form);
+      restoreInterruptedSubmit(form);
+    }
     var summary = document.querySelector("[data-autofocus]");
     if (summary) summary.focus();
   });

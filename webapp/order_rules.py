@@ -77,17 +77,24 @@ def has_control_chars(value: str, allow: str = "") -> bool:
     return any(not ch.isprintable() and ch not in allow for ch in value)
 
 
-def get_order_or_404(public_id: str) -> Order:
-    """The order with this public id, or a 404 page saying there is none."""
+def find_order(public_id: str) -> Order | None:
+    """The order with this public id, or None; a malformed id never reaches SQL."""
     # Imported here: the models read the limits above, so this module loads first.
     from .db import sessions
     from .models import Order
 
-    order = None
-    if is_public_id(public_id):  # anything else (a NUL, 2 kB) never reaches SQL
-        with sessions()() as db:
-            order = db.scalar(select(Order).where(Order.public_id == public_id))
+    if not is_public_id(public_id):  # a NUL, 2 kB: never reaches SQL
+        return None
+    with sessions()() as db:
+        order = db.scalar(select(Order).where(Order.public_id == public_id))
+    if order is not None:
+        g.order_number = order.order_number  # what the request log names it by, never the key
+    return order
+
+
+def get_order_or_404(public_id: str) -> Order:
+    """The order with this public id, or a 404 page saying there is none."""
+    order = find_order(public_id)
     if order is None:
         abort(404, NO_SUCH_ORDER)
-    g.order_number = order.order_number  # what the request log names it by, never the key
     return order

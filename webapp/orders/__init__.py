@@ -10,6 +10,7 @@ from __future__ import annotations
 from .views import (
     EXPIRED,
     FORM,
+    NOT_CONFIRMED,
     NOT_PLACED,
     SESSION_LOST,
     UNAVAILABLE,
@@ -19,5 +20,5 @@ from .views import (
     resubmit_when_unavailable,
 )
 
-__all__ = ["EXPIRED", "FORM", "NOT_PLACED", "SESSION_LOST", "UNAVAILABLE", "bp", "place_order",
-           "resubmit_after_session_loss", "resubmit_when_unavailable"]
+__all__ = ["EXPIRED", "FORM", "NOT_CONFIRMED", "NOT_PLACED", "SESSION_LOST", "UNAVAILABLE", "bp",
+           "place_order", "resubmit_after_session_loss", "resubmit_when_unavailable"]

@@ -6,7 +6,7 @@ import logging
 
 from flask import Blueprint, abort, redirect, render_template, request, url_for
 from sqlalchemy import select
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from submit_once.runner import Created, Duplicate, Expired, Failed, Refused, StillRunning
@@ -15,7 +15,7 @@ from ..db import sessions
 from ..extensions import form_tokens
 from ..history import SHOW_AGAIN_ON_BACK
 from ..models import Order, Product
-from ..order_rules import get_order_or_404
+from ..order_rules import NO_SUCH_ORDER, find_order, is_public_id
 from .catalogue import active_products, last_known_products
 from .forms import OrderForm
 
@@ -29,6 +29,9 @@ NOT_PLACED = ("Your order was not placed and nothing was charged: we could not s
               "now. Please check your details and submit again.")
 SESSION_LOST = ("Your session expired, so we could not accept this form yet. Your details are "
                 "still here — please check them and submit again.")
+NOT_CONFIRMED = ("We could not confirm your order: our order system stopped answering while "
+                 "placing it. Your details are kept — please submit again in a few moments: "
+                 "if it was placed you will see it, and it will not be placed twice.")
 UNAVAILABLE = ("We could not reach our order system just now, so nothing was placed. Your "
                "details are kept — please submit again in a few moments.")
 
@@ -63,6 +66,15 @@ def create():
             return redirect(url_for(".show", public_id=public_id, already_placed=1), 303)
         case Failed(Refused()):
             return render_form(form, message=NOT_PLACED, status=409)
+        case Failed(OperationalError(connection_invalidated=True)):
+            # The connection died mid-transaction, perhaps during COMMIT (a database
+            # failover): whether the order exists is unknown. The same token, put
+            # back, settles it on the resubmit: it places the order, or the UNIQUE
+            # digest lands it on the one that was placed. Never a fresh token here.
+            log.warning("order not placed or not confirmed: connection lost")
+            form_tokens.store.claim(token, session_id=form_tokens.session_id(), form=FORM)
+            return render_form(form, token=token, message=NOT_CONFIRMED, status=503,
+                               headers={"Retry-After": "5"})
         case Failed(error):
             log.warning("order not placed: %s", type(error).__name__)
             return render_form(form, message=NOT_PLACED, status=503)
@@ -76,7 +88,13 @@ def create():
 
 @bp.get("/orders/<public_id>")
 def show(public_id: str):
-    order = get_order_or_404(public_id)
+    order = find_order(public_id)
+    if order is None:
+        if not is_public_id(public_id):
+            abort(404, NO_SUCH_ORDER)
+        # A key we could have made: perhaps one the customer was sent to and a
+        # database failover lost. Say so, and offer the form again.
+        return render_template("orders/not_confirmed.html"), 404
     return render_template("orders/show.html", order=order,
                            already_placed="already_placed" in request.args)
 

@@ -1,0 +1,32 @@
+"""The failover soaks: short in the default run, long from scripts/soak.
+
+``SOAK_SECONDS`` sets how long each soak keeps the load on (default 20 s:
+the suite's short form); ``scripts/soak --minutes 5`` sets it to 300.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+SETUP_SECONDS = 120  # servers, two gunicorns, the failover itself, the checks
+
+
+def soak_seconds() -> float:
+    return float(os.environ.get("SOAK_SECONDS", "20"))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("soak"):
+            item.add_marker(pytest.mark.timeout(soak_seconds() + SETUP_SECONDS))
+
+
+@pytest.fixture
+def report(capsys: pytest.CaptureFixture[str]):
+    """Print a soak's figures where they are seen (the terminal, not the capture)."""
+    def write(line: str) -> None:
+        with capsys.disabled():
+            print(f"\n{line}")
+    return write

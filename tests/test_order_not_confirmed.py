@@ -1,0 +1,94 @@
+"""What a customer sees when a database failover leaves an order in doubt: a
+confirmation link whose order is gone says so and offers the form again; a
+submit whose COMMIT lost its answer keeps the same token. Neither ever places
+a second order by itself."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
+
+from tests.conftest import VALID, hidden, order_count
+
+
+def place(client) -> tuple[dict[str, str], str]:
+    page = client.get("/orders/new").get_data(as_text=True)
+    form = {**VALID, "csrf_token": hidden(page, "csrf_token"),
+            "form_token": hidden(page, "form_token")}
+    response = client.post("/orders", data=form)
+    assert response.status_code == 303
+    return form, response.location
+
+
+def test_the_confirmation_link_of_a_lost_order_says_it_could_not_be_confirmed_and_offers_the_form(
+        client, servers):
+    form, location = place(client)
+    with servers.engine.begin() as conn:  # the primary died before the standby had it
+        conn.execute(text("DELETE FROM orders"))
+    page = client.get(location)
+    html = page.get_data(as_text=True)
+    assert page.status_code == 404
+    assert "We could not confirm this order" in html
+    assert location.rsplit("/", 1)[1] not in html  # the key is a secret, never shown as a number
+    assert "lost when our systems" in html and "Nothing was charged" in html
+    assert 'id="restore-offer" hidden' in html and "data-restore-details" in html
+    assert 'href="/orders/new"' in html
+    # The old form again: its token is spent, so it is refused with the input
+    # kept and a fresh token; only the customer's own submit of that places one.
+    again = client.post("/orders", data=form)
+    assert again.status_code == 409 and 'value="Ada Lovelace"' in again.get_data(as_text=True)
+    assert order_count(servers) == 0
+    fresh = hidden(again.get_data(as_text=True), "form_token")
+    assert fresh != form["form_token"]
+    placed = client.post("/orders", data={**form, "form_token": fresh})
+    assert placed.status_code == 303 and placed.location != location
+    assert client.get(placed.location).status_code == 200
+    assert order_count(servers) == 1
+
+
+def test_a_malformed_order_number_is_the_plain_not_found_page(client):
+    page = client.get("/orders/not-an-order-id")
+    html = page.get_data(as_text=True)
+    assert page.status_code == 404
+    assert "There is no order with this number." in html
+    assert "restore-offer" not in html
+
+
+def test_the_confirmation_page_marks_itself_so_the_browser_drops_its_copy(client):
+    _, location = place(client)
+    assert "data-order-confirmed" in client.get(location).get_data(as_text=True)
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["commit-landed", "commit-lost"])
+def test_a_connection_lost_at_commit_keeps_the_same_token_and_the_resubmit_settles_it(
+        client, servers, monkeypatch, committed):
+    """A failover kills the connection while COMMIT is in flight: the app cannot
+    know whether the order exists. The page must not say "not placed" with a
+    fresh token (a resubmit would then place a second order): it keeps the same
+    token, and the resubmit lands on the order or places it once."""
+    real_commit = Session.commit
+
+    def commit_then_lose_the_reply(self):
+        monkeypatch.setattr(Session, "commit", real_commit)
+        if committed:
+            real_commit(self)
+        raise OperationalError("COMMIT", None, Exception("server closed the connection"),
+                               connection_invalidated=True)
+
+    page = client.get("/orders/new").get_data(as_text=True)
+    form = {**VALID, "csrf_token": hidden(page, "csrf_token"),
+            "form_token": hidden(page, "form_token")}
+    monkeypatch.setattr(Session, "commit", commit_then_lose_the_reply)
+    unsure = client.post("/orders", data=form)
+    html = unsure.get_data(as_text=True)
+    assert unsure.status_code == 503 and "We could not confirm your order" in html
+    assert 'value="Ada Lovelace"' in html
+    assert hidden(html, "form_token") == form["form_token"]
+    assert order_count(servers) == (1 if committed else 0)
+    again = client.post("/orders", data=form)
+    assert again.status_code == 303
+    assert ("already_placed" in again.location) is committed
+    assert client.get(again.location).status_code == 200
+    assert order_count(servers) == 1
