@@ -28,7 +28,7 @@ from sqlalchemy import text
 
 from dev.embedded import EmbeddedPostgres, EmbeddedRedis
 from webapp.db import make_engine, seed, upgrade
-from webapp.refunds.stream import GROUP, STREAM, RefundRequest
+from webapp.refunds.stream import GROUP, STREAM, RefundMessage
 
 AMOUNT = 100
 
@@ -108,7 +108,7 @@ def run(env: dict[str, str], client: redis.Redis, orders: list[int], messages: i
         start = time.perf_counter()
         with client.pipeline(transaction=False) as pipe:
             for n in range(messages):
-                refund = RefundRequest(secrets.token_urlsafe(32), orders[n % len(orders)], AMOUNT)
+                refund = RefundMessage(secrets.token_urlsafe(32), orders[n % len(orders)], AMOUNT)
                 pipe.xadd(STREAM, refund.fields())
             pipe.execute()
         last = client.xrevrange(STREAM, count=1)[0][0]

@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from webapp.order_states import transition
-from webapp.refunds.stream import GROUP, STREAM, RefundRequest, queue_refund
+from webapp.refunds.stream import GROUP, STREAM, RefundMessage, queue_refund
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -114,7 +114,7 @@ def paid_order(servers) -> Callable[..., int]:
 
 def queue(rdb: redis.Redis, key: str, order_id: int, amount_cents: int) -> str:
     """Append a refund message as the web app does."""
-    return queue_refund(rdb, RefundRequest(key, order_id, amount_cents))
+    return queue_refund(rdb, RefundMessage(key, order_id, amount_cents))
 
 
 def pending_count(rdb: redis.Redis) -> int:
@@ -135,3 +135,11 @@ def refunds_of(servers, order_id: int) -> tuple[int, int, str]:
         return conn.execute(text(
             "SELECT (SELECT count(*) FROM refund_records WHERE order_id = o.id), "
             "o.refunded_cents, o.status FROM orders o WHERE o.id = :id"), {"id": order_id}).one()
+
+
+def requests_of(servers, order_id: int) -> list[tuple[str, int, str, str | None]]:
+    """(key, amount, status, reason) of each refund request of an order, oldest first."""
+    with servers.engine.connect() as conn:
+        return [tuple(row) for row in conn.execute(text(
+            "SELECT idempotency_key, amount_cents, status, reason FROM refund_requests "
+            "WHERE order_id = :id ORDER BY id"), {"id": order_id})]

@@ -24,6 +24,8 @@ class WorkerSettings:
     max_deliveries: int = 5
     grace_seconds: float = 10.0
     lock_timeout_ms: int = 5000
+    relay_poll_seconds: float = 2.0
+    trim_seconds: float = 1.0
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] = os.environ) -> WorkerSettings:
@@ -45,4 +47,7 @@ class WorkerSettings:
             grace_seconds=number(environ, "REFUND_GRACE_SECONDS", cls.grace_seconds),
             lock_timeout_ms=int(number(environ, "REFUND_LOCK_TIMEOUT_MS", cls.lock_timeout_ms,
                                         minimum=1)),
+            relay_poll_seconds=number(environ, "REFUND_RELAY_POLL_SECONDS",
+                                      cls.relay_poll_seconds, minimum=0.05),
+            trim_seconds=number(environ, "REFUND_TRIM_SECONDS", cls.trim_seconds, minimum=0.05),
         )
