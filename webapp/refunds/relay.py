@@ -28,6 +28,12 @@ message a no-op (at least once, as every delivery here). Holding the row locks
 across XADD is short (one pipelined round trip) and blocks nobody but a worker
 applying one of those very rows, which then waits for the mark.
 
+Back-pressure: the relay publishes only while the stream holds fewer than
+``REFUND_STREAM_MAX`` entries (default 2000; the trimmer removes acked ones
+every second). When the workers fall behind, the backlog waits in PostgreSQL,
+where it is durable and counted by reconcile-refunds, not in Redis memory: with
+MINID trimming, this is what keeps the stream's length bounded under any load.
+
 The ``refund_published`` signal (sender: the Relay; ``message_id``: the ids
 published, space-separated) is sent after the XADDs, before the mark commits:
 tests stop the process there (tests/refunds/paused_worker.py).
@@ -60,6 +66,7 @@ _UNPUBLISHED = """
      WHERE r.published_at IS NULL
      ORDER BY r.id LIMIT %(batch)s
        FOR UPDATE OF r SKIP LOCKED"""
+_STREAM_FULL = -1
 _MARK = "UPDATE refund_requests SET published_at = now() WHERE id = ANY(%(ids)s)"
 
 
@@ -78,9 +85,11 @@ class Relay:
                         self.settings.database_url, autocommit=True, connect_timeout=3) as listen:
                     await listen.execute(f"LISTEN {CHANNEL}")
                     while not stop.is_set():
-                        while await self.publish_batch() == self.settings.batch:
-                            pass  # a full batch: there may be more
-                        await self.wait_for_work(listen, stop)
+                        published = await self.publish_batch()
+                        if published == _STREAM_FULL:
+                            await asyncio.sleep(0.05)  # until the trimmer makes room
+                        elif published < self.settings.batch:  # else there may be more
+                            await self.wait_for_work(listen, stop)
             except Exception as error:  # CancelledError is not one: stopping propagates
                 # The database or Redis is away: what was not marked is published later.
                 log.warning("relay: %s (%s); retrying", type(error).__name__,
@@ -97,7 +106,9 @@ class Relay:
 
     async def publish_batch(self) -> int:
         """Publish up to ``batch`` requests and mark them, in one transaction;
-        returns how many."""
+        returns how many, or ``_STREAM_FULL``."""
+        if await self.redis.xlen(STREAM) >= self.settings.stream_max:
+            return _STREAM_FULL
         async with self.pool.connection() as conn, conn.transaction():
             rows = await (await conn.execute(
                 _UNPUBLISHED, {"batch": self.settings.batch})).fetchall()

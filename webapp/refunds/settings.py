@@ -26,6 +26,7 @@ class WorkerSettings:
     lock_timeout_ms: int = 5000
     relay_poll_seconds: float = 2.0
     trim_seconds: float = 1.0
+    stream_max: int = 2000
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] = os.environ) -> WorkerSettings:
@@ -50,4 +51,5 @@ class WorkerSettings:
             relay_poll_seconds=number(environ, "REFUND_RELAY_POLL_SECONDS",
                                       cls.relay_poll_seconds, minimum=0.05),
             trim_seconds=number(environ, "REFUND_TRIM_SECONDS", cls.trim_seconds, minimum=0.05),
+            stream_max=int(number(environ, "REFUND_STREAM_MAX", cls.stream_max, minimum=1)),
         )
