@@ -53,7 +53,7 @@ from .dead_letters import DeadLetters, in_plain_words
 from .effect import AlreadyApplied, Applied, Rejected, RequestFailed, apply_refund, fail_request
 from .relay import Relay
 from .settings import WorkerSettings
-from .stream import GROUP, STREAM, MalformedRefund, RefundMessage, short
+from .stream import ERRORS, GROUP, STREAM, MalformedRefund, RefundMessage, short
 from .trim import trim_acked
 
 log = logging.getLogger("webapp.refunds.worker")
@@ -179,6 +179,8 @@ class RefundWorker:
         await self.announce(refund_settled, message_id)()
         try:
             await self.redis.xack(STREAM, GROUP, message_id)
+            if deliveries > 1:  # an earlier delivery may have left its error behind
+                await self.redis.hdel(ERRORS, message_id)
         except RedisError as error:
             log.warning("refund %s key=%s committed, ack failed (%s): will be redelivered",
                         message_id, short(refund.key), type(error).__name__)
