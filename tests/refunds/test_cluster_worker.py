@@ -26,21 +26,24 @@ def test_the_worker_on_a_cluster_publishes_applies_dead_letters_and_trims(
                                 {"id": order})
     assert refund(client, public_id, open_refund_form(client, public_id),
                   "12.50").status_code == 303
-    rdb.xadd(STREAM, {"key": new_key(), "order": str(order), "amount": "lots"})
+    malformed = rdb.xadd(STREAM, {"key": new_key(), "order": str(order), "amount": "lots"})
 
     worker = start_worker(REDIS_URL=cluster_url)
+    # At least one dead letter: a reply lost between its XADD and the XACK (a
+    # timeout on a loaded machine) buries the message twice, by design.
     try:
-        wait_until(lambda: settled(servers) and rdb.xlen(DEAD_LETTERS) == 1 and all_acked(rdb),
-                   timeout=20, what="the request applied and the malformed message dead-lettered")
+        wait_until(lambda: settled(servers) and rdb.xlen(DEAD_LETTERS) >= 1 and all_acked(rdb),
+                   what="the request applied and the malformed message dead-lettered")
     except AssertionError:
         print(worker.output())
         raise
+    assert {fields["message_id"] for _, fields in rdb.xrange(DEAD_LETTERS)} == {malformed}
     assert refunds_of(servers, order) == (1, 1250, "paid")
     assert [r[1:3] for r in requests_of(servers, order)] == [(1250, "applied")]
     wait_until(lambda: rdb.xlen(STREAM) <= 1, what="the stream trimmed")
     result = app.test_cli_runner().invoke(args=["reconcile-refunds"])
     assert result.exit_code == 0 and result.output.rstrip().endswith("MATCH"), result.output
-    assert "0 pending, 1 dead-lettered" in result.output
+    assert "0 pending, " in result.output
     assert "relay published 1 refund requests" in worker.output()
     assert "<strong>refunded</strong>" in client.get(f"/orders/{public_id}").text
     rdb.close()
