@@ -19,6 +19,7 @@ harmless (each cut is safe; the later one wins or does nothing).
 from __future__ import annotations
 
 import redis.asyncio as aioredis
+from redis.exceptions import ResponseError
 
 from .stream import STREAM
 
@@ -32,15 +33,20 @@ def _id(entry_id: str) -> tuple[int, int]:
 
 async def trim_acked(client: aioredis.Redis) -> int:
     """Trim the stream up to what every group has acked; returns entries removed."""
-    groups = await client.xinfo_groups(STREAM)
+    try:
+        groups = await client.xinfo_groups(STREAM)
+    except ResponseError as error:
+        if "no such key" in str(error).lower():
+            return 0  # no stream yet: nothing to trim
+        raise
     if not groups:
         return 0
     cuts = []
     for group in groups:
-        if group["pending"]:
-            cuts.append((await client.xpending(STREAM, group["name"]))["min"])
-        else:
-            cuts.append(group["last-delivered-id"])
+        oldest = None
+        if group["pending"]:  # None if all were acked since XINFO: then as below
+            oldest = (await client.xpending(STREAM, group["name"]))["min"]
+        cuts.append(oldest or group["last-delivered-id"])
     cut = min(cuts, key=_id)
     if cut == "0-0":
         return 0
