@@ -45,10 +45,11 @@ import asyncio
 import logging
 import time
 
+import psycopg
 import redis.asyncio as aioredis
 from blinker import Namespace
 from psycopg import AsyncConnection
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from redis.exceptions import RedisError
 
 from .requests import CHANNEL
@@ -90,10 +91,10 @@ class Relay:
                             await asyncio.sleep(0.05)  # until the trimmer makes room
                         elif published < self.settings.batch:  # else there may be more
                             await self.wait_for_work(listen, stop)
-            except Exception as error:  # CancelledError is not one: stopping propagates
+            except (psycopg.Error, PoolTimeout, RedisError, OSError) as error:
                 # The database or Redis is away: what was not marked is published later.
-                log.warning("relay: %s (%s); retrying", type(error).__name__,
-                            "Redis" if isinstance(error, RedisError) else "PostgreSQL")
+                # Anything else is a bug: it ends the worker loudly rather than spin.
+                log.warning("relay: %s; retrying", type(error).__name__)
                 await asyncio.sleep(1)
 
     async def wait_for_work(self, listen: AsyncConnection, stop: asyncio.Event) -> None:
