@@ -18,12 +18,17 @@ harmless (each cut is safe; the later one wins or does nothing).
 
 from __future__ import annotations
 
+import asyncio
+import logging
+
 import redis.asyncio as aioredis
-from redis.exceptions import ResponseError
+from redis.exceptions import RedisError, ResponseError
 
 from .stream import STREAM
 
-__all__ = ["trim_acked"]
+__all__ = ["trim_acked", "trim_while_running"]
+
+log = logging.getLogger("webapp.refunds.worker")
 
 
 def _id(entry_id: str) -> tuple[int, int]:
@@ -51,3 +56,18 @@ async def trim_acked(client: aioredis.Redis) -> int:
     if cut == "0-0":
         return 0
     return await client.xtrim(STREAM, minid=cut, approximate=False)
+
+
+async def trim_while_running(client: aioredis.Redis, every: float, stop: asyncio.Event) -> None:
+    """Trim every ``every`` seconds until ``stop``: the worker's third task."""
+    while not stop.is_set():
+        try:
+            removed = await trim_acked(client)
+            if removed:
+                log.debug("trimmed %d acked messages", removed)
+        except RedisError as error:
+            log.warning("trim: stream unavailable (%s)", type(error).__name__)
+        try:
+            await asyncio.wait_for(stop.wait(), every)
+        except TimeoutError:
+            pass

@@ -54,7 +54,7 @@ from .effect import AlreadyApplied, Applied, Rejected, RequestFailed, apply_refu
 from .relay import Relay
 from .settings import WorkerSettings
 from .stream import ERRORS, GROUP, STREAM, MalformedRefund, RefundMessage, short
-from .trim import trim_acked
+from .trim import trim_while_running
 
 log = logging.getLogger("webapp.refunds.worker")
 #: (message id, its fields or None if trimmed from the stream, times delivered)
@@ -249,21 +249,6 @@ async def serve(settings: WorkerSettings) -> None:
     finally:
         await client.aclose()
     log.info("refund worker %s stopped", settings.consumer)
-
-
-async def trim_while_running(client: aioredis.Redis, every: float, stop: asyncio.Event) -> None:
-    """Trim the stream every ``every`` seconds until ``stop`` (trim.py)."""
-    while not stop.is_set():
-        try:
-            removed = await trim_acked(client)
-            if removed:
-                log.debug("trimmed %d acked messages", removed)
-        except RedisError as error:
-            log.warning("trim: stream unavailable (%s)", type(error).__name__)
-        try:
-            await asyncio.wait_for(stop.wait(), every)
-        except TimeoutError:
-            pass
 
 
 def main() -> int:
