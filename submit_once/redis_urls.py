@@ -28,7 +28,7 @@ from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.cluster import ClusterNode, RedisCluster
 from redis.sentinel import Sentinel
 
-__all__ = ["SCHEMES", "make_async_client", "make_client"]
+__all__ = ["SCHEMES", "check_url", "make_async_client", "make_client"]
 
 #: Every scheme :func:`make_client` accepts.
 SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "redis+sentinel")
@@ -68,6 +68,16 @@ def make_async_client(url: str) -> aioredis.Redis | AsyncRedisCluster:
         return cast(aioredis.Redis, sentinel.master_for(service, db=db))
     return aioredis.Redis.from_url(url, decode_responses=True, health_check_interval=30,
                                    **TIMEOUTS)
+
+
+def check_url(url: str) -> None:
+    """Raise the :class:`RuntimeError` :func:`make_client` would, without making a
+    client: for a process that checks its settings before it starts."""
+    parts = _checked(url)
+    if parts.scheme.endswith("+cluster"):
+        _cluster_database(parts)
+    elif parts.scheme == "redis+sentinel":
+        _sentinel_service(parts)
 
 
 def _checked(url: str) -> SplitResult:

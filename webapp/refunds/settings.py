@@ -7,6 +7,8 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from submit_once.redis_urls import check_url
+
 from ..config import number
 
 __all__ = ["WorkerSettings"]
@@ -35,6 +37,7 @@ class WorkerSettings:
         if not database_url or not redis_url:
             raise RuntimeError("The refund worker needs DATABASE_URL and REDIS_URL set "
                                "(scripts/run sets both and starts the worker for you).")
+        check_url(redis_url)  # the app's URL forms: one server, Cluster, Sentinel
         return cls(
             # psycopg takes a libpq URL, not SQLAlchemy's "+psycopg" dialect form.
             database_url=database_url.replace("postgresql+psycopg://", "postgresql://", 1),
