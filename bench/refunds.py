@@ -1,15 +1,19 @@
-"""Refunds per second through the stream, with 1 and 2 worker processes, with
-and without the UNIQUE idempotency key (the cost of the dedupe).
+"""Refunds per second, with 1 and 2 worker processes: messages XADDed straight
+to the stream, with and without the UNIQUE idempotency key (the cost of the
+dedupe), and refund requests through the outbox (rows, relay, worker).
 
-    .venv/bin/python bench/refunds.py [--messages 2000] [--orders 1000] [--repeat 3] [--fast]
+    PYTHONPATH=. .venv/bin/python bench/refunds.py [--messages 2000] [--orders 1000]
+                                                    [--repeat 3] [--fast]
 
 Starts its own throwaway PostgreSQL and Redis on free ports (fsync on unless
---fast), queues the messages in one go while the workers wait, and times from
-the first XADD until the group has acked the last one; the four set-ups take
-turns, --repeat times, and the best of each is printed (the machine is shared:
-the best run is the one least disturbed). A measurement, not a test.
-"Without" drops the unique constraint in this throwaway database only: the
-worker's code path is the same.
+--fast). "stream": queues the messages in one go while the workers wait, and
+times from the first XADD until the group has acked the last one. "outbox":
+commits the refund_requests rows (reserved on their orders) in one transaction
+that NOTIFYs, and times from that commit until the last one is applied. The six
+set-ups take turns, --repeat times, and the best of each is printed (the
+machine is shared: the best run is the one least disturbed). A measurement, not
+a test. "Without" drops the unique constraint in this throwaway database only:
+the worker's code path is the same. bench/results/refunds.md keeps the figures.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from sqlalchemy import text
 
 from dev.embedded import EmbeddedPostgres, EmbeddedRedis
 from webapp.db import make_engine, seed, upgrade
-from webapp.refunds.stream import GROUP, STREAM, RefundRequest
+from webapp.refunds.requests import CHANNEL
+from webapp.refunds.stream import GROUP, STREAM, RefundMessage
 
 AMOUNT = 100
 
@@ -52,14 +57,14 @@ def main() -> None:
             client = redis.Redis.from_url(store.url, decode_responses=True)
             env = {**os.environ, "APP_ENV": "production", "DATABASE_URL": postgres.url("bench"),
                    "REDIS_URL": store.url}
-            results: dict[tuple[int, bool], float] = {}
+            results: dict[tuple[int, str], float] = {}
             for _ in range(args.repeat):
-                for unique in (True, False):
-                    set_unique(engine, unique)
+                for mode in ("stream", "without", "outbox"):
+                    set_unique(engine, mode != "without")
                     for workers in (1, 2):
                         reset(engine, client)
-                        rate = run(env, client, orders, args.messages, workers)
-                        results[workers, unique] = max(rate, results.get((workers, unique), 0))
+                        rate = run(env, client, engine, orders, args.messages, workers, mode)
+                        results[workers, mode] = max(rate, results.get((workers, mode), 0))
             engine.dispose()
         finally:
             store.stop()
@@ -90,14 +95,15 @@ def set_unique(engine, unique: bool) -> None:
 
 def reset(engine, client: redis.Redis) -> None:
     with engine.begin() as conn:
-        conn.execute(text("TRUNCATE refund_records"))
-        conn.execute(text("UPDATE orders SET refunded_cents = 0, status = 'paid'"))
+        conn.execute(text("TRUNCATE refund_records, refund_requests"))
+        conn.execute(text("UPDATE orders SET refunded_cents = 0, reserved_cents = 0, "
+                          "status = 'paid'"))
     client.flushall()
     client.xgroup_create(STREAM, GROUP, id="$", mkstream=True)
 
 
-def run(env: dict[str, str], client: redis.Redis, orders: list[int], messages: int,
-        workers: int) -> float:
+def run(env: dict[str, str], client: redis.Redis, engine, orders: list[int], messages: int,
+        workers: int, mode: str) -> float:
     """Refunds per second for ``messages`` distinct refunds and ``workers`` processes."""
     logs = [tempfile.TemporaryFile("w+") for _ in range(workers)]
     procs = [subprocess.Popen([sys.executable, "-m", "webapp.refunds.worker"], env=env,
@@ -105,14 +111,19 @@ def run(env: dict[str, str], client: redis.Redis, orders: list[int], messages: i
     try:
         for log in logs:
             wait(lambda log=log: "reading" in (log.seek(0) or log.read()), "worker start")
-        start = time.perf_counter()
-        with client.pipeline(transaction=False) as pipe:
-            for n in range(messages):
-                refund = RefundRequest(secrets.token_urlsafe(32), orders[n % len(orders)], AMOUNT)
-                pipe.xadd(STREAM, refund.fields())
-            pipe.execute()
-        last = client.xrevrange(STREAM, count=1)[0][0]
-        wait(lambda: done(client, last), "all acked", poll=0.01)
+        if mode == "outbox":
+            start = request(engine, orders, messages)
+            wait(lambda: applied(engine) == messages, "all applied", poll=0.01)
+        else:
+            start = time.perf_counter()
+            with client.pipeline(transaction=False) as pipe:
+                for n in range(messages):
+                    refund = RefundMessage(secrets.token_urlsafe(32), orders[n % len(orders)],
+                                           AMOUNT)
+                    pipe.xadd(STREAM, refund.fields())
+                pipe.execute()
+            last = client.xrevrange(STREAM, count=1)[0][0]
+            wait(lambda: done(client, last), "all acked", poll=0.01)
         elapsed = time.perf_counter() - start
     finally:
         for proc in procs:
@@ -122,6 +133,28 @@ def run(env: dict[str, str], client: redis.Redis, orders: list[int], messages: i
         for log in logs:
             log.close()
     return messages / elapsed
+
+
+def request(engine, orders: list[int], messages: int) -> float:
+    """Commit ``messages`` refund requests, reserved, in one transaction that
+    NOTIFYs the relays; returns the time of the commit."""
+    with engine.begin() as conn:
+        conn.execute(text(
+            "INSERT INTO refund_requests (idempotency_key, order_id, amount_cents) "
+            "SELECT left(md5(random()::text) || md5(random()::text), 43), o, :amount "
+            "FROM unnest(CAST(:orders AS bigint[])) AS o"),
+            {"amount": AMOUNT, "orders": [orders[n % len(orders)] for n in range(messages)]})
+        conn.execute(text(
+            "UPDATE orders SET reserved_cents = r.cents FROM (SELECT order_id, "
+            "sum(amount_cents) AS cents FROM refund_requests GROUP BY order_id) r "
+            "WHERE orders.id = r.order_id"))
+        conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": CHANNEL})
+    return time.perf_counter()
+
+
+def applied(engine) -> int:
+    with engine.connect() as conn:
+        return conn.scalar(text("SELECT count(*) FROM refund_requests WHERE status = 'applied'"))
 
 
 def done(client: redis.Redis, last: str) -> bool:
@@ -137,15 +170,17 @@ def wait(condition, what: str, timeout: float = 300, poll: float = 0.05) -> None
         time.sleep(poll)
 
 
-def report(results: dict[tuple[int, bool], float], args: argparse.Namespace) -> None:
+def report(results: dict[tuple[int, str], float], args: argparse.Namespace) -> None:
     print(f"\n{args.messages} distinct refunds over {args.orders} orders, "
           f"fsync {'off' if args.fast else 'on'}, {os.cpu_count()} CPUs; "
           f"refunds/s, best of {args.repeat}:\n")
-    print(f"{'workers':>7}  {'with UNIQUE key':>15}  {'without':>9}  {'dedupe cost':>11}")
+    print(f"{'workers':>7}  {'stream, UNIQUE key':>18}  {'without':>9}  {'dedupe cost':>11}  "
+          f"{'outbox (rows, relay, worker)':>28}")
     for workers in (1, 2):
-        with_key, without = results[workers, True], results[workers, False]
+        with_key, without = results[workers, "stream"], results[workers, "without"]
         cost = (without - with_key) / without * 100
-        print(f"{workers:>7}  {with_key:>15.0f}  {without:>9.0f}  {cost:>10.1f}%")
+        print(f"{workers:>7}  {with_key:>18.0f}  {without:>9.0f}  {cost:>10.1f}%  "
+              f"{results[workers, 'outbox']:>28.0f}")
 
 
 if __name__ == "__main__":

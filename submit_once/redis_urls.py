@@ -9,6 +9,10 @@ Every command the app sends touches exactly one key (SET on render, GETDEL on
 submit), so a Cluster needs no hash tags: any slot layout works. Sentinel gives
 a client that asks the Sentinels where the master is and follows a failover.
 Credentials go in the URL's user-info part as usual (``redis://:password@host``).
+
+:func:`make_async_client` reads the same URLs into redis.asyncio's clients
+(``Redis``, ``cluster.RedisCluster``, ``sentinel.Sentinel``), for asyncio
+workers that must reach the Redis the app uses.
 """
 
 from __future__ import annotations
@@ -17,10 +21,14 @@ from typing import Any, cast
 from urllib.parse import SplitResult, unquote, urlsplit
 
 import redis
+import redis.asyncio as aioredis
+from redis.asyncio.cluster import ClusterNode as AsyncClusterNode
+from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
+from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.cluster import ClusterNode, RedisCluster
 from redis.sentinel import Sentinel
 
-__all__ = ["SCHEMES", "make_client"]
+__all__ = ["SCHEMES", "check_url", "make_async_client", "make_client"]
 
 #: Every scheme :func:`make_client` accepts.
 SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "redis+sentinel")
@@ -34,15 +42,50 @@ def make_client(url: str) -> redis.Redis | RedisCluster:
 
     Raises :class:`RuntimeError` that says what is wrong with a URL it cannot use.
     """
-    parts = urlsplit(url)
-    if parts.scheme not in SCHEMES:
-        raise RuntimeError(f"REDIS_URL scheme {parts.scheme!r} is not one of "
-                           f"{', '.join(SCHEMES)} (e.g. redis://host:6379/0).")
+    parts = _checked(url)
     if parts.scheme.endswith("+cluster"):
         return _cluster(parts)
     if parts.scheme == "redis+sentinel":
         return _sentinel_master(parts)
     return redis.Redis.from_url(url, decode_responses=True, health_check_interval=30, **TIMEOUTS)
+
+
+def make_async_client(url: str) -> aioredis.Redis | AsyncRedisCluster:
+    """The asyncio client for ``url``: the same URLs, checks and timeouts as
+    :func:`make_client`. Close it with ``await client.aclose()``."""
+    parts = _checked(url)
+    if parts.scheme.endswith("+cluster"):
+        _cluster_database(parts)
+        nodes = [AsyncClusterNode(host, port) for host, port in _nodes(parts.netloc, 6379)]
+        return AsyncRedisCluster(startup_nodes=nodes, decode_responses=True,
+                                 ssl=parts.scheme.startswith("rediss"),
+                                 **_credentials(parts.netloc), **TIMEOUTS)
+    if parts.scheme == "redis+sentinel":
+        service, db = _sentinel_service(parts)
+        sentinel = AsyncSentinel(  # type: ignore[no-untyped-call]
+            _nodes(parts.netloc, 26379), sentinel_kwargs=dict(TIMEOUTS), decode_responses=True,
+            **TIMEOUTS, **_credentials(parts.netloc))
+        return cast(aioredis.Redis, sentinel.master_for(service, db=db))
+    return aioredis.Redis.from_url(url, decode_responses=True, health_check_interval=30,
+                                   **TIMEOUTS)
+
+
+def check_url(url: str) -> None:
+    """Raise the :class:`RuntimeError` :func:`make_client` would, without making a
+    client: for a process that checks its settings before it starts."""
+    parts = _checked(url)
+    if parts.scheme.endswith("+cluster"):
+        _cluster_database(parts)
+    elif parts.scheme == "redis+sentinel":
+        _sentinel_service(parts)
+
+
+def _checked(url: str) -> SplitResult:
+    parts = urlsplit(url)
+    if parts.scheme not in SCHEMES:
+        raise RuntimeError(f"REDIS_URL scheme {parts.scheme!r} is not one of "
+                           f"{', '.join(SCHEMES)} (e.g. redis://host:6379/0).")
+    return parts
 
 
 def _nodes(netloc: str, default_port: int) -> list[tuple[str, int]]:
@@ -64,9 +107,13 @@ def _credentials(netloc: str) -> dict[str, Any]:
     return {k: unquote(v) for k, v in (("username", user), ("password", password)) if v}
 
 
-def _cluster(parts: SplitResult) -> RedisCluster:
+def _cluster_database(parts: SplitResult) -> None:
     if parts.path.strip("/") not in ("", "0"):
         raise RuntimeError("A Redis Cluster has only database 0; drop the /db from REDIS_URL.")
+
+
+def _cluster(parts: SplitResult) -> RedisCluster:
+    _cluster_database(parts)
     # redis-py leaves ClusterNode, Sentinel and master_for unannotated.
     nodes = [ClusterNode(host, port)  # type: ignore[no-untyped-call]
              for host, port in _nodes(parts.netloc, 6379)]
@@ -75,13 +122,18 @@ def _cluster(parts: SplitResult) -> RedisCluster:
                         **_credentials(parts.netloc), **TIMEOUTS)
 
 
-def _sentinel_master(parts: SplitResult) -> redis.Redis:
+def _sentinel_service(parts: SplitResult) -> tuple[str, int]:
     service, _, db = parts.path.strip("/").partition("/")
     if not service:
         raise RuntimeError("redis+sentinel:// needs the master's name: "
                            "redis+sentinel://host:26379/mymaster/0")
+    return service, int(db or 0)
+
+
+def _sentinel_master(parts: SplitResult) -> redis.Redis:
+    service, db = _sentinel_service(parts)
     sentinel = Sentinel(  # type: ignore[no-untyped-call]
         _nodes(parts.netloc, 26379), sentinel_kwargs=dict(TIMEOUTS), decode_responses=True,
         **TIMEOUTS, **_credentials(parts.netloc))
-    master = sentinel.master_for(service, db=int(db or 0))  # type: ignore[no-untyped-call]
+    master = sentinel.master_for(service, db=db)  # type: ignore[no-untyped-call]
     return cast(redis.Redis, master)

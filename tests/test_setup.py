@@ -109,7 +109,7 @@ def test_init_db_is_safe_to_run_twice(app, servers):
         assert "catalogue seeded" in result.output
     with servers.engine.connect() as conn:
         assert conn.scalar(text("SELECT count(*) FROM products")) == 4
-        assert conn.scalar(text("SELECT version_num FROM alembic_version")) == "0006"
+        assert conn.scalar(text("SELECT version_num FROM alembic_version")) == "0007"
 
 
 def test_testing_set_by_create_app_reads_the_catalogue_afresh_and_production_caches_it(

@@ -123,7 +123,8 @@ def run(installed: Installed, env: dict[str, str], *args: str) -> str:
 def pay(port: int, public_id: str, cents: int) -> int:
     """Deliver a signed payment webhook, as the provider would."""
     body = json.dumps({"id": f"evt_{secrets.token_hex(6)}", "type": "payment.succeeded",
-                       "order_id": public_id, "amount_cents": cents}).encode()
+                       "order_id": public_id, "amount_cents": cents,
+                       "currency": "EUR"}).encode()
     moment = int(time.time())
     mac = hmac.new(WEBHOOK_SECRET.encode(), f"{moment}.".encode() + body,
                    hashlib.sha256).hexdigest()

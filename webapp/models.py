@@ -38,7 +38,7 @@ from .order_rules import (
 )
 
 __all__ = ["ORDER_STATUSES", "PAYMENT_PROBLEMS", "ApiClient", "ApiKey", "Base", "Order",
-           "PaymentEvent", "Product", "RefundRecord", "new_public_id"]
+           "PaymentEvent", "Product", "RefundRecord", "RefundRequest", "new_public_id"]
 
 ORDER_STATUSES = ("placed", "paid", "shipped", "cancelled", "refunded")
 #: Why a payment was recorded but did not pay for its order (payment_events.problem).
@@ -74,6 +74,9 @@ class Order(Base):
         CheckConstraint("paid_cents >= 0", name="orders_paid_cents_positive"),
         CheckConstraint("refunded_cents >= 0 AND refunded_cents <= paid_cents",
                         name="orders_refund_within_paid"),
+        # Migration 0007: requested, not yet applied refunds are reserved.
+        CheckConstraint("reserved_cents >= 0 AND refunded_cents + reserved_cents <= paid_cents",
+                        name="orders_reserved_within_paid"),
         UniqueConstraint("api_client_id", "idempotency_key",
                          name="orders_api_client_idempotency_key"),
     )
@@ -101,6 +104,8 @@ class Order(Base):
     status: Mapped[str] = mapped_column(String(16), default="placed")
     paid_cents: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     refunded_cents: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    # The sum of this order's refund requests not yet applied (nor failed).
+    reserved_cents: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     # Orders placed through the JSON API (migration 0003): the caller's key,
     # UNIQUE per client, and the response replayed to a retry with that key.
     api_client_id: Mapped[int | None] = mapped_column(ForeignKey("api_clients.id"))
@@ -177,3 +182,34 @@ class RefundRecord(Base):
     # The stream message's id, or where else the refund came from ("webhook").
     message_id: Mapped[str] = mapped_column(String(40))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+
+REFUND_REQUEST_STATUSES = ("requested", "applied", "failed")
+
+
+class RefundRequest(Base):
+    """A refund the customer asked for (migration 0007): the outbox row the
+    relay publishes to the stream, and what the order page shows. Its amount is
+    reserved on the order from the submit until the worker applies it
+    (``applied``) or gives up on it (``failed``, with the reason in plain words)."""
+    __tablename__ = "refund_requests"
+    __table_args__ = (
+        CheckConstraint("amount_cents > 0", name="refund_requests_amount_positive"),
+        CheckConstraint(f"status IN {REFUND_REQUEST_STATUSES!r}",
+                        name="refund_requests_status_known"),
+        UniqueConstraint("idempotency_key", name="refund_requests_key_unique"),
+        Index("refund_requests_order_id", "order_id"),
+        Index("refund_requests_unpublished", "id",
+              postgresql_where=text("published_at IS NULL")),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    idempotency_key: Mapped[str] = mapped_column(String(DIGEST_LENGTH))
+    order_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("orders.id"))
+    amount_cents: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16), default="requested",
+                                        server_default="requested")
+    reason: Mapped[str | None] = mapped_column(Text)
+    published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

@@ -18,7 +18,8 @@ from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from webapp.order_states import transition
-from webapp.refunds.stream import GROUP, STREAM, RefundRequest, queue_refund
+from webapp.refunds.requests import request_refund
+from webapp.refunds.stream import GROUP, STREAM, RefundMessage, queue_refund
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
@@ -114,7 +115,7 @@ def paid_order(servers) -> Callable[..., int]:
 
 def queue(rdb: redis.Redis, key: str, order_id: int, amount_cents: int) -> str:
     """Append a refund message as the web app does."""
-    return queue_refund(rdb, RefundRequest(key, order_id, amount_cents))
+    return queue_refund(rdb, RefundMessage(key, order_id, amount_cents))
 
 
 def pending_count(rdb: redis.Redis) -> int:
@@ -135,3 +136,33 @@ def refunds_of(servers, order_id: int) -> tuple[int, int, str]:
         return conn.execute(text(
             "SELECT (SELECT count(*) FROM refund_records WHERE order_id = o.id), "
             "o.refunded_cents, o.status FROM orders o WHERE o.id = :id"), {"id": order_id}).one()
+
+
+def requests_of(servers, order_id: int) -> list[tuple[str, int, str, str | None]]:
+    """(key, amount, status, reason) of each refund request of an order, oldest first."""
+    with servers.engine.connect() as conn:
+        return [tuple(row) for row in conn.execute(text(
+            "SELECT idempotency_key, amount_cents, status, reason FROM refund_requests "
+            "WHERE order_id = :id ORDER BY id"), {"id": order_id})]
+
+
+def request(servers, order_id: int, amount_cents: int, key: str | None = None) -> str:
+    """Make a refund request as the refund form's submit does (reserve, insert,
+    NOTIFY, one transaction); returns its key."""
+    key = key or new_key()
+    with Session(servers.engine) as db, db.begin():
+        request_refund(db, order_id, amount_cents, key)
+    return key
+
+
+def reserved_of(servers, order_id: int) -> int:
+    with servers.engine.connect() as conn:
+        return conn.scalar(text("SELECT reserved_cents FROM orders WHERE id = :id"),
+                           {"id": order_id})
+
+
+def settled(servers) -> bool:
+    """Every refund request is published and applied or failed."""
+    with servers.engine.connect() as conn:
+        return not conn.scalar(text("SELECT count(*) FROM refund_requests "
+                                    "WHERE status = 'requested' OR published_at IS NULL"))

@@ -3,6 +3,7 @@ at the worst moments: ``python -m tests.refunds.paused_worker``.
 
     TEST_REFUND_PAUSE_BEFORE_COMMIT=<seconds>  inside the refund's transaction
     TEST_REFUND_PAUSE_BEFORE_ACK=<seconds>     committed (or already applied), not acked
+    TEST_REFUND_PAUSE_BEFORE_MARK=<seconds>    the relay: XADDed, published_at not committed
 
 Each pause first prints "PAUSE <where> <message id>" to stderr, then sleeps in
 the event loop (so SIGTERM and its grace period work as in production). The
@@ -17,9 +18,10 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from webapp.refunds import worker
+from webapp.refunds import relay, worker
 
-PAUSES = {"before_commit": worker.refund_committing, "before_ack": worker.refund_settled}
+PAUSES = {"before_commit": worker.refund_committing, "before_ack": worker.refund_settled,
+          "before_mark": relay.refund_published}
 
 
 def pause(where: str, seconds: float) -> Callable[..., Awaitable[None]]:

@@ -5,7 +5,17 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from tests.refunds.conftest import all_acked, new_key, queue, refunds_of, wait_until
+from tests.refunds.conftest import (
+    all_acked,
+    new_key,
+    queue,
+    refunds_of,
+    request,
+    requests_of,
+    reserved_of,
+    settled,
+    wait_until,
+)
 from webapp.refunds.stream import DEAD_LETTERS, STREAM
 
 
@@ -45,3 +55,60 @@ def test_a_refund_that_keeps_failing_is_dead_lettered_after_n_deliveries(
     assert letter["reason"].startswith("failed 3 times: LockNotAvailable")
     assert letter["deliveries"] == "4" and letter["amount"] == "500"
     assert all_acked(rdb) and refunds_of(servers, order) == (0, 0, "paid")
+
+
+def test_a_dead_lettered_request_is_failed_on_the_order_page_then_requeued_and_applied(
+        servers, rdb, app, client, paid_order, start_worker):
+    order = paid_order(1000)
+    key = request(servers, order, 600)
+    with servers.engine.connect() as conn:  # hold the order's row: every attempt times out
+        conn.execute(text("SELECT 1 FROM orders WHERE id = :id FOR UPDATE"), {"id": order})
+        worker = start_worker(REFUND_LOCK_TIMEOUT_MS="50", REFUND_MAX_DELIVERIES="2",
+                              REFUND_CLAIM_IDLE_MS="100")
+        worker.wait_for("reading refunds")
+        wait_until(lambda: (rdb.xpending_range(STREAM, "refund-workers", "-", "+", 1) or
+                            [{"times_delivered": 0}])[0]["times_delivered"] > 2,
+                   what="more deliveries than allowed")
+        conn.rollback()  # the cause is fixed; the worker gives up all the same
+    wait_until(lambda: rdb.xlen(DEAD_LETTERS) == 1 and all_acked(rdb), what="the dead letter")
+    ((letter_id, letter),) = rdb.xrange(DEAD_LETTERS)
+    assert letter["key"] == key and letter["reason"].startswith("failed 2 times: LockNotAvail")
+    ((_, amount, status, reason),) = requests_of(servers, order)
+    assert (amount, status) == (600, "failed") and reason.startswith("we could not apply it")
+    assert reserved_of(servers, order) == 0 and refunds_of(servers, order) == (0, 0, "paid")
+    with servers.engine.connect() as conn:
+        public_id = conn.scalar(text("SELECT public_id FROM orders WHERE id = :id"),
+                                {"id": order})
+    page = client.get(f"/orders/{public_id}").text
+    assert "<strong>not refunded</strong> — we could not apply it after several attempts" in page
+
+    cli = app.test_cli_runner()
+    requeued = cli.invoke(args=["refund-dead-letters", "--requeue", letter_id])
+    assert requeued.exit_code == 0, requeued.output
+    assert "Requeued: €6.00 for order" in requeued.output
+    assert rdb.xlen(DEAD_LETTERS) == 0
+    wait_until(lambda: settled(servers) and all_acked(rdb), what="the requeued request applied")
+    assert requests_of(servers, order) == [(key, 600, "applied", None)]
+    assert reserved_of(servers, order) == 0 and refunds_of(servers, order) == (1, 600, "paid")
+    assert " applied " in worker.output()
+    again = cli.invoke(args=["refund-dead-letters", "--requeue", letter_id])
+    assert again.exit_code == 1 and "No dead letter has the id" in again.output
+
+
+def test_requeue_is_refused_when_the_amount_is_no_longer_left(servers, rdb, app, paid_order):
+    order = paid_order(1000)
+    key = request(servers, order, 600)
+    with servers.engine.begin() as conn:  # as if the worker had given up on it
+        conn.execute(text("UPDATE refund_requests SET status = 'failed', reason = 'x'"))
+        conn.execute(text("UPDATE orders SET reserved_cents = 0"))
+    request(servers, order, 700)  # since then, another request took most of what is left
+    letter_id = rdb.xadd(DEAD_LETTERS, {"key": key, "order": str(order), "amount": "600",
+                                        "reason": "failed 5 times: x"})
+    result = app.test_cli_runner().invoke(args=["refund-dead-letters", "--requeue", letter_id])
+    assert result.exit_code == 1
+    assert f"Not requeued: order {order} has 300 cents left to refund, less than the 600" \
+        in result.output
+    assert rdb.xlen(DEAD_LETTERS) == 1 and reserved_of(servers, order) == 700
+    assert [r[2] for r in requests_of(servers, order)] == ["failed", "requested"]
+    bad = app.test_cli_runner().invoke(args=["refund-dead-letters", "--requeue", "nonsense"])
+    assert bad.exit_code == 1 and "Error" in bad.output

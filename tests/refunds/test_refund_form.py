@@ -1,4 +1,5 @@
-"""The refund form of a paid order: one message per token, clear errors."""
+"""The refund form of a paid order: one refund request per token, the amount
+reserved at once, nothing written to Redis by the submit, clear errors."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from sqlalchemy import text
 
 from tests.conftest import hidden
 from tests.pauses import after_consume
-from tests.refunds.conftest import wait_until
+from tests.refunds.conftest import requests_of, wait_until
 from webapp.extensions import form_tokens
 from webapp.refunds.stream import DEAD_LETTERS, STREAM
 
@@ -45,21 +46,30 @@ def refund(client, public_id: str, tokens: dict[str, str], amount: str):
     return client.post(f"/orders/{public_id}/refunds", data={**tokens, "amount": amount})
 
 
-def test_submit_queues_one_message_keyed_by_the_token_digest(client, app, rdb, order):
+def test_submit_records_one_request_keyed_by_the_token_digest_and_reserves_it(
+        client, app, servers, rdb, order):
     order_id, public_id = order
     tokens = open_refund_form(client, public_id)
     response = refund(client, public_id, tokens, "12.50")
     assert response.status_code == 303
     assert response.headers["Location"] == f"/orders/{public_id}?refund=requested"
-    assert "refund request was received" in client.get(response.headers["Location"]).text
-    ((_, fields),) = rdb.xrange(STREAM)
+    page = client.get(response.headers["Location"]).text
+    assert "refund request was received" in page
+    assert "<strong>requested</strong>, being applied" in page
     digest = refund_digest(app, client, public_id, tokens["form_token"])
-    assert fields == {"key": digest, "order": str(order_id), "amount": "1250",
-                      "public_id": public_id}
+    assert requests_of(servers, order_id) == [(digest, 1250, "requested", None)]
+    assert reserved(servers, order_id) == 1250
+    assert rdb.xlen(STREAM) == 0  # the relay publishes it, after the commit
 
 
-def test_double_submit_queues_once_and_both_land_on_the_order(client, rdb, order):
-    _, public_id = order
+def reserved(servers, order_id: int) -> int:
+    with servers.engine.connect() as conn:
+        return conn.scalar(text("SELECT reserved_cents FROM orders WHERE id = :id"),
+                           {"id": order_id})
+
+
+def test_double_submit_requests_once_and_both_land_on_the_order(client, servers, order):
+    order_id, public_id = order
     tokens = open_refund_form(client, public_id)
     first = refund(client, public_id, tokens, "10")
     second = refund(client, public_id, tokens, "10")
@@ -67,7 +77,7 @@ def test_double_submit_queues_once_and_both_land_on_the_order(client, rdb, order
     assert second.status_code == 303
     assert second.headers["Location"] == f"/orders/{public_id}?refund=already"
     assert "already requested" in client.get(second.headers["Location"]).text
-    assert rdb.xlen(STREAM) == 1
+    assert len(requests_of(servers, order_id)) == 1 and reserved(servers, order_id) == 1000
 
 
 @pytest.mark.parametrize(("amount", "message"), [
@@ -80,16 +90,16 @@ def test_double_submit_queues_once_and_both_land_on_the_order(client, rdb, order
     ("1e999999", "You can refund at most €36.00."),
     ("1.005", "Use at most two decimals"),
 ])
-def test_bad_amount_gets_422_with_the_input_kept_and_the_same_token(client, rdb, order,
+def test_bad_amount_gets_422_with_the_input_kept_and_the_same_token(client, servers, order,
                                                                      amount, message):
-    _, public_id = order
+    order_id, public_id = order
     tokens = open_refund_form(client, public_id)
     response = refund(client, public_id, tokens, amount)
     assert response.status_code == 422
     html = response.text
     assert message in html and f'value="{amount}"' in html
     assert hidden(html, "form_token") == tokens["form_token"]  # not spent: still good
-    assert rdb.xlen(STREAM) == 0
+    assert requests_of(servers, order_id) == []
     assert refund(client, public_id, tokens, "36").status_code == 303
 
 
@@ -98,14 +108,14 @@ def test_viewing_a_paid_order_writes_nothing_to_redis(client, rdb, order):
     assert rdb.keys("*") == []
 
 
-def test_a_cancelled_paid_order_can_still_be_refunded(client, servers, rdb, order):
+def test_a_cancelled_paid_order_can_still_be_refunded(client, servers, order):
     order_id, public_id = order
     with servers.engine.begin() as conn:
         conn.execute(text("UPDATE orders SET status = 'cancelled' WHERE id = :id"),
                      {"id": order_id})
     tokens = open_refund_form(client, public_id)
     assert refund(client, public_id, tokens, "36.00").status_code == 303
-    assert rdb.xlen(STREAM) == 1
+    assert len(requests_of(servers, order_id)) == 1
 
 
 def test_shipped_then_fully_refunded_order_offers_no_refund_and_refuses_a_stale_form(
@@ -120,7 +130,7 @@ def test_shipped_then_fully_refunded_order_offers_no_refund_and_refuses_a_stale_
     assert stale_link.status_code == 409 and "it is refunded" in stale_link.text
     response = refund(client, public_id, tokens, "1")
     assert response.status_code == 409 and "it is refunded" in response.text
-    assert rdb.xlen(STREAM) == 0
+    assert requests_of(servers, order_id) == []
 
 
 def test_refund_applied_since_the_form_was_opened_is_refused_with_input_kept(
@@ -132,7 +142,7 @@ def test_refund_applied_since_the_form_was_opened_is_refused_with_input_kept(
                      {"id": order_id})
     response = refund(client, public_id, tokens, "20")
     assert response.status_code == 422 and "at most €6.00" in response.text
-    assert 'value="20"' in response.text and rdb.xlen(STREAM) == 0
+    assert 'value="20"' in response.text and requests_of(servers, order_id) == []
 
 
 @pytest.mark.parametrize(("path", "form_token", "status"), [
@@ -140,8 +150,8 @@ def test_refund_applied_since_the_form_was_opened_is_refused_with_input_kept(
     ("/orders/{public_id}/refunds", "short", 400),
     ("/orders/{public_id}/refunds", None, 400),
 ])
-def test_bad_requests_get_a_clear_4xx(client, rdb, order, path, form_token, status):
-    _, public_id = order
+def test_bad_requests_get_a_clear_4xx(client, servers, rdb, order, path, form_token, status):
+    order_id, public_id = order
     tokens = open_refund_form(client, public_id)
     data = {"csrf_token": tokens["csrf_token"], "amount": "1"}
     if form_token is not None:
@@ -149,6 +159,7 @@ def test_bad_requests_get_a_clear_4xx(client, rdb, order, path, form_token, stat
     response = client.post(path.format(public_id=public_id), data=data)
     assert response.status_code == status and "<h1" in response.text
     assert rdb.xlen(STREAM) == 0 and rdb.xlen(DEAD_LETTERS) == 0
+    assert requests_of(servers, order_id) == []
 
 
 def test_refund_applied_while_the_submit_runs_is_refused_with_a_fresh_token(
@@ -176,4 +187,49 @@ def test_refund_applied_while_the_submit_runs_is_refused_with_a_fresh_token(
     # The old token is spent: the form comes back with a fresh one.
     assert hidden(response.text, "form_token") != tokens["form_token"]
     assert "Up to €6.00." in response.text and "€30.00 refunded so far" in response.text
-    assert rdb.xlen(STREAM) == 0
+    assert requests_of(servers, order_id) == [] and reserved(servers, order_id) == 0
+
+
+def test_two_pages_for_everything_left_the_second_is_refused_at_once_with_its_amount(
+        client, servers, order):
+    """Two tabs, each asking for all €36.00, before any worker runs: the first is
+    reserved, the second is told now (422, amount kept, token not spent)."""
+    order_id, public_id = order
+    first_tab = open_refund_form(client, public_id)
+    second_tab = open_refund_form(client, public_id)
+    assert refund(client, public_id, first_tab, "36.00").status_code == 303
+    response = refund(client, public_id, second_tab, "36.00")
+    assert response.status_code == 422
+    assert "Nothing is left to refund: the rest is already requested" in response.text
+    assert 'value="36.00"' in response.text
+    assert "€36.00 requested and waiting to be applied" in response.text
+    assert [r[1:3] for r in requests_of(servers, order_id)] == [(3600, "requested")]
+    assert reserved(servers, order_id) == 3600
+    # The order page no longer offers a refund, and says what is under way.
+    page = client.get(f"/orders/{public_id}").text
+    assert 'id="request-refund"' not in page and "<strong>requested</strong>" in page
+
+
+def test_a_request_reserved_while_the_submit_runs_is_refused_with_the_amount_kept(
+        make_app, servers, rdb, order):
+    """Both pages validated against the same €36.00; the reserving UPDATE inside
+    the transaction refuses the one that comes second."""
+    order_id, public_id = order
+    app = make_app()
+    after_consume(app, lambda: time.sleep(3))
+    client = app.test_client()
+    tokens = open_refund_form(client, public_id)
+    token_key = "ft:" + refund_digest(app, client, public_id, tokens["form_token"])
+    result = {}
+    submit = threading.Thread(target=lambda: result.update(
+        response=refund(client, public_id, tokens, "30")))
+    submit.start()
+    wait_until(lambda: not rdb.exists(token_key), what="the token to be spent")
+    with servers.engine.begin() as conn:  # another tab's request reserves €10 meanwhile
+        conn.execute(text("UPDATE orders SET reserved_cents = 1000 WHERE id = :id"),
+                     {"id": order_id})
+    submit.join(30)
+    response = result["response"]
+    assert response.status_code == 409 and "more than is left to refund" in response.text
+    assert 'value="30"' in response.text and "Up to €26.00." in response.text
+    assert requests_of(servers, order_id) == [] and reserved(servers, order_id) == 1000

@@ -21,6 +21,9 @@ def test_defaults_and_the_libpq_url():
     ({"REDIS_URL": "redis://h"}, "needs DATABASE_URL and REDIS_URL"),
     ({**URLS, "REFUND_MAX_DELIVERIES": "0"}, "REFUND_MAX_DELIVERIES must be at least 1"),
     ({**URLS, "REFUND_GRACE_SECONDS": "soon"}, "REFUND_GRACE_SECONDS must be a number"),
+    ({**URLS, "REFUND_STREAM_MAX": "0"}, "REFUND_STREAM_MAX must be at least 1"),
+    ({**URLS, "REFUND_RELAY_POLL_SECONDS": "0"}, "REFUND_RELAY_POLL_SECONDS must be at least"),
+    ({**URLS, "REDIS_URL": "memcached://h:11211"}, "scheme 'memcached' is not one of"),
 ])
 def test_bad_environment_is_refused_with_a_clear_message(environ, message):
     with pytest.raises(RuntimeError, match=message):

@@ -1,14 +1,18 @@
-"""Refunds: requested on the order page, queued on a Redis Stream, applied once
-by an asyncio worker (``python -m webapp.refunds.worker``; see worker.py for
-the delivery guarantees).
+"""Refunds: requested on the order page as a row (reserved on the order), published
+to a Redis Stream by an outbox relay, applied once by an asyncio worker
+(``python -m webapp.refunds.worker``; see worker.py for the delivery guarantees).
 
-    stream.py    the message and the producer (XADD)
+    requests.py  the refund request row and its reservation (the submit's transaction)
     views.py     the refund form's once-only submit (blueprint)
     forms.py     RefundForm
-    effect.py    the refund transaction (UNIQUE key, CHECK on the order)
+    stream.py    the message and the stream's keys
+    relay.py     the outbox relay: committed requests -> XADD (a task in the worker)
+    effect.py    the refund transaction (UNIQUE key, reservation -> refunded, CHECK)
     worker.py    the consumer-group worker: claim, apply, ack, dead-letter
+    trim.py      XTRIM MINID past what every group has acked (a task in the worker)
+    dead_letters.py  the dead-letter stream; the reason in plain words
     settings.py  the worker's environment
-    cli.py       reconcile-refunds, refund-dead-letters
+    cli.py       reconcile-refunds, refund-dead-letters [--requeue]
 """
 
 from __future__ import annotations

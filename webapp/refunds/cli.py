@@ -1,7 +1,7 @@
-"""Operator commands: reconcile refunds, list dead letters.
+"""Operator commands: reconcile refunds, list and requeue dead letters.
 
     flask --app webapp reconcile-refunds
-    flask --app webapp refund-dead-letters
+    flask --app webapp refund-dead-letters [--requeue <dead letter id>]
 """
 
 from __future__ import annotations
@@ -12,9 +12,21 @@ from sqlalchemy import func, select, text
 
 from ..db import sessions
 from ..extensions import form_tokens
-from ..models import Order, RefundRecord
+from ..models import Order, RefundRecord, RefundRequest
+from .forms import euros
+from .requests import RequeueRefused, requeue_request
 from .stream import DEAD_LETTERS, GROUP, STREAM, short
 from .views import bp
+
+
+def _cents(*where) -> object:
+    return (select(func.coalesce(func.sum(RefundRequest.amount_cents), 0)).where(*where)
+            .scalar_subquery())
+
+
+def _count(*where) -> object:
+    return select(func.count()).select_from(RefundRequest).where(*where).scalar_subquery()
+
 
 _TOTALS = select(
     select(func.count()).select_from(RefundRecord).scalar_subquery().label("records"),
@@ -24,14 +36,29 @@ _TOTALS = select(
     .label("orders_cents"),
     select(func.count()).where(Order.refunded_cents > 0).scalar_subquery()
     .label("refunded_orders"),
+    select(func.coalesce(func.sum(Order.reserved_cents), 0)).scalar_subquery()
+    .label("reserved_cents"),
+    _count().label("requests"), _cents().label("requests_cents"),
+    *(part for status, name in (("applied", "applied"), ("requested", "pending"),
+                                ("failed", "failed")) for part in (
+        _count(RefundRequest.status == status).label(name),
+        _cents(RefundRequest.status == status).label(f"{name}_cents"))),
+    # An applied request without its refund record (same key, same amount) is a lie.
+    select(func.count()).select_from(RefundRequest).outerjoin(
+        RefundRecord, RefundRecord.idempotency_key == RefundRequest.idempotency_key)
+    .where(RefundRequest.status == "applied",
+           func.coalesce(RefundRecord.amount_cents, -1) != RefundRequest.amount_cents)
+    .scalar_subquery().label("applied_unrecorded"),
 )
-# Per order: what its records add up to against what the order says.
-_RECORDS_CENTS = func.coalesce(func.sum(RefundRecord.amount_cents), 0)
+# Per order: what its records add up to against what the order says, and what
+# its pending requests add up to against what it has reserved.
+_RECORDS_CENTS = (select(func.coalesce(func.sum(RefundRecord.amount_cents), 0))
+                  .where(RefundRecord.order_id == Order.id).scalar_subquery())
+_PENDING_CENTS = _cents(RefundRequest.order_id == Order.id, RefundRequest.status == "requested")
 _DISAGREEING = (
-    select(Order.id, Order.refunded_cents, _RECORDS_CENTS.label("records_cents"))
-    .outerjoin(RefundRecord)
-    .group_by(Order.id)
-    .having(Order.refunded_cents != _RECORDS_CENTS)
+    select(Order.id, Order.refunded_cents, _RECORDS_CENTS.label("records_cents"),
+           Order.reserved_cents, _PENDING_CENTS.label("pending_cents"))
+    .where((Order.refunded_cents != _RECORDS_CENTS) | (Order.reserved_cents != _PENDING_CENTS))
     .order_by(Order.id)
     .limit(20)
 )
@@ -39,21 +66,28 @@ _DISAGREEING = (
 
 @bp.cli.command("reconcile-refunds")
 def reconcile_refunds() -> None:
-    """Compare refund_records with orders.refunded_cents; exit 1 if they differ."""
+    """Compare refund_records with orders.refunded_cents, and pending refund
+    requests with orders.reserved_cents; exit 1 if anything differs."""
     with sessions()() as db, db.begin():
         db.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"))
-        totals = db.execute(_TOTALS).one()
+        t = db.execute(_TOTALS).one()
         disagreeing = db.execute(_DISAGREEING).all()
-    click.echo(f"refund_records:        {totals.records} refunds, "
-               f"{totals.records_cents} cents")
-    click.echo(f"orders.refunded_cents: {totals.orders_cents} cents "
-               f"over {totals.refunded_orders} orders")
+    click.echo(f"refund_records:        {t.records} refunds, {t.records_cents} cents")
+    click.echo(f"orders.refunded_cents: {t.orders_cents} cents over {t.refunded_orders} orders")
+    click.echo(f"refund_requests:       {t.requests} requested ({t.requests_cents} cents) = "
+               f"{t.applied} applied ({t.applied_cents}) + {t.pending} pending "
+               f"({t.pending_cents}) + {t.failed} failed ({t.failed_cents})")
+    click.echo(f"orders.reserved_cents: {t.reserved_cents} cents")
+    click.echo(f"applied, unrecorded:   {t.applied_unrecorded}")
     click.echo(f"orders that disagree:  {len(disagreeing)}")
     for row in disagreeing:
         click.echo(f"  order {row.id}: refunded_cents={row.refunded_cents} "
-                   f"records={row.records_cents}")
+                   f"records={row.records_cents} reserved_cents={row.reserved_cents} "
+                   f"pending={row.pending_cents}")
     click.echo(f"stream:                {_stream_summary()}")
-    matched = totals.records_cents == totals.orders_cents and not disagreeing
+    matched = (t.records_cents == t.orders_cents and not disagreeing
+               and t.reserved_cents == t.pending_cents and t.applied_unrecorded == 0
+               and t.requests_cents == t.applied_cents + t.pending_cents + t.failed_cents)
     click.echo(f"result:                {'MATCH' if matched else 'MISMATCH'}")
     if not matched:
         raise SystemExit(1)
@@ -61,8 +95,13 @@ def reconcile_refunds() -> None:
 
 @bp.cli.command("refund-dead-letters")
 @click.option("--count", default=100, show_default=True, help="Show at most this many.")
-def refund_dead_letters(count: int) -> None:
-    """List refunds the worker gave up on, newest first, with the reason."""
+@click.option("--requeue", "requeue_id", metavar="ID",
+              help="Put this dead letter's refund request back (once its cause is fixed).")
+def refund_dead_letters(count: int, requeue_id: str | None) -> None:
+    """List refunds the worker gave up on, newest first, with the reason; or requeue one."""
+    if requeue_id is not None:
+        requeue(requeue_id)
+        return
     entries = form_tokens.redis.xrevrange(DEAD_LETTERS, count=count)
     if not entries:
         click.echo("No dead-lettered refunds.")
@@ -74,6 +113,27 @@ def refund_dead_letters(count: int) -> None:
                    f"deliveries={fields.get('deliveries', '?')}  reason: {fields.get('reason')}")
 
 
+def requeue(entry_id: str) -> None:
+    """Reserve the request's amount again and leave it to the relay to publish;
+    then delete the dead letter. Refused (exit 1) with the reason otherwise."""
+    try:
+        entries = form_tokens.redis.xrange(DEAD_LETTERS, entry_id, entry_id)
+    except RedisError as error:  # e.g. an id that is not a stream id
+        raise click.ClickException(f"Cannot read dead letter {entry_id!r}: {error}") from None
+    if not entries:
+        raise click.ClickException(f"No dead letter has the id {entry_id!r}.")
+    ((_, fields),) = entries
+    try:
+        with sessions()() as db, db.begin():
+            request = requeue_request(db, fields.get("key", ""))
+    except RequeueRefused as refused:
+        raise click.ClickException(f"Not requeued: {refused}.") from None
+    # After the commit: should this fail, the letter stays, and requeueing it
+    # again is refused because its request is no longer failed.
+    form_tokens.redis.xdel(DEAD_LETTERS, entry_id)
+    click.echo(f"Requeued: {euros(request.amount_cents)} for order {request.order_id} "
+               f"(key {short(request.idempotency_key)}) is reserved again and will be "
+               "published to the stream by the relay.")
 def _stream_summary() -> str:
     client = form_tokens.redis
     try:

@@ -4,8 +4,16 @@
     refunds:errors   HASH message id -> last error, so a dead letter can say why
 
 A message lands here when it can never apply (malformed, unknown order, more
-than is left to refund) or when it failed ``REFUND_MAX_DELIVERIES`` times.
-Operators list them with ``flask --app webapp refund-dead-letters``.
+than is left to refund) or when it failed ``REFUND_MAX_DELIVERIES`` times; its
+refund request (if it has one) is marked failed first, with the reason
+:func:`in_plain_words`, and its reservation released. Operators list them with
+``flask --app webapp refund-dead-letters`` and put one back, once its cause is
+fixed, with ``--requeue <id>``.
+
+No MULTI: each step touches one key, so this works on a Redis Cluster whatever
+slots the keys land in. The order makes it safe: XADD here, then XACK, then
+HDEL. Killed after the XADD, the message is delivered again and buried again (a
+second dead letter, never a lost one); it is never acked without a dead letter.
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from redis.exceptions import RedisError
 
 from .stream import DEAD_LETTERS, ERRORS, GROUP, STREAM, short
 
-__all__ = ["DeadLetters"]
+__all__ = ["DeadLetters", "in_plain_words"]
 
 log = logging.getLogger("webapp.refunds.worker")
 
@@ -30,14 +38,11 @@ class DeadLetters:
 
     async def bury(self, message_id: str, fields: dict[str, str], reason: str,
                    deliveries: int) -> None:
-        """Move the message here with ``reason`` and ack it, in one MULTI/EXEC:
-        it is never both acked and lost."""
-        async with self.redis.pipeline(transaction=True) as pipe:
-            pipe.xadd(DEAD_LETTERS, {**fields, "message_id": message_id, "reason": reason,
-                                     "deliveries": str(deliveries)})
-            pipe.xack(STREAM, GROUP, message_id)
-            pipe.hdel(ERRORS, message_id)
-            await pipe.execute()
+        """Append the message here with ``reason``, then ack it: never acked and lost."""
+        await self.redis.xadd(DEAD_LETTERS, {**fields, "message_id": message_id,
+                                             "reason": reason, "deliveries": str(deliveries)})
+        await self.redis.xack(STREAM, GROUP, message_id)
+        await self.redis.hdel(ERRORS, message_id)
         log.warning("refund %s key=%s dead-lettered: %s", message_id,
                     short(fields.get("key", "")) or "-", reason)
 
@@ -50,3 +55,15 @@ class DeadLetters:
 
     async def last_error(self, message_id: str) -> str:
         return await self.redis.hget(ERRORS, message_id) or "unknown error"
+
+
+def in_plain_words(reason: str) -> str:
+    """What the order page says about a failed request, for a dead letter's ``reason``."""
+    if reason.startswith("failed "):  # gave up after REFUND_MAX_DELIVERIES
+        return ("we could not apply it after several attempts, so nothing was refunded; "
+                "our team has been told and will put it right")
+    if reason.startswith("the order is "):
+        return f"it could not be applied because {reason}"
+    if "more than is left" in reason:
+        return "the amount was more than is left to refund"
+    return "it could not be applied, so nothing was refunded; our team has been told"

@@ -1,4 +1,5 @@
-"""The refund form: an amount in euros, at most what is left to refund."""
+"""The refund form: an amount in euros, at most what is left to refund (paid,
+less refunded, less requested and not yet applied)."""
 
 from __future__ import annotations
 
@@ -35,6 +36,9 @@ class RefundForm(FlaskForm):
             raise ValidationError("Enter an amount like 12.50.") from None
         if not value.is_finite() or value <= 0:
             raise ValidationError("Enter an amount like 12.50.")
+        if value > Decimal(self.left_cents).scaleb(-2) and self.left_cents <= 0:
+            raise ValidationError("Nothing is left to refund: the rest is already requested "
+                                  "and waiting to be applied.")
         if value > Decimal(self.left_cents).scaleb(-2):
             raise ValidationError(f"You can refund at most {euros(self.left_cents)}.")
         if (value * 100) % 1:

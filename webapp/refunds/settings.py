@@ -7,6 +7,8 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from submit_once.redis_urls import check_url
+
 from ..config import number
 
 __all__ = ["WorkerSettings"]
@@ -24,6 +26,9 @@ class WorkerSettings:
     max_deliveries: int = 5
     grace_seconds: float = 10.0
     lock_timeout_ms: int = 5000
+    relay_poll_seconds: float = 2.0
+    trim_seconds: float = 1.0
+    stream_max: int = 2000
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] = os.environ) -> WorkerSettings:
@@ -32,6 +37,7 @@ class WorkerSettings:
         if not database_url or not redis_url:
             raise RuntimeError("The refund worker needs DATABASE_URL and REDIS_URL set "
                                "(scripts/run sets both and starts the worker for you).")
+        check_url(redis_url)  # the app's URL forms: one server, Cluster, Sentinel
         return cls(
             # psycopg takes a libpq URL, not SQLAlchemy's "+psycopg" dialect form.
             database_url=database_url.replace("postgresql+psycopg://", "postgresql://", 1),
@@ -45,4 +51,8 @@ class WorkerSettings:
             grace_seconds=number(environ, "REFUND_GRACE_SECONDS", cls.grace_seconds),
             lock_timeout_ms=int(number(environ, "REFUND_LOCK_TIMEOUT_MS", cls.lock_timeout_ms,
                                         minimum=1)),
+            relay_poll_seconds=number(environ, "REFUND_RELAY_POLL_SECONDS",
+                                      cls.relay_poll_seconds, minimum=0.05),
+            trim_seconds=number(environ, "REFUND_TRIM_SECONDS", cls.trim_seconds, minimum=0.05),
+            stream_max=int(number(environ, "REFUND_STREAM_MAX", cls.stream_max, minimum=1)),
         )

@@ -1,11 +1,16 @@
-"""The refund stream: what a message holds, how the web app appends one.
+"""The refund stream: what a message holds, how one is appended.
 
     XADD refunds * key <idempotency key> order <order id> amount <cents> public_id <public id>
 
 The idempotency key is the digest of the refund form's single-use token (bound
-to the session and to the form ``refund:<public_id>``). A duplicate submit
-carries the same token, so it can only ever name the same key: whatever
-delivers a message twice, the worker's UNIQUE key applies it once.
+to the session and to the form ``refund:<public_id>``), also the key of the
+refund_requests row the message was published from. A duplicate submit carries
+the same token, so it can only ever name the same key: whatever delivers a
+message twice (the relay publishing again after a crash, a redelivery), the
+worker's UNIQUE key applies it once.
+
+Every command on these keys touches one key: no MULTI, so the stream works on a
+Redis Cluster whatever slots its keys land in.
 """
 
 from __future__ import annotations
@@ -16,8 +21,8 @@ from dataclasses import dataclass
 import redis
 
 __all__ = [
-    "DEAD_LETTERS", "ERRORS", "GROUP", "STREAM", "MalformedRefund", "RefundRequest",
-    "queue_refund", "queued_order", "short",
+    "DEAD_LETTERS", "ERRORS", "GROUP", "STREAM", "MalformedRefund", "RefundMessage",
+    "queue_refund", "short",
 ]
 
 STREAM = "refunds"
@@ -26,10 +31,6 @@ GROUP = "refund-workers"
 DEAD_LETTERS = "refunds:dead"
 #: message id -> last error, so a dead letter can say why retries failed.
 ERRORS = "refunds:errors"
-_QUEUED = "refunds:queued:"
-#: How long "this refund was requested" is remembered for duplicate submits;
-#: after the worker has run, refund_records answers instead.
-QUEUED_TTL = 7 * 24 * 3600
 
 _KEY_SHAPE = re.compile(r"[A-Za-z0-9_-]{43}")
 MAX_AMOUNT_CENTS = 100_000_000
@@ -40,14 +41,14 @@ class MalformedRefund(ValueError):
 
 
 @dataclass(frozen=True)
-class RefundRequest:
+class RefundMessage:
     key: str
     order_id: int
     amount_cents: int
     public_id: str = ""
 
     @classmethod
-    def from_fields(cls, fields: dict[str, str]) -> RefundRequest:
+    def from_fields(cls, fields: dict[str, str]) -> RefundMessage:
         """Parse a stream entry's fields; :class:`MalformedRefund` says what is wrong."""
         key = fields.get("key", "")
         if not _KEY_SHAPE.fullmatch(key):
@@ -70,19 +71,7 @@ def short(key: str) -> str:
     return key[:12]
 
 
-def queue_refund(client: redis.Redis, refund: RefundRequest) -> str:
-    """Append ``refund`` to the stream; returns the message id.
-
-    The entry and the "requested" mark a duplicate submit looks for are written
-    in one MULTI/EXEC, so neither exists without the other.
-    """
-    with client.pipeline(transaction=True) as pipe:
-        pipe.xadd(STREAM, refund.fields())
-        pipe.set(_QUEUED + refund.key, refund.public_id, ex=QUEUED_TTL)
-        message_id, _ = pipe.execute()
-    return message_id
-
-
-def queued_order(client: redis.Redis, key: str) -> str | None:
-    """The public id of the order a refund with ``key`` was requested for, if any."""
-    return client.get(_QUEUED + key)
+def queue_refund(client: redis.Redis, refund: RefundMessage) -> str:
+    """Append ``refund`` to the stream; returns the message id. The relay does
+    this for refund requests; tests and the benchmark call it directly."""
+    return client.xadd(STREAM, refund.fields())

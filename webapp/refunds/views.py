@@ -4,38 +4,35 @@ The confirmation page links to ``GET /orders/<id>/refund``: a form with its own
 single-use token (form name ``refund:<public_id>``). Issuing the token there,
 not on the confirmation page, keeps viewing an order free of Redis writes, as
 for Cancel. The submit spends the token through the same ``submit_once`` as
-ordering and does not refund: it appends a message keyed by the token's digest
-to the refund stream, and the worker applies it.
+ordering and does not refund: in its one transaction it reserves the amount on
+the order and inserts a refund request keyed by the token's digest
+(requests.py); the relay publishes it to the stream and the worker applies it.
+What is left to refund counts requests not yet applied, so a second page asking
+for the same money is refused at once.
 """
 
 from __future__ import annotations
 
 from flask import Blueprint, abort, redirect, render_template, url_for
-from redis.exceptions import RedisError
-from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from submit_once.runner import Created, Duplicate, Expired, Failed, Refused, StillRunning
 
 from ..db import sessions
 from ..extensions import form_tokens
-from ..models import Order, RefundRecord
+from ..models import Order, RefundRequest
 from ..order_rules import get_order_or_404
-from ..order_states import TRANSITIONS
 from .forms import RefundForm, euros
-from .stream import RefundRequest, queue_refund, queued_order
+from .requests import REFUNDABLE, NotEnoughLeft, find_request_order, request_refund, requests_of
 
 bp = Blueprint("refunds", __name__, cli_group=None)
 
-REFUNDABLE = TRANSITIONS["refund"][0]
 EXPIRED = "This form expired — please check the amount and submit again."
 NOT_QUEUED = ("We could not take your refund request just now, so nothing was requested. "
               "Please submit again in a few moments.")
+NOT_ENOUGH_LEFT = ("Nothing was requested: the amount is more than is left to refund. "
+                   "Please check it and submit again.")
 STILL_RUNNING = "Your first request is still being taken — reload this page in a few seconds."
-
-
-class QueueUnavailable(Refused):
-    """Redis did not take the message; nothing was requested."""
 
 
 def form_name(public_id: str) -> str:
@@ -44,8 +41,18 @@ def form_name(public_id: str) -> str:
 
 @bp.app_template_global()
 def refundable_cents(order: Order) -> int:
-    """What is left to refund on ``order``: 0 unless it is paid, shipped or cancelled."""
-    return order.paid_cents - order.refunded_cents if order.status in REFUNDABLE else 0
+    """What is left to refund on ``order``: paid, less refunded, less requested and
+    not yet applied; 0 unless it is paid, shipped or cancelled."""
+    if order.status not in REFUNDABLE:
+        return 0
+    return order.paid_cents - order.refunded_cents - order.reserved_cents
+
+
+@bp.app_template_global()
+def refund_requests(order: Order) -> list[RefundRequest]:
+    """The order's refund requests, for its page: requested, applied or failed."""
+    with sessions()() as db:
+        return requests_of(db, order.id)
 
 
 @bp.get("/orders/<public_id>/refund")
@@ -71,16 +78,14 @@ def create(public_id: str):
     name = form_name(public_id)
     outcome = form_tokens.submit_once(
         name, token, sessions=sessions(),
-        create=lambda db, digest: request_refund(db, order, form.cents, digest),
-        find=find_requested_order,
+        create=lambda db, digest: create_request(db, order, form.cents, digest),
+        find=find_request_order,
     )
     match outcome:
         case Created(_):
             return redirect(url_for("orders.show", public_id=public_id, refund="requested"), 303)
         case Duplicate(_):
             return redirect(url_for("orders.show", public_id=public_id, refund="already"), 303)
-        case Failed(QueueUnavailable()):
-            return form_again(public_id, form, NOT_QUEUED, 503)
         case Failed(Refused() as refused):
             return form_again(public_id, form, str(refused), 409)
         case Failed(_) | Expired(waited=True):
@@ -91,32 +96,15 @@ def create(public_id: str):
             return form_again(public_id, form, STILL_RUNNING, 503)
 
 
-def request_refund(db: Session, order: Order, cents: int, digest: str) -> str:
-    """Queue the refund, inside submit_once's transaction (the token is spent).
-
-    What is left is read again: a refund applied since the form was validated
-    makes this one too large. The worker's CHECK is the real guarantee; this
-    tells the user now instead of dead-lettering later.
-    """
-    left = db.scalar(select(Order.paid_cents - Order.refunded_cents)
-                     .where(Order.id == order.id, Order.status.in_(REFUNDABLE)))
-    if left is None or cents > left:
-        raise Refused("Nothing was requested: the amount is more than is left to refund. "
-                      "Please check it and submit again.")
+def create_request(db: Session, order: Order, cents: int, digest: str) -> str:
+    """Reserve and record the request, inside submit_once's transaction (the token
+    is spent). What is left is checked again by the reserving UPDATE: a refund
+    requested or applied since the form was validated makes this one too large."""
     try:
-        queue_refund(form_tokens.redis,
-                     RefundRequest(digest, order.id, cents, order.public_id))
-    except RedisError as error:
-        raise QueueUnavailable(NOT_QUEUED) from error
+        request_refund(db, order.id, cents, digest)
+    except NotEnoughLeft:
+        raise Refused(NOT_ENOUGH_LEFT) from None
     return order.public_id
-
-
-def find_requested_order(db: Session, digest: str) -> str | None:
-    """The order an earlier submit of this token requested a refund for: applied
-    (refund_records) or still queued (the mark written with the message)."""
-    applied = db.scalar(select(Order.public_id).join(RefundRecord)
-                        .where(RefundRecord.idempotency_key == digest))
-    return applied or queued_order(form_tokens.redis, digest)
 
 
 def form_again(public_id: str, form: RefundForm, message: str, status: int):
@@ -128,9 +116,11 @@ def form_again(public_id: str, form: RefundForm, message: str, status: int):
 
 
 def refundable_order_or_abort(public_id: str) -> Order:
-    """The order, or a 404; a 409 saying why if nothing can be refunded on it."""
+    """The order, or a 404; a 409 saying why if nothing can ever be refunded on it.
+    An order whose rest is requested and not yet applied gets the form, which
+    says so: a request may still fail and free the amount."""
     order = get_order_or_404(public_id)
-    if refundable_cents(order) <= 0:
+    if order.status not in REFUNDABLE or order.paid_cents - order.refunded_cents <= 0:
         why = ("nothing was paid" if order.paid_cents == 0 else "it is fully refunded"
                if order.status in REFUNDABLE else f"it is {order.status}")
         abort(409, f"Nothing can be refunded on this order: {why}.")

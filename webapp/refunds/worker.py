@@ -3,6 +3,17 @@ refund once, acks only after the commit.
 
     python -m webapp.refunds.worker          (scripts/run starts one beside the app)
 
+One process runs three asyncio tasks: this consumer, the outbox relay that
+publishes committed refund requests to the stream (relay.py), and the trimmer
+that drops what every group has acked (trim.py). Redis is reached through the
+app's URL forms (submit_once.redis_urls: one server, Cluster or Sentinel).
+
+Applying a refund moves its reservation to refunded and marks its request
+applied in the same transaction (effect.py). Giving up on one (dead letter)
+first marks its request failed and releases the reservation in PostgreSQL, then
+appends the dead letter, then acks: killed anywhere in between, the message is
+delivered again and the same steps repeat, at worst leaving a second dead letter.
+
 Delivery is at least once; the effect is exactly once. Every path that could
 deliver a message twice (a worker killed between COMMIT and XACK, a consumer
 presumed dead and its messages claimed, two workers claiming the same message)
@@ -36,10 +47,14 @@ from blinker import NamedSignal, Namespace
 from psycopg_pool import AsyncConnectionPool
 from redis.exceptions import RedisError, ResponseError
 
-from .dead_letters import DeadLetters
-from .effect import AlreadyApplied, Applied, Rejected, apply_refund
+from submit_once.redis_urls import make_async_client
+
+from .dead_letters import DeadLetters, in_plain_words
+from .effect import AlreadyApplied, Applied, Rejected, RequestFailed, apply_refund, fail_request
+from .relay import Relay
 from .settings import WorkerSettings
-from .stream import GROUP, STREAM, MalformedRefund, RefundRequest, short
+from .stream import ERRORS, GROUP, STREAM, MalformedRefund, RefundMessage, short
+from .trim import trim_while_running
 
 log = logging.getLogger("webapp.refunds.worker")
 #: (message id, its fields or None if trimmed from the stream, times delivered)
@@ -136,7 +151,7 @@ class RefundWorker:
             await self.redis.xack(STREAM, GROUP, message_id)
             return
         try:
-            refund = RefundRequest.from_fields(fields)
+            refund = RefundMessage.from_fields(fields)
         except MalformedRefund as error:
             await self.dead_letters.bury(message_id, fields, str(error), deliveries)
             return
@@ -155,11 +170,17 @@ class RefundWorker:
             await self.dead_letters.remember_error(message_id, error)
             return
         if isinstance(outcome, Rejected):
-            await self.dead_letters.bury(message_id, fields, outcome.reason, deliveries)
+            await self.bury(message_id, fields, outcome.reason, deliveries, refund)
+            return
+        if isinstance(outcome, RequestFailed):  # another copy, or a bury cut short
+            await self.bury(message_id, fields, "its refund request had failed already",
+                            deliveries, refund)
             return
         await self.announce(refund_settled, message_id)()
         try:
             await self.redis.xack(STREAM, GROUP, message_id)
+            if deliveries > 1:  # an earlier delivery may have left its error behind
+                await self.redis.hdel(ERRORS, message_id)
         except RedisError as error:
             log.warning("refund %s key=%s committed, ack failed (%s): will be redelivered",
                         message_id, short(refund.key), type(error).__name__)
@@ -173,14 +194,23 @@ class RefundWorker:
                 log.info("refund %s key=%s already applied: acked", message_id,
                          short(refund.key))
 
-    async def give_up(self, message_id: str, fields: dict[str, str], refund: RefundRequest,
+    async def give_up(self, message_id: str, fields: dict[str, str], refund: RefundMessage,
                       deliveries: int) -> None:
         """Too many deliveries: dead-letter it, unless an earlier one did commit."""
+        reason = await self.dead_letters.last_error(message_id)
+        await self.bury(message_id, fields, f"failed {deliveries - 1} times: {reason}",
+                        deliveries, refund)
+
+    async def bury(self, message_id: str, fields: dict[str, str], reason: str,
+                   deliveries: int, refund: RefundMessage) -> None:
+        """Fail its request (releasing the reservation), then dead-letter the
+        message; if the refund was applied after all, just ack it."""
         try:
             async with self.pool.connection() as conn:
-                done = await (await conn.execute(
+                status = await fail_request(conn, refund, in_plain_words(reason))
+                done = status == "applied" or status is None and await (await conn.execute(
                     "SELECT 1 FROM refund_records WHERE idempotency_key = %s",
-                    (refund.key,))).fetchone()
+                    (refund.key,))).fetchone() is not None
         except Exception as error:  # the database is away: try later
             await self.dead_letters.remember_error(message_id, error)
             return
@@ -188,9 +218,7 @@ class RefundWorker:
             await self.redis.xack(STREAM, GROUP, message_id)
             log.info("refund %s key=%s already applied: acked", message_id, short(refund.key))
             return
-        reason = await self.dead_letters.last_error(message_id)
-        await self.dead_letters.bury(message_id, fields,
-                                     f"failed {deliveries - 1} times: {reason}", deliveries)
+        await self.dead_letters.bury(message_id, fields, reason, deliveries)
 
     def announce(self, signal: NamedSignal, message_id: str) -> Callable[[], Awaitable[None]]:
         """Awaits ``signal``'s receivers for ``message_id`` (none: returns at once)."""
@@ -205,10 +233,9 @@ async def serve(settings: WorkerSettings) -> None:
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
-    client = aioredis.Redis.from_url(settings.redis_url, decode_responses=True,
-                                     socket_connect_timeout=3, health_check_interval=30)
-    pool = AsyncConnectionPool(
-        settings.database_url, min_size=1, max_size=settings.concurrency, open=False,
+    client = make_async_client(settings.redis_url)
+    pool = AsyncConnectionPool(  # + 1: the relay's publishing transaction
+        settings.database_url, min_size=1, max_size=settings.concurrency + 1, open=False,
         kwargs={"autocommit": True, "connect_timeout": 3,
                 "options": f"-c lock_timeout={settings.lock_timeout_ms}"
                            " -c statement_timeout=15s"})
@@ -217,7 +244,8 @@ async def serve(settings: WorkerSettings) -> None:
             worker = RefundWorker(settings, client, pool)
             await worker.ensure_group()
             log.info("refund worker %s reading %s as group %s", settings.consumer, STREAM, GROUP)
-            await worker.run(stop)
+            await asyncio.gather(worker.run(stop), Relay(settings, client, pool).run(stop),
+                                 trim_while_running(client, settings.trim_seconds, stop))
     finally:
         await client.aclose()
     log.info("refund worker %s stopped", settings.consumer)

@@ -1,0 +1,98 @@
+"""Refund requests: the outbox rows, written in the refund submit's one transaction.
+
+    UPDATE orders SET reserved_cents = reserved_cents + :amount      the reservation
+     WHERE id = :order AND status IN ('paid', 'shipped', 'cancelled')
+       AND paid_cents - refunded_cents - reserved_cents >= :amount
+    INSERT INTO refund_requests (idempotency_key, order_id, amount_cents)
+    SELECT pg_notify('refund_requests', '')                         sent at COMMIT only
+    COMMIT
+
+Nothing here writes to Redis: the request exists once the transaction commits
+and not before, and the relay (relay.py) publishes it afterwards. A request over
+what is left fails the conditional UPDATE (and the CHECK on orders would refuse
+it anyway): the customer is told at once, nothing is queued.
+
+Two pages for one order, each asking for everything left: the second UPDATE
+waits for the first's row lock, re-reads the row, and matches nothing.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import func, select, update
+from sqlalchemy.orm import Session
+
+from ..models import Order, RefundRequest
+from ..order_states import TRANSITIONS
+
+__all__ = ["CHANNEL", "NotEnoughLeft", "RequeueRefused", "find_request_order",
+           "request_refund", "requeue_request", "requests_of"]
+
+#: The LISTEN/NOTIFY channel the relay wakes on.
+CHANNEL = "refund_requests"
+REFUNDABLE = TRANSITIONS["refund"][0]
+_LEFT = Order.paid_cents - Order.refunded_cents - Order.reserved_cents
+
+
+class NotEnoughLeft(Exception):
+    """The order has less left to refund (paid - refunded - requested) than asked."""
+
+
+class RequeueRefused(Exception):
+    """A dead-lettered request cannot be put back; the message says why."""
+
+
+def request_refund(db: Session, order_id: int, cents: int, key: str) -> None:
+    """Reserve ``cents`` on the order and insert the request, in ``db``'s transaction."""
+    if not _reserve(db, order_id, cents):
+        raise NotEnoughLeft(order_id)
+    db.add(RefundRequest(idempotency_key=key, order_id=order_id, amount_cents=cents))
+    db.flush()  # a repeated key fails here, inside the transaction
+    wake_relay(db)
+
+
+def wake_relay(db: Session) -> None:
+    """NOTIFY the relay; PostgreSQL delivers it when (and only if) this transaction commits."""
+    db.execute(select(func.pg_notify(CHANNEL, "")))
+
+
+def find_request_order(db: Session, key: str) -> str | None:
+    """The public id of the order a refund request with ``key`` was made for."""
+    return db.scalar(select(Order.public_id).join(RefundRequest)
+                     .where(RefundRequest.idempotency_key == key))
+
+
+def requests_of(db: Session, order_id: int) -> list[RefundRequest]:
+    """The order's refund requests, oldest first, for its page."""
+    return list(db.scalars(select(RefundRequest).where(RefundRequest.order_id == order_id)
+                           .order_by(RefundRequest.id)))
+
+
+def requeue_request(db: Session, key: str) -> RefundRequest:
+    """Put a failed request back: reserve its amount again and leave it for the
+    relay to publish. :class:`RequeueRefused` says why it cannot be."""
+    request = db.scalar(select(RefundRequest).where(RefundRequest.idempotency_key == key)
+                        .with_for_update())
+    if request is None:
+        raise RequeueRefused("no refund request has this key (queued by an older release, "
+                             "or not a refund request at all): nothing to requeue")
+    if request.status != "failed":
+        raise RequeueRefused(f"the request is {request.status}, not failed: "
+                             "it was requeued or applied already")
+    if not _reserve(db, request.order_id, request.amount_cents):
+        left = db.scalar(select(_LEFT).where(Order.id == request.order_id))
+        raise RequeueRefused(f"order {request.order_id} has {left} cents left to refund, "
+                             f"less than the {request.amount_cents} requested")
+    request.status, request.reason, request.published_at = "requested", None, None
+    request.updated_at = func.now()
+    wake_relay(db)
+    return request
+
+
+def _reserve(db: Session, order_id: int, cents: int) -> bool:
+    """The conditional UPDATE: True if ``cents`` were left and are now reserved."""
+    return db.execute(
+        update(Order)
+        .where(Order.id == order_id, Order.status.in_(REFUNDABLE), _LEFT >= cents)
+        .values(reserved_cents=Order.reserved_cents + cents, updated_at=func.now())
+        .returning(Order.id)
+    ).first() is not None
