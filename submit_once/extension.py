@@ -25,11 +25,15 @@ Settings (``app.config``), all optional but a Redis URL or client:
 
 from __future__ import annotations
 
+import dataclasses
 import secrets
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import redis
@@ -38,7 +42,7 @@ from markupsafe import Markup, escape
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest, TooManyRequests
 
-from .runner import Outcome, Sessions, Unavailable, submit_once
+from .runner import Created, Duplicate, Outcome, Sessions, Unavailable, run_once
 from .signals import submit_decided, token_issued
 from .tokens import RedisClient, TokenStore, is_well_formed
 
@@ -51,6 +55,9 @@ _WINDOW_KEY = "_form_tokens_issued"  # [window start (epoch s), tokens issued in
 _RENAMED = {"FORM_TOKENS_WAIT": "FORM_TOKENS_WAIT_SECONDS"}
 #: Bounded waits: a dead Redis costs a request two seconds, never a hung worker.
 _TIMEOUTS = {"socket_timeout": 2.0, "socket_connect_timeout": 2.0}
+#: Settled submits remembered per process for :meth:`FormTokens.already_submitted`
+#: (about 200 bytes each).
+_SETTLED_SIZE = 4096
 
 
 class BadFormToken(BadRequest):
@@ -69,6 +76,32 @@ class TooManyForms(TooManyRequests):
     )
 
 
+_UNKNOWN = object()
+
+
+class _Settled:
+    """Digests of submits this process saw committed, and their results: at most
+    ``size`` of them, the oldest forgotten first. Thread-safe."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._results: OrderedDict[str, object] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember(self, digest: str, result: object) -> None:
+        if self.size <= 0:
+            return
+        with self._lock:
+            self._results[digest] = result
+            self._results.move_to_end(digest)
+            if len(self._results) > self.size:
+                self._results.popitem(last=False)
+
+    def get(self, digest: str) -> object:
+        with self._lock:
+            return self._results.get(digest, _UNKNOWN)
+
+
 @dataclass(frozen=True)
 class _State:
     store: TokenStore
@@ -76,6 +109,7 @@ class _State:
     wait: float
     redis_down_fallback: bool = False
     max_per_session: int = 0
+    settled: _Settled = dataclasses.field(default_factory=lambda: _Settled(_SETTLED_SIZE))
 
 
 class FormTokens:
@@ -153,7 +187,8 @@ class FormTokens:
             token = self.store.issue(session_id=self.session_id(), form=form)
         except redis.RedisError as error:
             raise Unavailable(f"{type(error).__name__} while issuing a token") from error
-        token_issued.send(current_app._get_current_object(), form=form)  # type: ignore[attr-defined]
+        if token_issued.receivers:
+            token_issued.send(current_app._get_current_object(), form=form)  # type: ignore[attr-defined]
         return token
 
     def _count_issue(self) -> None:
@@ -209,14 +244,45 @@ class FormTokens:
         state = self.state()
         app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
         started = time.perf_counter()
-        outcome = submit_once(
-            tokens=state.store, token=token, session_id=self.session_id(), form=form,
+        digest = self.digest(form, token)  # once: the Redis key, the lock, the UNIQUE column
+        store = state.store
+        outcome = run_once(
+            digest=digest, take=lambda: store.consume_digest(digest),
             sessions=sessions, create=create, find=find, wait=state.wait,
             redis_down_fallback=state.redis_down_fallback, sender=app,
         )
-        submit_decided.send(app, form=form, outcome=outcome,
-                            seconds=time.perf_counter() - started,
-                            digest=self.digest(form, token))
+        if isinstance(outcome, Created | Duplicate):
+            state.settled.remember(digest, outcome.result)
+        if submit_decided.receivers:
+            submit_decided.send(app, form=form, outcome=outcome,
+                                seconds=time.perf_counter() - started, digest=digest)
+        return outcome
+
+    def already_submitted(self, form: str, token: str) -> Duplicate[Any] | None:
+        """The outcome for a token whose submit this process has already seen
+        committed, or ``None``: then call :meth:`submit_once` as usual.
+
+        A view may ask this before it validates the form: the token is spent and
+        its row committed, so a duplicate (a double click, a storm of retries) is
+        answered without validation or the database, while a first submit pays
+        one dictionary lookup. Only what this worker process saw is known
+        (bounded, most recent first); any other duplicate takes the full path and
+        gets the same answer there.
+        """
+        digest = self.digest(form, token)
+        state = self.state()
+        result = state.settled.get(digest)
+        if result is _UNKNOWN:
+            return None
+        # The GETDEL every submit makes: a token that came back in Redis (a
+        # failover) is used up here too, not left live. Its answer is known
+        # whatever Redis says, so an unreachable Redis changes nothing.
+        with suppress(redis.RedisError):
+            state.store.consume_digest(digest)
+        outcome = Duplicate(result)
+        if submit_decided.receivers:
+            submit_decided.send(current_app._get_current_object(),  # type: ignore[attr-defined]
+                                form=form, outcome=outcome, seconds=0.0, digest=digest)
         return outcome
 
 

@@ -7,6 +7,7 @@ Life of a token::
 
     issue()    SET <prefix>:<digest> 1 EX <ttl> NX     when the form is rendered
     consume()  GETDEL <prefix>:<digest>                when the form is submitted
+               (consume_digest() when the digest is at hand)
 
 A key the *caller* chooses (an ``Idempotency-Key`` header, a webhook event id)
 is not issued first; it is claimed::
@@ -117,7 +118,12 @@ class TokenStore:
         expired, was never issued, or belongs to another session or form; the
         caller decides which by looking at what the first submit left behind.
         """
-        return self.client.getdel(self.key(token, session_id=session_id, form=form)) is not None
+        return self.consume_digest(self.digest(token, session_id=session_id, form=form))
+
+    def consume_digest(self, digest: str) -> bool:
+        """:meth:`consume` for a caller that already holds the token's :meth:`digest`
+        (a submit needs it for the lock and the UNIQUE column too: computed once)."""
+        return self.client.getdel(f"{self.prefix}:{digest}") is not None
 
     def claim(self, name: str, *, session_id: str, form: str, value: str = "1") -> bool:
         """Take a caller-chosen ``name`` (an idempotency key, an event id); ``True``
