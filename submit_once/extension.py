@@ -26,6 +26,9 @@ Settings (``app.config``), all optional but a Redis URL or client:
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
+import hmac
 import secrets
 import threading
 import time
@@ -37,7 +40,7 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import redis
-from flask import Flask, current_app, request, session
+from flask import Flask, Response, after_this_request, current_app, g, request, session
 from markupsafe import Markup, escape
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest, TooManyRequests
@@ -50,7 +53,8 @@ __all__ = ["BadFormToken", "FormTokens", "TooManyForms", "form_token_input"]
 
 T = TypeVar("T")
 _SESSION_KEY = "_form_tokens_sid"
-_WINDOW_KEY = "_form_tokens_issued"  # [window start (epoch s), tokens issued in it]
+#: The per-session cap's counter: "<window start>.<count>.<MAC>" (see _count_issue).
+COUNT_COOKIE = "form_tokens_count"
 #: Settings renamed since earlier versions: using one stops start-up, naming the new one.
 _RENAMED = {"FORM_TOKENS_WAIT": "FORM_TOKENS_WAIT_SECONDS"}
 #: Bounded waits: a dead Redis costs a request two seconds, never a hung worker.
@@ -192,22 +196,28 @@ class FormTokens:
         return token
 
     def _count_issue(self) -> None:
-        # The count lives in the signed session cookie, not in Redis, so the cap
-        # costs the happy path no Redis command. Tokens of the previous window
-        # may still be live, so a session holds at most 2 x cap live tokens.
-        # A client that drops or replays its cookie escapes the count; Redis
-        # maxmemory with volatile-ttl is what bounds that (see docs/DEPLOY.md).
+        # The count lives in a small cookie of its own, not in Redis (the cap
+        # costs the happy path no Redis command) and not in the session: re-signing
+        # the whole session on every render cost ~0.1 ms of CPU (bench/costs.py),
+        # this one keyed BLAKE2b. It is bound to the session id, so another
+        # session's counter is worth nothing. Tokens of the previous window may
+        # still be live, so a session holds at most 2 x cap live tokens. A client
+        # that drops or replays its cookies escapes the count; Redis maxmemory with
+        # volatile-ttl is what bounds that (see docs/DEPLOY.md).
         cap, ttl = self.state().max_per_session, self.store.ttl
         if cap <= 0:
             return
-        now = int(time.time())
-        window = session.get(_WINDOW_KEY)
-        if not (isinstance(window, list) and len(window) == 2
-                and all(isinstance(n, int) for n in window) and 0 <= now - window[0] < ttl):
-            window = [now, 0]
-        if window[1] >= cap:
-            raise TooManyForms(retry_after=window[0] + ttl - now)
-        session[_WINDOW_KEY] = [window[0], window[1] + 1]
+        now, sid = int(time.time()), self.session_id()
+        start, count = g.get("_form_tokens_count") or _read_count(
+            request.cookies.get(COUNT_COOKIE, ""), sid)
+        if not 0 <= now - start < ttl:
+            start, count = now, 0
+        if count >= cap:
+            raise TooManyForms(retry_after=start + ttl - now)
+        if "_form_tokens_count" not in g:  # one cookie per response, however many forms
+            after_this_request(_write_count)
+        g._form_tokens_count = (start, count + 1)
+        g._form_tokens_count_cookie = (_sign_count(sid, start, count + 1), start + ttl - now)
 
     def submitted_token(self) -> str:
         """The token in the submitted form; :class:`BadFormToken` (400) if it is
@@ -284,6 +294,47 @@ class FormTokens:
             submit_decided.send(current_app._get_current_object(),  # type: ignore[attr-defined]
                                 form=form, outcome=outcome, seconds=0.0, digest=digest)
         return outcome
+
+
+def _count_mac(sid: str, start: int, count: int) -> str:
+    key = _count_key(current_app.secret_key)
+    message = f"{sid}.{start}.{count}".encode()
+    return hashlib.blake2b(message, key=key, digest_size=12).hexdigest()
+
+
+@functools.lru_cache(maxsize=4)
+def _count_key(secret: object) -> bytes:
+    if not secret:
+        raise RuntimeError("FORM_TOKENS_MAX_PER_SESSION needs the app's SECRET_KEY set.")
+    raw = secret if isinstance(secret, bytes) else str(secret).encode()
+    return hashlib.sha256(b"form-tokens-count\x00" + raw).digest()
+
+
+def _sign_count(sid: str, start: int, count: int) -> str:
+    return f"{start}.{count}.{_count_mac(sid, start, count)}"
+
+
+def _read_count(value: str, sid: str) -> tuple[int, int]:
+    """(window start, tokens issued in it) from the cookie; (0, 0) if absent,
+    malformed, forged or another session's (a new window then starts)."""
+    start, _, rest = value.partition(".")
+    count, _, mac = rest.partition(".")
+    if not (start.isdigit() and count.isdigit() and len(start) <= 12 and len(count) <= 9):
+        return 0, 0
+    if not hmac.compare_digest(mac, _count_mac(sid, int(start), int(count))):
+        return 0, 0
+    return int(start), int(count)
+
+
+def _write_count(response: Response) -> Response:
+    value, max_age = g._form_tokens_count_cookie
+    app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
+    cookies = app.session_interface
+    response.set_cookie(
+        COUNT_COOKIE, value, max_age=max_age, path=cookies.get_cookie_path(app),
+        domain=cookies.get_cookie_domain(app), secure=cookies.get_cookie_secure(app),
+        httponly=True, samesite=cookies.get_cookie_samesite(app))
+    return response
 
 
 def form_token_input(token: str) -> Markup:
