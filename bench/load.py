@@ -33,12 +33,12 @@ class Browser:
     def __init__(self, port: int) -> None:
         self.port = port
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        self.cookie = ""
+        self.cookies: dict[str, str] = {}  # name -> value, as a browser keeps them
         self.form_seconds = 0.0
         self.form_latencies: list[float] = []  # GET of the form alone, per cycle
 
     def send(self, method: str, path: str, form: dict[str, str] | None = None):
-        headers = {"Cookie": self.cookie} if self.cookie else {}
+        headers = {"Cookie": self.cookie} if self.cookies else {}
         body = None
         if form is not None:
             body = urllib.parse.urlencode(form)
@@ -51,10 +51,15 @@ class Browser:
             self.conn.request(method, path, body=body, headers=headers)
             response = self.conn.getresponse()
         text = response.read().decode()
-        cookie = response.getheader("Set-Cookie")
-        if cookie:
-            self.cookie = cookie.split(";", 1)[0]
+        for cookie in response.msg.get_all("Set-Cookie") or ():
+            name, _, value = cookie.split(";", 1)[0].partition("=")
+            self.cookies[name.strip()] = value
         return response.status, response.getheader("Location"), text
+
+    @property
+    def cookie(self) -> str:
+        """The Cookie header this browser sends."""
+        return "; ".join(f"{name}={value}" for name, value in self.cookies.items())
 
     def open_form(self, variant: str) -> dict[str, str]:
         started = time.perf_counter()
@@ -115,7 +120,7 @@ def storm(port: int, posts: int, variant: str = "tokens") -> dict:
     form = owner.open_form(variant)
     browsers = [Browser(port) for _ in range(posts)]
     for browser in browsers:
-        browser.cookie = owner.cookie
+        browser.cookies = dict(owner.cookies)
         browser.conn.connect()
     barrier = threading.Barrier(posts)
     results: list[tuple[float, int, str]] = [(0.0, 0, "")] * posts

@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -115,6 +116,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--claims", type=int, default=5000, help="claims per pattern")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    # Stopped with SIGTERM: unwind, so gunicorn, PostgreSQL and Redis are stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.quick:
         given = {a.split("=")[0].removeprefix("--") for a in argv}
         for key, value in QUICK.items():
