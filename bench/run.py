@@ -1,9 +1,9 @@
 """Benchmark the token layer against a baseline that does the same work without it,
 and against the strongest alternative without Redis (a signed nonce, bench/nonce.py).
 
-    scripts/bench                 # defaults below: 3 repetitions of the sweep, ~7 minutes
-    scripts/bench --quick         # the same figures from short runs, ~2 minutes
-    scripts/bench --workers 2 --threads 4 --concurrency 1,4,8,16 --seconds 6 --repetitions 3
+    scripts/bench                 # defaults below: 3 repetitions of the sweep, ~7-8 minutes
+    scripts/bench --quick         # the same figures from short runs, ~1.5 minutes
+    scripts/bench --workers 2 --threads 4 --concurrency 1,4,8,16 --seconds 10 --repetitions 3
 
 Starts real PostgreSQL and Redis, serves bench.app with gunicorn, drives it from
 separate processes (bench/load.py) on 127.0.0.1. The sweep (every level, every
@@ -106,9 +106,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--threads", type=int, default=4, help="threads per worker (default 4)")
     parser.add_argument("--concurrency", default="1,4,8,16",
                         help="virtual users, comma-separated (default 1,4,8,16)")
-    parser.add_argument("--seconds", type=float, default=6,
-                        help="per variant, level and repetition (default 6)")
-    parser.add_argument("--rounds", type=int, default=3,
+    parser.add_argument("--seconds", type=float, default=10,
+                        help="per variant, level and repetition (default 10)")
+    parser.add_argument("--rounds", type=int, default=4,
                         help="split each variant's seconds into this many alternating runs")
     parser.add_argument("--repetitions", type=int, default=3,
                         help="repeat the whole sweep; figures are min / median / max over them")
