@@ -10,6 +10,7 @@ one call a view makes to submit.
     {{ form_token_input(token) }}            # in the template
 
     token = form_tokens.submitted_token()    # 400 if absent or malformed
+    known = form_tokens.already_submitted("order", token)  # optional: before validation
     outcome = form_tokens.submit_once("order", token, sessions=db, create=..., find=...)
 
 Settings (``app.config``), all optional but a Redis URL or client:
