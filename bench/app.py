@@ -1,4 +1,4 @@
-"""What the benchmark serves: the production app plus the /baseline blueprint.
+"""What the benchmark serves: the production app plus the /baseline and /nonce blueprints.
 
     gunicorn 'bench.app:create_app()'
 """
@@ -9,11 +9,13 @@ from flask import Flask
 
 import webapp
 
-from . import baseline
+from . import baseline, nonce
 
 
 def create_app() -> Flask:
-    """The real app (configured from the environment) with the baseline mounted beside it."""
+    """The real app (configured from the environment) with the baseline and the
+    signed-nonce alternative mounted beside it."""
     app = webapp.create_app()
     app.register_blueprint(baseline.bp)
+    app.register_blueprint(nonce.bp)
     return app

@@ -1,7 +1,7 @@
 """The load driver, run as its own process so it does not share the app's GIL.
 
     python -m bench.load cycles --port P --variant tokens --concurrency 8 --seconds 6
-    python -m bench.load storm --port P --posts 200
+    python -m bench.load storm --port P --variant tokens --posts 200
 
 Prints one JSON object. Talks only to 127.0.0.1; every run is bounded in time
 and in count. Each virtual user keeps one keep-alive connection and its own
@@ -19,8 +19,9 @@ import threading
 import time
 import urllib.parse
 
-PATHS = {"tokens": ("/orders/new", "/orders"), "baseline": ("/baseline/orders/new",
-                                                           "/baseline/orders")}
+PATHS = {"tokens": ("/orders/new", "/orders"),
+         "baseline": ("/baseline/orders/new", "/baseline/orders"),
+         "nonce": ("/nonce/orders/new", "/nonce/orders")}
 FIELDS = {"product": "1", "quantity": "2", "name": "Ada Lovelace", "email": "ada@example.com",
           "address": "12 St James's Square\nLondon SW1Y 4JH"}
 _HIDDEN = re.compile(r'name="(csrf_token|form_token)"[^>]*value="([^"]*)"')
@@ -32,10 +33,12 @@ class Browser:
     def __init__(self, port: int) -> None:
         self.port = port
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        self.cookie = ""
+        self.cookies: dict[str, str] = {}  # name -> value, as a browser keeps them
+        self.form_seconds = 0.0
+        self.form_latencies: list[float] = []  # GET of the form alone, per cycle
 
     def send(self, method: str, path: str, form: dict[str, str] | None = None):
-        headers = {"Cookie": self.cookie} if self.cookie else {}
+        headers = {"Cookie": self.cookie} if self.cookies else {}
         body = None
         if form is not None:
             body = urllib.parse.urlencode(form)
@@ -48,13 +51,20 @@ class Browser:
             self.conn.request(method, path, body=body, headers=headers)
             response = self.conn.getresponse()
         text = response.read().decode()
-        cookie = response.getheader("Set-Cookie")
-        if cookie:
-            self.cookie = cookie.split(";", 1)[0]
+        for cookie in response.msg.get_all("Set-Cookie") or ():
+            name, _, value = cookie.split(";", 1)[0].partition("=")
+            self.cookies[name.strip()] = value
         return response.status, response.getheader("Location"), text
 
+    @property
+    def cookie(self) -> str:
+        """The Cookie header this browser sends."""
+        return "; ".join(f"{name}={value}" for name, value in self.cookies.items())
+
     def open_form(self, variant: str) -> dict[str, str]:
+        started = time.perf_counter()
         status, _, page = self.send("GET", PATHS[variant][0])
+        self.form_seconds = time.perf_counter() - started
         if status != 200:
             raise RuntimeError(f"form answered {status}")
         return {**FIELDS, **dict(_HIDDEN.findall(page))}
@@ -62,6 +72,7 @@ class Browser:
     def cycle(self, variant: str) -> bool:
         """GET the form, POST it, follow the 303; True if it ended on an order page."""
         form = self.open_form(variant)
+        self.form_latencies.append(self.form_seconds)
         status, location, _ = self.send("POST", PATHS[variant][1], form)
         if status != 303 or not location:
             return False
@@ -70,6 +81,7 @@ class Browser:
 
 def cycles(port: int, variant: str, concurrency: int, seconds: float, limit: int) -> dict:
     latencies: list[float] = []
+    form_latencies: list[float] = []
     failures = [0]
     lock = threading.Lock()
     stop_at = time.monotonic() + seconds
@@ -88,6 +100,8 @@ def cycles(port: int, variant: str, concurrency: int, seconds: float, limit: int
                     latencies.append(elapsed)
                 else:
                     failures[0] += 1
+        with lock:
+            form_latencies.extend(browser.form_latencies)
 
     started = time.monotonic()
     threads = [threading.Thread(target=user) for _ in range(concurrency)]
@@ -97,16 +111,16 @@ def cycles(port: int, variant: str, concurrency: int, seconds: float, limit: int
         thread.join()
     return {"variant": variant, "concurrency": concurrency, "orders": len(latencies),
             "failures": failures[0], "seconds": time.monotonic() - started,
-            "latencies": latencies}
+            "latencies": latencies, "form_latencies": form_latencies}
 
 
-def storm(port: int, posts: int) -> dict:
+def storm(port: int, posts: int, variant: str = "tokens") -> dict:
     """``posts`` concurrent POSTs of one rendered form, each on its own connection."""
     owner = Browser(port)
-    form = owner.open_form("tokens")
+    form = owner.open_form(variant)
     browsers = [Browser(port) for _ in range(posts)]
     for browser in browsers:
-        browser.cookie = owner.cookie
+        browser.cookies = dict(owner.cookies)
         browser.conn.connect()
     barrier = threading.Barrier(posts)
     results: list[tuple[float, int, str]] = [(0.0, 0, "")] * posts
@@ -114,7 +128,7 @@ def storm(port: int, posts: int) -> dict:
     def post(i: int) -> None:
         barrier.wait()
         started = time.perf_counter()
-        status, location, _ = browsers[i].send("POST", "/orders", form)
+        status, location, _ = browsers[i].send("POST", PATHS[variant][1], form)
         results[i] = (time.perf_counter() - started, status, location or "")
 
     threads = [threading.Thread(target=post, args=(i,)) for i in range(posts)]
@@ -139,7 +153,7 @@ def main(argv: list[str]) -> int:
     if args.mode == "cycles":
         result = cycles(args.port, args.variant, args.concurrency, args.seconds, args.limit)
     else:
-        result = storm(args.port, args.posts)
+        result = storm(args.port, args.posts, args.variant)
     json.dump(result, sys.stdout)
     return 0
 

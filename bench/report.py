@@ -39,14 +39,19 @@ def _cpu(run: dict) -> float:
     return run["app_cpu"] / max(run["orders"], 1) * 1000
 
 
-def _pairs(runs: list[dict]) -> list[tuple[int, dict, dict]]:
-    by = {(run["variant"], run["concurrency"]): run for run in runs}
-    levels = sorted({run["concurrency"] for run in runs})
-    return [(c, by[("tokens", c)], by[("baseline", c)]) for c in levels]
+def _pooled(runs: list[dict]) -> dict:
+    """Runs summed: every level's runs of one variant give equal time to each level."""
+    return {"orders": sum(r["orders"] for r in runs), "seconds": sum(r["seconds"] for r in runs),
+            "latencies": [x for r in runs for x in r["latencies"]],
+            "form_latencies": [x for r in runs for x in r.get("form_latencies", [])],
+            "failures": sum(r["failures"] for r in runs),
+            "app_cpu": sum(r["app_cpu"] for r in runs),
+            "redis": {k: sum(r["redis"].get(k, 0) for r in runs)
+                      for k in {k for r in runs for k in r["redis"]}}}
 
 
-def _ms(p: dict[str, float]) -> str:
-    return f"{p['p50']:.1f} / {p['p95']:.1f} / {p['p99']:.1f}"
+def _select(runs: list[dict], **match: object) -> list[dict]:
+    return [r for r in runs if all(r.get(k) == v for k, v in match.items())]
 
 
 def storm_summary(storm: dict) -> dict:
@@ -55,110 +60,210 @@ def storm_summary(storm: dict) -> dict:
     places = {location.split("?")[0] for _, _, location in results}
     first = [r for r in results if r[2] and "already_placed" not in r[2]]
     duplicates = [r[0] for r in results if "already_placed" in r[2]]
-    return {"posts": len(results), "all_303": statuses == {303}, "one_place": len(places) == 1,
+    return {"variant": storm.get("variant", "tokens"), "posts": len(results),
+            "all_303": statuses == {303}, "one_place": len(places) == 1,
             "fresh": len(first), "orders": storm["orders_created"],
             "first_ms": first[0][0] * 1000 if first else float("nan"),
             "dup": percentiles(duplicates)}
 
 
-def _pooled(runs: list[dict], variant: str) -> dict:
-    """Every level's runs of ``variant`` together: equal time at each level."""
-    mine = [run for run in runs if run["variant"] == variant]
-    return {"orders": sum(r["orders"] for r in mine), "seconds": sum(r["seconds"] for r in mine),
-            "latencies": [x for r in mine for x in r["latencies"]],
-            "failures": sum(r["failures"] for r in mine),
-            "app_cpu": sum(r["app_cpu"] for r in mine),
-            "redis": {k: sum(r["redis"].get(k, 0) for r in mine)
-                      for k in {k for r in mine for k in r["redis"]}}}
+def figures(results: dict) -> dict[str, list[float]]:
+    """Every headline figure, one value per repetition of the sweep."""
+    out: dict[str, list[float]] = {}
+
+    def add(name: str, value: float) -> None:
+        out.setdefault(name, []).append(value)
+
+    for rep in range(results["repetitions"]):
+        pooled = {v: _pooled(_select(results["runs"], variant=v, repetition=rep))
+                  for v in ("tokens", "baseline", "nonce")}
+        for v, run in pooled.items():
+            add(f"orders_per_s.{v}", _rate(run))
+            add(f"app_cpu_ms.{v}", _cpu(run))
+            p = percentiles(run["latencies"])
+            add(f"cycle_p50_ms.{v}", p["p50"])
+            add(f"cycle_p99_ms.{v}", p["p99"])
+            add(f"form_p50_ms.{v}", percentiles(run["form_latencies"])["p50"])
+        base = pooled["baseline"]
+        for v in ("tokens", "nonce"):
+            add(f"ratio.{v}", _rate(pooled[v]) / max(_rate(base), 1e-9))
+            add(f"overhead_cpu_ms.{v}", _cpu(pooled[v]) - _cpu(base))
+            add(f"overhead_form_p50_ms.{v}", out[f"form_p50_ms.{v}"][-1]
+                - out["form_p50_ms.baseline"][-1])
+        for command in ("set", "getdel"):
+            add(f"redis_per_order.{command}",
+                pooled["tokens"]["redis"].get(command, 0) / max(pooled["tokens"]["orders"], 1))
+        add("redis_per_order.other", sum(
+            n for k, n in pooled["tokens"]["redis"].items() if k not in ("set", "getdel"))
+            / max(pooled["tokens"]["orders"], 1))
+        add("redis_per_order.nonce", sum(pooled["nonce"]["redis"].values())
+            / max(pooled["nonce"]["orders"], 1))
+    for storm in results["storms"]:
+        summary = storm_summary(storm)
+        v = summary["variant"]
+        add(f"storm.{v}.orders", summary["orders"])
+        add(f"storm.{v}.all_on_one", float(summary["all_303"] and summary["one_place"]))
+        add(f"storm.{v}.first_ms", summary["first_ms"])
+        add(f"storm.{v}.dup_p50_ms", summary["dup"]["p50"])
+        add(f"storm.{v}.dup_p99_ms", summary["dup"]["p99"])
+    return out
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def spread(values: list[float]) -> dict[str, float]:
+    return {"min": min(values), "median": _median(values), "max": max(values)}
+
+
+def _f(values: list[float], digits: int = 1, bold: bool = False) -> str:
+    """median (min – max): the median decides, the range shows the noise."""
+    s = spread(values)
+    median = f"{s['median']:.{digits}f}"
+    return (f"**{median}**" if bold else median) + \
+        f" ({s['min']:.{digits}f} – {s['max']:.{digits}f})"
+
+
+def as_json(results: dict) -> dict:
+    """latest.json: one entry per variant and level (summed over the repetitions, each
+    repetition's own figures beside), the figures' min / median / max, the storms."""
+    entries = []
+    for v in ("tokens", "baseline", "nonce"):
+        for level in results["levels"]:
+            mine = _select(results["runs"], variant=v, concurrency=level)
+            pooled = _pooled(mine)
+            entries.append({
+                "variant": v, "concurrency": level, "orders": pooled["orders"],
+                "seconds": round(pooled["seconds"], 3), "app_cpu": round(pooled["app_cpu"], 3),
+                "redis": pooled["redis"], "failures": pooled["failures"],
+                "p": percentiles(pooled["latencies"]),
+                "form_p": percentiles(pooled["form_latencies"]),
+                "repetitions": [{k: r[k] for k in ("repetition", "orders", "seconds",
+                                                     "app_cpu", "redis")} for r in mine]})
+    return {**{k: v for k, v in results.items() if k not in ("runs", "storms")},
+            "runs": entries,
+            "figures": {name: spread(values) for name, values in figures(results).items()},
+            "storms": [storm_summary(s) | {"repetition": s["repetition"]}
+                       for s in results["storms"]]}
 
 
 def markdown(results: dict) -> str:
-    pairs = _pairs(results["runs"])
-    levels = ", ".join(str(c) for c, _, _ in pairs)
-    tokens, baseline = _pooled(results["runs"], "tokens"), _pooled(results["runs"], "baseline")
-    redis_per_order = {k: v / max(tokens["orders"], 1) for k, v in tokens["redis"].items()}
-    token_commands = redis_per_order.get("set", 0) + redis_per_order.get("getdel", 0)
-    housekeeping = {k: v for k, v in redis_per_order.items() if k not in ("set", "getdel")}
-    baseline_redis = sum(baseline["redis"].values()) / max(baseline["orders"], 1)
-    memory, storm = results["memory"], storm_summary(results["storm"])
-    ours, theirs = results["claims"]
-    p_tok, p_base = percentiles(tokens["latencies"]), percentiles(baseline["latencies"])
+    f = figures(results)
+    reps = results["repetitions"]
+    levels = ", ".join(str(c) for c in results["levels"])
+    memory = results["memory"]
+    rows = {row["pattern"]: row for row in results["claims"]}
+    ours = rows["GETDEL (ours)"]
     lines = [
         f"Machine: {results['machine']}; Python {results['python']}; gunicorn "
         f"-w {results['workers']} --threads {results['threads']}; PostgreSQL 16 (fsync off) "
         f"and Redis 6.2 on the same machine; load from separate processes on 127.0.0.1; "
         f"{results['seconds']:g} s per variant and level in {results['rounds']} alternating "
-        f"runs; load average {results['load'][0]:.1f} at the start, {results['load'][1]:.1f} "
-        f"at the end (other work on the machine); {results['when']}.",
+        f"runs, the whole sweep repeated {reps} times; load average {results['load'][0]:.1f} "
+        f"at the start, {results['load'][1]:.1f} at the end; {results['when']}; took "
+        f"{results['duration_s']} s.",
         "",
         f"Command: `{results['command'].strip()}`",
         "",
-        "| figure | with tokens | baseline (no tokens) | ratio |",
+        f"Each cell: **median** (min – max) over the {reps} repetitions. *tokens* = this "
+        "pattern (Redis SET at render, advisory lock + GETDEL at submit); *baseline* = the "
+        "same app with no once-only protection at all; *signed nonce* = no Redis: an HMAC-"
+        "signed nonce in the form and the UNIQUE column decides (bench/nonce.py).",
+        "",
+        "| figure | tokens | baseline | signed nonce |",
         "|---|---|---|---|",
         f"| orders/s, full cycle (GET form → POST → follow 303), all levels ({levels} users) "
-        f"| {_rate(tokens):.1f} | {_rate(baseline):.1f} "
-        f"| **{_rate(tokens) / max(_rate(baseline), 1e-9):.3f}** |",
+        f"| {_f(f['orders_per_s.tokens'])} | {_f(f['orders_per_s.baseline'])} "
+        f"| {_f(f['orders_per_s.nonce'])} |",
+        f"| throughput ratio to baseline (target ≥ 0.95 for tokens) "
+        f"| {_f(f['ratio.tokens'], 3, True)} | 1 | {_f(f['ratio.nonce'], 3)} |",
         f"| app CPU per order, gunicorn workers (ms; least sensitive to other load) "
-        f"| {_cpu(tokens):.2f} | {_cpu(baseline):.2f} "
-        f"| **{_cpu(baseline) / max(_cpu(tokens), 1e-9):.3f}** (baseline / tokens) |",
-        f"| cycle latency p50 / p95 / p99 (ms), all levels "
-        f"| {_ms(p_tok)} | {_ms(p_base)} "
-        f"| p50 {p_tok['p50'] / max(p_base['p50'], 1e-9):.2f}, "
-        f"p99 {p_tok['p99'] / max(p_base['p99'], 1e-9):.2f} |",
+        f"| {_f(f['app_cpu_ms.tokens'], 2)} | {_f(f['app_cpu_ms.baseline'], 2)} "
+        f"| {_f(f['app_cpu_ms.nonce'], 2)} |",
+        f"| CPU overhead per order vs baseline (ms; target ≤ 0.5 for tokens) "
+        f"| {_f(f['overhead_cpu_ms.tokens'], 2, True)} | 0 "
+        f"| {_f(f['overhead_cpu_ms.nonce'], 2)} |",
+        f"| render: p50 GET /orders/new (ms) | {_f(f['form_p50_ms.tokens'], 2)} "
+        f"| {_f(f['form_p50_ms.baseline'], 2)} | {_f(f['form_p50_ms.nonce'], 2)} |",
+        f"| render overhead vs baseline, p50 (ms) "
+        f"| {_f(f['overhead_form_p50_ms.tokens'], 2, True)} | 0 "
+        f"| {_f(f['overhead_form_p50_ms.nonce'], 2)} |",
+        f"| cycle latency p50 / p99 (ms), all levels "
+        f"| {_f(f['cycle_p50_ms.tokens'])} / {_f(f['cycle_p99_ms.tokens'])} "
+        f"| {_f(f['cycle_p50_ms.baseline'])} / {_f(f['cycle_p99_ms.baseline'])} "
+        f"| {_f(f['cycle_p50_ms.nonce'])} / {_f(f['cycle_p99_ms.nonce'])} |",
         f"| Redis commands per successful order (target 2) "
-        f"| **{token_commands:.2f}** (SET {redis_per_order.get('set', 0):.2f}, "
-        f"GETDEL {redis_per_order.get('getdel', 0):.2f}); connection upkeep "
-        f"{sum(housekeeping.values()):.2f} "
-        f"({', '.join(f'{k.upper()} {v:.3f}' for k, v in sorted(housekeeping.items()))}) "
-        f"| {baseline_redis:.2f} | |",
-        f"| Redis bytes per live token, MEMORY USAGE over {memory['tokens']} keys (target ≤ 120) "
-        f"| **{memory['memory_usage_avg']:.0f}** (key {memory['key_length']} chars, value "
-        f"\"1\", TTL) | | |",
-        f"| storm: {storm['posts']} concurrent POSTs of one token "
-        f"| {storm['orders']} order; all 303: {storm['all_303']}; all on one order: "
-        f"{storm['one_place']}; placed by {storm['fresh']}; first answered in "
-        f"{storm['first_ms']:.0f} ms, duplicates p50/p95/p99 {_ms(storm['dup'])} ms "
-        f"| | duplicates' p99 / first: {storm['dup']['p99'] / storm['first_ms']:.1f} |",
-        f"| claim step, round trips per claim | **{ours['round_trips']:.0f}** (GETDEL) "
-        f"| {theirs['round_trips']:.0f} (GET + SET NX + SETEX) "
-        f"| {ours['round_trips'] / theirs['round_trips']:.2f} |",
-        f"| claim step, claims/s on one connection | {ours['serial_per_s']:.0f} "
-        f"| {theirs['serial_per_s']:.0f} "
-        f"| **{ours['serial_per_s'] / theirs['serial_per_s']:.2f}** |",
-        f"| claim step, claims/s from {ours['threads']} threads | {ours['parallel_per_s']:.0f} "
-        f"| {theirs['parallel_per_s']:.0f} "
-        f"| **{ours['parallel_per_s'] / theirs['parallel_per_s']:.2f}** |",
+        f"| SET {_f(f['redis_per_order.set'], 2)}, GETDEL {_f(f['redis_per_order.getdel'], 2)}"
+        f", other {_f(f['redis_per_order.other'], 3)} | 0 "
+        f"| {_f(f['redis_per_order.nonce'], 2)} |",
+        f"| storm: {storm_summary(results['storms'][0])['posts']} concurrent POSTs of one form: "
+        f"orders created; all 303 to one order | {_f(f['storm.tokens.orders'], 0)}; "
+        f"{'yes' if min(f['storm.tokens.all_on_one']) else '**no**'} | "
+        f"| {_f(f['storm.nonce.orders'], 0)}; "
+        f"{'yes' if min(f['storm.nonce.all_on_one']) else '**no**'} |",
+        f"| storm: first answered (ms) | {_f(f['storm.tokens.first_ms'], 0)} | "
+        f"| {_f(f['storm.nonce.first_ms'], 0)} |",
+        f"| storm: duplicates answered, p50 / p99 (ms) "
+        f"| {_f(f['storm.tokens.dup_p50_ms'], 0)} / {_f(f['storm.tokens.dup_p99_ms'], 0, True)} "
+        f"| | {_f(f['storm.nonce.dup_p50_ms'], 0)} / {_f(f['storm.nonce.dup_p99_ms'], 0)} |",
+        f"| Redis bytes per live token, MEMORY USAGE over {memory['tokens']} keys "
+        f"| {memory['memory_usage_avg']:.0f} (key {memory['key_length']} chars, value "
+        f"\"1\", TTL) | | none |",
         "",
-        "| users | tokens orders/s | baseline orders/s | ratio "
-        "| app CPU ms/order, tokens / baseline "
-        "| tokens p50/p95/p99 ms | baseline p50/p95/p99 ms | failed cycles |",
-        "|---|---|---|---|---|---|---|---|",
+        "The claim step alone, same Redis, a fresh key per claim (the first submit's path):",
+        "",
+        f"| pattern | Redis round trips per claim | claims/s, one connection "
+        f"| claims/s, {ours['threads']} threads |",
+        "|---|---|---|---|",
     ]
-    for c, tok, base in pairs:
-        lines.append(f"| {c} | {_rate(tok):.1f} | {_rate(base):.1f} "
-                     f"| {_rate(tok) / max(_rate(base), 1e-9):.3f} "
-                     f"| {_cpu(tok):.1f} / {_cpu(base):.1f} "
-                     f"| {_ms(percentiles(tok['latencies']))} "
-                     f"| {_ms(percentiles(base['latencies']))} "
-                     f"| {tok['failures']} / {base['failures']} |")
-    lines.append("")
-    lines.append("In the claim rows the \"baseline\" column is the lock-and-cache pattern, "
-                 "on the same Redis.")
+    for row in results["claims"]:
+        lines.append(f"| {row['pattern']} | {row['round_trips']:.2f} "
+                     f"| {row['serial_per_s']:.0f} | {row['parallel_per_s']:.0f} |")
+    lines += [
+        "",
+        "Per level (medians over the repetitions):",
+        "",
+        "| users | orders/s tokens / baseline / nonce | ratio tokens | "
+        "app CPU ms/order tokens / baseline / nonce | failed cycles |",
+        "|---|---|---|---|---|",
+    ]
+    for level in results["levels"]:
+        per = {v: [_select(results["runs"], variant=v, concurrency=level, repetition=r)[0]
+                   for r in range(reps)] for v in ("tokens", "baseline", "nonce")}
+        rate = {v: _median([_rate(r) for r in runs]) for v, runs in per.items()}
+        cpu = {v: _median([_cpu(r) for r in runs]) for v, runs in per.items()}
+        failed = {v: sum(r["failures"] for r in runs) for v, runs in per.items()}
+        lines.append(
+            f"| {level} | {rate['tokens']:.1f} / {rate['baseline']:.1f} / {rate['nonce']:.1f} "
+            f"| {_median([_rate(t) / max(_rate(b), 1e-9) for t, b in zip(per['tokens'], per['baseline'], strict=True)]):.3f} "  # noqa: E501
+            f"| {cpu['tokens']:.2f} / {cpu['baseline']:.2f} / {cpu['nonce']:.2f} "
+            f"| {failed['tokens']} / {failed['baseline']} / {failed['nonce']} |")
     return "\n".join(lines) + "\n"
 
 
 def plot(runs: list[dict], path: Path) -> None:
-    """orders/s against concurrency, one line per variant."""
+    """orders/s against concurrency, one line per variant (median over repetitions,
+    the bars span min to max)."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    pairs = _pairs(runs)
-    levels = [c for c, _, _ in pairs]
+    levels = sorted({r["concurrency"] for r in runs})
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
-    ax.plot(levels, [_rate(t) for _, t, _ in pairs], marker="o", label="with tokens")
-    ax.plot(levels, [_rate(b) for _, _, b in pairs], marker="s", linestyle="--",
-            label="baseline (no tokens)")
+    styles = {"tokens": ("o", "-", "with tokens"), "baseline": ("s", "--", "baseline (no tokens)"),
+              "nonce": ("^", ":", "signed nonce + UNIQUE (no Redis)")}
+    for variant, (marker, line, label) in styles.items():
+        rates = [[_rate(r) for r in _select(runs, variant=variant, concurrency=c)]
+                 for c in levels]
+        medians = [_median(r) for r in rates]
+        ax.errorbar(levels, medians, yerr=[[m - min(r) for m, r in zip(medians, rates,
+                                                                      strict=True)],
+                                           [max(r) - m for m, r in zip(medians, rates,
+                                                                      strict=True)]],
+                    marker=marker, linestyle=line, capsize=3, label=label)
     ax.set_xlabel("concurrent users")
     ax.set_ylabel("orders/s (GET form → POST → 303 → GET)")
     ax.set_xscale("log", base=2)

@@ -1,12 +1,15 @@
-"""Benchmark the token layer against a baseline that does the same work without it.
+"""Benchmark the token layer against a baseline that does the same work without it,
+and against the strongest alternative without Redis (a signed nonce, bench/nonce.py).
 
-    scripts/bench                                  # defaults below; about two minutes
-    scripts/bench --workers 2 --threads 4 --concurrency 1,4,8,16 --seconds 6
+    scripts/bench                 # defaults below: 3 repetitions of the sweep, ~7-8 minutes
+    scripts/bench --quick         # the same figures from short runs, ~1.5 minutes
+    scripts/bench --workers 2 --threads 4 --concurrency 1,4,8,16 --seconds 10 --repetitions 3
 
 Starts real PostgreSQL and Redis, serves bench.app with gunicorn, drives it from
-separate processes (bench/load.py) on 127.0.0.1, and prints one table with every
-figure from this one run. Writes bench/results/latest.md, orders_per_s.png and
-latest.json.
+separate processes (bench/load.py) on 127.0.0.1. The sweep (every level, every
+variant, in alternating short runs) is repeated; each figure is given as
+min / median / max over the repetitions (the median decides). Writes
+bench/results/latest.md, latest.json and orders_per_s.png; see bench/results/README.md.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import argparse
 import json
 import os
 import platform
+import signal
 import subprocess
 import sys
 import tempfile
@@ -28,7 +32,9 @@ from .load import Browser
 from .servers import ROOT, databases, gunicorn, worker_cpu_seconds
 
 RESULTS = ROOT / "bench" / "results"
-VARIANTS = ("tokens", "baseline")
+VARIANTS = ("tokens", "baseline", "nonce")
+#: --quick: every figure, from short runs (about two minutes).
+QUICK = {"concurrency": "1,8", "seconds": 2.0, "rounds": 2, "storm": 100, "claims": 1000}
 
 
 def drive(port: int, *args: str, timeout: float = 300) -> dict:
@@ -46,32 +52,35 @@ def redis_commands(client: redis.Redis) -> dict[str, int]:
 
 
 def sweep(port: int, master: int, client: redis.Redis, levels: list[int], seconds: float,
-          rounds: int) -> list[dict]:
-    """Each concurrency level, both variants in turn (ABBA…), ``rounds`` short runs each,
-    so that a noisy neighbour on the machine slows both alike; the runs are summed."""
+          rounds: int, repetition: int) -> list[dict]:
+    """Each concurrency level, the variants in turn (rotating the order each round),
+    ``rounds`` short runs each, so that a noisy neighbour on the machine slows all
+    alike; the runs of a variant at a level are summed."""
     runs = []
     for level in levels:
-        total = {v: {"variant": v, "concurrency": level, "orders": 0, "failures": 0,
-                     "seconds": 0.0, "latencies": [], "redis": {}, "app_cpu": 0.0}
+        total = {v: {"variant": v, "concurrency": level, "repetition": repetition,
+                     "orders": 0, "failures": 0, "seconds": 0.0, "latencies": [],
+                     "form_latencies": [], "redis": {}, "app_cpu": 0.0}
                  for v in VARIANTS}
         for r in range(rounds):
-            for variant in VARIANTS if r % 2 == 0 else VARIANTS[::-1]:
+            shift = (r + repetition) % len(VARIANTS)
+            for variant in VARIANTS[shift:] + VARIANTS[:shift]:
                 before, cpu = redis_commands(client), worker_cpu_seconds(master)
                 run = drive(port, "cycles", "--variant", variant, "--concurrency", str(level),
                             "--seconds", str(seconds / rounds))
                 after = redis_commands(client)
                 into = total[variant]
                 into["app_cpu"] += worker_cpu_seconds(master) - cpu
-                for key in ("orders", "failures", "seconds", "latencies"):
+                for key in ("orders", "failures", "seconds", "latencies", "form_latencies"):
                     into[key] += run[key]
                 for name, calls in after.items():
                     if calls != before.get(name, 0):
                         into["redis"][name] = into["redis"].get(name, 0) + calls - before.get(
                             name, 0)
-        for run in total.values():
-            print(f"  {run['variant']:8} c={level:<3} {run['orders'] / run['seconds']:7.1f} "
-                  f"orders/s ({run['failures']} failed)", flush=True)
-            runs.append(run)
+        print("  " + "   ".join(f"{v} {t['orders'] / t['seconds']:6.1f}/s"
+                                f" ({t['failures']} failed)" for v, t in total.items())
+              + f"   c={level}", flush=True)
+        runs.extend(total.values())
     return runs
 
 
@@ -91,36 +100,55 @@ def bytes_per_token(port: int, client: redis.Redis, forms: int = 300) -> dict:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true",
+                        help=f"short runs: {', '.join(f'--{k} {v}' for k, v in QUICK.items())}")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (default 2)")
     parser.add_argument("--threads", type=int, default=4, help="threads per worker (default 4)")
     parser.add_argument("--concurrency", default="1,4,8,16",
                         help="virtual users, comma-separated (default 1,4,8,16)")
-    parser.add_argument("--seconds", type=float, default=8, help="per variant and level")
+    parser.add_argument("--seconds", type=float, default=10,
+                        help="per variant, level and repetition (default 10)")
     parser.add_argument("--rounds", type=int, default=4,
                         help="split each variant's seconds into this many alternating runs")
-    parser.add_argument("--storm", type=int, default=200, help="concurrent POSTs of one token")
+    parser.add_argument("--repetitions", type=int, default=3,
+                        help="repeat the whole sweep; figures are min / median / max over them")
+    parser.add_argument("--storm", type=int, default=200, help="concurrent POSTs of one form")
     parser.add_argument("--claims", type=int, default=5000, help="claims per pattern")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    # Stopped with SIGTERM: unwind, so gunicorn, PostgreSQL and Redis are stopped too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.quick:
+        given = {a.split("=")[0].removeprefix("--") for a in argv}
+        for key, value in QUICK.items():
+            if key not in given:
+                setattr(args, key, value)
     levels = [int(level) for level in args.concurrency.split(",")]
 
-    load_at_start = os.getloadavg()[0]
+    started, load_at_start = time.monotonic(), os.getloadavg()[0]
+    runs, storms, memory = [], [], {}
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp, \
             databases(Path(tmp)) as (postgres, store):
         client = redis.Redis.from_url(store.url, decode_responses=True)
         with gunicorn(Path(tmp), postgres.url("bench"), store.url,
-                      workers=args.workers, threads=args.threads) as (port, master):
+                      workers=args.workers, threads=args.threads) as (port, master), \
+                postgres_orders(postgres) as count:
             print(f"gunicorn -w {args.workers} --threads {args.threads} on 127.0.0.1:{port}")
-            for variant in ("tokens", "baseline"):  # warm-up: imports, pools, caches
+            for variant in VARIANTS:  # warm-up: imports, pools, caches
                 drive(port, "cycles", "--variant", variant, "--concurrency", str(max(levels)),
                       "--seconds", "2")
-            runs = sweep(port, master, client, levels, args.seconds, args.rounds)
+            for repetition in range(args.repetitions):
+                print(f"repetition {repetition + 1} of {args.repetitions}", flush=True)
+                runs += sweep(port, master, client, levels, args.seconds, args.rounds,
+                              repetition)
+                for variant in ("tokens", "nonce"):
+                    client.flushall()
+                    before = count()
+                    storm = drive(port, "storm", "--variant", variant, "--posts",
+                                  str(args.storm))
+                    storms.append({**storm, "variant": variant, "repetition": repetition,
+                                   "orders_created": count() - before})
             memory = bytes_per_token(port, client)
-            client.flushall()
-            with postgres_orders(postgres) as count:
-                before = count()
-                storm = drive(port, "storm", "--posts", str(args.storm))
-                storm["orders_created"] = count() - before
         claim_rows = claims.measure(store.url, args.claims)
         client.close()
 
@@ -128,17 +156,18 @@ def main(argv: list[str]) -> int:
                "machine": report.machine(), "python": platform.python_version(),
                "command": " ".join(["scripts/bench", *argv]), "workers": args.workers,
                "threads": args.threads, "seconds": args.seconds, "rounds": args.rounds,
+               "repetitions": args.repetitions, "levels": levels,
                "load": (load_at_start, os.getloadavg()[0]), "runs": runs,
-               "memory": memory, "storm": storm, "claims": claim_rows}
+               "memory": memory, "storms": storms, "claims": claim_rows,
+               "duration_s": round(time.monotonic() - started)}
     args.out.mkdir(parents=True, exist_ok=True)
     markdown = report.markdown(results)
     (args.out / "latest.md").write_text(markdown)
-    (args.out / "latest.json").write_text(json.dumps(
-        {**results, "runs": [{k: v for k, v in run.items() if k != "latencies"} | {
-            "p": report.percentiles(run["latencies"])} for run in runs]}, indent=1))
+    (args.out / "latest.json").write_text(json.dumps(report.as_json(results), indent=1))
     report.plot(runs, args.out / "orders_per_s.png")
     print()
     print(markdown)
+    print(f"took {results['duration_s']} s")
     return 0
 
 

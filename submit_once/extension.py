@@ -10,6 +10,7 @@ one call a view makes to submit.
     {{ form_token_input(token) }}            # in the template
 
     token = form_tokens.submitted_token()    # 400 if absent or malformed
+    known = form_tokens.already_submitted("order", token)  # optional: before validation
     outcome = form_tokens.submit_once("order", token, sessions=db, create=..., find=...)
 
 Settings (``app.config``), all optional but a Redis URL or client:
@@ -27,20 +28,27 @@ Settings (``app.config``), all optional but a Redis URL or client:
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import hashlib
+import hmac
 import secrets
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import redis
-from flask import Flask, current_app, request, session
+from flask import Flask, Response, after_this_request, current_app, g, request, session
 from markupsafe import Markup, escape
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest, TooManyRequests
 
-from .runner import Outcome, Sessions, Unavailable, submit_once
+from .runner import Created, Duplicate, Outcome, Sessions, Unavailable, run_once
 from .signals import submit_decided, token_issued
 from .tokens import IssueLimit, RedisClient, TokenStore, TooManyIssued, is_well_formed
 
@@ -49,11 +57,15 @@ __all__ = ["BadFormToken", "FormTokens", "TooManyForms", "TooManyFormsFromClient
 
 T = TypeVar("T")
 _SESSION_KEY = "_form_tokens_sid"
-_WINDOW_KEY = "_form_tokens_issued"  # [window start (epoch s), tokens issued in it]
+#: The per-session cap's counter: "<window start>.<count>.<MAC>" (see _session_window).
+COUNT_COOKIE = "form_tokens_count"
 #: Settings renamed since earlier versions: using one stops start-up, naming the new one.
 _RENAMED = {"FORM_TOKENS_WAIT": "FORM_TOKENS_WAIT_SECONDS"}
 #: Bounded waits: a dead Redis costs a request two seconds, never a hung worker.
 _TIMEOUTS = {"socket_timeout": 2.0, "socket_connect_timeout": 2.0}
+#: Settled submits remembered per process for :meth:`FormTokens.already_submitted`
+#: (about 200 bytes each).
+_SETTLED_SIZE = 4096
 
 
 class BadFormToken(BadRequest):
@@ -80,6 +92,32 @@ class TooManyFormsFromClient(TooManyRequests):
     )
 
 
+_UNKNOWN = object()
+
+
+class _Settled:
+    """Digests of submits this process saw committed, and their results: at most
+    ``size`` of them, the oldest forgotten first. Thread-safe."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self._results: OrderedDict[str, object] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember(self, digest: str, result: object) -> None:
+        if self.size <= 0:
+            return
+        with self._lock:
+            self._results[digest] = result
+            self._results.move_to_end(digest)
+            if len(self._results) > self.size:
+                self._results.popitem(last=False)
+
+    def get(self, digest: str) -> object:
+        with self._lock:
+            return self._results.get(digest, _UNKNOWN)
+
+
 @dataclass(frozen=True)
 class _State:
     store: TokenStore
@@ -88,6 +126,7 @@ class _State:
     redis_down_fallback: bool = False
     max_per_session: int = 0
     max_per_client_per_minute: int = 0
+    settled: _Settled = dataclasses.field(default_factory=lambda: _Settled(_SETTLED_SIZE))
 
 
 class FormTokens:
@@ -179,29 +218,40 @@ class FormTokens:
         except redis.RedisError as error:
             raise Unavailable(f"{type(error).__name__} while issuing a token") from error
         if window is not None:
-            session[_WINDOW_KEY] = [window[0], window[1] + 1]
-        token_issued.send(current_app._get_current_object(), form=form)  # type: ignore[attr-defined]
+            self._record_issue(*window)
+        if token_issued.receivers:
+            token_issued.send(current_app._get_current_object(), form=form)  # type: ignore[attr-defined]
         return token
 
-    def _session_window(self) -> list[int] | None:
-        # The count lives in the signed session cookie, not in Redis, so the cap
-        # costs the happy path no Redis command. Tokens of the previous window
-        # may still be live, so a session holds at most 2 x cap live tokens.
-        # A client that drops or replays its cookie escapes the count; the
-        # per-client limit (in Redis, by address) and Redis maxmemory with
-        # volatile-ttl are what bound that (see docs/DEPLOY.md). Recorded by
-        # issue() once a token is issued.
+    def _session_window(self) -> tuple[int, int] | None:
+        # The count lives in a small cookie of its own, not in Redis (the cap
+        # costs the happy path no Redis command) and not in the session: re-signing
+        # the whole session on every render cost ~0.1 ms of CPU (bench/costs.py),
+        # this one keyed BLAKE2b. It is bound to the session id, so another
+        # session's counter is worth nothing. Tokens of the previous window may
+        # still be live, so a session holds at most 2 x cap live tokens. A client
+        # that drops or replays its cookies escapes the count; the per-client limit
+        # (in Redis, by address) and Redis maxmemory with volatile-ttl bound that
+        # (see docs/DEPLOY.md). issue() records a form once its token is issued.
         cap, ttl = self.state().max_per_session, self.store.ttl
         if cap <= 0:
             return None
-        now = int(time.time())
-        window = session.get(_WINDOW_KEY)
-        if not (isinstance(window, list) and len(window) == 2
-                and all(isinstance(n, int) for n in window) and 0 <= now - window[0] < ttl):
-            window = [now, 0]
-        if window[1] >= cap:
-            raise TooManyForms(retry_after=window[0] + ttl - now)
-        return window
+        now, sid = int(time.time()), self.session_id()
+        start, count = g.get("_form_tokens_count") or _read_count(
+            request.cookies.get(COUNT_COOKIE, ""), sid)
+        if not 0 <= now - start < ttl:
+            start, count = now, 0
+        if count >= cap:
+            raise TooManyForms(retry_after=start + ttl - now)
+        return start, count
+
+    def _record_issue(self, start: int, count: int) -> None:
+        """One more form issued in this session's window; one cookie per response."""
+        now, sid, ttl = int(time.time()), self.session_id(), self.store.ttl
+        if "_form_tokens_count" not in g:
+            after_this_request(_write_count)
+        g._form_tokens_count = (start, count + 1)
+        g._form_tokens_count_cookie = (_sign_count(sid, start, count + 1), start + ttl - now)
 
     def submitted_token(self) -> str:
         """The token in the submitted form; :class:`BadFormToken` (400) if it is
@@ -238,15 +288,87 @@ class FormTokens:
         state = self.state()
         app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
         started = time.perf_counter()
-        outcome = submit_once(
-            tokens=state.store, token=token, session_id=self.session_id(), form=form,
+        digest = self.digest(form, token)  # once: the Redis key, the lock, the UNIQUE column
+        store = state.store
+        outcome = run_once(
+            digest=digest, take=lambda: store.consume_digest(digest),
             sessions=sessions, create=create, find=find, wait=state.wait,
             redis_down_fallback=state.redis_down_fallback, sender=app,
         )
-        submit_decided.send(app, form=form, outcome=outcome,
-                            seconds=time.perf_counter() - started,
-                            digest=self.digest(form, token))
+        if isinstance(outcome, Created | Duplicate):
+            state.settled.remember(digest, outcome.result)
+        if submit_decided.receivers:
+            submit_decided.send(app, form=form, outcome=outcome,
+                                seconds=time.perf_counter() - started, digest=digest)
         return outcome
+
+    def already_submitted(self, form: str, token: str) -> Duplicate[Any] | None:
+        """The outcome for a token whose submit this process has already seen
+        committed, or ``None``: then call :meth:`submit_once` as usual.
+
+        A view may ask this before it validates the form: the token is spent and
+        its row committed, so a duplicate (a double click, a storm of retries) is
+        answered without validation or the database, while a first submit pays
+        one dictionary lookup. Only what this worker process saw is known
+        (bounded, most recent first); any other duplicate takes the full path and
+        gets the same answer there.
+        """
+        digest = self.digest(form, token)
+        state = self.state()
+        result = state.settled.get(digest)
+        if result is _UNKNOWN:
+            return None
+        # The GETDEL every submit makes: a token that came back in Redis (a
+        # failover) is used up here too, not left live. Its answer is known
+        # whatever Redis says, so an unreachable Redis changes nothing.
+        with suppress(redis.RedisError):
+            state.store.consume_digest(digest)
+        outcome = Duplicate(result)
+        if submit_decided.receivers:
+            submit_decided.send(current_app._get_current_object(),  # type: ignore[attr-defined]
+                                form=form, outcome=outcome, seconds=0.0, digest=digest)
+        return outcome
+
+
+def _count_mac(sid: str, start: int, count: int) -> str:
+    key = _count_key(current_app.secret_key)
+    message = f"{sid}.{start}.{count}".encode()
+    return hashlib.blake2b(message, key=key, digest_size=12).hexdigest()
+
+
+@functools.lru_cache(maxsize=4)
+def _count_key(secret: object) -> bytes:
+    if not secret:
+        raise RuntimeError("FORM_TOKENS_MAX_PER_SESSION needs the app's SECRET_KEY set.")
+    raw = secret if isinstance(secret, bytes) else str(secret).encode()
+    return hashlib.sha256(b"form-tokens-count\x00" + raw).digest()
+
+
+def _sign_count(sid: str, start: int, count: int) -> str:
+    return f"{start}.{count}.{_count_mac(sid, start, count)}"
+
+
+def _read_count(value: str, sid: str) -> tuple[int, int]:
+    """(window start, tokens issued in it) from the cookie; (0, 0) if absent,
+    malformed, forged or another session's (a new window then starts)."""
+    start, _, rest = value.partition(".")
+    count, _, mac = rest.partition(".")
+    if not (start.isdigit() and count.isdigit() and len(start) <= 12 and len(count) <= 9):
+        return 0, 0
+    if not hmac.compare_digest(mac, _count_mac(sid, int(start), int(count))):
+        return 0, 0
+    return int(start), int(count)
+
+
+def _write_count(response: Response) -> Response:
+    value, max_age = g._form_tokens_count_cookie
+    app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
+    cookies = app.session_interface
+    response.set_cookie(
+        COUNT_COOKIE, value, max_age=max_age, path=cookies.get_cookie_path(app),
+        domain=cookies.get_cookie_domain(app), secure=cookies.get_cookie_secure(app),
+        httponly=True, samesite=cookies.get_cookie_samesite(app))
+    return response
 
 
 def form_token_input(token: str) -> Markup:

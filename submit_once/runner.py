@@ -63,8 +63,7 @@ from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from sqlalchemy import text
-from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
@@ -148,10 +147,8 @@ Sessions: TypeAlias = "sessionmaker[Session] | scoped_session[Any] | HasScopedSe
 # connection (or a lock or statement timeout), or an empty pool.
 _UNREACHABLE = (RedisError, OperationalError, PoolTimeout)
 
-# Plain SQL built once: a Core select() rebuilt per call took 0.9 ms of CPU here
-# against 0.6 ms (bench/profile.py), on every submit.
-_TRY_LOCK = text("SELECT pg_try_advisory_xact_lock(:key)")
-_WROTE = text("SELECT pg_current_xact_id_if_assigned() IS NOT NULL")
+_TRY_LOCK = "SELECT pg_try_advisory_xact_lock(%(key)s)"
+_WROTE = "SELECT pg_current_xact_id_if_assigned() IS NOT NULL"
 
 
 def lock_key(digest: str) -> int:
@@ -189,7 +186,7 @@ def submit_once(
     """
     digest = tokens.digest(token, session_id=session_id, form=form)
     return run_once(
-        digest=digest, take=lambda: tokens.consume(token, session_id=session_id, form=form),
+        digest=digest, take=lambda: tokens.consume_digest(digest),
         sessions=sessions, create=create, find=find, wait=wait,
         redis_down_fallback=redis_down_fallback, sender=sender,
     )
@@ -220,7 +217,7 @@ def run_once(
     while True:
         with attempt() as db:
             try:
-                locked = bool(db.scalar(_TRY_LOCK, {"key": key}))
+                locked = _begin_locked(db, key)
                 if locked:
                     taken = _take(take, redis_down_fallback, digest)
                     if not taken:
@@ -233,7 +230,8 @@ def run_once(
                 raise Unavailable(f"{type(error).__name__} before the token was spent; "
                                   "it is still good") from error
             if locked:
-                token_consumed.send(sender, digest=digest)
+                if token_consumed.receivers:  # no work when nobody listens
+                    token_consumed.send(sender, digest=digest)
                 return _create_once(db, digest, create, find, sender)
         waited = True
         remaining = deadline - time.monotonic()
@@ -285,8 +283,58 @@ def _create_once(
         with suppress(SQLAlchemyError):  # the connection may be what failed
             db.rollback()
         return Failed(error)
-    submit_committed.send(sender, digest=digest, result=result)
+    if submit_committed.receivers:
+        submit_committed.send(sender, digest=digest, result=result)
     return Created(result)
+
+
+def _begin_locked(db: Session, key: int) -> bool:
+    """Start the attempt's transaction holding the advisory lock on ``key``, if free.
+
+    On psycopg 3, ``BEGIN; SELECT pg_try_advisory_xact_lock(k)`` goes as one
+    simple query: one round trip where psycopg's own BEGIN makes it two, and no
+    SQLAlchemy statement machinery (bench/costs.py measures both). ``key`` is an
+    int computed here, so writing it into the SQL is safe. Any other driver, or
+    a transaction already open, takes the plain statement.
+    """
+    connection = db.connection()
+    raw = connection.connection.driver_connection
+    pgconn = getattr(raw, "pgconn", None)
+    if (_psycopg is None or raw is None or pgconn is None
+            or pgconn.transaction_status != _psycopg.IDLE):
+        return bool(connection.exec_driver_sql(_TRY_LOCK, {"key": key}).scalar())
+    sql = f"BEGIN; SELECT pg_try_advisory_xact_lock({int(key)})"
+    try:
+        pgconn.send_query(sql.encode())
+        results = raw.wait(_psycopg.execute(pgconn))
+        for result in results:
+            if result.status == _psycopg.FATAL_ERROR:
+                raise _psycopg.error_from_result(result)
+        return bool(results[-1].get_value(0, 0) == b"t")
+    except _psycopg.Error as error:
+        if pgconn.status != _psycopg.CONNECTION_OK:
+            connection.invalidate(error)
+        raise DBAPIError.instance(sql, None, error, _psycopg.Error) from error
+
+
+class _Psycopg:
+    """The parts of psycopg 3's low-level API that :func:`_begin_locked` uses."""
+
+    def __init__(self) -> None:
+        from psycopg import Error, pq
+        from psycopg.errors import error_from_result
+        from psycopg.generators import execute
+
+        self.Error, self.error_from_result, self.execute = Error, error_from_result, execute
+        self.IDLE = pq.TransactionStatus.IDLE
+        self.FATAL_ERROR = pq.ExecStatus.FATAL_ERROR
+        self.CONNECTION_OK = pq.ConnStatus.OK
+
+
+try:
+    _psycopg: _Psycopg | None = _Psycopg()
+except ImportError:  # another driver: the plain statement
+    _psycopg = None
 
 
 def _attempts(sessions: Sessions) -> Callable[[], AbstractContextManager[Session]]:
@@ -323,4 +371,4 @@ def _unsaved_work(db: Session) -> bool:
         return True
     # Flushed (or written with plain SQL) and not committed: PostgreSQL gives a
     # transaction an id at its first write, and only then.
-    return db.in_transaction() and bool(db.scalar(_WROTE))
+    return db.in_transaction() and bool(db.connection().exec_driver_sql(_WROTE).scalar())

@@ -7,6 +7,7 @@ Life of a token::
 
     issue()    SET <prefix>:<digest> 1 EX <ttl> NX     when the form is rendered
     consume()  GETDEL <prefix>:<digest>                when the form is submitted
+               (consume_digest() when the digest is at hand)
 
 Issuing can be bounded per client (``issue(..., limit=IssueLimit(address, 40))``):
 the count rides in the same pipeline as the SET, one round trip as before::
@@ -171,7 +172,12 @@ class TokenStore:
         expired, was never issued, or belongs to another session or form; the
         caller decides which by looking at what the first submit left behind.
         """
-        return self.client.getdel(self.key(token, session_id=session_id, form=form)) is not None
+        return self.consume_digest(self.digest(token, session_id=session_id, form=form))
+
+    def consume_digest(self, digest: str) -> bool:
+        """:meth:`consume` for a caller that already holds the token's :meth:`digest`
+        (a submit needs it for the lock and the UNIQUE column too: computed once)."""
+        return self.client.getdel(f"{self.prefix}:{digest}") is not None
 
     def claim(self, name: str, *, session_id: str, form: str, value: str = "1") -> bool:
         """Take a caller-chosen ``name`` (an idempotency key, an event id); ``True``

@@ -8,11 +8,13 @@ import base64
 import logging
 import re
 import threading
+import time
 from pathlib import Path
 
 import pytest
 from sqlalchemy import text
 
+from submit_once.extension import COUNT_COOKIE
 from tests.conftest import VALID, hidden, order_count
 from tests.pauses import after_consume
 from webapp.orders import EXPIRED
@@ -171,7 +173,8 @@ def test_a_live_token_costs_at_most_120_bytes_in_redis(client, rdb):
     assert rdb.memory_usage(key, samples=0) <= 120
 
 
-def test_reloading_the_form_past_the_cap_is_refused_with_a_page_and_adds_no_key(make_app, rdb):
+def test_reloading_the_form_past_the_cap_is_refused_with_a_page_and_adds_no_key(make_app, rdb,
+                                                                              monkeypatch):
     client = make_app(FORM_TOKENS_MAX_PER_SESSION=5).test_client()
     live = [open_form(client) for _ in range(5)]
     refused = client.get("/orders/new")
@@ -181,10 +184,26 @@ def test_reloading_the_form_past_the_cap_is_refused_with_a_page_and_adds_no_key(
     assert 0 < int(refused.headers["Retry-After"]) <= 3600
     assert len(rdb.keys("*")) == 5
     assert submit(client, live[2]).status_code == 303  # the open forms still work
-    with client.session_transaction() as session:  # an hour later: a new window
-        start, count = session["_form_tokens_issued"]
-        session["_form_tokens_issued"] = [start - 3600, count]
+    later = time.time() + 3600  # an hour later: a new window
+    monkeypatch.setattr("submit_once.extension.time.time", lambda: later)
     assert client.get("/orders/new").status_code == 200
+
+
+def test_a_forged_or_foreign_cap_counter_is_worth_no_more_than_none(make_app):
+    client = make_app(FORM_TOKENS_MAX_PER_SESSION=2).test_client()
+    other = make_app(FORM_TOKENS_MAX_PER_SESSION=2).test_client()
+    open_form(client), open_form(client)
+    open_form(other)
+    foreign = other.get_cookie(COUNT_COOKIE).value  # another session's count of 1
+    start, count, mac = client.get_cookie(COUNT_COOKIE).value.split(".")
+    for forged in (f"{start}.0.{mac}", foreign):
+        client.set_cookie(COUNT_COOKIE, forged)
+        # Refused as a counter: a fresh window, exactly as for a client that dropped the
+        # cookie (which the cap cannot stop; see _count_issue), never a count it chose.
+        assert client.get("/orders/new").status_code == 200
+        assert client.get_cookie(COUNT_COOKIE).value.split(".")[1] == "1"
+    assert client.get("/orders/new").status_code == 200
+    assert client.get("/orders/new").status_code == 429
 
 
 THIEF = {"name": "Eve", "email": "eve@example.com", "address": "1 Elsewhere"}

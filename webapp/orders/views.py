@@ -49,6 +49,10 @@ def new():
 def create():
     token = form_tokens.submitted_token()  # malformed: 400, Redis untouched
     reject_repeated_fields()
+    # A duplicate of an order this worker saw committed needs no validation: the
+    # token is spent, the order exists. A first submit pays one dict lookup.
+    if known := form_tokens.already_submitted(FORM, token):
+        return redirect(url_for(".show", public_id=known.result, already_placed=1), 303)
     with sessions()() as db:
         form = OrderForm(active_products(db))
     if not form.validate():

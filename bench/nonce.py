@@ -1,0 +1,111 @@
+"""The strongest alternative without Redis: a server-signed nonce and the UNIQUE column.
+
+    render   hidden field = nonce . issued . HMAC(secret, nonce, session, form, issued)
+    submit   check the signature and the age -> validate -> INSERT with the nonce's
+             digest in the UNIQUE column -> COMMIT
+             a duplicate's INSERT waits on the first one's uncommitted row, then
+             fails on the constraint: read the first order and land on it
+
+The signature refuses forged, foreign (another session or form) and expired
+forms, with no server-side state at all. What it cannot do without a store:
+gate a side effect that is not this one INSERT, revoke or limit issued forms,
+or answer a duplicate without a write (each one attempts the INSERT and holds a
+connection while the first is uncommitted). Mounted under /nonce by bench/app.py
+for the benchmark only.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import secrets
+import time
+
+from flask import (
+    Blueprint,
+    abort,
+    current_app,
+    redirect,
+    render_template,
+    request,
+    session,
+    url_for,
+)
+from sqlalchemy.exc import IntegrityError
+
+from webapp.db import sessions
+from webapp.orders import place_order
+from webapp.orders.catalogue import active_products
+from webapp.orders.forms import OrderForm
+from webapp.orders.views import find_order_id
+
+bp = Blueprint("nonce", __name__, url_prefix="/nonce")
+
+FORM = "order"
+TTL = 3600
+_SESSION_KEY = "_nonce_sid"
+
+
+def _b64(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _session_id() -> str:
+    sid = session.get(_SESSION_KEY)
+    if not isinstance(sid, str):
+        sid = session[_SESSION_KEY] = secrets.token_urlsafe(16)
+    return sid
+
+
+def _mac(nonce: str, issued: str) -> str:
+    key = current_app.config["SECRET_KEY"].encode()
+    message = "\x00".join((nonce, _session_id(), FORM, issued)).encode()
+    return _b64(hmac.new(key, message, hashlib.sha256).digest())
+
+
+def issue() -> str:
+    """A signed form token: no server-side state."""
+    nonce, issued = secrets.token_urlsafe(32), str(int(time.time()))
+    return f"{nonce}.{issued}.{_mac(nonce, issued)}"
+
+
+def verified_digest(token: str) -> str:
+    """The digest for the UNIQUE column; 400 for a forged, foreign or expired form."""
+    parts = token.split(".")
+    if len(parts) != 3 or not parts[1].isdigit():
+        abort(400)
+    nonce, issued, mac = parts
+    if not hmac.compare_digest(mac, _mac(nonce, issued)) or \
+            not 0 <= time.time() - int(issued) < TTL:
+        abort(400)
+    material = "\x00".join((FORM, _session_id(), nonce)).encode()
+    return _b64(hashlib.sha256(material).digest())[:43]
+
+
+@bp.get("/orders/new")
+def new():
+    with sessions()() as db:
+        form = OrderForm(active_products(db))
+    return render_template("orders/new.html", form=form, form_token=issue(), message=None)
+
+
+@bp.post("/orders")
+def create():
+    digest = verified_digest(request.form.get("form_token", ""))
+    with sessions()() as db:
+        form = OrderForm(active_products(db))
+    if not form.validate():
+        return render_template("orders/new.html", form=form, form_token=request.form[
+            "form_token"], message=None), 422
+    with sessions()() as db:
+        try:
+            public_id = place_order(db, form, digest)
+            db.commit()
+            return redirect(url_for("orders.show", public_id=public_id), 303)
+        except IntegrityError:  # waited for the first INSERT to commit, then lost to it
+            db.rollback()
+        existing = find_order_id(db, digest)
+    if existing is None:
+        abort(409)
+    return redirect(url_for("orders.show", public_id=existing, already_placed=1), 303)
