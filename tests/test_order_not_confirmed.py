@@ -23,7 +23,7 @@ def place(client) -> tuple[dict[str, str], str]:
 
 
 def test_the_confirmation_link_of_a_lost_order_says_it_could_not_be_confirmed_and_offers_the_form(
-        client, servers):
+        client, servers, make_app):
     form, location = place(client)
     with servers.engine.begin() as conn:  # the primary died before the standby had it
         conn.execute(text("DELETE FROM orders"))
@@ -35,16 +35,24 @@ def test_the_confirmation_link_of_a_lost_order_says_it_could_not_be_confirmed_an
     assert "lost when our systems" in html and "Nothing was charged" in html
     assert 'id="restore-offer" hidden' in html and "data-restore-details" in html
     assert 'href="/orders/new"' in html
-    # The old form again: its token is spent, so it is refused with the input
-    # kept and a fresh token; only the customer's own submit of that places one.
+    # The old form again, in the worker that placed it: that worker remembers the
+    # order as placed, so the resubmit goes back to its link (the page above, the
+    # details offered back), never to a second order placed behind the customer's back.
     again = client.post("/orders", data=form)
+    assert again.status_code == 303 and again.location.startswith(location)
+    assert order_count(servers) == 0
+    # In any other worker the spent token is refused with the input kept and a fresh
+    # token; only the customer's own submit of that places one.
+    other = make_app().test_client()
+    other.set_cookie("session", client.get_cookie("session").value)
+    again = other.post("/orders", data=form)
     assert again.status_code == 409 and 'value="Ada Lovelace"' in again.get_data(as_text=True)
     assert order_count(servers) == 0
     fresh = hidden(again.get_data(as_text=True), "form_token")
     assert fresh != form["form_token"]
-    placed = client.post("/orders", data={**form, "form_token": fresh})
+    placed = other.post("/orders", data={**form, "form_token": fresh})
     assert placed.status_code == 303 and placed.location != location
-    assert client.get(placed.location).status_code == 200
+    assert other.get(placed.location).status_code == 200
     assert order_count(servers) == 1
 
 

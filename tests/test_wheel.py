@@ -193,7 +193,10 @@ def test_installed_wheel_migrates_serves_every_page_and_runs_the_worker_from_out
 
         missing = request(port, "GET", "/orders/no-such-order")
         assert missing.status == 404 and "/static/app.css" in missing.body  # the error page
-        invalid = request(port, "POST", "/orders", cookie=cookie, form={**form, "quantity": "x"})
+        # A form of its own: a repeat of the placed one would land on its order unvalidated.
+        other_cookie, other_form = open_form(port)
+        invalid = request(port, "POST", "/orders", cookie=other_cookie,
+                          form={**other_form, "quantity": "x"})
         assert invalid.status in (400, 422) and "/static/app.css" in invalid.body
     finally:
         gunicorn.terminate()
