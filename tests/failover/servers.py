@@ -53,8 +53,10 @@ class ReplicatedPostgres:
 
     def __init__(self, base: Path, *, synchronous: bool) -> None:
         self.base = base
-        self.primary = EmbeddedPostgres(base / "server0")
-        self.standby = EmbeddedPostgres(base / "server1")
+        # throwaway: when root keeps the data in a folder of the server's user,
+        # that folder goes when the test ends (stop() below).
+        self.primary = EmbeddedPostgres(base / "server0", throwaway=True)
+        self.standby = EmbeddedPostgres(base / "server1", throwaway=True)
         self.servers = [self.primary, self.standby]
         self.synchronous = synchronous
 
@@ -91,7 +93,7 @@ class ReplicatedPostgres:
         """After a failover: a new standby from the promoted primary, in a fresh data
         folder on the dead primary's port, so the app's host list stays the same."""
         self.standby = EmbeddedPostgres(self.base / f"server{len(self.servers)}",
-                                        port=self.standby.port)
+                                        port=self.standby.port, throwaway=True)
         self.servers.append(self.standby)
         self._make_standby()
         self.standby.start()
@@ -179,9 +181,10 @@ class ReplicatedPostgres:
                   "SELECT pg_reload_conf()")
 
     def stop(self) -> None:
+        """Stop every server at once and delete what was made for it."""
         for server in reversed(self.servers):
             with suppress(Exception):
-                server.stop("immediate")
+                server.remove()
 
     def drop_unreceived_wal(self, walreceiver: int) -> None:
         """Kill the held WAL receiver with what sat in its socket unread: the WAL the
