@@ -321,9 +321,12 @@ class _Psycopg:
     """The parts of psycopg 3's low-level API that :func:`_begin_locked` uses."""
 
     def __init__(self) -> None:
-        from psycopg import Error, pq
+        from psycopg import Connection, Error, pq
         from psycopg.errors import error_from_result
         from psycopg.generators import execute
+
+        if not callable(getattr(Connection, "wait", None)):  # a psycopg that moved it
+            raise ImportError("psycopg.Connection.wait")
 
         self.Error, self.error_from_result, self.execute = Error, error_from_result, execute
         self.IDLE = pq.TransactionStatus.IDLE
@@ -333,7 +336,7 @@ class _Psycopg:
 
 try:
     _psycopg: _Psycopg | None = _Psycopg()
-except ImportError:  # another driver: the plain statement
+except ImportError:  # another driver, or a psycopg without these: the plain statement
     _psycopg = None
 
 
