@@ -302,6 +302,16 @@ class FormTokens:
                                 seconds=time.perf_counter() - started, digest=digest)
         return outcome
 
+    def restore(self, form: str, token: str) -> None:
+        """Put a spent token back (one ``SET NX EX``), for the one case where that is
+        right: the outcome was :class:`~submit_once.runner.Failed` because the
+        database connection died mid-transaction, so nobody knows whether the
+        COMMIT landed. Resubmitting the same token then settles it: the GETDEL
+        succeeds and ``create`` either places the row or meets the UNIQUE column
+        and lands on the row that was placed. Never after a known rollback (a fresh
+        token is right there), and never in a ``finally``."""
+        self.store.claim(token, session_id=self.session_id(), form=form)
+
     def already_submitted(self, form: str, token: str) -> Duplicate[Any] | None:
         """The outcome for a token whose submit this process has already seen
         committed, or ``None``: then call :meth:`submit_once` as usual.

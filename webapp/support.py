@@ -39,10 +39,11 @@ def init_app(app: Flask) -> None:
               "can see and cancel the order: send it only to its customer).")
 def find_order(number: str, link: bool) -> None:
     """Show the order with this order number; exit 1 if there is none."""
+    number = normal_order_number(number)
     with sessions()() as db:
-        order = db.scalar(select(Order).where(Order.order_number == normal_order_number(number)))
+        order = db.scalar(select(Order).where(Order.order_number == number))
         if order is None:
-            click.echo(f"No order has the number {normal_order_number(number)!r}.", err=True)
+            click.echo(f"No order has the number {number!r}.", err=True)
             raise SystemExit(1)
         click.echo(f"order {order.order_number}  status={order.status}  "
                    f"placed {order.created_at:%Y-%m-%d %H:%M} UTC")

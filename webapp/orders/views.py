@@ -76,7 +76,7 @@ def create():
             # back, settles it on the resubmit: it places the order, or the UNIQUE
             # digest lands it on the one that was placed. Never a fresh token here.
             log.warning("order not placed or not confirmed: connection lost")
-            form_tokens.store.claim(token, session_id=form_tokens.session_id(), form=FORM)
+            form_tokens.restore(FORM, token)
             return render_form(form, token=token, message=NOT_CONFIRMED, status=503,
                                headers={"Retry-After": "5"})
         case Failed(error):
