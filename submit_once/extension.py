@@ -29,9 +29,6 @@ Settings (``app.config``), all optional but a Redis URL or client:
 from __future__ import annotations
 
 import dataclasses
-import functools
-import hashlib
-import hmac
 import secrets
 import threading
 import time
@@ -43,8 +40,8 @@ from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 import redis
-from flask import Flask, Response, after_this_request, current_app, g, request, session
-from markupsafe import Markup, escape
+from flask import Flask, current_app, request, session
+from markupsafe import Markup
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest, TooManyRequests
 
@@ -57,8 +54,6 @@ __all__ = ["BadFormToken", "FormTokens", "TooManyForms", "TooManyFormsFromClient
 
 T = TypeVar("T")
 _SESSION_KEY = "_form_tokens_sid"
-#: The per-session cap's counter: "<window start>.<count>.<MAC>" (see _session_window).
-COUNT_COOKIE = "form_tokens_count"
 #: Settings renamed since earlier versions: using one stops start-up, naming the new one.
 _RENAMED = {"FORM_TOKENS_WAIT": "FORM_TOKENS_WAIT_SECONDS"}
 #: Bounded waits: a dead Redis costs a request two seconds, never a hung worker.
@@ -206,52 +201,26 @@ class FormTokens:
         :class:`~submit_once.runner.Unavailable` if Redis does not answer.
         """
         state = self.state()
-        limit = state.max_per_client_per_minute if per_client_per_minute is None \
+        sid = self.session_id()
+        per_client = state.max_per_client_per_minute if per_client_per_minute is None \
             else per_client_per_minute
-        window = self._session_window()
+        # Both counts ride in the SET's one command. The session's window is the
+        # TTL: tokens of the previous window may still be live, so a session holds
+        # at most 2 x cap live tokens.
+        session_cap = IssueLimit(f"session:{sid}", state.max_per_session, state.store.ttl)
+        client_limit = IssueLimit(f"client:{request.remote_addr or ''}", per_client, 60)
         try:
-            token = self.store.issue(
-                session_id=self.session_id(), form=form,
-                limit=IssueLimit(request.remote_addr or "", limit) if limit > 0 else None)
+            token = state.store.issue(session_id=sid, form=form,
+                                      limits=(session_cap, client_limit))
         except TooManyIssued as refused:
+            if refused.limit is session_cap:
+                raise TooManyForms(retry_after=refused.retry_after) from None
             raise TooManyFormsFromClient(retry_after=refused.retry_after) from None
         except redis.RedisError as error:
             raise Unavailable(f"{type(error).__name__} while issuing a token") from error
-        if window is not None:
-            self._record_issue(*window)
         if token_issued.receivers:
             token_issued.send(current_app._get_current_object(), form=form)  # type: ignore[attr-defined]
         return token
-
-    def _session_window(self) -> tuple[int, int] | None:
-        # The count lives in a small cookie of its own, not in Redis (the cap
-        # costs the happy path no Redis command) and not in the session: re-signing
-        # the whole session on every render cost ~0.1 ms of CPU (bench/costs.py),
-        # this one keyed BLAKE2b. It is bound to the session id, so another
-        # session's counter is worth nothing. Tokens of the previous window may
-        # still be live, so a session holds at most 2 x cap live tokens. A client
-        # that drops or replays its cookies escapes the count; the per-client limit
-        # (in Redis, by address) and Redis maxmemory with volatile-ttl bound that
-        # (see docs/DEPLOY.md). issue() records a form once its token is issued.
-        cap, ttl = self.state().max_per_session, self.store.ttl
-        if cap <= 0:
-            return None
-        now, sid = int(time.time()), self.session_id()
-        start, count = g.get("_form_tokens_count") or _read_count(
-            request.cookies.get(COUNT_COOKIE, ""), sid)
-        if not 0 <= now - start < ttl:
-            start, count = now, 0
-        if count >= cap:
-            raise TooManyForms(retry_after=start + ttl - now)
-        return start, count
-
-    def _record_issue(self, start: int, count: int) -> None:
-        """One more form issued in this session's window; one cookie per response."""
-        now, sid, ttl = int(time.time()), self.session_id(), self.store.ttl
-        if "_form_tokens_count" not in g:
-            after_this_request(_write_count)
-        g._form_tokens_count = (start, count + 1)
-        g._form_tokens_count_cookie = (_sign_count(sid, start, count + 1), start + ttl - now)
 
     def submitted_token(self) -> str:
         """The token in the submitted form; :class:`BadFormToken` (400) if it is
@@ -340,53 +309,10 @@ class FormTokens:
         return outcome
 
 
-def _count_mac(sid: str, start: int, count: int) -> str:
-    key = _count_key(current_app.secret_key)
-    message = f"{sid}.{start}.{count}".encode()
-    return hashlib.blake2b(message, key=key, digest_size=12).hexdigest()
-
-
-@functools.lru_cache(maxsize=4)
-def _count_key(secret: object) -> bytes:
-    if not secret:
-        raise RuntimeError("FORM_TOKENS_MAX_PER_SESSION needs the app's SECRET_KEY set.")
-    raw = secret if isinstance(secret, bytes) else str(secret).encode()
-    return hashlib.sha256(b"form-tokens-count\x00" + raw).digest()
-
-
-def _sign_count(sid: str, start: int, count: int) -> str:
-    return f"{start}.{count}.{_count_mac(sid, start, count)}"
-
-
-def _read_count(value: str, sid: str) -> tuple[int, int]:
-    """(window start, tokens issued in it) from the cookie; (0, 0) if absent,
-    malformed, forged or another session's (a new window then starts)."""
-    start, _, rest = value.partition(".")
-    count, _, mac = rest.partition(".")
-    if not (start.isdigit() and count.isdigit() and len(start) <= 12 and len(count) <= 9):
-        return 0, 0
-    if not hmac.compare_digest(mac, _count_mac(sid, int(start), int(count))):
-        return 0, 0
-    return int(start), int(count)
-
-
-def _write_count(response: Response) -> Response:
-    value, max_age = g._form_tokens_count_cookie
-    app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
-    cookies = app.session_interface
-    response.set_cookie(
-        COUNT_COOKIE, value, max_age=max_age, path=cookies.get_cookie_path(app),
-        domain=cookies.get_cookie_domain(app), secure=cookies.get_cookie_secure(app),
-        httponly=True, samesite=cookies.get_cookie_samesite(app))
-    return response
-
-
 def form_token_input(token: str) -> Markup:
     """The hidden input that carries ``token``: ``{{ form_token_input(token) }}``."""
     field = FormTokens.state().field
-    return Markup('<input type="hidden" name="{}" value="{}">').format(
-        escape(field), escape(token)
-    )
+    return Markup('<input type="hidden" name="%s" value="%s">') % (field, token)  # both escaped
 
 
 def make_client(url: str | None) -> RedisClient:

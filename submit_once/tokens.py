@@ -9,16 +9,19 @@ Life of a token::
     consume()  GETDEL <prefix>:<digest>                when the form is submitted
                (consume_digest() when the digest is at hand)
 
-Issuing can be bounded per client (``issue(..., limit=IssueLimit(address, 40))``):
-the count rides in the same pipeline as the SET, one round trip as before::
+Issuing can be bounded: per session, per client address, per anything
+(``issue(..., limits=[IssueLimit("client:" + address, 40, 60)])``). Each limit is a
+counter per window, and the counters and the SET are one command, one round trip
+as before (a Cluster, where the keys live on different nodes, sends them as one
+pipeline instead)::
 
-    INCRBY <prefix>:issued:<client digest>:<minute> 1  this client's count this minute
-    EXPIRE <prefix>:issued:<client digest>:<minute> 120
-    SET <prefix>:<digest> 1 EX <ttl> NX
-    (over the limit: DEL <prefix>:<digest>, and TooManyIssued)
+    EVALSHA <issue script> <prefix>:<digest> <prefix>:issued:<who digest>:<window> ...
+        INCR each counter (EXPIRE it with its first count); over a limit: stop, no SET
+        SET <prefix>:<digest> 1 EX <ttl> NX
 
-A client that drops its cookies escapes any count kept in the session; this one
-is kept in Redis, by address, so a flood of form views cannot fill Redis.
+A count kept in a cookie is the client's to drop; these are kept in Redis, and
+the client's address is counted as well as its session, so a flood of form views
+without cookies cannot fill Redis either.
 
 A key the *caller* chooses (an ``Idempotency-Key`` header, a webhook event id)
 is not issued first; it is claimed::
@@ -55,6 +58,7 @@ import hashlib
 import re
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
@@ -88,25 +92,45 @@ def is_well_formed(token: object) -> bool:
 
 @dataclass(frozen=True)
 class IssueLimit:
-    """At most ``per_minute`` tokens a calendar minute for ``client`` (whatever names
-    who asks: an address). Counted per minute, so any 60 s hold at most twice that."""
-    client: str
-    per_minute: int
+    """At most ``most`` tokens per ``seconds`` for whoever ``who`` names (say
+    ``"client:" + address`` or ``"session:" + session_id``; only its digest reaches
+    Redis). Windows are aligned to multiples of ``seconds``, so any ``seconds`` span
+    holds at most twice ``most``."""
+    who: str
+    most: int
+    seconds: int = 60
 
 
 class TooManyIssued(Exception):
-    """The client reached its :class:`IssueLimit`; no token was left behind."""
+    """``limit`` was reached; no token was left behind."""
 
-    def __init__(self, retry_after: int) -> None:
+    def __init__(self, limit: IssueLimit, retry_after: int) -> None:
         super().__init__(f"too many tokens issued; retry after {retry_after} s")
+        self.limit = limit
         self.retry_after = retry_after
+
+
+#: KEYS[1] the token, KEYS[2..] one counter per limit; ARGV[1] the token's TTL, then
+#: per limit its most and its counter's TTL. Returns 0 when the token is set, the limit's
+#: 1-based number when one refused it, -1 on the impossible collision. A script runs
+#: whole, so a counter never lives without its TTL.
+_ISSUE = """
+for i = 2, #KEYS do
+  local count = redis.call('INCR', KEYS[i])
+  if count == 1 then redis.call('EXPIRE', KEYS[i], ARGV[2 * i - 1]) end
+  if count > tonumber(ARGV[2 * i - 2]) then return i - 1 end
+end
+if redis.call('SET', KEYS[1], '1', 'EX', ARGV[1], 'NX') then return 0 end
+return -1
+"""
 
 
 class TokenStore:
     """Issue and consume single-use tokens in one Redis database.
 
-    :param client: a redis-py client (``Redis`` or ``RedisCluster``). Every
-        command touches one key, so any cluster slot layout works.
+    :param client: a redis-py client (``Redis`` or ``RedisCluster``). On a
+        Cluster every command touches one key (``issue`` with limits sends a
+        pipeline there, not its script), so any slot layout works.
     :param ttl: seconds a rendered form stays submittable.
     :param prefix: namespace for the keys, so they can share a database.
     """
@@ -117,6 +141,8 @@ class TokenStore:
         self.client = client
         self.ttl = ttl
         self.prefix = prefix
+        # Sent as EVALSHA (the script is loaded again by itself after a Redis restart).
+        self._issue_script = client.register_script(_ISSUE)
 
     @staticmethod
     def digest(token: str, *, session_id: str, form: str) -> str:
@@ -133,37 +159,56 @@ class TokenStore:
         """The Redis key for ``token`` as bound to this session and form."""
         return f"{self.prefix}:{self.digest(token, session_id=session_id, form=form)}"
 
-    def issue(self, *, session_id: str, form: str, limit: IssueLimit | None = None) -> str:
+    def issue(self, *, session_id: str, form: str,
+              limits: Sequence[IssueLimit] = ()) -> str:
         """Create a token for one rendering of ``form`` in ``session_id``.
 
         One ``SET key 1 EX ttl NX``. Every rendering gets its own token, so
         many open tabs never invalidate one another. NX only guards against
         the impossible (a 256-bit collision): it never overwrites a live key.
 
-        With a ``limit``, the client's count for this minute is taken in the
-        same pipeline (one round trip); over the limit the token just set is
-        deleted and :class:`TooManyIssued` says when to come back.
+        With ``limits``, their counters are taken in the same command (one
+        round trip); over one, no token is set and :class:`TooManyIssued` says
+        which limit and when to come back.
         """
         token = secrets.token_urlsafe(TOKEN_BYTES)
         key = self.key(token, session_id=session_id, form=form)
-        if limit is None or limit.per_minute <= 0:
-            stored = self.client.set(key, 1, ex=self.ttl, nx=True)
+        limits = [limit for limit in limits if limit.most > 0]
+        if not limits:
+            if not self.client.set(key, 1, ex=self.ttl, nx=True):
+                raise RuntimeError("token collision: the random source is broken")
+            return token
+        now = int(time.time())
+        # A counter per window; it lives two windows, so it never ends inside its own.
+        counters = [(f"{self.prefix}:issued:{_short_digest(limit.who)}:{now // limit.seconds}",
+                     limit.most, 2 * limit.seconds) for limit in limits]
+        if isinstance(self.client, RedisCluster):
+            refused = self._issue_in_pipeline(key, counters)
         else:
-            now = int(time.time())
-            # A key per minute: its TTL is set with the count, never left off
-            # (INCR on a key that expired a moment earlier would make one for ever).
-            counter = f"{self.prefix}:issued:{_short_digest(limit.client)}:{now // 60}"
-            pipe = self.client.pipeline(transaction=False)
-            pipe.incr(counter)
-            pipe.expire(counter, 120)
-            pipe.set(key, 1, ex=self.ttl, nx=True)
-            issued, _, stored = pipe.execute()
-            if int(issued) > limit.per_minute:
-                self.client.delete(key)
-                raise TooManyIssued(retry_after=60 - now % 60)
-        if not stored:
+            refused = int(self._issue_script(
+                keys=[key, *(counter for counter, _, _ in counters)],
+                args=[self.ttl, *(n for _, most, life in counters for n in (most, life))]))
+        if refused < 0:
             raise RuntimeError("token collision: the random source is broken")
+        if refused:
+            limit = limits[refused - 1]
+            raise TooManyIssued(limit, retry_after=limit.seconds - now % limit.seconds)
         return token
+
+    def _issue_in_pipeline(self, key: str, counters: list[tuple[str, int, int]]) -> int:
+        """The script's work for a Cluster, whose keys sit on different nodes, in one
+        pipeline: the token is set first and deleted if a limit refuses it."""
+        pipe = self.client.pipeline(transaction=False)
+        for counter, _, life in counters:
+            pipe.incr(counter)
+            pipe.expire(counter, life)  # every time: INCR alone could make a key with none
+        pipe.set(key, 1, ex=self.ttl, nx=True)
+        *replies, stored = pipe.execute()
+        for number, (_, most, _) in enumerate(counters, start=1):
+            if int(replies[2 * number - 2]) > most:
+                self.client.delete(key)
+                return number
+        return 0 if stored else -1
 
     def consume(self, token: str, *, session_id: str, form: str) -> bool:
         """Use ``token`` up; ``True`` for exactly one caller, ever.

@@ -138,6 +138,12 @@ def order_count(servers: Servers) -> int:
         return conn.scalar(text("SELECT count(*) FROM orders"))
 
 
+def token_keys(rdb, pattern: str = "*") -> list[str]:
+    """The live form tokens among ``rdb``'s keys matching ``pattern``: every key but
+    the issuance counts (``ft:issued:…``, one per session and client a window)."""
+    return [key for key in rdb.keys(pattern) if ":issued:" not in str(key)]
+
+
 def hidden(html: str, name: str) -> str:
     """The value of the hidden input called ``name`` in a rendered page."""
     match = re.search(rf'name="{name}"[^>]*value="([^"]*)"', html) or \

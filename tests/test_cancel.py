@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from tests.conftest import hidden
+from tests.conftest import hidden, token_keys
 from tests.races import cancel_racing_ship
 from tests.test_orders import open_form, order_path, submit
 
@@ -36,15 +36,15 @@ def status(servers) -> str:
 
 def test_viewing_an_order_writes_nothing_to_redis(client, order, rdb):
     client.get(order)
-    assert rdb.keys("ft:*") == []
+    assert token_keys(rdb) == []
 
 
 def test_cancel_button_cancels_the_order(client, order, servers, rdb):
     tokens = cancel_form(client, order)
-    (key,) = rdb.keys("ft:*")  # the order form's token was spent: this is the cancel form's
+    (key,) = token_keys(rdb)  # the order form's token was spent: this is the cancel form's
     assert 0 < rdb.ttl(key) <= 3600
     response = client.post(f"{order}/cancel", data=tokens)
-    assert rdb.keys("ft:*") == []  # consumed by the cancel
+    assert token_keys(rdb) == []  # consumed by the cancel
     assert response.status_code == 303 and response.headers["Location"] == f"{order}?cancelled=1"
     page = client.get(response.headers["Location"]).get_data(as_text=True)
     assert "Your order is cancelled" in page and "Cancelled" in page

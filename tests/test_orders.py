@@ -7,7 +7,7 @@ import threading
 import pytest
 from sqlalchemy import text
 
-from tests.conftest import VALID, hidden, order_count
+from tests.conftest import VALID, hidden, order_count, token_keys
 from tests.pauses import after_consume
 
 
@@ -35,7 +35,7 @@ def test_home_leads_to_the_order_form(client):
 def test_form_carries_a_single_use_token_stored_with_a_ttl(client, rdb):
     tokens = open_form(client)
     assert len(tokens["form_token"]) == 43
-    (key,) = rdb.keys("*")
+    (key,) = token_keys(rdb)
     assert 3500 < rdb.ttl(key) <= 3600
 
 
@@ -115,14 +115,14 @@ def test_token_pasted_into_another_session_is_refused_and_stays_valid(app, clien
 @pytest.mark.parametrize("bad", [None, "", "short", "a" * 44, "a" * 42 + "!"])
 def test_missing_or_malformed_form_token_is_a_400_and_touches_nothing(client, rdb, bad):
     tokens = open_form(client)
-    keys_before = rdb.keys("*")
+    keys_before = token_keys(rdb)
     data = {**VALID, "csrf_token": tokens["csrf_token"]}
     if bad is not None:
         data["form_token"] = bad
     response = client.post("/orders", data=data)
     assert response.status_code == 400
     assert "without a valid form token" in response.get_data(as_text=True)
-    assert rdb.keys("*") == keys_before
+    assert token_keys(rdb) == keys_before
     order_path(submit(client, tokens))
 
 
@@ -206,7 +206,7 @@ def test_duplicate_waits_only_up_to_the_bound_then_is_told_to_reload(make_app, s
 
 def test_resurrected_token_is_stopped_by_the_unique_constraint(client, servers, rdb):
     tokens = open_form(client)
-    (key,) = rdb.keys("*")
+    (key,) = token_keys(rdb)
     path = order_path(submit(client, tokens))
     rdb.set(key, 1, ex=60)  # a replica promoted before it saw the GETDEL
     again = submit(client, tokens)

@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from submit_once.extension import COUNT_COOKIE
 from tests.conftest import VALID, hidden, order_count
 from tests.pauses import after_consume
 from webapp.orders import EXPIRED
@@ -156,7 +155,15 @@ def test_secrets_are_never_compared_with_equals_in_python():
     assert offenders == []
 
 
-def test_happy_path_costs_one_set_and_one_getdel_in_redis(client, rdb):
+@pytest.mark.parametrize("cap, commands", [
+    (0, {"set": 1, "getdel": 1}),
+    # The session's count rides in the SET's one command: a script (its TTL was set
+    # with the first count, at the first form).
+    (200, {"evalsha": 1, "incr": 1, "set": 1, "getdel": 1}),
+])
+def test_happy_path_costs_one_command_to_render_and_one_getdel_in_redis(make_app, rdb, cap,
+                                                                        commands):
+    client = make_app(FORM_TOKENS_MAX_PER_SESSION=cap).test_client()
     client.get("/orders/new")  # the app's connection is open (CLIENT SETINFO is done)
     rdb.config_resetstat()
     tokens = open_form(client)
@@ -164,13 +171,15 @@ def test_happy_path_costs_one_set_and_one_getdel_in_redis(client, rdb):
     calls = {name.removeprefix("cmdstat_"): stat["calls"]
              for name, stat in rdb.info("commandstats").items()}
     calls = {k: v for k, v in calls.items() if k not in ("config", "info", "config|resetstat")}
-    assert calls == {"set": 1, "getdel": 1}
+    assert calls == commands
 
 
 def test_a_live_token_costs_at_most_120_bytes_in_redis(client, rdb):
-    open_form(client)
-    (key,) = rdb.keys("*")
-    assert rdb.memory_usage(key, samples=0) <= 120
+    open_form(client), open_form(client)
+    tokens = [key for key in rdb.keys("*") if not key.startswith("ft:issued:")]
+    counts = rdb.keys("ft:issued:*")
+    assert len(tokens) == 2 and len(counts) == 1  # the session cap's count: one per session
+    assert all(rdb.memory_usage(key, samples=0) <= 120 for key in tokens + counts)
 
 
 def test_reloading_the_form_past_the_cap_is_refused_with_a_page_and_adds_no_key(make_app, rdb,
@@ -182,28 +191,27 @@ def test_reloading_the_form_past_the_cap_is_refused_with_a_page_and_adds_no_key(
     assert refused.status_code == 429 and "Too many forms opened" in html
     assert "Use a form you already have open" in html
     assert 0 < int(refused.headers["Retry-After"]) <= 3600
-    assert len(rdb.keys("*")) == 5
+    assert len([k for k in rdb.keys("*") if not k.startswith("ft:issued:")]) == 5
     assert submit(client, live[2]).status_code == 303  # the open forms still work
     later = time.time() + 3600  # an hour later: a new window
-    monkeypatch.setattr("submit_once.extension.time.time", lambda: later)
+    monkeypatch.setattr("submit_once.tokens.time.time", lambda: later)
     assert client.get("/orders/new").status_code == 200
 
 
-def test_a_forged_or_foreign_cap_counter_is_worth_no_more_than_none(make_app):
+def test_the_cap_is_counted_in_redis_where_the_client_cannot_reset_it(make_app, rdb):
+    """No counter cookie to drop, forge or swap with another session's: the count is
+    kept in Redis under a digest of the session id, which never reaches Redis itself."""
     client = make_app(FORM_TOKENS_MAX_PER_SESSION=2).test_client()
-    other = make_app(FORM_TOKENS_MAX_PER_SESSION=2).test_client()
-    open_form(client), open_form(client)
-    open_form(other)
-    foreign = other.get_cookie(COUNT_COOKIE).value  # another session's count of 1
-    start, count, mac = client.get_cookie(COUNT_COOKIE).value.split(".")
-    for forged in (f"{start}.0.{mac}", foreign):
-        client.set_cookie(COUNT_COOKIE, forged)
-        # Refused as a counter: a fresh window, exactly as for a client that dropped the
-        # cookie (which the cap cannot stop; see _count_issue), never a count it chose.
-        assert client.get("/orders/new").status_code == 200
-        assert client.get_cookie(COUNT_COOKIE).value.split(".")[1] == "1"
-    assert client.get("/orders/new").status_code == 200
+    first = client.get("/orders/new")
+    assert [c.split("=")[0] for c in first.headers.getlist("Set-Cookie")] == ["session"]
+    open_form(client)
     assert client.get("/orders/new").status_code == 429
+    with client.session_transaction() as session:
+        sid = session["_form_tokens_sid"]
+    assert not any(sid in key for key in rdb.keys("*"))
+    # Another session has its own count.
+    assert make_app(FORM_TOKENS_MAX_PER_SESSION=2).test_client().get("/orders/new") \
+        .status_code == 200
 
 
 THIEF = {"name": "Eve", "email": "eve@example.com", "address": "1 Elsewhere"}

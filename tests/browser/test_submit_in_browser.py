@@ -19,6 +19,7 @@ from tests.browser.shop import (
     open_form,
     submit_spaced,
 )
+from tests.conftest import token_keys
 
 
 def place_order_button(page):
@@ -184,7 +185,7 @@ def wait_until_tokens_expired(rdb, timeout: float = 15) -> None:
     """Poll Redis until every form token issued so far has expired."""
     import time
     deadline = time.monotonic() + timeout
-    while rdb.keys("ft:*"):
+    while token_keys(rdb):
         assert time.monotonic() < deadline, "form tokens did not expire"
         time.sleep(0.1)
     time.sleep(1.1)  # and the CSRF token's whole-second timestamp with them

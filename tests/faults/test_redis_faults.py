@@ -11,6 +11,7 @@ import threading
 import pytest
 import redis
 
+from tests.conftest import token_keys
 from tests.faults.steps import (
     assert_told_orders_exist,
     form_kept,
@@ -117,7 +118,7 @@ def test_4_a_consumed_token_that_reappears_lands_on_the_existing_order(
     tokens = open_form(client)
     rdb = redis.Redis.from_url(fault_servers.redis.url, decode_responses=True)
     try:
-        (key,) = rdb.keys("*")
+        (key,) = token_keys(rdb)
         first = submit(client, tokens)
         rdb.set(key, 1, ex=60)  # a replica promoted before it saw the GETDEL
         again = submit(client, tokens)
