@@ -31,6 +31,9 @@ class BackFriendlySessionInterface(SecureCookieSessionInterface):
 
     def save_session(self, app: Flask, session: SessionMixin, response: Response) -> None:
         super().save_session(app, session, response)
+        value = response.headers.get("Cache-Control")
+        if value is None or "no-cache" not in value:
+            return  # most pages: no header to parse
         control = response.cache_control
         if control.private and control.no_cache and not control.no_store:
             response.vary.discard("Cookie")

@@ -142,7 +142,7 @@ def resubmit_after_session_loss():
 def reject_repeated_fields() -> None:
     """400 if a field was sent more than once: a browser never does, and which
     value should win would be a guess."""
-    repeated = sorted({name for name in request.form if len(request.form.getlist(name)) > 1})
+    repeated = sorted(name for name, values in request.form.lists() if len(values) > 1)
     if repeated:
         abort(400, f"The field {repeated[0]!r} was sent more than once. Open the form again and "
                    "submit it from there.")
