@@ -21,7 +21,8 @@ import urllib.parse
 
 PATHS = {"tokens": ("/orders/new", "/orders"),
          "baseline": ("/baseline/orders/new", "/baseline/orders"),
-         "nonce": ("/nonce/orders/new", "/nonce/orders")}
+         "nonce": ("/nonce/orders/new", "/nonce/orders"),
+         "floor": ("/floor/orders/new", "/floor/orders")}
 FIELDS = {"product": "1", "quantity": "2", "name": "Ada Lovelace", "email": "ada@example.com",
           "address": "12 St James's Square\nLondon SW1Y 4JH"}
 _HIDDEN = re.compile(r'name="(csrf_token|form_token)"[^>]*value="([^"]*)"')

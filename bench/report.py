@@ -6,6 +6,9 @@ import os
 import platform
 from pathlib import Path
 
+#: The app variants of the sweep, in the order the tables give them.
+VARIANTS = ("tokens", "baseline", "floor", "nonce")
+
 
 def percentiles(latencies: list[float]) -> dict[str, float]:
     """p50/p95/p99 in milliseconds (nearest rank)."""
@@ -76,7 +79,7 @@ def figures(results: dict) -> dict[str, list[float]]:
 
     for rep in range(results["repetitions"]):
         pooled = {v: _pooled(_select(results["runs"], variant=v, repetition=rep))
-                  for v in ("tokens", "baseline", "nonce")}
+                  for v in VARIANTS}
         for v, run in pooled.items():
             add(f"orders_per_s.{v}", _rate(run))
             add(f"app_cpu_ms.{v}", _cpu(run))
@@ -85,19 +88,30 @@ def figures(results: dict) -> dict[str, list[float]]:
             add(f"cycle_p99_ms.{v}", p["p99"])
             add(f"form_p50_ms.{v}", percentiles(run["form_latencies"])["p50"])
         base = pooled["baseline"]
-        for v in ("tokens", "nonce"):
+        for v in ("tokens", "floor", "nonce"):
             add(f"ratio.{v}", _rate(pooled[v]) / max(_rate(base), 1e-9))
             add(f"overhead_cpu_ms.{v}", _cpu(pooled[v]) - _cpu(base))
             add(f"overhead_form_p50_ms.{v}", out[f"form_p50_ms.{v}"][-1]
                 - out["form_p50_ms.baseline"][-1])
-        for command in ("set", "getdel"):
-            add(f"redis_per_order.{command}",
-                pooled["tokens"]["redis"].get(command, 0) / max(pooled["tokens"]["orders"], 1))
-        add("redis_per_order.other", sum(
-            n for k, n in pooled["tokens"]["redis"].items() if k not in ("set", "getdel"))
-            / max(pooled["tokens"]["orders"], 1))
-        add("redis_per_order.nonce", sum(pooled["nonce"]["redis"].values())
-            / max(pooled["nonce"]["orders"], 1))
+        # Commands a script runs count in INFO commandstats too: a round trip is a
+        # top-level command (the render's EVALSHA, with its SET and counts inside).
+        calls, orders = pooled["tokens"]["redis"], max(pooled["tokens"]["orders"], 1)
+        scripts = calls.get("evalsha", 0) + calls.get("eval", 0)
+        inside = min(calls.get("set", 0), scripts) + calls.get("incr", 0) + calls.get("expire", 0)
+        add("redis_per_order.script", scripts / orders)
+        add("redis_per_order.inside", inside / orders)
+        add("redis_per_order.set", (calls.get("set", 0) - min(calls.get("set", 0), scripts))
+            / orders)
+        add("redis_per_order.getdel", calls.get("getdel", 0) / orders)
+        add("redis_per_order.other", (sum(calls.values()) - scripts - inside
+                                      - calls.get("getdel", 0) - calls.get("set", 0)
+                                      + min(calls.get("set", 0), scripts)) / orders)
+        add("redis_round_trips_per_order", (sum(calls.values()) - inside) / orders)
+        add("ratio.tokens_to_floor", _rate(pooled["tokens"]) / max(_rate(pooled["floor"]), 1e-9))
+        add("overhead_cpu_ms.tokens_over_floor", _cpu(pooled["tokens"]) - _cpu(pooled["floor"]))
+        for v in ("floor", "nonce"):
+            add(f"redis_per_order.{v}", sum(pooled[v]["redis"].values())
+                / max(pooled[v]["orders"], 1))
     for storm in results["storms"]:
         summary = storm_summary(storm)
         v = summary["variant"]
@@ -131,7 +145,7 @@ def as_json(results: dict) -> dict:
     """latest.json: one entry per variant and level (summed over the repetitions, each
     repetition's own figures beside), the figures' min / median / max, the storms."""
     entries = []
-    for v in ("tokens", "baseline", "nonce"):
+    for v in VARIANTS:
         for level in results["levels"]:
             mine = _select(results["runs"], variant=v, concurrency=level)
             pooled = _pooled(mine)
@@ -171,47 +185,62 @@ def markdown(results: dict) -> str:
         f"Each cell: **median** (min – max) over the {reps} repetitions. *tokens* = this "
         "pattern (Redis SET at render, advisory lock + GETDEL at submit); *baseline* = the "
         "same app with no once-only protection at all; *signed nonce* = no Redis: an HMAC-"
-        "signed nonce in the form and the UNIQUE column decides (bench/nonce.py).",
+        "signed nonce in the form and the UNIQUE column decides (bench/nonce.py); *floor* = "
+        "the baseline plus one bare SET at render and one bare GETDEL at submit through the "
+        "same redis-py client, nothing else (bench/floor.py): what asking Redis at all costs "
+        "on this machine, the least any Redis-backed token can cost.",
         "",
-        "| figure | tokens | baseline | signed nonce |",
-        "|---|---|---|---|",
+        "| figure | tokens | baseline | floor | signed nonce |",
+        "|---|---|---|---|---|",
         f"| orders/s, full cycle (GET form → POST → follow 303), all levels ({levels} users) "
         f"| {_f(f['orders_per_s.tokens'])} | {_f(f['orders_per_s.baseline'])} "
-        f"| {_f(f['orders_per_s.nonce'])} |",
+        f"| {_f(f['orders_per_s.floor'])} | {_f(f['orders_per_s.nonce'])} |",
         f"| throughput ratio to baseline (target ≥ 0.95 for tokens) "
-        f"| {_f(f['ratio.tokens'], 3, True)} | 1 | {_f(f['ratio.nonce'], 3)} |",
+        f"| {_f(f['ratio.tokens'], 3, True)} | 1 | {_f(f['ratio.floor'], 3, True)} "
+        f"| {_f(f['ratio.nonce'], 3)} |",
+        f"| throughput ratio to the floor "
+        f"| {_f(f['ratio.tokens_to_floor'], 3, True)} | | 1 | |",
         f"| app CPU per order, gunicorn workers (ms; least sensitive to other load) "
         f"| {_f(f['app_cpu_ms.tokens'], 2)} | {_f(f['app_cpu_ms.baseline'], 2)} "
-        f"| {_f(f['app_cpu_ms.nonce'], 2)} |",
+        f"| {_f(f['app_cpu_ms.floor'], 2)} | {_f(f['app_cpu_ms.nonce'], 2)} |",
         f"| CPU overhead per order vs baseline (ms; target ≤ 0.5 for tokens) "
         f"| {_f(f['overhead_cpu_ms.tokens'], 2, True)} | 0 "
-        f"| {_f(f['overhead_cpu_ms.nonce'], 2)} |",
+        f"| {_f(f['overhead_cpu_ms.floor'], 2)} | {_f(f['overhead_cpu_ms.nonce'], 2)} |",
+        f"| CPU per order above the floor (ms) "
+        f"| {_f(f['overhead_cpu_ms.tokens_over_floor'], 2, True)} | | 0 | |",
         f"| render: p50 GET /orders/new (ms) | {_f(f['form_p50_ms.tokens'], 2)} "
-        f"| {_f(f['form_p50_ms.baseline'], 2)} | {_f(f['form_p50_ms.nonce'], 2)} |",
+        f"| {_f(f['form_p50_ms.baseline'], 2)} | {_f(f['form_p50_ms.floor'], 2)} "
+        f"| {_f(f['form_p50_ms.nonce'], 2)} |",
         f"| render overhead vs baseline, p50 (ms) "
         f"| {_f(f['overhead_form_p50_ms.tokens'], 2, True)} | 0 "
+        f"| {_f(f['overhead_form_p50_ms.floor'], 2)} "
         f"| {_f(f['overhead_form_p50_ms.nonce'], 2)} |",
         f"| cycle latency p50 / p99 (ms), all levels "
         f"| {_f(f['cycle_p50_ms.tokens'])} / {_f(f['cycle_p99_ms.tokens'])} "
         f"| {_f(f['cycle_p50_ms.baseline'])} / {_f(f['cycle_p99_ms.baseline'])} "
+        f"| {_f(f['cycle_p50_ms.floor'])} / {_f(f['cycle_p99_ms.floor'])} "
         f"| {_f(f['cycle_p50_ms.nonce'])} / {_f(f['cycle_p99_ms.nonce'])} |",
-        f"| Redis commands per successful order (target 2) "
-        f"| SET {_f(f['redis_per_order.set'], 2)}, GETDEL {_f(f['redis_per_order.getdel'], 2)}"
+        f"| Redis round trips per successful order (target 2) "
+        f"| **{_f(f['redis_round_trips_per_order'], 2)}**: EVALSHA "
+        f"{_f(f['redis_per_order.script'], 2)} (running {_f(f['redis_per_order.inside'], 2)} "
+        f"commands: the SET and the session's and client's counts), "
+        f"SET {_f(f['redis_per_order.set'], 2)}, GETDEL {_f(f['redis_per_order.getdel'], 2)}"
         f", other {_f(f['redis_per_order.other'], 3)} | 0 "
+        f"| {_f(f['redis_per_order.floor'], 2)} (SET, GETDEL) "
         f"| {_f(f['redis_per_order.nonce'], 2)} |",
         f"| storm: {storm_summary(results['storms'][0])['posts']} concurrent POSTs of one form: "
         f"orders created; all 303 to one order | {_f(f['storm.tokens.orders'], 0)}; "
-        f"{'yes' if min(f['storm.tokens.all_on_one']) else '**no**'} | "
+        f"{'yes' if min(f['storm.tokens.all_on_one']) else '**no**'} | | "
         f"| {_f(f['storm.nonce.orders'], 0)}; "
         f"{'yes' if min(f['storm.nonce.all_on_one']) else '**no**'} |",
-        f"| storm: first answered (ms) | {_f(f['storm.tokens.first_ms'], 0)} | "
+        f"| storm: first answered (ms) | {_f(f['storm.tokens.first_ms'], 0)} | | "
         f"| {_f(f['storm.nonce.first_ms'], 0)} |",
         f"| storm: duplicates answered, p50 / p99 (ms) "
         f"| {_f(f['storm.tokens.dup_p50_ms'], 0)} / {_f(f['storm.tokens.dup_p99_ms'], 0, True)} "
-        f"| | {_f(f['storm.nonce.dup_p50_ms'], 0)} / {_f(f['storm.nonce.dup_p99_ms'], 0)} |",
+        f"| | | {_f(f['storm.nonce.dup_p50_ms'], 0)} / {_f(f['storm.nonce.dup_p99_ms'], 0)} |",
         f"| Redis bytes per live token, MEMORY USAGE over {memory['tokens']} keys "
         f"| {memory['memory_usage_avg']:.0f} (key {memory['key_length']} chars, value "
-        f"\"1\", TTL) | | none |",
+        f"\"1\", TTL) | | | none |",
         "",
         "The claim step alone, same Redis, a fresh key per claim (the first submit's path):",
         "",
@@ -226,21 +255,24 @@ def markdown(results: dict) -> str:
         "",
         "Per level (medians over the repetitions):",
         "",
-        "| users | orders/s tokens / baseline / nonce | ratio tokens | "
-        "app CPU ms/order tokens / baseline / nonce | failed cycles |",
-        "|---|---|---|---|---|",
+        "| users | orders/s tokens / baseline / floor / nonce | ratio tokens | ratio floor | "
+        "app CPU ms/order tokens / baseline / floor / nonce | failed cycles |",
+        "|---|---|---|---|---|---|",
     ]
     for level in results["levels"]:
         per = {v: [_select(results["runs"], variant=v, concurrency=level, repetition=r)[0]
-                   for r in range(reps)] for v in ("tokens", "baseline", "nonce")}
+                   for r in range(reps)] for v in VARIANTS}
         rate = {v: _median([_rate(r) for r in runs]) for v, runs in per.items()}
         cpu = {v: _median([_cpu(r) for r in runs]) for v, runs in per.items()}
         failed = {v: sum(r["failures"] for r in runs) for v, runs in per.items()}
+        ratio = {v: _median([_rate(t) / max(_rate(b), 1e-9)
+                             for t, b in zip(per[v], per["baseline"], strict=True)])
+                 for v in ("tokens", "floor")}
         lines.append(
-            f"| {level} | {rate['tokens']:.1f} / {rate['baseline']:.1f} / {rate['nonce']:.1f} "
-            f"| {_median([_rate(t) / max(_rate(b), 1e-9) for t, b in zip(per['tokens'], per['baseline'], strict=True)]):.3f} "  # noqa: E501
-            f"| {cpu['tokens']:.2f} / {cpu['baseline']:.2f} / {cpu['nonce']:.2f} "
-            f"| {failed['tokens']} / {failed['baseline']} / {failed['nonce']} |")
+            f"| {level} | {' / '.join(f'{rate[v]:.1f}' for v in VARIANTS)} "
+            f"| {ratio['tokens']:.3f} | {ratio['floor']:.3f} "
+            f"| {' / '.join(f'{cpu[v]:.2f}' for v in VARIANTS)} "
+            f"| {' / '.join(str(failed[v]) for v in VARIANTS)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -254,6 +286,7 @@ def plot(runs: list[dict], path: Path) -> None:
     levels = sorted({r["concurrency"] for r in runs})
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
     styles = {"tokens": ("o", "-", "with tokens"), "baseline": ("s", "--", "baseline (no tokens)"),
+              "floor": ("v", "-.", "floor: bare SET + GETDEL"),
               "nonce": ("^", ":", "signed nonce + UNIQUE (no Redis)")}
     for variant, (marker, line, label) in styles.items():
         rates = [[_rate(r) for r in _select(runs, variant=variant, concurrency=c)]

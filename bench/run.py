@@ -1,7 +1,9 @@
 """Benchmark the token layer against a baseline that does the same work without it,
-and against the strongest alternative without Redis (a signed nonce, bench/nonce.py).
+against the floor of any Redis-backed token (the baseline plus one bare SET and one
+bare GETDEL, bench/floor.py), and against the strongest alternative without Redis
+(a signed nonce, bench/nonce.py).
 
-    scripts/bench                 # defaults below: 3 repetitions of the sweep, ~7-8 minutes
+    scripts/bench                 # defaults below: 3 repetitions of the sweep, ~10 minutes
     scripts/bench --quick         # the same figures from short runs, ~1.5 minutes
     scripts/bench --workers 2 --threads 4 --concurrency 1,4,8,16 --seconds 10 --repetitions 3
 
@@ -32,7 +34,7 @@ from .load import Browser
 from .servers import ROOT, databases, gunicorn, worker_cpu_seconds
 
 RESULTS = ROOT / "bench" / "results"
-VARIANTS = ("tokens", "baseline", "nonce")
+VARIANTS = report.VARIANTS
 #: --quick: every figure, from short runs (about two minutes).
 QUICK = {"concurrency": "1,8", "seconds": 2.0, "rounds": 2, "storm": 100, "claims": 1000}
 
