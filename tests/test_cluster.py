@@ -146,7 +146,7 @@ def test_the_per_client_form_limit_works_across_cluster_slots(make_app, cluster,
     """The count and the token live in different slots: the pipeline splits by node."""
     client = make_app(REDIS_URL=cluster_url, FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=5) \
         .test_client(use_cookies=False)
-    if time.time() % 60 > 50:  # the count is per calendar minute
+    if time.time() % 60 > 50:  # the count is per minute of the clock
         time.sleep(61 - time.time() % 60)
     assert [client.get("/orders/new").status_code for _ in range(7)] == [200] * 5 + [429] * 2
     keys = [k for node in cluster for k in redis.Redis(port=node.port).keys("*")]
