@@ -102,3 +102,15 @@ def test_an_order_costs_two_round_trips_to_redis_with_or_without_the_limits(
     calls = {name.removeprefix("cmdstat_"): stat["calls"]
              for name, stat in rdb.info("commandstats").items()}
     assert {k: v for k, v in calls.items() if k not in ("config", "info")} == commands
+
+
+def test_a_redis_that_forgot_the_counting_script_is_taught_it_again(make_app, rdb):
+    """After a restart or a failover Redis has no scripts: the next form still opens
+    (redis-py answers NOSCRIPT with SCRIPT LOAD) and is counted."""
+    client = make_app(FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=LIMIT).test_client()
+    away_from_a_minute_boundary()
+    assert client.get("/orders/new").status_code == 200
+    rdb.script_flush()
+    assert client.get("/orders/new").status_code == 200
+    assert len(form_keys(rdb)) == 2
+    assert sorted(int(rdb.get(key)) for key in rdb.keys("ft:issued:*")) == [2, 2]
