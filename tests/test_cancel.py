@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 
 from tests.conftest import hidden, token_keys
 from tests.races import cancel_racing_ship
@@ -123,3 +125,33 @@ def test_concurrent_cancel_and_ship_exactly_one_wins_and_the_loser_is_told_why(
     else:
         assert status(servers) == "shipped" and page.status_code == 409
         assert "An order that is shipped cannot be cancelled." in page.get_data(as_text=True)
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["commit-landed", "commit-lost"])
+def test_a_cancel_whose_commit_lost_its_answer_never_says_nothing_changed(
+        client, order, servers, monkeypatch, committed):
+    """A failover during the cancel's COMMIT: the page says it could not confirm and
+    sends the customer to the order, whose status settles it; cancelling again from
+    there is one cancel, never a dead end."""
+    tokens = cancel_form(client, order)
+    real_commit = Session.commit
+
+    def commit_then_lose_the_reply(self):
+        monkeypatch.setattr(Session, "commit", real_commit)
+        if committed:
+            real_commit(self)
+        raise OperationalError("COMMIT", None, Exception("server closed the connection"),
+                               connection_invalidated=True)
+
+    monkeypatch.setattr(Session, "commit", commit_then_lose_the_reply)
+    unsure = client.post(f"{order}/cancel", data=tokens)
+    html = unsure.get_data(as_text=True)
+    assert unsure.status_code == 503
+    assert "could not confirm the cancel" in html and "nothing changed" not in html
+    assert status(servers) == ("cancelled" if committed else "placed")
+    page = client.get(order).get_data(as_text=True)
+    assert ("Cancel order" in page) is not committed
+    if not committed:
+        again = client.post(f"{order}/cancel", data=cancel_form(client, order))
+        assert again.status_code == 303 and again.location.endswith("?cancelled=1")
+        assert status(servers) == "cancelled"

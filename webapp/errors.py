@@ -48,6 +48,11 @@ def init_app(app: Flask) -> None:
 
 
 def _http_error(error: HTTPException):
+    if error.code == 503 and not wants_problem():
+        # A view that knows why it cannot go on (abort(503, why)): say so, and when
+        # to come back; the 500 page would hide what the customer should do.
+        headers = {k: v for k, v in error.get_headers() if k.lower() != "content-type"}
+        return render_error(503, error.description, headers={"Retry-After": "5", **headers})
     if wants_problem() and not (error.code and error.code >= 500):
         return problem_for_http_error(error)
     if error.code and error.code >= 500:

@@ -8,6 +8,8 @@ import time
 
 import pytest
 from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 
 from tests.conftest import hidden, token_keys
 from tests.pauses import after_consume
@@ -233,3 +235,36 @@ def test_a_request_reserved_while_the_submit_runs_is_refused_with_the_amount_kep
     assert response.status_code == 409 and "more than is left to refund" in response.text
     assert 'value="30"' in response.text and "Up to €26.00." in response.text
     assert requests_of(servers, order_id) == [] and reserved(servers, order_id) == 1000
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["commit-landed", "commit-lost"])
+def test_a_connection_lost_at_commit_keeps_the_same_token_and_the_resubmit_settles_it(
+        client, servers, rdb, monkeypatch, order, committed):
+    """A failover kills the connection while COMMIT is in flight: the request may
+    exist. The page keeps the amount and the same token (a fresh one would request
+    the money twice), and the resubmit lands on the request or takes it once, even
+    when what is left no longer covers a second one."""
+    order_id, public_id = order
+    tokens = open_refund_form(client, public_id)
+    real_commit = Session.commit
+
+    def commit_then_lose_the_reply(self):
+        monkeypatch.setattr(Session, "commit", real_commit)
+        if committed:
+            real_commit(self)
+        raise OperationalError("COMMIT", None, Exception("server closed the connection"),
+                               connection_invalidated=True)
+
+    monkeypatch.setattr(Session, "commit", commit_then_lose_the_reply)
+    unsure = refund(client, public_id, tokens, "30")
+    html = unsure.get_data(as_text=True)
+    assert unsure.status_code == 503 and unsure.headers["Retry-After"] == "5"
+    assert "We could not confirm your refund request" in html and 'value="30"' in html
+    assert hidden(html, "form_token") == tokens["form_token"]
+    assert len(requests_of(servers, order_id)) == (1 if committed else 0)
+    again = refund(client, public_id, tokens, "30")
+    assert again.status_code == 303
+    assert again.headers["Location"].endswith("refund=already" if committed
+                                              else "refund=requested")
+    assert [amount for _, amount, _, _ in requests_of(servers, order_id)] == [3000]
+    assert token_keys(rdb) == []  # the token put back was spent by the resubmit

@@ -16,6 +16,7 @@ import logging
 
 from flask import Blueprint, abort, redirect, render_template, url_for
 from sqlalchemy import select
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from submit_once.runner import Created, Duplicate, Expired, Failed, Refused, StillRunning
@@ -81,6 +82,13 @@ def cancel(public_id: str):
             return refused_page(public_id, EXPIRED)
         case StillRunning():
             return render_template("orders/still_running.html"), 503, {"Retry-After": "2"}
+        case Failed(OperationalError(connection_invalidated=True)):
+            # Lost mid-COMMIT: the cancel may have happened. Never "nothing changed";
+            # a cancel is settled by the order's status, so pressing it again is safe.
+            log.warning("cancel not confirmed: connection lost")
+            abort(503, "We could not confirm the cancel: our order system stopped answering "
+                       "while cancelling. Open your order in a few moments to see whether it "
+                       "is cancelled; pressing “Cancel order” again never cancels twice.")
         case Failed(error):
             log.warning("cancel failed: %s", type(error).__name__)
             abort(503, "We could not cancel your order just now; nothing changed. "

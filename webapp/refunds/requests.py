@@ -42,11 +42,15 @@ class RequeueRefused(Exception):
 
 
 def request_refund(db: Session, order_id: int, cents: int, key: str) -> None:
-    """Reserve ``cents`` on the order and insert the request, in ``db``'s transaction."""
-    if not _reserve(db, order_id, cents):
-        raise NotEnoughLeft(order_id)
+    """Insert the request and reserve ``cents`` on the order, in ``db``'s transaction.
+
+    The INSERT goes first: a key that was already used fails on its UNIQUE column
+    before the reservation is tried, so a resubmit of a request that did commit
+    lands on it, even when what is left no longer covers a second one."""
     db.add(RefundRequest(idempotency_key=key, order_id=order_id, amount_cents=cents))
     db.flush()  # a repeated key fails here, inside the transaction
+    if not _reserve(db, order_id, cents):
+        raise NotEnoughLeft(order_id)
     wake_relay(db)
 
 

@@ -14,6 +14,7 @@ for the same money is refused at once.
 from __future__ import annotations
 
 from flask import Blueprint, abort, redirect, render_template, url_for
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from submit_once.runner import Created, Duplicate, Expired, Failed, Refused, StillRunning
@@ -33,6 +34,9 @@ NOT_QUEUED = ("We could not take your refund request just now, so nothing was re
 NOT_ENOUGH_LEFT = ("Nothing was requested: the amount is more than is left to refund. "
                    "Please check it and submit again.")
 STILL_RUNNING = "Your first request is still being taken — reload this page in a few seconds."
+NOT_CONFIRMED = ("We could not confirm your refund request: our order system stopped answering "
+                 "while taking it. Please submit again in a few moments: if it was taken you "
+                 "will see it, and it will not be taken twice.")
 
 
 def form_name(public_id: str) -> str:
@@ -72,10 +76,12 @@ def create(public_id: str):
     token = form_tokens.submitted_token()  # malformed: 400, Redis untouched
     order = refundable_order_or_abort(public_id)
     form = RefundForm(refundable_cents(order))
+    name = form_name(public_id)
     if not form.validate():
+        if request_taken(name, token):
+            return redirect(url_for("orders.show", public_id=public_id, refund="already"), 303)
         return render_form(order, form, token=token, status=422)  # the token stays valid
 
-    name = form_name(public_id)
     outcome = form_tokens.submit_once(
         name, token, sessions=sessions(),
         create=lambda db, digest: create_request(db, order, form.cents, digest),
@@ -88,12 +94,31 @@ def create(public_id: str):
             return redirect(url_for("orders.show", public_id=public_id, refund="already"), 303)
         case Failed(Refused() as refused):
             return form_again(public_id, form, str(refused), 409)
+        case Failed(OperationalError(connection_invalidated=True)):
+            # The connection died mid-transaction (a failover during COMMIT): the
+            # request may exist. A fresh token would let the resubmit request the
+            # amount twice; the same token, put back, lands on it or takes it once.
+            form_tokens.restore(name, token)
+            return render_form(order, form, token=token, message=NOT_CONFIRMED, status=503,
+                               headers={"Retry-After": "5"})
         case Failed(_) | Expired(waited=True):
             return form_again(public_id, form, NOT_QUEUED, 503)
         case Expired():
             return form_again(public_id, form, EXPIRED, 409)
         case StillRunning():
             return form_again(public_id, form, STILL_RUNNING, 503)
+
+
+def request_taken(name: str, token: str) -> bool:
+    """Whether this very form's request exists: the resubmit after "could not
+    confirm" of a request that did commit, which the amount check would otherwise
+    refuse as more than is left. Its token, put back for that resubmit, is spent."""
+    digest = form_tokens.digest(name, token)
+    with sessions()() as db:
+        if find_request_order(db, digest) is None:
+            return False
+    form_tokens.store.consume_digest(digest)
+    return True
 
 
 def create_request(db: Session, order: Order, cents: int, digest: str) -> str:
@@ -128,9 +153,10 @@ def refundable_order_or_abort(public_id: str) -> Order:
 
 
 def render_form(order: Order, form: RefundForm, *, token: str | None = None,
-                message: str | None = None, status: int = 200):
+                message: str | None = None, status: int = 200,
+                headers: dict[str, str] | None = None):
     """The refund page with the amount typed; a fresh token unless one is given."""
     if token is None:
         token = form_tokens.issue(form_name(order.public_id))
     return render_template("orders/refund.html", order=order, form=form, form_token=token,
-                           message=message), status
+                           message=message), status, headers or {}
