@@ -13,7 +13,10 @@ for the same money is refused at once.
 
 from __future__ import annotations
 
+from contextlib import suppress
+
 from flask import Blueprint, abort, redirect, render_template, url_for
+from redis.exceptions import RedisError
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
@@ -117,14 +120,15 @@ def request_taken(name: str, token: str) -> bool:
     with sessions()() as db:
         if find_request_order(db, digest) is None:
             return False
-    form_tokens.store.consume_digest(digest)
+    with suppress(RedisError):  # the answer is known whatever Redis says
+        form_tokens.store.consume_digest(digest)
     return True
 
 
 def create_request(db: Session, order: Order, cents: int, digest: str) -> str:
-    """Reserve and record the request, inside submit_once's transaction (the token
-    is spent). What is left is checked again by the reserving UPDATE: a refund
-    requested or applied since the form was validated makes this one too large."""
+    """Record the request and reserve its amount, inside submit_once's transaction
+    (the token is spent). What is left is checked again by the reserving UPDATE: a
+    refund requested or applied since the form was validated makes this one too large."""
     try:
         request_refund(db, order.id, cents, digest)
     except NotEnoughLeft:
