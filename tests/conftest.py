@@ -13,6 +13,8 @@ import pytest
 import redis
 from flask import Flask
 from sqlalchemy import Engine, text
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 
 from dev.embedded import EmbeddedPostgres, EmbeddedRedis
 from webapp import create_app
@@ -136,6 +138,21 @@ def rdb(servers: Servers) -> redis.Redis:
 def order_count(servers: Servers) -> int:
     with servers.engine.connect() as conn:
         return conn.scalar(text("SELECT count(*) FROM orders"))
+
+
+def lose_the_commit_reply(monkeypatch, *, committed: bool) -> None:
+    """The next COMMIT loses its answer as in a database failover: the connection is
+    gone, so the app cannot know whether it landed (it did when ``committed``)."""
+    real_commit = Session.commit
+
+    def commit_then_lose_the_reply(self):
+        monkeypatch.setattr(Session, "commit", real_commit)
+        if committed:
+            real_commit(self)
+        raise OperationalError("COMMIT", None, Exception("server closed the connection"),
+                               connection_invalidated=True)
+
+    monkeypatch.setattr(Session, "commit", commit_then_lose_the_reply)
 
 
 def token_keys(rdb, pattern: str = "*") -> list[str]:

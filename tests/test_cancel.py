@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.exc import OperationalError
-from sqlalchemy.orm import Session
 
-from tests.conftest import hidden, token_keys
+from tests.conftest import hidden, lose_the_commit_reply, token_keys
 from tests.races import cancel_racing_ship
 from tests.test_orders import open_form, order_path, submit
 
@@ -134,16 +132,7 @@ def test_a_cancel_whose_commit_lost_its_answer_never_says_nothing_changed(
     sends the customer to the order, whose status settles it; cancelling again from
     there is one cancel, never a dead end."""
     tokens = cancel_form(client, order)
-    real_commit = Session.commit
-
-    def commit_then_lose_the_reply(self):
-        monkeypatch.setattr(Session, "commit", real_commit)
-        if committed:
-            real_commit(self)
-        raise OperationalError("COMMIT", None, Exception("server closed the connection"),
-                               connection_invalidated=True)
-
-    monkeypatch.setattr(Session, "commit", commit_then_lose_the_reply)
+    lose_the_commit_reply(monkeypatch, committed=committed)
     unsure = client.post(f"{order}/cancel", data=tokens)
     html = unsure.get_data(as_text=True)
     assert unsure.status_code == 503

@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.exc import OperationalError
-from sqlalchemy.orm import Session
 
-from tests.conftest import VALID, hidden, order_count
+from tests.conftest import VALID, hidden, lose_the_commit_reply, order_count
 
 
 def place(client) -> tuple[dict[str, str], str]:
@@ -76,19 +74,10 @@ def test_a_connection_lost_at_commit_keeps_the_same_token_and_the_resubmit_settl
     know whether the order exists. The page must not say "not placed" with a
     fresh token (a resubmit would then place a second order): it keeps the same
     token, and the resubmit lands on the order or places it once."""
-    real_commit = Session.commit
-
-    def commit_then_lose_the_reply(self):
-        monkeypatch.setattr(Session, "commit", real_commit)
-        if committed:
-            real_commit(self)
-        raise OperationalError("COMMIT", None, Exception("server closed the connection"),
-                               connection_invalidated=True)
-
     page = client.get("/orders/new").get_data(as_text=True)
     form = {**VALID, "csrf_token": hidden(page, "csrf_token"),
             "form_token": hidden(page, "form_token")}
-    monkeypatch.setattr(Session, "commit", commit_then_lose_the_reply)
+    lose_the_commit_reply(monkeypatch, committed=committed)
     unsure = client.post("/orders", data=form)
     html = unsure.get_data(as_text=True)
     assert unsure.status_code == 503 and "We could not confirm your order" in html

@@ -8,10 +8,8 @@ import time
 
 import pytest
 from sqlalchemy import text
-from sqlalchemy.exc import OperationalError
-from sqlalchemy.orm import Session
 
-from tests.conftest import hidden, token_keys
+from tests.conftest import hidden, lose_the_commit_reply, token_keys
 from tests.pauses import after_consume
 from tests.refunds.conftest import requests_of, wait_until
 from webapp.extensions import form_tokens
@@ -246,16 +244,7 @@ def test_a_connection_lost_at_commit_keeps_the_same_token_and_the_resubmit_settl
     when what is left no longer covers a second one."""
     order_id, public_id = order
     tokens = open_refund_form(client, public_id)
-    real_commit = Session.commit
-
-    def commit_then_lose_the_reply(self):
-        monkeypatch.setattr(Session, "commit", real_commit)
-        if committed:
-            real_commit(self)
-        raise OperationalError("COMMIT", None, Exception("server closed the connection"),
-                               connection_invalidated=True)
-
-    monkeypatch.setattr(Session, "commit", commit_then_lose_the_reply)
+    lose_the_commit_reply(monkeypatch, committed=committed)
     unsure = refund(client, public_id, tokens, "30")
     html = unsure.get_data(as_text=True)
     assert unsure.status_code == 503 and unsure.headers["Retry-After"] == "5"
