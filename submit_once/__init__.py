@@ -21,6 +21,7 @@ from .runner import (
     Refused,
     StillRunning,
     Unavailable,
+    Unconfirmed,
     run_once,
     submit_once,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "TokenStore",
     "TooManyForms",
     "Unavailable",
+    "Unconfirmed",
     "form_token_input",
     "is_well_formed",
     "run_once",

@@ -45,7 +45,7 @@ from markupsafe import Markup
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest, TooManyRequests
 
-from .runner import Created, Duplicate, Outcome, Sessions, Unavailable, run_once
+from .runner import Created, Duplicate, Outcome, Sessions, Unavailable, Unconfirmed, run_once
 from .signals import submit_decided, token_issued
 from .tokens import IssueLimit, RedisClient, TokenStore, TooManyIssued, is_well_formed
 
@@ -250,7 +250,9 @@ class FormTokens:
         runner then uses the request's session without closing it, and ends its
         transaction first so a waiting duplicate holds no connection).
         Raises :class:`~submit_once.runner.Unavailable` if Redis or PostgreSQL
-        does not answer before the token is spent; the signals it sends
+        does not answer before the token is spent. On
+        :class:`~submit_once.runner.Unconfirmed` the token is put back (see
+        :meth:`restore`): answer with the same token, never a fresh one. The signals it sends
         (``token_consumed``, ``submit_committed``, ``submit_decided``) have the
         app as sender.
         """
@@ -266,6 +268,8 @@ class FormTokens:
         )
         if isinstance(outcome, Created | Duplicate):
             state.settled.remember(digest, outcome.result)
+        elif isinstance(outcome, Unconfirmed):
+            self.restore(form, token)  # the resubmit of this very token settles it
         if submit_decided.receivers:
             submit_decided.send(app, form=form, outcome=outcome,
                                 seconds=time.perf_counter() - started, digest=digest)
@@ -273,12 +277,13 @@ class FormTokens:
 
     def restore(self, form: str, token: str) -> None:
         """Put a spent token back (one ``SET NX EX``), for the one case where that is
-        right: the outcome was :class:`~submit_once.runner.Failed` because the
-        database connection died mid-transaction, so nobody knows whether the
-        COMMIT landed. Resubmitting the same token then settles it: the GETDEL
-        succeeds and ``create`` either places the row or meets the UNIQUE column
-        and lands on the row that was placed. Never after a known rollback (a fresh
-        token is right there), and never in a ``finally``."""
+        right, which :meth:`submit_once` does by itself: the outcome was
+        :class:`~submit_once.runner.Unconfirmed` (the database connection died
+        mid-transaction), so nobody knows whether the COMMIT landed. Resubmitting the
+        same token then settles it: the GETDEL succeeds and ``create`` either places
+        the row or meets the UNIQUE column and lands on the row that was placed.
+        Never after a known rollback (a fresh token is right there), and never in a
+        ``finally``."""
         self.store.claim(token, session_id=self.session_id(), form=form)
 
     def already_submitted(self, form: str, token: str) -> Duplicate[Any] | None:

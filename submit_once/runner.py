@@ -45,7 +45,8 @@ session, so objects the view loaded stay usable (they reload when touched).
 
 Redis or PostgreSQL unreachable before this request spent the token is
 :class:`Unavailable` (the token is as good as it was); any failure after it
-is the outcome :class:`Failed`.
+is the outcome :class:`Failed`, or :class:`Unconfirmed` when the connection
+died mid-transaction and nobody knows whether the COMMIT landed.
 
 Nothing here cleans up in a ``finally``: an interrupted request (killed worker,
 timeout) never restores or deletes a token; the next submit reads what happened.
@@ -72,7 +73,7 @@ from .tokens import TokenStore
 
 __all__ = [
     "Created", "Duplicate", "Expired", "Failed", "Outcome", "Refused", "StillRunning",
-    "Unavailable", "run_once", "submit_once",
+    "Unavailable", "Unconfirmed", "run_once", "submit_once",
 ]
 
 log = logging.getLogger(__name__)
@@ -122,6 +123,15 @@ class Failed:
     """This request consumed the token, then the transaction failed; nothing was
     committed. ``error`` is a :class:`Refused` or a database error."""
     error: Exception
+
+
+@dataclass(frozen=True)
+class Unconfirmed(Failed):
+    """The database connection died mid-transaction (a failover during COMMIT):
+    ``result`` may or may not be committed. The same token, resubmitted, settles it:
+    ``create`` either commits or meets the UNIQUE column and lands on the row.
+    :meth:`FormTokens.submit_once <submit_once.extension.FormTokens.submit_once>`
+    puts the token back for that; never answer this with a fresh token."""
 
 
 @dataclass(frozen=True)
@@ -282,6 +292,8 @@ def _create_once(
     except (Refused, SQLAlchemyError) as error:
         with suppress(SQLAlchemyError):  # the connection may be what failed
             db.rollback()
+        if isinstance(error, OperationalError) and error.connection_invalidated:
+            return Unconfirmed(error)
         return Failed(error)
     if submit_committed.receivers:
         submit_committed.send(sender, digest=digest, result=result)

@@ -11,7 +11,7 @@ from sqlalchemy import text
 
 from dev.embedded import free_port
 from examples.newsletter.app import create_app
-from tests.conftest import hidden
+from tests.conftest import hidden, lose_the_commit_reply
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,4 +85,18 @@ def test_redis_unreachable_before_the_token_is_spent_keeps_the_input_and_the_tok
     assert hidden(page, "form_token") == data["form_token"]
     assert 'value="reader@example.com"' in page
     assert newsletter.post("/", data=data).status_code == 303  # the same token, later
+    assert subscriptions(servers) == 1
+
+
+@pytest.mark.parametrize("committed", [True, False], ids=["commit-landed", "commit-lost"])
+def test_a_commit_that_lost_its_answer_keeps_the_token_and_the_resubmit_settles_it(
+        newsletter, servers, monkeypatch, committed):
+    html = newsletter.get("/").get_data(as_text=True)
+    data = {"email": "reader@example.com", "csrf_token": hidden(html, "csrf_token"),
+            "form_token": hidden(html, "form_token")}
+    lose_the_commit_reply(monkeypatch, committed=committed)
+    unsure = newsletter.post("/", data=data)
+    assert unsure.status_code == 503 and "could not confirm" in unsure.get_data(as_text=True)
+    assert hidden(unsure.get_data(as_text=True), "form_token") == data["form_token"]
+    assert newsletter.post("/", data=data).status_code == 303
     assert subscriptions(servers) == 1

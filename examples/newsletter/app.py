@@ -18,7 +18,14 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 from wtforms import EmailField
 from wtforms.validators import Email, InputRequired
 
-from submit_once import Created, Duplicate, FormTokens, StillRunning, Unavailable
+from submit_once import (
+    Created,
+    Duplicate,
+    FormTokens,
+    StillRunning,
+    Unavailable,
+    Unconfirmed,
+)
 
 
 class Base(DeclarativeBase):
@@ -99,6 +106,9 @@ def create_app(config: dict | None = None) -> Flask:
                 return redirect(url_for("thanks"), 303)
             case StillRunning():
                 return "Still subscribing you: reload in a moment.", 503
+            case Unconfirmed():                     # the COMMIT may have landed: same token
+                return page(form, token, "We could not confirm your sign-up; please "
+                                         "submit again in a moment.", 503)
             case _:                                 # Expired or Failed: nothing was saved
                 return page(form, form_tokens.issue("newsletter"),
                             "Nothing was saved yet: please submit again.", 409)

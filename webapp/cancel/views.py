@@ -16,10 +16,17 @@ import logging
 
 from flask import Blueprint, abort, redirect, render_template, url_for
 from sqlalchemy import select
-from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from submit_once.runner import Created, Duplicate, Expired, Failed, Refused, StillRunning
+from submit_once.runner import (
+    Created,
+    Duplicate,
+    Expired,
+    Failed,
+    Refused,
+    StillRunning,
+    Unconfirmed,
+)
 
 from ..db import sessions
 from ..extensions import form_tokens
@@ -82,7 +89,7 @@ def cancel(public_id: str):
             return refused_page(public_id, EXPIRED)
         case StillRunning():
             return render_template("orders/still_running.html"), 503, {"Retry-After": "2"}
-        case Failed(OperationalError(connection_invalidated=True)):
+        case Unconfirmed():
             # Lost mid-COMMIT: the cancel may have happened. Never "nothing changed";
             # a cancel is settled by the order's status, so pressing it again is safe.
             log.warning("cancel not confirmed: connection lost")

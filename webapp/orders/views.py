@@ -6,10 +6,18 @@ import logging
 
 from flask import Blueprint, abort, redirect, render_template, request, url_for
 from sqlalchemy import select
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from submit_once.runner import Created, Duplicate, Expired, Failed, Refused, StillRunning
+from submit_once.runner import (
+    Created,
+    Duplicate,
+    Expired,
+    Failed,
+    Refused,
+    StillRunning,
+    Unconfirmed,
+)
 
 from ..db import sessions
 from ..extensions import form_tokens
@@ -70,13 +78,12 @@ def create():
             return redirect(url_for(".show", public_id=public_id, already_placed=1), 303)
         case Failed(Refused()):
             return render_form(form, message=NOT_PLACED, status=409)
-        case Failed(OperationalError(connection_invalidated=True)):
+        case Unconfirmed():
             # The connection died mid-transaction, perhaps during COMMIT (a database
-            # failover): whether the order exists is unknown. The same token, put
-            # back, settles it on the resubmit: it places the order, or the UNIQUE
-            # digest lands it on the one that was placed. Never a fresh token here.
+            # failover): whether the order exists is unknown. The token is back, so
+            # the resubmit settles it: it places the order, or the UNIQUE digest
+            # lands it on the one that was placed. Never a fresh token here.
             log.warning("order not placed or not confirmed: connection lost")
-            form_tokens.restore(FORM, token)
             return render_form(form, token=token, message=NOT_CONFIRMED, status=503,
                                headers={"Retry-After": "5"})
         case Failed(error):

@@ -17,10 +17,17 @@ from contextlib import suppress
 
 from flask import Blueprint, abort, redirect, render_template, url_for
 from redis.exceptions import RedisError
-from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from submit_once.runner import Created, Duplicate, Expired, Failed, Refused, StillRunning
+from submit_once.runner import (
+    Created,
+    Duplicate,
+    Expired,
+    Failed,
+    Refused,
+    StillRunning,
+    Unconfirmed,
+)
 
 from ..db import sessions
 from ..extensions import form_tokens
@@ -97,11 +104,10 @@ def create(public_id: str):
             return redirect(url_for("orders.show", public_id=public_id, refund="already"), 303)
         case Failed(Refused() as refused):
             return form_again(public_id, form, str(refused), 409)
-        case Failed(OperationalError(connection_invalidated=True)):
+        case Unconfirmed():
             # The connection died mid-transaction (a failover during COMMIT): the
             # request may exist. A fresh token would let the resubmit request the
             # amount twice; the same token, put back, lands on it or takes it once.
-            form_tokens.restore(name, token)
             return render_form(order, form, token=token, message=NOT_CONFIRMED, status=503,
                                headers={"Retry-After": "5"})
         case Failed(_) | Expired(waited=True):
