@@ -27,17 +27,28 @@ NO_TOKEN = "-" * 43
 
 @bp.get("/orders/new")
 def new():
-    with sessions()() as db:
-        form = OrderForm(active_products(db))
-    return render_template("orders/new.html", form=form, form_token=NO_TOKEN, message=None)
+    return form_page(NO_TOKEN)
 
 
 @bp.post("/orders")
 def create():
+    return validate_and_place(NO_TOKEN)
+
+
+def form_page(form_token: str):
+    """The order form, as the real view renders it, with ``form_token`` in it."""
+    with sessions()() as db:
+        form = OrderForm(active_products(db))
+    return render_template("orders/new.html", form=form, form_token=form_token, message=None)
+
+
+def validate_and_place(form_token: str):
+    """Validate, INSERT (a random value in the UNIQUE column), COMMIT, 303 to the
+    confirmation page; the form again (422) when invalid."""
     with sessions()() as db:
         form = OrderForm(active_products(db))
     if not form.validate():
-        return render_template("orders/new.html", form=form, form_token=NO_TOKEN,
+        return render_template("orders/new.html", form=form, form_token=form_token,
                                message=None), 422
     with sessions()() as db:
         public_id = place_order(db, form, secrets.token_urlsafe(32))

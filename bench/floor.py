@@ -14,24 +14,20 @@ from __future__ import annotations
 
 import secrets
 
-from flask import Blueprint, abort, redirect, render_template, request, url_for
+from flask import Blueprint, abort, request
 
-from webapp.db import sessions
 from webapp.extensions import form_tokens
-from webapp.orders import place_order
-from webapp.orders.catalogue import active_products
-from webapp.orders.forms import OrderForm
+
+from .baseline import form_page, validate_and_place
 
 bp = Blueprint("floor", __name__, url_prefix="/floor")
 
 
 @bp.get("/orders/new")
 def new():
-    with sessions()() as db:
-        form = OrderForm(active_products(db))
     token = secrets.token_urlsafe(32)
     form_tokens.redis.set(f"floor:{token}", 1, ex=3600, nx=True)
-    return render_template("orders/new.html", form=form, form_token=token, message=None)
+    return form_page(token)
 
 
 @bp.post("/orders")
@@ -39,12 +35,4 @@ def create():
     token = request.form.get("form_token", "")
     if form_tokens.redis.getdel(f"floor:{token}") is None:
         abort(409)
-    with sessions()() as db:
-        form = OrderForm(active_products(db))
-    if not form.validate():
-        return render_template("orders/new.html", form=form, form_token=token,
-                               message=None), 422
-    with sessions()() as db:
-        public_id = place_order(db, form, secrets.token_urlsafe(32))
-        db.commit()
-    return redirect(url_for("orders.show", public_id=public_id), 303)
+    return validate_and_place(token)
