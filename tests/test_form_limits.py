@@ -106,7 +106,7 @@ def test_an_order_costs_two_round_trips_to_redis_with_or_without_the_limits(
 
 def test_a_redis_that_forgot_the_counting_script_is_taught_it_again(make_app, rdb):
     """After a restart or a failover Redis has no scripts: the next form still opens
-    (redis-py answers NOSCRIPT with SCRIPT LOAD) and is counted."""
+    (NOSCRIPT is answered with EVAL, which loads it again) and is counted."""
     client = make_app(FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=LIMIT).test_client()
     away_from_a_minute_boundary()
     assert client.get("/orders/new").status_code == 200

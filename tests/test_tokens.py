@@ -94,3 +94,29 @@ def test_digest_differs_by_form_and_session():
     digests = {TokenStore.digest("t" * 43, session_id=s, form=f)
                for s in (SID, OTHER_SID) for f in ("order", "cancel")}
     assert len(digests) == 4 and all(len(d) == 43 for d in digests)
+
+
+def test_a_connection_the_server_closed_while_idle_is_opened_again_before_a_command(store, rdb):
+    """Each thread keeps its own connection; a Redis restart or an idle timeout closes
+    it server side. The next command must reconnect first, not fail the user's request."""
+    token = store.issue(session_id=SID, form="order")
+    rdb.client_kill_filter(_type="normal", skipme=True)
+    assert store.consume(token, session_id=SID, form="order") is True
+    assert store.issue(session_id=SID, form="order")
+
+
+def test_threads_never_share_a_connection_at_once(store):
+    """Replies cannot cross between threads: 8 threads consume 200 tokens twice each,
+    and every token is won exactly once."""
+    tokens = [store.issue(session_id=SID, form="order") for _ in range(200)]
+    won: list[bool] = []
+
+    def consume(mine: list[str]) -> None:
+        won.extend(store.consume(t, session_id=SID, form="order") for t in mine * 2)
+
+    threads = [threading.Thread(target=consume, args=(tokens[i::8],)) for i in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert won.count(True) == 200 and won.count(False) == 200
