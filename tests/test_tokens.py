@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 
@@ -97,8 +98,8 @@ def test_digest_differs_by_form_and_session():
 
 
 def test_a_connection_the_server_closed_while_idle_is_opened_again_before_a_command(store, rdb):
-    """Each thread keeps its own connection; a Redis restart or an idle timeout closes
-    it server side. The next command must reconnect first, not fail the user's request."""
+    """The store keeps idle connections of its own; a Redis restart or an idle timeout
+    closes them server side. The next command must reconnect first, not fail the request."""
     token = store.issue(session_id=SID, form="order")
     rdb.client_kill_filter(_type="normal", skipme=True)
     assert store.consume(token, session_id=SID, form="order") is True
@@ -120,3 +121,22 @@ def test_threads_never_share_a_connection_at_once(store):
     for thread in threads:
         thread.join()
     assert won.count(True) == 200 and won.count(False) == 200
+
+
+def test_a_forked_worker_never_talks_on_its_parents_connections(store):
+    """gunicorn --preload forks workers from a process that may already hold a connection:
+    parent and child sending on one socket at once would read each other's replies."""
+    store.consume(store.issue(session_id=SID, form="order"), session_id=SID, form="order")
+
+    def cycles(session_id: str) -> bool:
+        return all(store.consume(store.issue(session_id=session_id, form="order"),
+                                 session_id=session_id, form="order") for _ in range(300))
+    pid = os.fork()
+    if pid == 0:  # the child
+        ok = False
+        try:
+            ok = cycles(OTHER_SID)
+        finally:
+            os._exit(0 if ok else 1)
+    assert cycles(SID)
+    assert os.waitpid(pid, 0)[1] == 0
