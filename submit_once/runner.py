@@ -89,6 +89,12 @@ class Unavailable(Exception):
     duplicate of it, or "expired"). The cause (a ``redis.RedisError``, a
     SQLAlchemy ``OperationalError`` or pool ``TimeoutError``) is chained as
     ``__cause__``.
+
+    One case is murkier: a ``GETDEL`` that timed out after it was sent (Redis
+    froze rather than went away) may still run when Redis wakes. The token is
+    then spent with nothing placed, and the resubmit lands on "expired": the form
+    again with the input and a fresh token, whose submit places the order once
+    (tests/faults/test_redis_faults.py).
     """
 
 

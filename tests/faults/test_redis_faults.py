@@ -6,7 +6,11 @@ existing, and every failed submit showing the input with a way to retry.
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
+import time
+from contextlib import contextmanager
 
 import pytest
 import redis
@@ -143,3 +147,50 @@ def test_1_redis_down_when_a_lost_session_needs_a_fresh_form_gives_the_try_again
     fault_servers.redis.start()
     assert submit(client, tokens).status_code == 400  # the session is still the new one
     assert placed(fault_servers) == []
+
+
+@contextmanager
+def redis_hung(servers):
+    """Redis stops answering without closing anything (SIGSTOP: a frozen VM, a long fork)."""
+    os.kill(servers.redis.process.pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(servers.redis.process.pid, signal.SIGCONT)
+
+
+def test_5_a_hung_redis_costs_a_form_one_socket_timeout_not_a_hung_page(
+        fault_app, fault_servers):
+    client = fault_app().test_client()
+    assert client.get("/orders/new").status_code == 200  # the store's connection is open
+    with redis_hung(fault_servers):
+        started = time.monotonic()
+        response = client.get("/orders/new")
+        took = time.monotonic() - started
+    assert response.status_code == 503 and response.headers["Retry-After"] == "5"
+    assert 1.5 < took < 3.5, f"{took:.1f} s: one 2 s timeout, the command not sent again"
+    assert client.get("/orders/new").status_code == 200  # and the next form opens
+
+
+def test_5_a_hung_redis_at_submit_answers_in_one_timeout_and_the_resubmits_place_one_order(
+        fault_app, fault_servers):
+    """The GETDEL was sent when Redis froze: whether it ran is unknown until Redis wakes,
+    and when it does it may run it. The customer is told nothing was placed, keeps the
+    input, and resubmitting gets either the order or the form again (input kept, a
+    fresh token) whose submit places it: one order in the end, never two."""
+    client = fault_app().test_client()
+    tokens = open_form(client)
+    with redis_hung(fault_servers):
+        started = time.monotonic()
+        response = submit(client, tokens)
+        took = time.monotonic() - started
+    assert form_kept(response, 503, UNAVAILABLE) == tokens["form_token"]
+    assert 1.5 < took < 3.5, f"{took:.1f} s: one 2 s timeout, the GETDEL not sent again"
+    assert placed(fault_servers) == []
+    again = submit(client, tokens)
+    if again.status_code == 409:  # the frozen GETDEL ran when Redis woke
+        fresh = form_kept(again, 409, EXPIRED)
+        again = submit(client, {**tokens, "form_token": fresh})
+    assert again.status_code == 303
+    assert_told_orders_exist(client, again)
+    assert len(placed(fault_servers)) == 1
