@@ -143,8 +143,10 @@ class _Connections:
     open, one send and one read. In a gunicorn worker that is 30–75 µs less CPU per
     command (bench/results/README.md). A list's ``pop`` and ``append`` are atomic, so
     no lock is needed and a connection is only ever in one thread's hands. They are
-    made by the client's pool (its address, TLS, credentials and timeouts) but not
-    known to it: they close when the store is collected, not on ``client.close()``.
+    made by the client's pool (its address, TLS, credentials and timeouts), no more of
+    them than commands ever ran at once (one that failed is opened again, not
+    replaced), but not known to it: they close when the store is collected, not on
+    ``client.close()``.
 
     Nothing is sent twice: a GETDEL whose reply was lost would find its own token gone.
     A connection the server closed while it sat idle (a restart) is opened again
@@ -153,7 +155,8 @@ class _Connections:
 
     def __init__(self, pool: redis.ConnectionPool) -> None:
         self._pool = pool
-        self._idle: list[Any] = []
+        self._idle: list[Any] = []  # open, ready for a command
+        self._closed: list[Any] = []  # closed after an error, opened again when next taken
         self._pid = os.getpid()
         weakref.finalize(self, _disconnect_all, self._idle)  # sockets closed, not leaked
 
@@ -166,7 +169,7 @@ class _Connections:
             self._idle.append(connection)  # an error reply, read in full: still good
             raise
         except BaseException:
-            connection.disconnect()  # a reply may be left unread: never used again
+            self._close(connection)  # a reply may be left unread: never send on it as it is
             raise
         self._idle.append(connection)
         return reply
@@ -174,21 +177,33 @@ class _Connections:
     def _take(self) -> Any:
         if self._pid != os.getpid():  # a forked child: the parent's sockets are not its own
             _disconnect_all(self._idle)
+            self._closed.clear()
             self._pid = os.getpid()
         try:
             connection = self._idle.pop()
         except IndexError:
-            connection = self._pool.make_connection()
+            try:
+                connection = self._closed.pop()
+            except IndexError:  # the pool counts each one it makes: make no more than needed
+                connection = self._pool.make_connection()
         else:
             try:
                 if connection.can_read():  # bytes nobody asked for
                     connection.disconnect()
             except redis.ConnectionError:  # closed by the server: a restart, an idle timeout
                 connection.disconnect()
-        # As the pool does: a send would connect by itself, but only connect() asks a
-        # Sentinel where the master is. Does nothing on a connection that is open.
-        connection.connect()
+        try:
+            # As the pool does: a send would connect by itself, but only connect() asks a
+            # Sentinel where the master is. Does nothing on a connection that is open.
+            connection.connect()
+        except BaseException:
+            self._close(connection)
+            raise
         return connection
+
+    def _close(self, connection: Any) -> None:
+        connection.disconnect()
+        self._closed.append(connection)
 
 
 def _disconnect_all(connections: list[Any]) -> None:

@@ -7,7 +7,12 @@ import threading
 import time
 
 import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.exceptions import MaxConnectionsError
+from redis.retry import Retry
 
+from dev.embedded import free_port
 from submit_once.tokens import TokenStore, is_well_formed
 
 SID, OTHER_SID = "session-a", "session-b"
@@ -140,3 +145,14 @@ def test_a_forked_worker_never_talks_on_its_parents_connections(store):
             os._exit(0 if ok else 1)
     assert cycles(SID)
     assert os.waitpid(pid, 0)[1] == 0
+
+
+def test_a_redis_that_keeps_failing_never_uses_up_the_pools_connection_limit():
+    """A command that fails closes its connection and opens the same one again next
+    time: the pool's max_connections counts every connection it ever made."""
+    client = redis.Redis(port=free_port(), max_connections=2, retry=Retry(NoBackoff(), 0))
+    store = TokenStore(client, ttl=60, prefix="test")
+    for _ in range(10):
+        with pytest.raises(redis.ConnectionError) as refused:
+            store.issue(session_id=SID, form="order")
+        assert not isinstance(refused.value, MaxConnectionsError)
