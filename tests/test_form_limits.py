@@ -8,7 +8,7 @@ import time
 import pytest
 import redis
 
-from tests.conftest import VALID, hidden, order_count
+from tests.conftest import VALID, hidden, order_count, token_keys
 
 LIMIT = 40
 
@@ -29,17 +29,13 @@ def away_from_a_minute_boundary() -> None:
         time.sleep(61 - time.time() % 60)
 
 
-def form_keys(rdb) -> list[str]:
-    return [k for k in rdb.keys("ft:*") if not k.startswith("ft:issued:")]
-
-
 def test_120_cookieless_form_views_from_one_client_leave_at_most_the_limit(make_app, rdb):
     app = make_app(FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=LIMIT)
     client = app.test_client(use_cookies=False)
     away_from_a_minute_boundary()
     statuses = [client.get("/orders/new").status_code for _ in range(120)]
     assert statuses == [200] * LIMIT + [429] * (120 - LIMIT)
-    assert len(form_keys(rdb)) == LIMIT  # rejected views left no live key behind
+    assert len(token_keys(rdb, "ft:*")) == LIMIT  # rejected views left no live key behind
     refused = client.get("/orders/new")
     assert refused.status_code == 429 and 0 < int(refused.headers["Retry-After"]) <= 60
     assert "Please wait a minute" in refused.text and 'name="form_token"' not in refused.text
@@ -65,7 +61,8 @@ def test_the_limit_is_off_at_zero_and_the_session_cap_stays(make_app, rdb):
     client = make_app(FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=0,
                       FORM_TOKENS_MAX_PER_SESSION=5).test_client()
     assert [client.get("/orders/new").status_code for _ in range(6)] == [200] * 5 + [429]
-    assert len(rdb.keys("ft:issued:*")) == 1 and len(form_keys(rdb)) == 5  # the session's count
+    # One key for the session's count beside the five tokens.
+    assert len(rdb.keys("ft:issued:*")) == 1 and len(token_keys(rdb, "ft:*")) == 5
 
 
 def test_a_user_within_the_limit_orders_as_before(make_app, servers):
@@ -112,5 +109,5 @@ def test_a_redis_that_forgot_the_counting_script_is_taught_it_again(make_app, rd
     assert client.get("/orders/new").status_code == 200
     rdb.script_flush()
     assert client.get("/orders/new").status_code == 200
-    assert len(form_keys(rdb)) == 2
+    assert len(token_keys(rdb, "ft:*")) == 2
     assert sorted(int(rdb.get(key)) for key in rdb.keys("ft:issued:*")) == [2, 2]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from tests.conftest import VALID, hidden, order_count
+from tests.conftest import VALID, hidden, order_count, token_keys
 from tests.pauses import after_consume
 from webapp.orders import EXPIRED
 from webapp.request_log import json_lines
@@ -176,7 +176,7 @@ def test_happy_path_costs_one_command_to_render_and_one_getdel_in_redis(make_app
 
 def test_a_live_token_costs_at_most_120_bytes_in_redis(client, rdb):
     open_form(client), open_form(client)
-    tokens = [key for key in rdb.keys("*") if not key.startswith("ft:issued:")]
+    tokens = token_keys(rdb)
     counts = rdb.keys("ft:issued:*")
     assert len(tokens) == 2 and len(counts) == 1  # the session cap's count: one per session
     assert all(rdb.memory_usage(key, samples=0) <= 120 for key in tokens + counts)
@@ -191,7 +191,7 @@ def test_reloading_the_form_past_the_cap_is_refused_with_a_page_and_adds_no_key(
     assert refused.status_code == 429 and "Too many forms opened" in html
     assert "Use a form you already have open" in html
     assert 0 < int(refused.headers["Retry-After"]) <= 3600
-    assert len([k for k in rdb.keys("*") if not k.startswith("ft:issued:")]) == 5
+    assert len(token_keys(rdb)) == 5
     assert submit(client, live[2]).status_code == 303  # the open forms still work
     later = time.time() + 3600  # an hour later: a new window
     monkeypatch.setattr("submit_once.tokens.time.time", lambda: later)
