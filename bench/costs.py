@@ -29,7 +29,7 @@ from sqlalchemy import event, text
 
 from submit_once import runner
 from submit_once.signals import submit_decided, token_consumed
-from submit_once.tokens import IssueLimit, TokenStore, _short_digest
+from submit_once.tokens import IssueLimit, TokenStore
 
 from .load import FIELDS
 from .run import RESULTS
@@ -51,9 +51,8 @@ def old_issue(self: TokenStore, *, session_id: str, form: str,
     not measured here."""
     token = secrets.token_urlsafe(32)
     now = int(time.time())
-    self._issue_in_pipeline(self.key(token, session_id=session_id, form=form), [
-        (f"{self.prefix}:issued:{_short_digest(limit.who)}:{now // limit.seconds}", limit.most,
-         2 * limit.seconds) for limit in limits if limit.most > 0])
+    self._issue_in_pipeline(self.key(token, session_id=session_id, form=form),
+                            self._counters([limit for limit in limits if limit.most > 0], now))
     return token
 
 

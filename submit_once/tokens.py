@@ -281,9 +281,7 @@ class TokenStore:
                 raise RuntimeError("token collision: the random source is broken")
             return token
         now = int(time.time())
-        # A counter per window; it lives two windows, so it never ends inside its own.
-        counters = [(f"{self.prefix}:issued:{_short_digest(limit.who)}:{now // limit.seconds}",
-                     limit.most, 2 * limit.seconds) for limit in limits]
+        counters = self._counters(limits, now)
         if isinstance(self.client, RedisCluster):
             refused = self._issue_in_pipeline(key, counters)
         else:
@@ -300,6 +298,12 @@ class TokenStore:
             limit = limits[refused - 1]
             raise TooManyIssued(limit, retry_after=limit.seconds - now % limit.seconds)
         return token
+
+    def _counters(self, limits: Sequence[IssueLimit], now: int) -> list[tuple[str, int, int]]:
+        """(key, most, TTL) of each limit's counter for the window ``now`` falls in. A
+        counter lives two windows, so it never ends inside its own."""
+        return [(f"{self.prefix}:issued:{_short_digest(limit.who)}:{now // limit.seconds}",
+                 limit.most, 2 * limit.seconds) for limit in limits]
 
     def _issue_in_pipeline(self, key: str, counters: list[tuple[str, int, int]]) -> int:
         """The script's work for a Cluster, whose keys sit on different nodes, in one
