@@ -1,12 +1,16 @@
-# Sourced by scripts/run and scripts/test: make .venv (once) and install the
-# project into it with the extras given as $1. Re-installs only when
-# pyproject.toml or setup.py changed since the last install.
+# Sourced by scripts/run and scripts/test: make .venv (once) and install into it the
+# library (flask-submit-once/, editable) and then the shop with the extras given as $1.
+# The shop depends on the library by name, and the library is not fetched from an index:
+# installing it first is what satisfies that. Re-installs only when a pyproject.toml or
+# setup.py changed since the last install.
 python3 -m venv --help >/dev/null 2>&1 || { echo "python3 with venv is required" >&2; exit 1; }
 [ -x .venv/bin/python ] || python3 -m venv .venv
-stamp=".venv/.installed-$(cat pyproject.toml setup.py | sha256sum | cut -c1-16)-$(echo "$1" | tr -c 'a-z' _)"
+stamp=".venv/.installed-$(cat pyproject.toml setup.py flask-submit-once/pyproject.toml | sha256sum | cut -c1-16)-$(echo "$1" | tr -c 'a-z' _)"
 if [ ! -f "$stamp" ]; then
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -e "$1"
+  pip=(.venv/bin/python -m pip install --quiet --disable-pip-version-check)
+  "${pip[@]}" --upgrade pip
+  "${pip[@]}" -e './flask-submit-once[test,docs]'
+  "${pip[@]}" -e "$1"
   touch "$stamp"
 fi
 export PATH="$PWD/.venv/bin:$PATH"

@@ -2,7 +2,7 @@
 
 from flask_wtf.csrf import CSRFProtect
 
-from submit_once.extension import FormTokens
+from submit_once import FormTokens
 
 csrf = CSRFProtect()
 form_tokens = FormTokens()

@@ -39,8 +39,16 @@ from prometheus_client import (
 )
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from submit_once.runner import Created, Duplicate, Expired, Failed, StillRunning
-from submit_once.signals import submit_decided, token_issued
+from submit_once import (
+    Created,
+    Duplicate,
+    Expired,
+    Failed,
+    StillRunning,
+    Unconfirmed,
+    submit_decided,
+    token_issued,
+)
 
 bp = Blueprint("metrics", __name__)
 
@@ -132,7 +140,7 @@ def _on_submit(app: Flask, *, form: str, outcome: object, seconds: float, **_: o
             DUPLICATES.labels(form, str(waited).lower()).inc()
             if waited:
                 DUPLICATE_WAIT.labels(form).observe(seconds)
-        case Failed():
+        case Failed() | Unconfirmed():
             TOKENS_CONSUMED.labels(form).inc()
         case Expired(waited=True):
             REJECTED.labels(form, "first_failed").inc()

@@ -28,7 +28,7 @@ from datetime import datetime
 from flask import Flask, Response, g, request, request_started
 from pythonjsonlogger.json import JsonFormatter
 
-from submit_once.signals import submit_decided
+from submit_once import submit_decided
 
 __all__ = ["DIGEST_PREFIX", "LOGGER", "init_app"]
 

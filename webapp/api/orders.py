@@ -16,11 +16,19 @@ from flask import Blueprint, Response, current_app, jsonify, request, url_for
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from submit_once.runner import Created, Duplicate, Expired, Failed, Refused, StillRunning, run_once
-from submit_once.tokens import TokenStore
+from submit_once import (
+    Created,
+    Duplicate,
+    Expired,
+    Failed,
+    Refused,
+    StillRunning,
+    TokenStore,
+    Unconfirmed,
+    run_once,
+)
 
 from ..db import sessions
-from ..extensions import form_tokens
 from ..models import Order, Product
 from ..order_rules import CURRENCY, is_public_id, new_order_number, new_public_id
 from ..order_states import TransitionRefused, transition
@@ -89,6 +97,13 @@ def create_order() -> Response:
             log.warning("api order not placed: %s", type(error).__name__)
             raise ApiProblem("unavailable", "Nothing was placed. Retry with the same key.",
                              headers={"Retry-After": "5"})
+        case Unconfirmed():
+            # The COMMIT may have landed: the claim stays, so a retry with the same
+            # key finds the order (a replay) or, finding none, places it afresh.
+            log.warning("api order unconfirmed: the database connection died at COMMIT")
+            raise ApiProblem("unavailable", "We could not confirm whether the order was "
+                             "placed. Retry with the same key: it is placed once or "
+                             "replayed.", headers={"Retry-After": "5"})
 
 
 @bp.get("/orders/<public_id>")
@@ -185,7 +200,11 @@ def retention() -> int:
     return int(current_app.config["IDEMPOTENCY_RETENTION"])
 
 
+#: Where init_app keeps the app's store of claims on Idempotency-Keys.
+CLAIMS = "idempotency_claims"
+
+
 def idempotency_claims() -> TokenStore:
-    """Claims on Idempotency-Keys, in the app's Redis; one lives as long as its
-    result is replayed."""
-    return TokenStore(form_tokens.redis, ttl=retention(), prefix="idem")
+    """This app's claims on Idempotency-Keys (made once, in init_app)."""
+    store: TokenStore = current_app.extensions[CLAIMS]
+    return store

@@ -18,7 +18,7 @@ from flask import Blueprint, abort, redirect, render_template, url_for
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from submit_once.runner import (
+from submit_once import (
     Created,
     Duplicate,
     Expired,

@@ -9,7 +9,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
-from submit_once.runner import (
+from submit_once import (
     Created,
     Duplicate,
     Expired,

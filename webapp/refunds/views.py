@@ -19,7 +19,7 @@ from flask import Blueprint, abort, redirect, render_template, url_for
 from redis.exceptions import RedisError
 from sqlalchemy.orm import Session
 
-from submit_once.runner import (
+from submit_once import (
     Created,
     Duplicate,
     Expired,

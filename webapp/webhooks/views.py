@@ -37,12 +37,20 @@ from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from submit_once.runner import Created, Duplicate, Expired, Failed, Refused, StillRunning, run_once
-from submit_once.tokens import TokenStore
+from submit_once import (
+    Created,
+    Duplicate,
+    Expired,
+    Failed,
+    Refused,
+    StillRunning,
+    TokenStore,
+    Unconfirmed,
+    run_once,
+)
 
 from ..api.problems import ApiProblem
 from ..db import sessions
-from ..extensions import form_tokens
 from ..models import Order, PaymentEvent
 from ..order_states import TransitionRefused, transition
 from ..refunds.effect import record_refund
@@ -112,6 +120,9 @@ def receive() -> Response:
         case Expired():
             raise ApiProblem("request-in-progress", "An earlier delivery of this event did "
                              "not finish; retry.", headers=RETRY)
+        case Unconfirmed():  # a retry meets the UNIQUE event id if the COMMIT landed
+            raise ApiProblem("unavailable", "Could not confirm whether the event was "
+                             "applied; retry.", headers=RETRY)
         case _:
             raise ApiProblem("unavailable", "The event was not applied; retry.", headers=RETRY)
 
@@ -181,8 +192,12 @@ def claims_digest(event_id: str) -> str:
     return TokenStore.digest(event_id, **SCOPE)
 
 
+#: Where init_app keeps the app's store of claims on event ids.
+CLAIMS = "webhook_claims"
+
+
 def event_claims() -> TokenStore:
-    """Claims on event ids, in the app's Redis (fast path; the UNIQUE event id
-    in payment_events is the guarantee)."""
-    return TokenStore(form_tokens.redis, ttl=int(current_app.config["WEBHOOK_CLAIM_TTL"]),
-                      prefix="wh")
+    """This app's claims on event ids (made once, in init_app; a fast path: the UNIQUE
+    event id in payment_events is the guarantee)."""
+    store: TokenStore = current_app.extensions[CLAIMS]
+    return store

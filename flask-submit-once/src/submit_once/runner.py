@@ -54,6 +54,7 @@ timeout) never restores or deletes a token; the next submit reads what happened.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -64,7 +65,7 @@ from typing import Any, Generic, Protocol, TypeAlias, TypeVar
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError, SQLAlchemyError
+from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
@@ -73,7 +74,7 @@ from .tokens import TokenStore
 
 __all__ = [
     "Created", "Duplicate", "Expired", "Failed", "Outcome", "Refused", "StillRunning",
-    "Unavailable", "Unconfirmed", "run_once", "submit_once",
+    "Unavailable", "Unconfirmed", "lock_key", "restore", "run_once", "submit_once",
 ]
 
 log = logging.getLogger(__name__)
@@ -132,12 +133,17 @@ class Failed:
 
 
 @dataclass(frozen=True)
-class Unconfirmed(Failed):
-    """The database connection died mid-transaction (a failover during COMMIT):
-    ``result`` may or may not be committed. The same token, resubmitted, settles it:
-    ``create`` either commits or meets the UNIQUE column and lands on the row.
-    :meth:`FormTokens.submit_once <submit_once.extension.FormTokens.submit_once>`
-    puts the token back for that; never answer this with a fresh token."""
+class Unconfirmed:
+    """This request consumed the token, then the database connection died
+    mid-transaction (a failover during COMMIT): the row may or may not be committed.
+
+    Not a kind of :class:`Failed`: nobody can say "nothing was placed". The token is
+    put back (:func:`submit_once` and
+    :meth:`FormTokens.submit_once <submit_once.FormTokens.submit_once>` both do it), so
+    the same token, resubmitted, settles it: ``create`` either commits or meets the
+    UNIQUE column and lands on the row. Answer with the input and *the same* token,
+    never a fresh one. ``error`` is the database error."""
+    error: Exception
 
 
 @dataclass(frozen=True)
@@ -146,7 +152,7 @@ class StillRunning:
     same token later is safe: it lands on the result or on Expired."""
 
 
-Outcome: TypeAlias = Created[T] | Duplicate[T] | Expired | Failed | StillRunning
+Outcome: TypeAlias = Created[T] | Duplicate[T] | Expired | Failed | Unconfirmed | StillRunning
 
 
 class HasScopedSession(Protocol):
@@ -168,8 +174,10 @@ _WROTE = "SELECT pg_current_xact_id_if_assigned() IS NOT NULL"
 
 
 def lock_key(digest: str) -> int:
-    """The signed 64-bit advisory-lock key PostgreSQL wants, from a token digest."""
-    return int.from_bytes(digest.encode()[:8], "big", signed=True)
+    """The signed 64-bit advisory-lock key PostgreSQL wants: 64 bits of a SHA-256 of
+    ``digest`` (two digests share a key once in 2**32 pairs of concurrent submits only
+    among billions; a shared key makes one submit wait for the other, nothing more)."""
+    return int.from_bytes(hashlib.sha256(digest.encode()).digest()[:8], "big", signed=True)
 
 
 def submit_once(
@@ -198,14 +206,35 @@ def submit_once(
     :class:`Unavailable` (the token is still good: show the form again with
     it), except that with ``redis_down_fallback`` an unreachable Redis at
     GETDEL hands the submit to the database alone (see the module docstring).
-    Errors after the token is consumed are returned as :class:`Failed`.
+    Errors after the token is consumed are returned as :class:`Failed`, or as
+    :class:`Unconfirmed` when nobody knows whether the COMMIT landed: the token is
+    then put back, so that resubmitting it settles the question.
     """
     digest = tokens.digest(token, session_id=session_id, form=form)
-    return run_once(
+    outcome = run_once(
         digest=digest, take=lambda: tokens.consume_digest(digest),
         sessions=sessions, create=create, find=find, wait=wait,
         redis_down_fallback=redis_down_fallback, sender=sender,
     )
+    if isinstance(outcome, Unconfirmed):
+        restore(tokens, token, session_id=session_id, form=form)
+    return outcome
+
+
+def restore(tokens: TokenStore, token: str, *, session_id: str, form: str) -> None:
+    """Put a spent token back (one ``SET NX EX``) after :class:`Unconfirmed`, the one
+    case where that is right: resubmitting the same token then either places the row or
+    meets the UNIQUE column and lands on it. :func:`submit_once` does this itself.
+
+    Never after a known rollback (a fresh token is right there), never in a
+    ``finally``. If Redis cannot be reached either, the token stays spent and the
+    resubmit is told "expired" (logged here as a warning).
+    """
+    try:
+        tokens.claim(token, session_id=session_id, form=form)
+    except RedisError:
+        log.warning("could not put token %s back after an unconfirmed COMMIT",
+                    tokens.digest(token, session_id=session_id, form=form)[:12])
 
 
 def run_once(
@@ -307,55 +336,8 @@ def _create_once(
 
 
 def _begin_locked(db: Session, key: int) -> bool:
-    """Start the attempt's transaction holding the advisory lock on ``key``, if free.
-
-    On psycopg 3, ``BEGIN; SELECT pg_try_advisory_xact_lock(k)`` goes as one
-    simple query: one round trip where psycopg's own BEGIN makes it two, and no
-    SQLAlchemy statement machinery (bench/costs.py measures both). ``key`` is an
-    int computed here, so writing it into the SQL is safe. Any other driver, or
-    a transaction already open, takes the plain statement.
-    """
-    connection = db.connection()
-    raw = connection.connection.driver_connection
-    pgconn = getattr(raw, "pgconn", None)
-    if (_psycopg is None or raw is None or pgconn is None
-            or pgconn.transaction_status != _psycopg.IDLE):
-        return bool(connection.exec_driver_sql(_TRY_LOCK, {"key": key}).scalar())
-    sql = f"BEGIN; SELECT pg_try_advisory_xact_lock({int(key)})"
-    try:
-        pgconn.send_query(sql.encode())
-        results = raw.wait(_psycopg.execute(pgconn))
-        for result in results:
-            if result.status == _psycopg.FATAL_ERROR:
-                raise _psycopg.error_from_result(result)
-        return bool(results[-1].get_value(0, 0) == b"t")
-    except _psycopg.Error as error:
-        if pgconn.status != _psycopg.CONNECTION_OK:
-            connection.invalidate(error)
-        raise DBAPIError.instance(sql, None, error, _psycopg.Error) from error
-
-
-class _Psycopg:
-    """The parts of psycopg 3's low-level API that :func:`_begin_locked` uses."""
-
-    def __init__(self) -> None:
-        from psycopg import Connection, Error, pq
-        from psycopg.errors import error_from_result
-        from psycopg.generators import execute
-
-        if not callable(getattr(Connection, "wait", None)):  # a psycopg that moved it
-            raise ImportError("psycopg.Connection.wait")
-
-        self.Error, self.error_from_result, self.execute = Error, error_from_result, execute
-        self.IDLE = pq.TransactionStatus.IDLE
-        self.FATAL_ERROR = pq.ExecStatus.FATAL_ERROR
-        self.CONNECTION_OK = pq.ConnStatus.OK
-
-
-try:
-    _psycopg: _Psycopg | None = _Psycopg()
-except ImportError:  # another driver, or a psycopg without these: the plain statement
-    _psycopg = None
+    """Start the attempt's transaction holding the advisory lock on ``key``, if free."""
+    return bool(db.connection().exec_driver_sql(_TRY_LOCK, {"key": key}).scalar())
 
 
 def _attempts(sessions: Sessions) -> Callable[[], AbstractContextManager[Session]]:

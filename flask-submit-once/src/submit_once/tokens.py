@@ -29,9 +29,9 @@ is not issued first; it is claimed::
     claim()    SET <prefix>:<digest> <value> NX EX <ttl>   True for one caller
     release()  DEL <prefix>:<digest>                       give it back (failure)
 
-The store keeps a few connections of its own for these commands (a Cluster client
-routes them itself): a command is then one send and one read, not a checkout from
-the client's pool and back (see ``_Connections``).
+Every command goes through the redis-py client it is given (``set``, ``getdel``,
+``delete``, a script registered with ``register_script``, a pipeline on a Cluster), so
+its pool, retries, Sentinel, credential providers and instrumentation all apply.
 
 Guarantees:
 
@@ -59,18 +59,15 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import os
 import re
 import secrets
 import time
-import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeAlias
+from typing import TypeAlias
 
 import redis
 from redis.cluster import RedisCluster
-from redis.exceptions import NoScriptError
 
 __all__ = ["TOKEN_BYTES", "IssueLimit", "RedisClient", "TokenStore", "TooManyIssued",
            "is_well_formed"]
@@ -130,85 +127,6 @@ end
 if redis.call('SET', KEYS[1], '1', 'EX', ARGV[1], 'NX') then return 0 end
 return -1
 """
-_ISSUE_SHA = hashlib.sha1(_ISSUE.encode()).hexdigest()
-
-
-class _Connections:
-    """A store's own idle connections to one server: one is taken for each command
-    and put back after its reply.
-
-    Through ``redis.Redis`` every command checks a connection out of the pool and back
-    in, with its locks, bookkeeping and retry loop: 140 function calls for a GETDEL in
-    redis-py 8.1. Taken from this list it is 56: a check that the connection is still
-    open, one send and one read. In a gunicorn worker that is 30–75 µs less CPU per
-    command (bench/results/README.md). A list's ``pop`` and ``append`` are atomic, so
-    no lock is needed and a connection is only ever in one thread's hands. They are
-    made by the client's pool (its address, TLS, credentials and timeouts), no more of
-    them than commands ever ran at once (one that failed is opened again, not
-    replaced), but not known to it: they close when the store is collected, not on
-    ``client.close()``.
-
-    Nothing is sent twice: a GETDEL whose reply was lost would find its own token gone.
-    A connection the server closed while it sat idle (a restart) is opened again
-    *before* the command goes, as the pool's own check does.
-    """
-
-    def __init__(self, pool: redis.ConnectionPool) -> None:
-        self._pool = pool
-        self._idle: list[Any] = []  # open, ready for a command
-        self._closed: list[Any] = []  # closed after an error, opened again when next taken
-        self._pid = os.getpid()
-        weakref.finalize(self, _disconnect_all, self._idle)  # sockets closed, not leaked
-
-    def execute(self, *args: str | int) -> Any:
-        connection = self._take()
-        try:
-            connection.send_command(*args)
-            reply = connection.read_response()
-        except redis.ResponseError:
-            self._idle.append(connection)  # an error reply, read in full: still good
-            raise
-        except BaseException:
-            self._close(connection)  # a reply may be left unread: never send on it as it is
-            raise
-        self._idle.append(connection)
-        return reply
-
-    def _take(self) -> Any:
-        if self._pid != os.getpid():  # a forked child: the parent's sockets are not its own
-            _disconnect_all(self._idle)
-            self._closed.clear()
-            self._pid = os.getpid()
-        try:
-            connection = self._idle.pop()
-        except IndexError:
-            try:
-                connection = self._closed.pop()
-            except IndexError:  # the pool counts each one it makes: make no more than needed
-                connection = self._pool.make_connection()
-        else:
-            try:
-                if connection.can_read():  # bytes nobody asked for
-                    connection.disconnect()
-            except redis.ConnectionError:  # closed by the server: a restart, an idle timeout
-                connection.disconnect()
-        try:
-            # As the pool does: a send would connect by itself, but only connect() asks a
-            # Sentinel where the master is. Does nothing on a connection that is open.
-            connection.connect()
-        except BaseException:
-            self._close(connection)
-            raise
-        return connection
-
-    def _close(self, connection: Any) -> None:
-        connection.disconnect()
-        self._closed.append(connection)
-
-
-def _disconnect_all(connections: list[Any]) -> None:
-    while connections:
-        connections.pop().disconnect()  # in a forked child: closes only the child's copy
 
 
 class TokenStore:
@@ -227,24 +145,8 @@ class TokenStore:
         self.client = client
         self.ttl = ttl
         self.prefix = prefix
-
-    @property
-    def client(self) -> RedisClient:
-        """The redis-py client; on one server, the store's own connections come from its pool."""
-        return self._client
-
-    @client.setter
-    def client(self, client: RedisClient) -> None:
-        self._client = client
-        self._connections = None if isinstance(client, RedisCluster) else \
-            _Connections(client.connection_pool)
-
-    def _execute(self, *args: str | int) -> Any:
-        """One command: on one of the store's own connections, or through a Cluster
-        client (which picks the node)."""
-        if self._connections is None:
-            return self.client.execute_command(*args)  # type: ignore[no-untyped-call]
-        return self._connections.execute(*args)
+        # EVALSHA, and EVAL once when Redis forgot the script (a restart, a flush).
+        self._issue_script = client.register_script(_ISSUE)
 
     @staticmethod
     def digest(token: str, *, session_id: str, form: str) -> str:
@@ -277,7 +179,7 @@ class TokenStore:
         key = self.key(token, session_id=session_id, form=form)
         limits = [limit for limit in limits if limit.most > 0]
         if not limits:
-            if self._execute("SET", key, 1, "EX", self.ttl, "NX") is None:
+            if not self.client.set(key, 1, ex=self.ttl, nx=True):
                 raise RuntimeError("token collision: the random source is broken")
             return token
         now = int(time.time())
@@ -285,13 +187,9 @@ class TokenStore:
         if isinstance(self.client, RedisCluster):
             refused = self._issue_in_pipeline(key, counters)
         else:
-            keys_and_args: list[str | int] = [
-                len(counters) + 1, key, *(counter for counter, _, _ in counters),
-                self.ttl, *(n for _, most, life in counters for n in (most, life))]
-            try:
-                refused = int(self._execute("EVALSHA", _ISSUE_SHA, *keys_and_args))
-            except NoScriptError:  # a restarted or flushed Redis: EVAL loads it again
-                refused = int(self._execute("EVAL", _ISSUE, *keys_and_args))
+            refused = int(self._issue_script(
+                keys=[key, *(counter for counter, _, _ in counters)],
+                args=[self.ttl, *(n for _, most, life in counters for n in (most, life))]))
         if refused < 0:
             raise RuntimeError("token collision: the random source is broken")
         if refused:
@@ -332,7 +230,7 @@ class TokenStore:
     def consume_digest(self, digest: str) -> bool:
         """:meth:`consume` for a caller that already holds the token's :meth:`digest`
         (a submit needs it for the lock and the UNIQUE column too: computed once)."""
-        return self._execute("GETDEL", f"{self.prefix}:{digest}") is not None
+        return self.client.getdel(f"{self.prefix}:{digest}") is not None
 
     def claim(self, name: str, *, session_id: str, form: str, value: str = "1") -> bool:
         """Take a caller-chosen ``name`` (an idempotency key, an event id); ``True``
@@ -343,9 +241,9 @@ class TokenStore:
         (one API client's key means nothing to another's).
         """
         key = self.key(name, session_id=session_id, form=form)
-        return self._execute("SET", key, value, "EX", self.ttl, "NX") is not None
+        return bool(self.client.set(key, value, ex=self.ttl, nx=True))
 
     def release(self, name: str, *, session_id: str, form: str) -> None:
         """Give a claimed ``name`` back (one ``DEL``), so a request that failed on
         our side does not pin it: the caller may retry with the same name."""
-        self._execute("DEL", self.key(name, session_id=session_id, form=form))
+        self.client.delete(self.key(name, session_id=session_id, form=form))

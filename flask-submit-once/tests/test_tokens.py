@@ -1,4 +1,4 @@
-"""The framework-free token module on a real Redis."""
+"""The framework-free token module (submit_once.tokens) on a real Redis."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import redis
 from redis.backoff import NoBackoff
 from redis.exceptions import MaxConnectionsError
 from redis.retry import Retry
+from tests_support import free_port
 
-from dev.embedded import free_port
-from submit_once.tokens import TokenStore, is_well_formed
+from submit_once import TokenStore, is_well_formed
 
 SID, OTHER_SID = "session-a", "session-b"
 
@@ -103,8 +103,8 @@ def test_digest_differs_by_form_and_session():
 
 
 def test_a_connection_the_server_closed_while_idle_is_opened_again_before_a_command(store, rdb):
-    """The store keeps idle connections of its own; a Redis restart or an idle timeout
-    closes them server side. The next command must reconnect first, not fail the request."""
+    """A Redis restart or an idle timeout closes the pool's connections server side;
+    the next command must not fail the request."""
     token = store.issue(session_id=SID, form="order")
     rdb.client_kill_filter(_type="normal", skipme=True)
     assert store.consume(token, session_id=SID, form="order") is True
@@ -148,8 +148,8 @@ def test_a_forked_worker_never_talks_on_its_parents_connections(store):
 
 
 def test_a_redis_that_keeps_failing_never_uses_up_the_pools_connection_limit():
-    """A command that fails closes its connection and opens the same one again next
-    time: the pool's max_connections counts every connection it ever made."""
+    """A command that fails gives its connection back to the pool: ten failures in a
+    row against a pool of two never turn into 'too many connections'."""
     client = redis.Redis(port=free_port(), max_connections=2, retry=Retry(NoBackoff(), 0))
     store = TokenStore(client, ttl=60, prefix="test")
     for _ in range(10):

@@ -16,11 +16,11 @@ one call a view makes to submit.
 Settings (``app.config``), all optional but a Redis URL or client:
 
     FORM_TOKENS_REDIS_URL            default: REDIS_URL
-    FORM_TOKENS_TTL                  3600 (seconds); WTF_CSRF_TIME_LIMIT follows it
+    FORM_TOKENS_TTL                  3600 (seconds); WTF_CSRF_TIME_LIMIT defaults to it
     FORM_TOKENS_WAIT_SECONDS         10.0: how long a duplicate waits for the first
-    FORM_TOKENS_MAX_PER_SESSION      0 (no cap): tokens per session per TTL window
-    FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE  0 (no limit): tokens per client address a
-                                     minute, counted in Redis with the token's SET
+    FORM_TOKENS_MAX_PER_SESSION      200: tokens per session per TTL window (0: no cap)
+    FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE  120: tokens per client address a minute
+                                     (0: no limit), counted in Redis with the token's SET
     FORM_TOKENS_REDIS_DOWN_FALLBACK  False: Redis away at GETDEL -> the database decides
     FORM_TOKENS_PREFIX               "ft": the Redis key namespace
     FORM_TOKENS_FIELD                "form_token": the hidden input's name
@@ -32,6 +32,7 @@ import dataclasses
 import secrets
 import threading
 import time
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable
 from contextlib import suppress
@@ -45,12 +46,12 @@ from markupsafe import Markup
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest, TooManyRequests
 
-from .runner import Created, Duplicate, Outcome, Sessions, Unavailable, Unconfirmed, run_once
+from .runner import Created, Duplicate, Outcome, Sessions, Unavailable, restore, submit_once
 from .signals import submit_decided, token_issued
 from .tokens import IssueLimit, RedisClient, TokenStore, TooManyIssued, is_well_formed
 
-__all__ = ["BadFormToken", "FormTokens", "TooManyForms", "TooManyFormsFromClient",
-           "form_token_input"]
+__all__ = ["BadFormToken", "FormTokens", "FormTokensState", "TooManyForms",
+           "TooManyFormsFromClient", "form_token_input"]
 
 T = TypeVar("T")
 _SESSION_KEY = "_form_tokens_sid"
@@ -58,6 +59,9 @@ _SESSION_KEY = "_form_tokens_sid"
 _RENAMED = {"FORM_TOKENS_WAIT": "FORM_TOKENS_WAIT_SECONDS"}
 #: Bounded waits: a dead Redis costs a request two seconds, never a hung worker.
 _TIMEOUTS = {"socket_timeout": 2.0, "socket_connect_timeout": 2.0}
+#: The issuance caps a new app gets: generous for people, tight for a flood.
+DEFAULT_MAX_PER_SESSION = 200
+DEFAULT_MAX_PER_CLIENT_PER_MINUTE = 120
 #: Settled submits remembered per process for :meth:`FormTokens.already_submitted`
 #: (about 200 bytes each).
 _SETTLED_SIZE = 4096
@@ -114,7 +118,9 @@ class _Settled:
 
 
 @dataclass(frozen=True)
-class _State:
+class FormTokensState:
+    """One app's form-token store and settings, made by :meth:`FormTokens.init_app`
+    and kept in ``app.extensions["form_tokens"]``."""
     store: TokenStore
     field: str
     wait: float
@@ -125,30 +131,40 @@ class _State:
 
 
 class FormTokens:
-    """Per-app state lives in ``app.extensions["form_tokens"]``, never on ``self``."""
+    """The Flask extension: ``FormTokens(app)``, or ``FormTokens()`` then
+    :meth:`init_app`. Per-app state lives in ``app.extensions["form_tokens"]``
+    (a :class:`FormTokensState`), never on ``self``.
+
+    :param client: a ready ``redis.Redis`` or ``RedisCluster`` to use instead of
+        one made from ``FORM_TOKENS_REDIS_URL``; given here without an app, it is
+        what every later :meth:`init_app` uses unless that call names its own.
+    """
 
     def __init__(self, app: Flask | None = None, *, client: RedisClient | None = None) -> None:
+        self._client = client  # a default for init_app, not per-app state
         if app is not None:
-            self.init_app(app, client=client)
+            self.init_app(app)
 
     def init_app(self, app: Flask, *, client: RedisClient | None = None) -> None:
         """Read the ``FORM_TOKENS_*`` settings and make this app's Redis client
         (or use ``client``, a ready ``redis.Redis`` or ``RedisCluster``)."""
+        client = client if client is not None else self._client
         for old, new in _RENAMED.items():
             if old in app.config:
                 raise RuntimeError(f"{old} was renamed: set {new} instead.")
         app.config.setdefault("FORM_TOKENS_REDIS_URL", app.config.get("REDIS_URL"))
         app.config.setdefault("FORM_TOKENS_TTL", 3600)
         app.config.setdefault("FORM_TOKENS_WAIT_SECONDS", 10.0)
-        app.config.setdefault("FORM_TOKENS_MAX_PER_SESSION", 0)  # 0: no cap
-        app.config.setdefault("FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE", 0)  # 0: no limit
+        app.config.setdefault("FORM_TOKENS_MAX_PER_SESSION", DEFAULT_MAX_PER_SESSION)
+        app.config.setdefault("FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE",
+                              DEFAULT_MAX_PER_CLIENT_PER_MINUTE)
         app.config.setdefault("FORM_TOKENS_REDIS_DOWN_FALLBACK", False)
         app.config.setdefault("FORM_TOKENS_PREFIX", "ft")
         app.config.setdefault("FORM_TOKENS_FIELD", "form_token")
         ttl = int(app.config["FORM_TOKENS_TTL"])
         if client is None:
             client = make_client(app.config["FORM_TOKENS_REDIS_URL"])
-        app.extensions["form_tokens"] = _State(
+        app.extensions["form_tokens"] = FormTokensState(
             store=TokenStore(client, ttl=ttl, prefix=app.config["FORM_TOKENS_PREFIX"]),
             field=app.config["FORM_TOKENS_FIELD"],
             wait=float(app.config["FORM_TOKENS_WAIT_SECONDS"]),
@@ -156,20 +172,26 @@ class FormTokens:
             max_per_session=int(app.config["FORM_TOKENS_MAX_PER_SESSION"]),
             max_per_client_per_minute=int(app.config["FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE"]),
         )
-        # A CSRF token lives as long as the form token it travels with: a shorter
-        # limit fails forms whose token is still good. Flask-WTF reads the setting
-        # per request, so the order of init_app calls does not matter; None (no
-        # limit at all) is left alone.
-        if app.config.get("WTF_CSRF_TIME_LIMIT", 0) is not None:
-            app.config["WTF_CSRF_TIME_LIMIT"] = ttl
+        # A CSRF token should live as long as the form token it travels with: a
+        # shorter limit fails forms whose token is still good. Flask-WTF reads the
+        # setting per request (default 3600), so the order of init_app calls does not
+        # matter. A limit the app set is its own: kept, with a warning if shorter.
+        csrf_limit = app.config.setdefault("WTF_CSRF_TIME_LIMIT", ttl)
+        if csrf_limit is not None and int(csrf_limit) < ttl:
+            warnings.warn(
+                f"WTF_CSRF_TIME_LIMIT ({csrf_limit} s) is shorter than FORM_TOKENS_TTL "
+                f"({ttl} s): a form open longer than the CSRF limit fails Flask-WTF's "
+                "check although its form token is still good. Set both to one value.",
+                stacklevel=2)
         app.jinja_env.globals["form_token_input"] = form_token_input
 
     @staticmethod
-    def state() -> _State:
-        """This app's token store and settings (RuntimeError if not set up)."""
-        state = current_app.extensions.get("form_tokens")
-        if not isinstance(state, _State):
-            raise RuntimeError("FormTokens is not set up: call FormTokens(app) or init_app(app).")
+    def state(app: Flask | None = None) -> FormTokensState:
+        """``app``'s token store and settings (default: the current app)."""
+        state = (app or current_app).extensions.get("form_tokens")
+        if not isinstance(state, FormTokensState):
+            raise RuntimeError("FormTokens is not set up on this app: call FormTokens(app) "
+                               "or form_tokens.init_app(app) in the app factory.")
         return state
 
     @property
@@ -259,32 +281,24 @@ class FormTokens:
         state = self.state()
         app: Flask = current_app._get_current_object()  # type: ignore[attr-defined]
         started = time.perf_counter()
-        digest = self.digest(form, token)  # once: the Redis key, the lock, the UNIQUE column
-        store = state.store
-        outcome = run_once(
-            digest=digest, take=lambda: store.consume_digest(digest),
+        sid = self.session_id()
+        outcome = submit_once(
+            tokens=state.store, token=token, session_id=sid, form=form,
             sessions=sessions, create=create, find=find, wait=state.wait,
             redis_down_fallback=state.redis_down_fallback, sender=app,
-        )
+        )  # puts the token back itself on Unconfirmed
+        digest = state.store.digest(token, session_id=sid, form=form)
         if isinstance(outcome, Created | Duplicate):
             state.settled.remember(digest, outcome.result)
-        elif isinstance(outcome, Unconfirmed):
-            self.restore(form, token)  # the resubmit of this very token settles it
         if submit_decided.receivers:
             submit_decided.send(app, form=form, outcome=outcome,
                                 seconds=time.perf_counter() - started, digest=digest)
         return outcome
 
     def restore(self, form: str, token: str) -> None:
-        """Put a spent token back (one ``SET NX EX``), for the one case where that is
-        right, which :meth:`submit_once` does by itself: the outcome was
-        :class:`~submit_once.runner.Unconfirmed` (the database connection died
-        mid-transaction), so nobody knows whether the COMMIT landed. Resubmitting the
-        same token then settles it: the GETDEL succeeds and ``create`` either places
-        the row or meets the UNIQUE column and lands on the row that was placed.
-        Never after a known rollback (a fresh token is right there), and never in a
-        ``finally``."""
-        self.store.claim(token, session_id=self.session_id(), form=form)
+        """Put a spent token back after :class:`~submit_once.Unconfirmed`; see
+        :func:`submit_once.restore`. :meth:`submit_once` does it by itself."""
+        restore(self.store, token, session_id=self.session_id(), form=form)
 
     def already_submitted(self, form: str, token: str) -> Duplicate[Any] | None:
         """The outcome for a token whose submit this process has already seen
