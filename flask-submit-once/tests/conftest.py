@@ -15,29 +15,17 @@ from pathlib import Path
 
 import pytest
 import redis
-from sqlalchemy import Engine, String, create_engine, text
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, sessionmaker
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.orm import sessionmaker
 
 import submit_once
+from tests_support import Base
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 
 
 def pytest_report_header() -> str:
     return f"submit_once {submit_once.__version__} from {Path(submit_once.__file__).parent}"
-
-
-class Base(DeclarativeBase):
-    pass
-
-
-class Signup(Base):
-    """What a submit creates in these tests: one row per token, its digest UNIQUE."""
-    __tablename__ = "signups"
-
-    id: Mapped[int] = mapped_column(primary_key=True)
-    email: Mapped[str] = mapped_column(String(254))
-    token_digest: Mapped[str] = mapped_column(String(43), unique=True)
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,24 @@ from __future__ import annotations
 import re
 import socket
 
+from sqlalchemy import String
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Signup(Base):
+    """What a submit creates in these tests: one row per token, its digest UNIQUE, and
+    the fingerprint of what was submitted beside it."""
+    __tablename__ = "signups"
+
+    id: Mapped[int] = mapped_column(primary_key=True)
+    email: Mapped[str] = mapped_column(String(254))
+    token_digest: Mapped[str] = mapped_column(String(43), unique=True)
+    fingerprint: Mapped[str | None] = mapped_column(String(43))
+
 
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""

@@ -13,6 +13,7 @@ outcomes, framework-free), ``extension`` (Flask), ``signals`` and ``redis_urls``
 """
 
 from .extension import (
+    TOKEN_HEADER,
     BadFormToken,
     FormTokens,
     FormTokensState,
@@ -20,7 +21,9 @@ from .extension import (
     TooManyFormsFromClient,
     form_token_input,
 )
+from .forms import MESSAGES, OnceForm, Rendering, RequestKind, request_kind
 from .runner import (
+    Changed,
     Created,
     Duplicate,
     Expired,
@@ -32,6 +35,7 @@ from .runner import (
     StillRunning,
     Unavailable,
     Unconfirmed,
+    fingerprint,
     lock_key,
     restore,
     run_once,
@@ -50,8 +54,11 @@ from .tokens import (
 __version__ = "0.9.0"
 
 __all__ = [
+    "MESSAGES",
     "TOKEN_BYTES",
+    "TOKEN_HEADER",
     "BadFormToken",
+    "Changed",
     "Created",
     "Duplicate",
     "Expired",
@@ -60,9 +67,12 @@ __all__ = [
     "FormTokensState",
     "HasScopedSession",
     "IssueLimit",
+    "OnceForm",
     "Outcome",
     "RedisClient",
     "Refused",
+    "Rendering",
+    "RequestKind",
     "Sessions",
     "StillRunning",
     "TokenStore",
@@ -72,9 +82,11 @@ __all__ = [
     "Unavailable",
     "Unconfirmed",
     "__version__",
+    "fingerprint",
     "form_token_input",
     "is_well_formed",
     "lock_key",
+    "request_kind",
     "restore",
     "run_once",
     "submit_committed",

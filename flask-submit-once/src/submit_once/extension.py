@@ -34,7 +34,7 @@ import threading
 import time
 import warnings
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -46,15 +46,27 @@ from markupsafe import Markup
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest, TooManyRequests
 
-from .runner import Created, Duplicate, Outcome, Sessions, Unavailable, restore, submit_once
+from .forms import OnceForm
+from .runner import (
+    Changed,
+    Created,
+    Duplicate,
+    Outcome,
+    Sessions,
+    Unavailable,
+    restore,
+    submit_once,
+)
 from .signals import submit_decided, token_issued
 from .tokens import IssueLimit, RedisClient, TokenStore, TooManyIssued, is_well_formed
 
-__all__ = ["BadFormToken", "FormTokens", "FormTokensState", "TooManyForms",
+__all__ = ["TOKEN_HEADER", "BadFormToken", "FormTokens", "FormTokensState", "TooManyForms",
            "TooManyFormsFromClient", "form_token_input"]
 
 T = TypeVar("T")
 _SESSION_KEY = "_form_tokens_sid"
+#: The header a script may send the token in instead of the form field.
+TOKEN_HEADER = "X-Form-Token"
 #: Settings renamed since earlier versions: using one stops start-up, naming the new one.
 _RENAMED = {"FORM_TOKENS_WAIT": "FORM_TOKENS_WAIT_SECONDS"}
 #: Bounded waits: a dead Redis costs a request two seconds, never a hung worker.
@@ -91,19 +103,17 @@ class TooManyFormsFromClient(TooManyRequests):
     )
 
 
-_UNKNOWN = object()
-
-
 class _Settled:
-    """Digests of submits this process saw committed, and their results: at most
-    ``size`` of them, the oldest forgotten first. Thread-safe."""
+    """Digests of submits this process saw committed, and their results with the
+    fingerprint stored beside each: at most ``size`` of them, the oldest forgotten
+    first. Thread-safe."""
 
     def __init__(self, size: int) -> None:
         self.size = size
-        self._results: OrderedDict[str, object] = OrderedDict()
+        self._results: OrderedDict[str, tuple[Any, str | None]] = OrderedDict()
         self._lock = threading.Lock()
 
-    def remember(self, digest: str, result: object) -> None:
+    def remember(self, digest: str, result: tuple[Any, str | None]) -> None:
         if self.size <= 0:
             return
         with self._lock:
@@ -112,9 +122,9 @@ class _Settled:
             if len(self._results) > self.size:
                 self._results.popitem(last=False)
 
-    def get(self, digest: str) -> object:
+    def get(self, digest: str) -> tuple[Any, str | None] | None:
         with self._lock:
-            return self._results.get(digest, _UNKNOWN)
+            return self._results.get(digest)
 
 
 @dataclass(frozen=True)
@@ -220,8 +230,15 @@ class FormTokens:
         ``request.remote_addr`` gives it: put ProxyFix in front when behind a
         proxy) has been issued ``per_client_per_minute`` tokens this minute
         (default ``FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE``; 0: no limit);
-        :class:`~submit_once.runner.Unavailable` if Redis does not answer.
+        :class:`~submit_once.Unavailable` if Redis does not answer.
         """
+        return self.issue_many((form,), per_client_per_minute=per_client_per_minute)[form]
+
+    def issue_many(self, forms: Sequence[str], *,
+                   per_client_per_minute: int | None = None) -> dict[str, str]:
+        """A fresh token for each form of one page, ``{form: token}``, in one Redis
+        round trip; refused or unavailable as :meth:`issue`, for all of them at once
+        (so a page with Redis away says so once, not once per form)."""
         state = self.state()
         sid = self.session_id()
         per_client = state.max_per_client_per_minute if per_client_per_minute is None \
@@ -232,8 +249,8 @@ class FormTokens:
         session_cap = IssueLimit(f"session:{sid}", state.max_per_session, state.store.ttl)
         client_limit = IssueLimit(f"client:{request.remote_addr or ''}", per_client, 60)
         try:
-            token = state.store.issue(session_id=sid, form=form,
-                                      limits=(session_cap, client_limit))
+            tokens = state.store.issue_many(session_id=sid, forms=forms,
+                                            limits=(session_cap, client_limit))
         except TooManyIssued as refused:
             if refused.limit is session_cap:
                 raise TooManyForms(retry_after=refused.retry_after) from None
@@ -241,16 +258,42 @@ class FormTokens:
         except redis.RedisError as error:
             raise Unavailable(f"{type(error).__name__} while issuing a token") from error
         if token_issued.receivers:
-            token_issued.send(current_app._get_current_object(), form=form)  # type: ignore[attr-defined]
-        return token
+            app = current_app._get_current_object()  # type: ignore[attr-defined]
+            for form in forms:
+                token_issued.send(app, form=form)
+        return dict(zip(forms, tokens, strict=True))
 
     def submitted_token(self) -> str:
-        """The token in the submitted form; :class:`BadFormToken` (400) if it is
-        missing or malformed, before anything touches Redis."""
-        values = request.form.getlist(self.state().field)
+        """The token this request carries; :class:`BadFormToken` (400) if it is
+        missing, repeated or malformed, before anything touches Redis.
+
+        Read from the form field (``FORM_TOKENS_FIELD``), else the ``X-Form-Token``
+        header, else that field of a JSON object body: a plain POST, htmx and a
+        ``fetch()`` of JSON all work.
+        """
+        field = self.state().field
+        values = request.form.getlist(field)
+        if not values and TOKEN_HEADER in request.headers:
+            values = request.headers.getlist(TOKEN_HEADER)
+        if not values and request.is_json:
+            body = request.get_json(silent=True)
+            if isinstance(body, dict) and field in body:
+                values = [body[field]]
         if len(values) != 1 or not is_well_formed(values[0]):
             raise BadFormToken()
-        return values[0]
+        return str(values[0])
+
+    def form(self, name: str, *, template: str, fragment: str | None = None,
+             fields: Sequence[str] = (),
+             fingerprint_of: Callable[[Any], str | None] | None = None,
+             sessions: Sessions | None = None, with_forms: Sequence[str] = (),
+             messages: Mapping[str, str] | None = None) -> OnceForm[Any]:
+        """A handle on one protected form that answers every outcome by itself; see
+        :class:`~submit_once.OnceForm` for the parameters. Made once, at import time
+        or in the app factory: it holds no app state."""
+        return OnceForm(self, name, template=template, fragment=fragment, fields=fields,
+                        fingerprint_of=fingerprint_of, sessions=sessions,
+                        with_forms=with_forms, messages=messages)
 
     def digest(self, form: str, token: str) -> str:
         """The token's digest (safe to log and to store) as bound to this session."""
@@ -264,8 +307,12 @@ class FormTokens:
         sessions: Sessions,
         create: Callable[[Session, str], T],
         find: Callable[[Session, str], T | None],
+        fingerprint: str | None = None,
+        fingerprint_of: Callable[[T], str | None] | None = None,
     ) -> Outcome[T]:
-        """Consume ``token`` and run ``create`` once; see :func:`submit_once.runner.submit_once`.
+        """Consume ``token`` and run ``create`` once; see :func:`submit_once.submit_once`
+        (``fingerprint`` and ``fingerprint_of`` too: a repeat with other input is
+        :class:`~submit_once.Changed`).
 
         ``sessions`` is a ``sessionmaker`` or a Flask-SQLAlchemy ``db`` (pass the
         ``SQLAlchemy`` object itself, not ``db.session`` nor its factory: the
@@ -286,10 +333,12 @@ class FormTokens:
             tokens=state.store, token=token, session_id=sid, form=form,
             sessions=sessions, create=create, find=find, wait=state.wait,
             redis_down_fallback=state.redis_down_fallback, sender=app,
+            fingerprint=fingerprint, fingerprint_of=fingerprint_of,
         )  # puts the token back itself on Unconfirmed
         digest = state.store.digest(token, session_id=sid, form=form)
-        if isinstance(outcome, Created | Duplicate):
-            state.settled.remember(digest, outcome.result)
+        if isinstance(outcome, Created | Duplicate | Changed):
+            stored = fingerprint_of(outcome.result) if fingerprint_of else None
+            state.settled.remember(digest, (outcome.result, stored))
         if submit_decided.receivers:
             submit_decided.send(app, form=form, outcome=outcome,
                                 seconds=time.perf_counter() - started, digest=digest)
@@ -300,9 +349,12 @@ class FormTokens:
         :func:`submit_once.restore`. :meth:`submit_once` does it by itself."""
         restore(self.store, token, session_id=self.session_id(), form=form)
 
-    def already_submitted(self, form: str, token: str) -> Duplicate[Any] | None:
+    def already_submitted(self, form: str, token: str, *, fingerprint: str | None = None,
+                          ) -> Duplicate[Any] | Changed[Any] | None:
         """The outcome for a token whose submit this process has already seen
-        committed, or ``None``: then call :meth:`submit_once` as usual.
+        committed, or ``None``: then call :meth:`submit_once` as usual. With the
+        ``fingerprint`` of this request, a repeat with other input is
+        :class:`~submit_once.Changed`, as on the full path.
 
         A view may ask this before it validates the form: the token is spent and
         its row committed, so a duplicate (a double click, a storm of retries) is
@@ -313,23 +365,29 @@ class FormTokens:
         """
         digest = self.digest(form, token)
         state = self.state()
-        result = state.settled.get(digest)
-        if result is _UNKNOWN:
+        known = state.settled.get(digest)
+        if known is None:
             return None
+        result, stored = known
         # The GETDEL every submit makes: a token that came back in Redis (a
         # failover) is used up here too, not left live. Its answer is known
         # whatever Redis says, so an unreachable Redis changes nothing.
         with suppress(redis.RedisError):
             state.store.consume_digest(digest)
-        outcome = Duplicate(result)
+        outcome: Duplicate[Any] | Changed[Any] = Duplicate(result)
+        if fingerprint is not None and stored is not None and stored != fingerprint:
+            outcome = Changed(result)
         if submit_decided.receivers:
             submit_decided.send(current_app._get_current_object(),  # type: ignore[attr-defined]
                                 form=form, outcome=outcome, seconds=0.0, digest=digest)
         return outcome
 
 
-def form_token_input(token: str) -> Markup:
-    """The hidden input that carries ``token``: ``{{ form_token_input(token) }}``."""
+def form_token_input(token: str | None) -> Markup:
+    """The hidden input that carries ``token``: ``{{ form_token_input(token) }}``;
+    nothing when there is no token (Redis was away when the page was rendered)."""
+    if not token:
+        return Markup("")
     field = FormTokens.state().field
     return Markup('<input type="hidden" name="%s" value="%s">') % (field, token)  # both escaped
 

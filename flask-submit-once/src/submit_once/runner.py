@@ -54,10 +54,12 @@ timeout) never restores or deletes a token; the next submit reads what happened.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import logging
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeAlias, TypeVar
@@ -73,8 +75,8 @@ from .signals import submit_committed, token_consumed
 from .tokens import TokenStore
 
 __all__ = [
-    "Created", "Duplicate", "Expired", "Failed", "Outcome", "Refused", "StillRunning",
-    "Unavailable", "Unconfirmed", "lock_key", "restore", "run_once", "submit_once",
+    "Changed", "Created", "Duplicate", "Expired", "Failed", "Outcome", "Refused", "StillRunning",
+    "Unavailable", "Unconfirmed", "fingerprint", "lock_key", "restore", "run_once", "submit_once",
 ]
 
 log = logging.getLogger(__name__)
@@ -119,6 +121,17 @@ class Duplicate(Generic[T]):
 
 
 @dataclass(frozen=True)
+class Changed(Generic[T]):
+    """An earlier request with the same token committed ``result`` from *other*
+    input (a Back + edit + resubmit, a duplicated tab, two versions of one rendering):
+    nothing new was done, and this request's input is not in ``result``. Tell the
+    user, with their new input and a fresh token; never land them on ``result`` as if
+    it were what they just sent. Only given when the caller passes a ``fingerprint``."""
+    result: T
+    waited: bool = False
+
+
+@dataclass(frozen=True)
 class Expired:
     """Nothing exists for this token: it expired, was never issued here, or the
     request that consumed it failed (``waited`` is then usually True)."""
@@ -152,7 +165,8 @@ class StillRunning:
     same token later is safe: it lands on the result or on Expired."""
 
 
-Outcome: TypeAlias = Created[T] | Duplicate[T] | Expired | Failed | Unconfirmed | StillRunning
+Outcome: TypeAlias = (Created[T] | Duplicate[T] | Changed[T] | Expired | Failed | Unconfirmed
+                      | StillRunning)
 
 
 class HasScopedSession(Protocol):
@@ -192,6 +206,8 @@ def submit_once(
     wait: float = 10.0,
     redis_down_fallback: bool = False,
     sender: object = None,
+    fingerprint: str | None = None,
+    fingerprint_of: Callable[[T], str | None] | None = None,
 ) -> Outcome[T]:
     """Consume ``token`` and run ``create`` in one transaction, at most once.
 
@@ -209,12 +225,17 @@ def submit_once(
     Errors after the token is consumed are returned as :class:`Failed`, or as
     :class:`Unconfirmed` when nobody knows whether the COMMIT landed: the token is
     then put back, so that resubmitting it settles the question.
+
+    ``fingerprint`` names what this submission *is* (see :func:`fingerprint`; store
+    it with the row in ``create``) and ``fingerprint_of(result)`` reads it back: a
+    duplicate whose fingerprint differs is :class:`Changed`, not :class:`Duplicate`.
     """
     digest = tokens.digest(token, session_id=session_id, form=form)
     outcome = run_once(
         digest=digest, take=lambda: tokens.consume_digest(digest),
         sessions=sessions, create=create, find=find, wait=wait,
         redis_down_fallback=redis_down_fallback, sender=sender,
+        fingerprint=fingerprint, fingerprint_of=fingerprint_of,
     )
     if isinstance(outcome, Unconfirmed):
         restore(tokens, token, session_id=session_id, form=form)
@@ -247,6 +268,8 @@ def run_once(
     wait: float = 10.0,
     redis_down_fallback: bool = False,
     sender: object = None,
+    fingerprint: str | None = None,
+    fingerprint_of: Callable[[T], str | None] | None = None,
 ) -> Outcome[T]:
     """:func:`submit_once` for any single-use mark named by ``digest``.
 
@@ -255,6 +278,10 @@ def run_once(
     (an Idempotency-Key, a webhook event id; see ``TokenStore.claim``). The
     lock, the transaction, the signals and the outcomes are the same.
     """
+    if (fingerprint is None) != (fingerprint_of is None):
+        raise TypeError("pass fingerprint and fingerprint_of together: the one is what this "
+                        "submission is, the other reads what the stored result was")
+    answer = _Answer(fingerprint, fingerprint_of)
     attempt = _attempts(sessions)
     key = lock_key(digest)
     deadline = time.monotonic() + wait
@@ -268,7 +295,7 @@ def run_once(
                     if not taken:
                         existing = find(db, digest)
                         if existing is not None:
-                            return Duplicate(existing, waited)
+                            return answer.repeat(existing, waited)
                         if taken is False:
                             return Expired(waited)
             except _UNREACHABLE as error:
@@ -277,13 +304,51 @@ def run_once(
             if locked:
                 if token_consumed.receivers:  # no work when nobody listens
                     token_consumed.send(sender, digest=digest)
-                return _create_once(db, digest, create, find, sender)
+                return _create_once(db, digest, create, find, sender, answer)
         waited = True
         remaining = deadline - time.monotonic()
         if remaining <= 0:
             return StillRunning()
         time.sleep(min(delay, remaining))
         delay = min(delay * 2, 0.1)
+
+
+class _Answer(Generic[T]):
+    """What a request that finds a committed result gets: Duplicate, or Changed when
+    its fingerprint is not the one stored with the result."""
+
+    def __init__(self, fingerprint: str | None,
+                 fingerprint_of: Callable[[T], str | None] | None) -> None:
+        self.fingerprint, self.fingerprint_of = fingerprint, fingerprint_of
+
+    def repeat(self, existing: T, waited: bool = False) -> Duplicate[T] | Changed[T]:
+        if self.fingerprint_of is not None:
+            stored = self.fingerprint_of(existing)
+            if stored is not None and stored != self.fingerprint:
+                return Changed(existing, waited)
+        return Duplicate(existing, waited)
+
+
+def fingerprint(values: Mapping[str, object]) -> str:
+    """A 43-character digest of the fields that make a submission what it is.
+
+    ``values`` maps each field's name to its value or list of values (say the
+    quantity and the address of an order, not the CSRF token). Line endings are
+    normalised (browsers send CRLF in a textarea); the order of the names does not
+    matter. Store it with the row; :func:`submit_once` compares it on every repeat.
+    """
+    canonical = json.dumps(
+        {name: _canonical(value) for name, value in values.items()},
+        sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+    return base64.urlsafe_b64encode(hashlib.sha256(canonical.encode()).digest()).decode()[:43]
+
+
+def _canonical(value: object) -> object:
+    if isinstance(value, str):
+        return value.replace("\r\n", "\n").replace("\r", "\n")
+    if isinstance(value, list | tuple):
+        return [_canonical(item) for item in value]
+    return value
 
 
 def _take(take: Callable[[], bool], redis_down_fallback: bool, digest: str) -> bool | None:
@@ -307,6 +372,7 @@ def _create_once(
     create: Callable[[Session, str], T],
     find: Callable[[Session, str], T | None],
     sender: object,
+    answer: _Answer[T],
 ) -> Outcome[T]:
     """The token is ours: run the transaction. Only explicit failures are
     handled here; anything else (including KeyboardInterrupt, SystemExit or a
@@ -323,7 +389,7 @@ def _create_once(
         if existing is None:
             return Failed(error)
         log.warning("token %s came back in Redis; the unique constraint held", digest[:12])
-        return Duplicate(existing)
+        return answer.repeat(existing)
     except (Refused, SQLAlchemyError) as error:
         with suppress(SQLAlchemyError):  # the connection may be what failed
             db.rollback()

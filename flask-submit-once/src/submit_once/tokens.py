@@ -16,8 +16,12 @@ as before (a Cluster, where the keys live on different nodes, sends them as one
 pipeline instead)::
 
     EVALSHA <issue script> <prefix>:<digest> <prefix>:issued:<who digest>:<window> ...
-        INCR each counter (EXPIRE it with its first count); over a limit: stop, no SET
+        GET each counter; one over its limit: stop, nothing written
+        INCR each counter (EXPIRE it with its first count)
         SET <prefix>:<digest> 1 EX <ttl> NX
+
+A page with several forms gets all their tokens in that one command
+(``issue_many``).
 
 A count kept in a cookie is the client's to drop; these are kept in Redis, and
 the client's address is counted as well as its session, so a flood of form views
@@ -114,18 +118,27 @@ class TooManyIssued(Exception):
         self.retry_after = retry_after
 
 
-#: KEYS[1] the token, KEYS[2..] one counter per limit; ARGV[1] the token's TTL, then
-#: per limit its most and its counter's TTL. Returns 0 when the token is set, the limit's
-#: 1-based number when one refused it, -1 on the impossible collision. A script runs
-#: whole, so a counter never lives without its TTL.
+#: KEYS: the n tokens, then one counter per limit. ARGV[1] n, ARGV[2] the tokens' TTL,
+#: then per limit its most and its counter's TTL. Returns 0 when the tokens are set, the
+#: refusing limit's 1-based number, or -1 on the impossible collision. Every limit is
+#: checked before anything is written, so a refused rendering leaves no key behind; a
+#: script runs whole, so a counter never lives without its TTL.
 _ISSUE = """
-for i = 2, #KEYS do
-  local count = redis.call('INCR', KEYS[i])
-  if count == 1 then redis.call('EXPIRE', KEYS[i], ARGV[2 * i - 1]) end
-  if count > tonumber(ARGV[2 * i - 2]) then return i - 1 end
+local n = tonumber(ARGV[1])
+local limits = #KEYS - n
+for j = 1, limits do
+  local count = tonumber(redis.call('GET', KEYS[n + j]) or '0')
+  if count + n > tonumber(ARGV[1 + 2 * j]) then return j end
 end
-if redis.call('SET', KEYS[1], '1', 'EX', ARGV[1], 'NX') then return 0 end
-return -1
+for j = 1, limits do
+  if redis.call('INCRBY', KEYS[n + j], n) == n then
+    redis.call('EXPIRE', KEYS[n + j], ARGV[2 + 2 * j])
+  end
+end
+for i = 1, n do
+  if not redis.call('SET', KEYS[i], '1', 'EX', ARGV[2], 'NX') then return -1 end
+end
+return 0
 """
 
 
@@ -171,31 +184,40 @@ class TokenStore:
         many open tabs never invalidate one another. NX only guards against
         the impossible (a 256-bit collision): it never overwrites a live key.
 
-        With ``limits``, their counters are taken in the same command (one
-        round trip); over one, no token is set and :class:`TooManyIssued` says
-        which limit and when to come back.
+        With ``limits``, their counters are checked and taken in the same command
+        (one round trip); over one, nothing is written and :class:`TooManyIssued`
+        says which limit and when to come back.
         """
-        token = secrets.token_urlsafe(TOKEN_BYTES)
-        key = self.key(token, session_id=session_id, form=form)
+        return self.issue_many(session_id=session_id, forms=(form,), limits=limits)[0]
+
+    def issue_many(self, *, session_id: str, forms: Sequence[str],
+                   limits: Sequence[IssueLimit] = ()) -> list[str]:
+        """:meth:`issue` for every form of one page, in one round trip: a token for
+        each of ``forms``, in order. Each counts against ``limits``; refused or
+        unreachable, the page gets none of them."""
+        tokens = [secrets.token_urlsafe(TOKEN_BYTES) for _ in forms]
+        keys = [self.key(token, session_id=session_id, form=form)
+                for token, form in zip(tokens, forms, strict=True)]
         limits = [limit for limit in limits if limit.most > 0]
-        if not limits:
-            if not self.client.set(key, 1, ex=self.ttl, nx=True):
-                raise RuntimeError("token collision: the random source is broken")
-            return token
+        if not keys:
+            return tokens
         now = int(time.time())
         counters = self._counters(limits, now)
-        if isinstance(self.client, RedisCluster):
-            refused = self._issue_in_pipeline(key, counters)
+        if len(keys) == 1 and not counters:
+            refused = 0 if self.client.set(keys[0], 1, ex=self.ttl, nx=True) else -1
+        elif isinstance(self.client, RedisCluster):
+            refused = self._issue_in_pipeline(keys, counters)
         else:
             refused = int(self._issue_script(
-                keys=[key, *(counter for counter, _, _ in counters)],
-                args=[self.ttl, *(n for _, most, life in counters for n in (most, life))]))
+                keys=[*keys, *(counter for counter, _, _ in counters)],
+                args=[len(keys), self.ttl,
+                      *(n for _, most, life in counters for n in (most, life))]))
         if refused < 0:
             raise RuntimeError("token collision: the random source is broken")
         if refused:
             limit = limits[refused - 1]
             raise TooManyIssued(limit, retry_after=limit.seconds - now % limit.seconds)
-        return token
+        return tokens
 
     def _counters(self, limits: Sequence[IssueLimit], now: int) -> list[tuple[str, int, int]]:
         """(key, most, TTL) of each limit's counter for the window ``now`` falls in. A
@@ -203,20 +225,22 @@ class TokenStore:
         return [(f"{self.prefix}:issued:{_short_digest(limit.who)}:{now // limit.seconds}",
                  limit.most, 2 * limit.seconds) for limit in limits]
 
-    def _issue_in_pipeline(self, key: str, counters: list[tuple[str, int, int]]) -> int:
+    def _issue_in_pipeline(self, keys: list[str], counters: list[tuple[str, int, int]]) -> int:
         """The script's work for a Cluster, whose keys sit on different nodes, in one
-        pipeline: the token is set first and deleted if a limit refuses it."""
+        pipeline: the tokens are set first and deleted if a limit refuses them."""
         pipe = self.client.pipeline(transaction=False)
         for counter, _, life in counters:
-            pipe.incr(counter)
-            pipe.expire(counter, life)  # every time: INCR alone could make a key with none
-        pipe.set(key, 1, ex=self.ttl, nx=True)
-        *replies, stored = pipe.execute()
+            pipe.incrby(counter, len(keys))
+            pipe.expire(counter, life)  # every time: INCRBY alone could make a key with none
+        for key in keys:
+            pipe.set(key, 1, ex=self.ttl, nx=True)
+        replies = pipe.execute()
+        stored = replies[2 * len(counters):]
         for number, (_, most, _) in enumerate(counters, start=1):
             if int(replies[2 * number - 2]) > most:
-                self.client.delete(key)
+                self.client.delete(*keys)
                 return number
-        return 0 if stored else -1
+        return 0 if all(stored) else -1
 
     def consume(self, token: str, *, session_id: str, form: str) -> bool:
         """Use ``token`` up; ``True`` for exactly one caller, ever.
