@@ -148,11 +148,7 @@ def test_failure_after_consume_places_nothing_and_offers_a_fresh_token(make_app,
     assert order_count(servers) == 1
 
 
-@pytest.mark.parametrize("lock", ["BEGIN and lock in one round trip", "the plain lock statement"])
-def test_duplicate_in_flight_waits_for_the_first_and_lands_on_its_order(
-        make_app, servers, monkeypatch, lock):
-    if lock == "the plain lock statement":  # what another driver (or psycopg) gets
-        monkeypatch.setattr("submit_once.runner._psycopg", None)
+def test_duplicate_in_flight_waits_for_the_first_and_lands_on_its_order(make_app, servers):
     app = make_app()
     consumed, release = threading.Event(), threading.Event()
 

@@ -95,6 +95,9 @@ class Order(Base):
     # and form) or an API client's Idempotency-Key. UNIQUE: the last line of
     # defence when Redis gives back a token or key it had already handed out.
     submission_digest: Mapped[str] = mapped_column(String(DIGEST_LENGTH), unique=True)
+    # The fingerprint of the form fields that made it (migration 0008): a resubmit
+    # with other fields is told, not landed here. None for API orders.
+    submission_fingerprint: Mapped[str | None] = mapped_column(String(DIGEST_LENGTH))
     product_id: Mapped[int] = mapped_column(ForeignKey("products.id"))
     quantity: Mapped[int] = mapped_column(Integer)
     unit_price_cents: Mapped[int] = mapped_column(Integer)

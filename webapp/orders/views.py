@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import NamedTuple
 
 from flask import Blueprint, abort, redirect, render_template, request, url_for
 from sqlalchemy import select
@@ -10,6 +11,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from submit_once import (
+    Changed,
     Created,
     Duplicate,
     Expired,
@@ -17,6 +19,7 @@ from submit_once import (
     Refused,
     StillRunning,
     Unconfirmed,
+    fingerprint,
 )
 
 from ..db import sessions
@@ -31,7 +34,12 @@ bp = Blueprint("orders", __name__)
 log = logging.getLogger(__name__)
 
 FORM = "order"
+#: The fields that make an order what it is: a resubmit of one rendering with any of
+#: them changed is told so, not landed on the order the first submit placed.
+FINGERPRINTED = ("product", "quantity", "name", "email", "address")
 
+CHANGED = ("This form was already used for order {number}, with other details: nothing "
+           "new was placed. Check the details below and submit to place another order.")
 EXPIRED = "This form expired — please check your details and submit again."
 NOT_PLACED = ("Your order was not placed and nothing was charged: we could not save it just "
               "now. Please check your details and submit again.")
@@ -57,25 +65,32 @@ def new():
 def create():
     token = form_tokens.submitted_token()  # malformed: 400, Redis untouched
     reject_repeated_fields()
+    submitted = submission_fingerprint()
     # A duplicate of an order this worker saw committed needs no validation: the
     # token is spent, the order exists. A first submit pays one dict lookup.
-    if known := form_tokens.already_submitted(FORM, token):
-        return redirect(url_for(".show", public_id=known.result, already_placed=1), 303)
+    known = form_tokens.already_submitted(FORM, token, fingerprint=submitted)
+    if isinstance(known, Duplicate):
+        return redirect(url_for(".show", public_id=known.result.public_id, already_placed=1), 303)
     with sessions()() as db:
         form = OrderForm(active_products(db))
+    if known is not None:
+        return render_changed(form, known.result)
     if not form.validate():
         return render_form(form, token=token, status=422)  # the same token stays valid
 
     outcome = form_tokens.submit_once(
         FORM, token, sessions=sessions(),
-        create=lambda db, digest: place_order(db, form, digest),
-        find=find_order_id,
+        create=lambda db, digest: place_order(db, form, digest, submitted),
+        find=find_placed, fingerprint=submitted,
+        fingerprint_of=lambda placed: placed.fingerprint,
     )
     match outcome:
-        case Created(public_id):
-            return redirect(url_for(".show", public_id=public_id), 303)
-        case Duplicate(public_id):
-            return redirect(url_for(".show", public_id=public_id, already_placed=1), 303)
+        case Created(placed):
+            return redirect(url_for(".show", public_id=placed.public_id), 303)
+        case Duplicate(placed):
+            return redirect(url_for(".show", public_id=placed.public_id, already_placed=1), 303)
+        case Changed(placed):
+            return render_changed(form, placed)
         case Failed(Refused()):
             return render_form(form, message=NOT_PLACED, status=409)
         case Unconfirmed():
@@ -110,8 +125,30 @@ def show(public_id: str):
                            already_placed="already_placed" in request.args)
 
 
-def place_order(db: Session, form: OrderForm, digest: str) -> str:
-    """Insert the order in the caller's transaction; returns its public id.
+class Placed(NamedTuple):
+    """What a submit of the order form placed: the order's keys and the fingerprint
+    of the fields it was placed from."""
+    public_id: str
+    order_number: str
+    fingerprint: str | None
+
+
+def submission_fingerprint() -> str:
+    """The fingerprint of this request's order fields, as the browser sent them."""
+    return fingerprint({name: request.form.getlist(name) for name in FINGERPRINTED})
+
+
+def render_changed(form: OrderForm, placed: Placed):
+    """A resubmit of a used form with other details: those details back in a form
+    with a fresh token, and a link to the order the form placed. Nothing is placed
+    until the customer submits this form."""
+    return render_form(form, message=CHANGED.format(number=placed.order_number), status=409,
+                       placed_url=url_for(".show", public_id=placed.public_id))
+
+
+def place_order(db: Session, form: OrderForm, digest: str,
+                submitted: str | None = None) -> Placed:
+    """Insert the order in the caller's transaction; returns what was placed.
 
     The product is read again inside the transaction, so one taken off sale
     since the form was validated is refused, not sold.
@@ -119,25 +156,29 @@ def place_order(db: Session, form: OrderForm, digest: str) -> str:
     product = db.scalar(select(Product).where(Product.id == form.product.data, Product.active))
     if product is None:
         raise Refused("product no longer on sale")
-    order = Order(submission_digest=digest, product_id=product.id, quantity=form.quantity.data,
+    order = Order(submission_digest=digest, submission_fingerprint=submitted,
+                  product_id=product.id, quantity=form.quantity.data,
                   unit_price_cents=product.price_cents, customer_name=form.name.data,
                   email=form.email.data, shipping_address=form.address.data)
     db.add(order)
     db.flush()
-    return order.public_id
+    return Placed(order.public_id, order.order_number, submitted)
 
 
-def find_order_id(db: Session, digest: str) -> str | None:
-    return db.scalar(select(Order.public_id).where(Order.submission_digest == digest))
+def find_placed(db: Session, digest: str) -> Placed | None:
+    row = db.execute(select(Order.public_id, Order.order_number, Order.submission_fingerprint)
+                     .where(Order.submission_digest == digest)).first()
+    return None if row is None else Placed(*row)
 
 
 def render_form(form: OrderForm, *, token: str | None = None, message: str | None = None,
-                status: int = 200, headers: dict[str, str] | None = None):
+                status: int = 200, headers: dict[str, str] | None = None,
+                placed_url: str | None = None):
     """The order form with the user's input; a fresh token unless one is given."""
     if token is None:
         token = form_tokens.issue(FORM)
-    return render_template("orders/new.html", form=form, form_token=token,
-                           message=message), status, headers or {}
+    return render_template("orders/new.html", form=form, form_token=token, message=message,
+                           placed_url=placed_url), status, headers or {}
 
 
 def resubmit_after_session_loss():

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urljoin
 
 import pytest
 from flask.testing import FlaskClient
@@ -46,8 +47,8 @@ def hidden_value(html: str, name: str) -> str | None:
 
 @dataclass
 class FormPage:
-    """One rendering of a form: its URL, its token and the hidden fields it carried
-    (a CSRF token among them), as a browser holds it."""
+    """One rendering of a form: where it is sent (its ``action``), its token and the
+    hidden fields it carried (a CSRF token among them), as a browser holds it."""
     forms: OnceForms
     url: str
     token: str | None
@@ -107,16 +108,17 @@ class OnceForms:
         return self.page(url, response.text, form=form)
 
     def page(self, url: str, html: str, *, form: int = 0) -> FormPage:
-        """The ``form``-th ``<form>`` in ``html`` (a 409 or 422 answer, say) as a page
-        to submit."""
+        """The ``form``-th ``<form>`` in ``html`` (a 409 or 422 answer, say), found at
+        ``url``, as a page to submit."""
         forms = re.findall(r"<form\b.*?</form>", html, flags=re.S) or [html]
+        action = re.match(r'<form\b[^>]*\baction="([^"]*)"', forms[form])
         hidden = {}
         for tag in re.findall(r"<input\b[^>]*>", forms[form]):
             attributes = dict(re.findall(r'\b([\w-]+)="([^"]*)"', tag))
             if attributes.get("type") == "hidden" and "name" in attributes:
                 hidden[attributes["name"]] = attributes.get("value", "")
         token = hidden.pop(self.field, None)
-        return FormPage(self, url, token, hidden)
+        return FormPage(self, urljoin(url, action.group(1)) if action else url, token, hidden)
 
     def clone(self) -> FlaskClient:
         """Another connection of the same browser session (its session cookie copied)."""

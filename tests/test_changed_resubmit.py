@@ -1,0 +1,66 @@
+"""A used order form resubmitted with other details (Back + edit, a duplicated tab, a
+Turbo snapshot) is told so with those details back, and places nothing by itself.
+Written with the library's pytest plugin (submit_once.testing's ``once_forms``)."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+
+from submit_once.testing import hidden_value
+from tests.conftest import VALID, order_count
+
+EDITED = {**VALID, "quantity": "5", "address": "1 Other Street\nLeeds LS1 1AA"}
+
+
+def addresses(servers) -> list[str]:
+    with servers.engine.connect() as conn:
+        return list(conn.scalars(text("SELECT shipping_address FROM orders ORDER BY id")))
+
+
+def test_back_edit_and_submit_is_told_and_the_new_details_are_kept(once_forms, servers):
+    page = once_forms.open("/orders/new")
+    placed = page.submit(VALID)
+    assert placed.status_code == 303
+    again = page.submit(EDITED)  # Back, change quantity and address, submit
+    html = again.get_data(as_text=True)
+    assert again.status_code == 409, html[:300]
+    assert "already used for order" in html and "nothing new was placed" in html
+    assert placed.headers["Location"] in html  # a link to the order already placed
+    assert "1 Other Street" in html and 'value="5"' in html
+    fresh = hidden_value(html, "form_token")
+    assert fresh and fresh != page.token and order_count(servers) == 1
+    # Submitting that form is what places the second order, with the new details.
+    second = once_forms.page("/orders/new", html).submit(EDITED)
+    assert second.status_code == 303 and order_count(servers) == 2
+    assert addresses(servers)[1] == EDITED["address"]
+
+
+def test_the_same_details_still_land_on_the_order_whichever_worker_remembers_it(
+        once_forms, servers, make_app):
+    page = once_forms.open("/orders/new")
+    placed = page.submit(VALID)
+    other_worker = make_app().test_client()  # no in-process memory of this submit
+    assert page.submit(VALID).headers["Location"].endswith("?already_placed=1")
+    changed = page.submit(EDITED, client=once_forms.clone())
+    assert changed.status_code == 409
+    for client in (other_worker,):
+        client.set_cookie("session", once_forms.client.get_cookie("session").value)
+        assert page.submit(VALID, client=client).headers["Location"] == \
+            placed.headers["Location"] + "?already_placed=1"
+        assert page.submit(EDITED, client=client).status_code == 409
+    assert order_count(servers) == 1
+
+
+def test_two_versions_of_one_rendering_at_once_place_one_and_the_other_is_told(
+        once_forms, servers):
+    page = once_forms.open("/orders/new")
+    versions = [VALID, EDITED] * 3
+    answers = page.submit_concurrently(versions)
+    assert order_count(servers) == 1
+    (placed_address,) = addresses(servers)
+    for version, answer in zip(versions, answers, strict=True):
+        if version["address"] == placed_address:
+            assert answer.status_code == 303
+        else:
+            assert answer.status_code == 409
+            assert version["address"].split("\n")[1] in answer.get_data(as_text=True)
