@@ -80,6 +80,24 @@ def test_double_submit_requests_once_and_both_land_on_the_order(client, servers,
     assert len(requests_of(servers, order_id)) == 1 and reserved(servers, order_id) == 1000
 
 
+def test_the_same_form_resubmitted_with_another_amount_is_told_not_merged(client, servers,
+                                                                        order):
+    """Back on the refund page, another amount typed, submitted: nothing new is
+    requested, and the page says what the form already requested, keeping the new
+    amount in a form with a fresh token."""
+    order_id, public_id = order
+    tokens = open_refund_form(client, public_id)
+    assert refund(client, public_id, tokens, "10.00").status_code == 303
+    again = refund(client, public_id, tokens, "5.00")
+    html = again.get_data(as_text=True)
+    assert again.status_code == 409, html[:300]
+    assert "already used to request a refund of €10.00" in html and 'value="5.00"' in html
+    assert hidden(html, "form_token") != tokens["form_token"]
+    assert [amount for _, amount, _, _ in requests_of(servers, order_id)] == [1000]
+    assert refund(client, public_id, tokens, "10.00").headers["Location"].endswith(
+        "refund=already")  # the same amount still lands on the request
+
+
 @pytest.mark.parametrize(("amount", "message"), [
     ("", "Enter the amount to refund."),
     ("twelve", "Enter an amount like 12.50."),

@@ -18,13 +18,15 @@ waits for the first's row lock, re-reads the row, and matches nothing.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from ..models import Order, RefundRequest
 from ..order_states import TRANSITIONS
 
-__all__ = ["CHANNEL", "NotEnoughLeft", "RequeueRefused", "find_request_order",
+__all__ = ["CHANNEL", "NotEnoughLeft", "RequeueRefused", "Requested", "find_request",
            "request_refund", "requeue_request", "requests_of"]
 
 #: The LISTEN/NOTIFY channel the relay wakes on.
@@ -59,10 +61,17 @@ def wake_relay(db: Session) -> None:
     db.execute(select(func.pg_notify(CHANNEL, "")))
 
 
-def find_request_order(db: Session, key: str) -> str | None:
-    """The public id of the order a refund request with ``key`` was made for."""
-    return db.scalar(select(Order.public_id).join(RefundRequest)
-                     .where(RefundRequest.idempotency_key == key))
+class Requested(NamedTuple):
+    """A refund request as a resubmit of its form sees it: for which order, how much."""
+    public_id: str
+    amount_cents: int
+
+
+def find_request(db: Session, key: str) -> Requested | None:
+    """The order and amount of the refund request made with ``key``, if any."""
+    row = db.execute(select(Order.public_id, RefundRequest.amount_cents).join(RefundRequest)
+                     .where(RefundRequest.idempotency_key == key)).first()
+    return None if row is None else Requested(*row)
 
 
 def requests_of(db: Session, order_id: int) -> list[RefundRequest]:

@@ -20,6 +20,7 @@ from redis.exceptions import RedisError
 from sqlalchemy.orm import Session
 
 from submit_once import (
+    Changed,
     Created,
     Duplicate,
     Expired,
@@ -27,6 +28,7 @@ from submit_once import (
     Refused,
     StillRunning,
     Unconfirmed,
+    fingerprint,
 )
 
 from ..db import sessions
@@ -34,10 +36,19 @@ from ..extensions import form_tokens
 from ..models import Order, RefundRequest
 from ..order_rules import get_order_or_404
 from .forms import RefundForm, euros
-from .requests import REFUNDABLE, NotEnoughLeft, find_request_order, request_refund, requests_of
+from .requests import (
+    REFUNDABLE,
+    NotEnoughLeft,
+    Requested,
+    find_request,
+    request_refund,
+    requests_of,
+)
 
 bp = Blueprint("refunds", __name__, cli_group=None)
 
+CHANGED = ("This form was already used to request a refund of {amount}: nothing new was "
+           "requested. Check the amount and submit to request another refund.")
 EXPIRED = "This form expired — please check the amount and submit again."
 NOT_QUEUED = ("We could not take your refund request just now, so nothing was requested. "
               "Please submit again in a few moments.")
@@ -95,13 +106,17 @@ def create(public_id: str):
     outcome = form_tokens.submit_once(
         name, token, sessions=sessions(),
         create=lambda db, digest: create_request(db, order, form.cents, digest),
-        find=find_request_order,
+        find=find_request, fingerprint=amount_fingerprint(form.cents),
+        fingerprint_of=lambda requested: amount_fingerprint(requested.amount_cents),
     )
     match outcome:
         case Created(_):
             return redirect(url_for("orders.show", public_id=public_id, refund="requested"), 303)
         case Duplicate(_):
             return redirect(url_for("orders.show", public_id=public_id, refund="already"), 303)
+        case Changed(requested):  # another amount on the same form: told, not merged
+            return form_again(public_id, form,
+                              CHANGED.format(amount=euros(requested.amount_cents)), 409)
         case Failed(Refused() as refused):
             return form_again(public_id, form, str(refused), 409)
         case Unconfirmed():
@@ -124,14 +139,19 @@ def request_taken(name: str, token: str) -> bool:
     refuse as more than is left. Its token, put back for that resubmit, is spent."""
     digest = form_tokens.digest(name, token)
     with sessions()() as db:
-        if find_request_order(db, digest) is None:
+        if find_request(db, digest) is None:
             return False
     with suppress(RedisError):  # the answer is known whatever Redis says
         form_tokens.store.consume_digest(digest)
     return True
 
 
-def create_request(db: Session, order: Order, cents: int, digest: str) -> str:
+def amount_fingerprint(cents: int) -> str:
+    """What makes a refund request what it is: its amount."""
+    return fingerprint({"amount_cents": cents})
+
+
+def create_request(db: Session, order: Order, cents: int, digest: str) -> Requested:
     """Record the request and reserve its amount, inside submit_once's transaction
     (the token is spent). What is left is checked again by the reserving UPDATE: a
     refund requested or applied since the form was validated makes this one too large."""
@@ -139,7 +159,7 @@ def create_request(db: Session, order: Order, cents: int, digest: str) -> str:
         request_refund(db, order.id, cents, digest)
     except NotEnoughLeft:
         raise Refused(NOT_ENOUGH_LEFT) from None
-    return order.public_id
+    return Requested(order.public_id, cents)
 
 
 def form_again(public_id: str, form: RefundForm, message: str, status: int):
