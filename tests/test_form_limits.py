@@ -74,11 +74,23 @@ def test_a_user_within_the_limit_orders_as_before(make_app, servers):
     assert order_count(servers) == 1
 
 
+def test_a_refused_form_view_writes_nothing_to_redis(make_app, rdb):
+    """Every limit is checked before a counter moves: 300 cookieless views over the
+    limit (a new session each) add no key at all, so a flood cannot evict open forms."""
+    app = make_app(FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=LIMIT)
+    client = app.test_client(use_cookies=False)
+    away_from_a_minute_boundary()
+    assert [client.get("/orders/new").status_code for _ in range(LIMIT)] == [200] * LIMIT
+    keys_at_the_limit = rdb.dbsize()
+    assert {client.get("/orders/new").status_code for _ in range(300)} == {429}
+    assert rdb.dbsize() == keys_at_the_limit
+
+
 @pytest.mark.parametrize("cap, limit, commands", [
     (0, 0, {"set": 1, "getdel": 1}),
     # One script: the counts were made (with their TTLs) at the first form.
-    (0, LIMIT, {"evalsha": 1, "incr": 1, "set": 1, "getdel": 1}),
-    (200, LIMIT, {"evalsha": 1, "incr": 2, "set": 1, "getdel": 1}),
+    (0, LIMIT, {"evalsha": 1, "get": 1, "incrby": 1, "set": 1, "getdel": 1}),
+    (200, LIMIT, {"evalsha": 1, "get": 2, "incrby": 2, "set": 1, "getdel": 1}),
 ])
 def test_an_order_costs_two_round_trips_to_redis_with_or_without_the_limits(
         make_app, rdb, cap, limit, commands):
@@ -103,7 +115,7 @@ def test_an_order_costs_two_round_trips_to_redis_with_or_without_the_limits(
 
 def test_a_redis_that_forgot_the_counting_script_is_taught_it_again(make_app, rdb):
     """After a restart or a failover Redis has no scripts: the next form still opens
-    (NOSCRIPT is answered with EVAL, which loads it again) and is counted."""
+    (redis-py answers NOSCRIPT with SCRIPT LOAD and sends it again) and is counted."""
     client = make_app(FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=LIMIT).test_client()
     away_from_a_minute_boundary()
     assert client.get("/orders/new").status_code == 200
