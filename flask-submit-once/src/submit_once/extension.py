@@ -3,7 +3,7 @@
 It wires :mod:`submit_once.tokens` (Redis) and :mod:`submit_once.runner` (the
 once-only transaction) into Flask: a Redis client per app, a random id in the
 session that tokens are bound to, a Jinja helper for the hidden input, and the
-one call a view makes to submit.
+one call a view makes to submit::
 
     form_tokens = FormTokens(app)            # or form_tokens.init_app(app)
 
@@ -13,7 +13,7 @@ one call a view makes to submit.
     known = form_tokens.already_submitted("order", token)  # optional: before validation
     outcome = form_tokens.submit_once("order", token, sessions=db, create=..., find=...)
 
-Settings (``app.config``), all optional but a Redis URL or client:
+Settings (``app.config``), all optional but a Redis URL or client::
 
     FORM_TOKENS_REDIS_URL            default: REDIS_URL
     FORM_TOKENS_TTL                  3600 (seconds); WTF_CSRF_TIME_LIMIT defaults to it

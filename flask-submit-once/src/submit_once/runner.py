@@ -18,18 +18,9 @@ Every submit runs::
       missed:  find(db, digest)            -> Duplicate, or Expired
     (COMMIT or ROLLBACK releases the lock)
 
-Why the lock comes *before* GETDEL: a request that misses on GETDEL must tell
-"the first one is still running" from "there never was a first one". The
-consumer holds the lock from before its GETDEL until its commit, so whoever
-gets the lock after a miss sees either the committed row or a rollback.
-
-Why waiting does not hold a connection: a storm of duplicates would otherwise
-empty the pool while the one request that matters needs it. Waiters poll the
-lock with short transactions and sleep in between, up to a bound.
-
-Why the UNIQUE column is still there: if Redis loses a delete (a failover to a
-replica that never saw the GETDEL) a consumed token comes back; the insert then
-fails on the constraint and the submit is answered like any duplicate.
+Why the lock comes before GETDEL, why a waiting duplicate holds no connection and
+why the UNIQUE column is still needed: :doc:`/pattern` ("Why each step is where
+it is").
 
 With ``redis_down_fallback`` and Redis unreachable at GETDEL, the lock and the
 UNIQUE column carry the submit alone (``find``, then ``create``): nothing is

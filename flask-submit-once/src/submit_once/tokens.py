@@ -54,7 +54,7 @@ Guarantees:
 * Every key has a TTL, so an abandoned form costs nothing after it.
 
 What it cannot guarantee: Redis replication is asynchronous, so a failover (or
-a restore) can bring back a key that was consumed. Store :meth:`digest` in a
+a restore) can bring back a key that was consumed. Store :meth:`TokenStore.digest` in a
 UNIQUE column of the row the submit creates; the database then refuses the
 second row whatever Redis says.
 """
