@@ -42,9 +42,6 @@ nitpick_ignore = [
     ("py:class", "submit_once.forms.T"),
     ("py:class", "submit_once.extension.T"),
     ("py:class", "T"),  # the same, where a signature could only be read as written
-    # The per-process memory of settled submits, a private field of FormTokensState that
-    # its generated signature shows; users never build a FormTokensState.
-    ("py:class", "submit_once.extension._Settled"),
 ]
 
 autodoc_member_order = "bysource"

@@ -137,7 +137,9 @@ class FormTokensState:
     redis_down_fallback: bool = False
     max_per_session: int = 0
     max_per_client_per_minute: int = 0
-    settled: _Settled = dataclasses.field(default_factory=lambda: _Settled(_SETTLED_SIZE))
+    # Submits this process saw settled (the fast path of already_submitted): not a setting.
+    _settled: _Settled = dataclasses.field(default_factory=lambda: _Settled(_SETTLED_SIZE),
+                                           init=False, repr=False)
 
 
 class FormTokens:
@@ -183,9 +185,9 @@ class FormTokens:
             max_per_client_per_minute=int(app.config["FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE"]),
         )
         # A CSRF token should live as long as the form token it travels with: a
-        # shorter limit fails forms whose token is still good. Flask-WTF reads the
-        # setting per request (default 3600), so the order of init_app calls does not
-        # matter. A limit the app set is its own: kept, with a warning if shorter.
+        # shorter limit fails forms whose token is still good. A limit the app set is
+        # its own: kept, with a warning if shorter. CSRFProtect.init_app sets 3600
+        # itself, so with a longer TTL call this init_app first (or set the limit).
         csrf_limit = app.config.setdefault("WTF_CSRF_TIME_LIMIT", ttl)
         if csrf_limit is not None and int(csrf_limit) < ttl:
             warnings.warn(
@@ -338,7 +340,7 @@ class FormTokens:
         digest = state.store.digest(token, session_id=sid, form=form)
         if isinstance(outcome, Created | Duplicate | Changed):
             stored = fingerprint_of(outcome.result) if fingerprint_of else None
-            state.settled.remember(digest, (outcome.result, stored))
+            state._settled.remember(digest, (outcome.result, stored))
         if submit_decided.receivers:
             submit_decided.send(app, form=form, outcome=outcome,
                                 seconds=time.perf_counter() - started, digest=digest)
@@ -365,7 +367,7 @@ class FormTokens:
         """
         digest = self.digest(form, token)
         state = self.state()
-        known = state.settled.get(digest)
+        known = state._settled.get(digest)
         if known is None:
             return None
         result, stored = known

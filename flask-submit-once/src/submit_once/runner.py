@@ -168,7 +168,7 @@ class HasScopedSession(Protocol):
 
 
 #: Where the runner gets its sessions (see the module docstring).
-Sessions: TypeAlias = "sessionmaker[Session] | scoped_session[Any] | HasScopedSession"
+Sessions: TypeAlias = sessionmaker[Session] | scoped_session[Any] | HasScopedSession
 
 # What "unreachable" means: a Redis error, a lost or refused PostgreSQL
 # connection (or a lock or statement timeout), or an empty pool.

@@ -77,7 +77,7 @@ __all__ = ["TOKEN_BYTES", "IssueLimit", "RedisClient", "TokenStore", "TooManyIss
            "is_well_formed"]
 
 #: A redis-py client for one server (or a Sentinel-managed master) or a Cluster.
-RedisClient: TypeAlias = "redis.Redis | RedisCluster"
+RedisClient: TypeAlias = redis.Redis | RedisCluster
 
 #: 32 bytes = 256 bits of randomness, encoded as 43 URL-safe characters.
 TOKEN_BYTES = 32
