@@ -1,20 +1,27 @@
-"""The app served by a real gunicorn on 127.0.0.1, and a small HTTP client for it."""
+"""The app served by a real gunicorn on 127.0.0.1, and a small HTTP client for it:
+one-off requests, and keep-alive connections for API clients and the payment provider."""
 
 from __future__ import annotations
 
 import http.client
+import json
 import os
+import select
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.parse
+from contextlib import suppress
 from dataclasses import dataclass
 from http.cookies import SimpleCookie
 from pathlib import Path
 
 from dev.embedded import free_port
+from webapp.webhooks import DEV_SECRET
+from webapp.webhooks.signatures import HEADER, sign
 
+from .api_client import ORDER
 from .conftest import VALID, Servers, hidden
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,20 +76,84 @@ class LiveServer:
         self.log.seek(0)
         return self.log.read()
 
+    def worker_pids(self) -> list[int]:
+        """The gunicorn workers' process ids (the master's children)."""
+        assert self.process is not None
+        return child_pids(self.process.pid)
+
+
+def child_pids(pid: int) -> list[int]:
+    """Processes whose parent is ``pid`` (gunicorn's workers, a postmaster's backends)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with suppress(OSError):
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
+class Connection:
+    """One HTTP/1.1 connection to 127.0.0.1:``port``, kept alive between requests as
+    an API client library or a payment provider keeps it. Like urllib3, it connects
+    afresh when the server closed it while idle or a request failed on it;
+    ``connects`` counts how often it connected."""
+
+    def __init__(self, port: int, *, timeout: float = 30) -> None:
+        self._http = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+        self.connects = 0
+
+    def send(self, method: str, path: str, *, body: bytes | str | None = None,
+             headers: dict[str, str] | None = None) -> Response:
+        if self._http.sock is not None and select.select([self._http.sock], [], [], 0)[0]:
+            self.close()  # readable while idle: the server closed it (keep-alive timeout)
+        if self._http.sock is None:
+            self.connects += 1
+        try:
+            self._http.request(method, path, body=body, headers=headers or {})
+            raw = self._http.getresponse()
+            return Response(raw.status, {k.lower(): v for k, v in raw.getheaders()},
+                            raw.read().decode())
+        except (OSError, http.client.HTTPException):
+            self.close()
+            raise
+
+    def place_order(self, api_key: str, key: str, order: dict | None = None) -> Response:
+        """POST /api/orders with ``key`` as its Idempotency-Key."""
+        return self.send("POST", "/api/orders", body=json.dumps(order or ORDER),
+                         headers={"Authorization": f"Bearer {api_key}", "Idempotency-Key": key,
+                                  "Content-Type": "application/json"})
+
+    def deliver(self, event: dict, *, secret: str = DEV_SECRET) -> Response:
+        """POST /webhooks/payments, signed now with ``secret`` as the provider signs."""
+        body = json.dumps(event).encode()
+        return self.send("POST", "/webhooks/payments", body=body,
+                         headers={HEADER: sign(secret, body),
+                                  "Content-Type": "application/json"})
+
+    def close(self) -> None:
+        self._http.close()
+
+
+def payment(order: dict, event_id: str) -> dict:
+    """The provider's event that pays ``order`` (an API order's body) in full."""
+    return {"id": event_id, "type": "payment.succeeded", "order_id": order["id"],
+            "amount_cents": order["total_cents"], "currency": order["currency"]}
+
 
 def request(port: int, method: str, path: str, *, cookie: str = "",
             form: dict[str, str] | None = None, timeout: float = 30) -> Response:
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    """One request on a connection of its own, as a browser's new tab sends it."""
+    headers = {"Cookie": cookie} if cookie else {}
+    body = None
+    if form is not None:
+        body = urllib.parse.urlencode(form)
+        headers["Content-Type"] = "application/x-www-form-urlencoded"
+    conn = Connection(port, timeout=timeout)
     try:
-        headers = {"Cookie": cookie} if cookie else {}
-        body = None
-        if form is not None:
-            body = urllib.parse.urlencode(form)
-            headers["Content-Type"] = "application/x-www-form-urlencoded"
-        conn.request(method, path, body=body, headers=headers)
-        raw = conn.getresponse()
-        return Response(raw.status, {k.lower(): v for k, v in raw.getheaders()},
-                        raw.read().decode())
+        return conn.send(method, path, body=body, headers=headers)
     finally:
         conn.close()
 

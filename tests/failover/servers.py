@@ -22,21 +22,9 @@ from pathlib import Path
 import psycopg
 
 from dev.embedded import EmbeddedPostgres
+from tests.live import child_pids
 
 __all__ = ["ReplicatedPostgres"]
-
-
-def _children(pid: int) -> list[int]:
-    """Processes whose parent is ``pid`` (a postmaster's backends and helpers)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with suppress(OSError):
-            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            if int(fields[1]) == pid:
-                found.append(int(entry.name))
-    return found
 
 
 def _postmaster_pid(server: EmbeddedPostgres) -> int:
@@ -139,7 +127,7 @@ class ReplicatedPostgres:
 
     def walreceiver_pid(self) -> int:
         postmaster = _postmaster_pid(self.standby)
-        for pid in _children(postmaster):
+        for pid in child_pids(postmaster):
             with suppress(OSError):
                 if Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"postgres: walreceiver"):
                     return pid
@@ -154,7 +142,7 @@ class ReplicatedPostgres:
     def kill_primary(self) -> None:
         """A crash: the postmaster and every backend die at once (SIGKILL)."""
         postmaster = _postmaster_pid(self.primary)
-        backends = _children(postmaster)
+        backends = child_pids(postmaster)
         os.kill(postmaster, signal.SIGKILL)
         for pid in backends:
             with suppress(ProcessLookupError):

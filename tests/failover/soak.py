@@ -1,6 +1,7 @@
 """Customers under load while a server fails: open a form, submit it 1-3 times
 (sometimes at once, to both app instances), submit once more when the page
-says the order was not placed, and remember every answer.
+says the order was not placed, and remember every answer. Beside them, API
+clients and the payment provider when asked (:mod:`tests.failover.api_soak`).
 
 Each form carries its own customer name (``Soak 3-17``), so afterwards every
 order can be traced to the form it came from, and every page that did not place
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 
 from tests.conftest import VALID, hidden
+from tests.failover.api_soak import ApiTraffic
 from tests.live import Response, request
 
 PUBLIC_ID_LENGTH = 22
@@ -58,9 +60,11 @@ class Form:
 
 @dataclass
 class Load:
-    """Clients that open and submit forms against ``ports`` until stopped."""
+    """Clients that open and submit forms against ``ports`` until stopped, and
+    ``api``'s clients beside them."""
     ports: list[int]
     clients: int = 8
+    api: ApiTraffic | None = None
     forms: list[Form] = field(default_factory=list)
     unavailable_pages: int = 0  # GET /orders/new answered 503 (during the switch)
     started: float = 0.0
@@ -75,6 +79,9 @@ class Load:
         self.started = time.monotonic()
         threads = [threading.Thread(target=self._client, args=(n,), daemon=True)
                    for n in range(self.clients)]
+        if self.api is not None:
+            threads += [threading.Thread(target=self.api.client, args=(n, self._stop),
+                                         daemon=True) for n in range(self.api.clients)]
         for thread in threads:
             thread.start()
         time.sleep(fault_at)

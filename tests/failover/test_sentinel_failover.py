@@ -5,7 +5,9 @@ binaries; two gunicorn instances with ``REDIS_URL=redis+sentinel://…``. The
 master is SIGKILLed mid-load; the Sentinels promote the replica and redis-py's
 Sentinel client, which asks the Sentinels for the master's address on every new
 connection, follows. PostgreSQL is untouched, so nothing acknowledged may be
-missing and no form may place two orders. In the long form (scripts/soak) a
+missing and no form may place two orders. API clients and the payment provider
+send beside the forms: no Idempotency-Key may place two orders, no event pay
+twice, and every retried request ends 2xx. In the long form (scripts/soak) a
 failover comes every minute, the dead master back as a replica in between.
 """
 
@@ -21,9 +23,12 @@ import redis
 from sqlalchemy import text
 
 from dev.embedded import EmbeddedRedis, free_port
+from tests.api_client import new_api_key
+from tests.failover.api_soak import ApiTraffic, judge_api
 from tests.failover.conftest import soak_seconds
 from tests.failover.soak import Load, judge
 from tests.live import LiveServer, request
+from webapp.webhooks import DEV_SECRET
 
 SERVICE = "shop"
 DOWN_AFTER_MS = 1000  # how long the master must not answer before it is "down"
@@ -139,9 +144,11 @@ def test_sentinel_failover_of_the_token_master_under_load_doubles_and_drops_noth
         servers, sentinel_group, report):
     seconds = soak_seconds()
     group = sentinel_group
-    with LiveServer(servers, workers=2, threads=4, REDIS_URL=group.url) as a, \
-            LiveServer(servers, workers=2, threads=4, REDIS_URL=group.url) as b:
-        load = Load([a.port, b.port])
+    env = {"REDIS_URL": group.url, "PAYMENT_WEBHOOK_SECRET": DEV_SECRET}
+    with LiveServer(servers, workers=2, threads=4, **env) as a, \
+            LiveServer(servers, workers=2, threads=4, **env) as b:
+        traffic = ApiTraffic([a.port, b.port], new_api_key(servers))
+        load = Load([a.port, b.port], api=traffic)
         count = max(1, int(seconds // FAILOVER_EVERY))
         interval = seconds / count
         first_master = group.master_port()
@@ -161,11 +168,18 @@ def test_sentinel_failover_of_the_token_master_under_load_doubles_and_drops_noth
             assert live.process.poll() is None, live.output()[-2000:]
             assert request(live.port, "GET", "/orders/new").status == 200
     with servers.engine.connect() as conn:
-        orders = dict(conn.execute(text("SELECT public_id, customer_name FROM orders")).all())
+        orders = dict(conn.execute(text("SELECT public_id, customer_name FROM orders "
+                                        "WHERE api_client_id IS NULL")).all())
     verdict = judge(load, orders, crashes)
-    report(f"Redis Sentinel failover (down-after {DOWN_AFTER_MS} ms): {verdict.summary()}")
+    api = judge_api(traffic, servers.database_url)
+    report(f"Redis Sentinel failover (down-after {DOWN_AFTER_MS} ms): {verdict.summary()}; "
+           f"{api.summary()}")
     assert switched == (group.replica.port if count % 2 else first_master), \
         "the Sentinels did not promote the replica"
     assert verdict.lost == [] and verdict.duplicates == [] and verdict.split == []
     assert verdict.bad == [], "a submit was answered without the customer's input"
     assert verdict.back_after is not None and verdict.back_after < 15, verdict.summary()
+    assert api.doubled == [] and api.split == [] and api.lost == [], api.summary()
+    assert api.events_doubled == [] and api.events_lost == [] and api.not_paid_once == []
+    assert api.bad == [], f"an API answer no retry can change: {api.bad[:5]}"
+    assert api.unfinished == [] and api.placed > 0 and api.recorded > 0, api.summary()
