@@ -51,6 +51,6 @@ def validate_and_place(form_token: str):
         return render_template("orders/new.html", form=form, form_token=form_token,
                                message=None), 422
     with sessions()() as db:
-        public_id = place_order(db, form, secrets.token_urlsafe(32))
+        placed = place_order(db, form, secrets.token_urlsafe(32))
         db.commit()
-    return redirect(url_for("orders.show", public_id=public_id), 303)
+    return redirect(url_for("orders.show", public_id=placed.public_id), 303)

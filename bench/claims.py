@@ -1,6 +1,6 @@
 """The claim step alone, on the same Redis: ours against lock-and-cache.
 
-Ours (submit_once/tokens.py)::
+Ours (``TokenStore.consume_digest``, flask-submit-once/src/submit_once/tokens.py)::
 
     GETDEL ft:<digest>                       1 round trip; the winner is whoever gets a value
 
@@ -34,13 +34,13 @@ from collections.abc import Callable
 
 import redis
 
+from submit_once import TokenStore
+
 Claim = Callable[[str], bool]
 
 
 def ours(client: redis.Redis) -> Claim:
-    def claim(key: str) -> bool:
-        return client.getdel(f"ft:{key}") is not None
-    return claim
+    return TokenStore(client, prefix="ft").consume_digest
 
 
 def lock_and_cache(client: redis.Redis) -> Claim:

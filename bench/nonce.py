@@ -38,7 +38,7 @@ from webapp.db import sessions
 from webapp.orders import place_order
 from webapp.orders.catalogue import active_products
 from webapp.orders.forms import OrderForm
-from webapp.orders.views import find_order_id
+from webapp.orders.views import find_placed
 
 bp = Blueprint("nonce", __name__, url_prefix="/nonce")
 
@@ -100,12 +100,13 @@ def create():
             "form_token"], message=None), 422
     with sessions()() as db:
         try:
-            public_id = place_order(db, form, digest)
+            placed = place_order(db, form, digest)
             db.commit()
-            return redirect(url_for("orders.show", public_id=public_id), 303)
+            return redirect(url_for("orders.show", public_id=placed.public_id), 303)
         except IntegrityError:  # waited for the first INSERT to commit, then lost to it
             db.rollback()
-        existing = find_order_id(db, digest)
+        existing = find_placed(db, digest)
     if existing is None:
         abort(409)
-    return redirect(url_for("orders.show", public_id=existing, already_placed=1), 303)
+    return redirect(url_for("orders.show", public_id=existing.public_id, already_placed=1),
+                    303)

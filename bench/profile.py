@@ -77,8 +77,8 @@ def main(argv: list[str]) -> int:
     summary = (f"{args.cycles} cycles of {args.variant} "
                f"(CATALOGUE_CACHE_SECONDS={app.config['CATALOGUE_CACHE_SECONDS']:g}), per cycle: "
                f"{per_cycle['sql']:.2f} SQL statements through SQLAlchemy (not counted: pool "
-               f"pre-pings, and the runner's BEGIN + lock, sent to psycopg directly; "
-               f"scripts/bench --costs counts round trips), "
+               f"pre-pings, and the BEGIN psycopg sends itself; scripts/bench --costs "
+               f"counts round trips), "
                f"{per_cycle['redis']:.2f} Redis commands, {per_cycle['cpu_ms']:.1f} ms CPU, "
                f"{per_cycle['wall_ms']:.1f} ms wall (unprofiled)")
     text = profiler.output_text(unicode=True, color=False, show_all=False)

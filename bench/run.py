@@ -24,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -42,7 +43,9 @@ QUICK = {"concurrency": "1,8", "seconds": 2.0, "rounds": 2, "storm": 100, "claim
 def drive(port: int, *args: str, timeout: float = 300) -> dict:
     """Run the load driver in its own process; its JSON result."""
     out = subprocess.run([sys.executable, "-m", "bench.load", *args, "--port", str(port)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=True)
+                         cwd=ROOT, capture_output=True, text=True, timeout=timeout, check=False)
+    if out.returncode:
+        raise RuntimeError(f"bench.load {' '.join(args)} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout)
 
 
@@ -86,6 +89,53 @@ def sweep(port: int, master: int, client: redis.Redis, levels: list[int], second
     return runs
 
 
+def code_version() -> str:
+    """The commit measured, and whether the checkout differed from it."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                              check=False).stdout.strip()
+    dirty = git("status", "--porcelain", "--untracked-files=no")
+    return (git("rev-parse", "--short", "HEAD") or "unknown") + \
+        (" with uncommitted changes" if dirty else "")
+
+
+def redis_round_trips(port: int, url: str, client: redis.Redis, repetition: int,
+                      orders: int = 100) -> list[dict]:
+    """Redis commands per successful order of each variant as MONITOR shows them (untimed,
+    one user): those a client sent, one round trip each, apart from those a script ran."""
+    rows = []
+    for variant in VARIANTS:
+        seen: list[dict] = []
+        ready = threading.Event()
+        end = f"bench:end:{variant}:{repetition}"
+        watcher = threading.Thread(target=_monitor, args=(url, end, seen, ready), daemon=True)
+        watcher.start()
+        ready.wait(10)
+        browser = Browser(port)
+        done = sum(browser.cycle(variant) for _ in range(orders))
+        client.echo(end)
+        watcher.join(30)
+        if watcher.is_alive():
+            raise RuntimeError("MONITOR did not see the end of the orders within 30 s")
+        counts: dict[str, dict[str, int]] = {"sent": {}, "scripted": {}}
+        for command in seen:
+            into = counts["scripted" if command["client_type"] == "lua" else "sent"]
+            name = command["command"].split(" ", 1)[0].upper()
+            into[name] = into.get(name, 0) + 1
+        rows.append({"variant": variant, "repetition": repetition, "orders": done, **counts})
+    return rows
+
+
+def _monitor(url: str, end: str, into: list[dict], ready: threading.Event) -> None:
+    """Every command Redis runs into ``into``, from ``ready`` until ``ECHO end``."""
+    with redis.Redis.from_url(url, decode_responses=True) as own, own.monitor() as monitor:
+        ready.set()
+        for command in monitor.listen():
+            if command["command"] == f"ECHO {end}":
+                return
+            into.append(command)
+
+
 def bytes_per_token(port: int, client: redis.Redis, forms: int = 300) -> dict:
     """Render ``forms`` forms, then MEMORY USAGE over every live token key."""
     client.flushall()
@@ -127,8 +177,8 @@ def main(argv: list[str]) -> int:
                 setattr(args, key, value)
     levels = [int(level) for level in args.concurrency.split(",")]
 
-    started, load_at_start = time.monotonic(), os.getloadavg()[0]
-    runs, storms, memory = [], [], {}
+    started, load_at_start, code = time.monotonic(), os.getloadavg()[0], code_version()
+    runs, storms, trips, memory = [], [], [], {}
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp, \
             databases(Path(tmp)) as (postgres, store):
         client = redis.Redis.from_url(store.url, decode_responses=True)
@@ -150,17 +200,20 @@ def main(argv: list[str]) -> int:
                                   str(args.storm))
                     storms.append({**storm, "variant": variant, "repetition": repetition,
                                    "orders_created": count() - before})
+                trips += redis_round_trips(port, store.url, client, repetition)
             memory = bytes_per_token(port, client)
         claim_rows = claims.measure(store.url, args.claims)
         client.close()
 
     results = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                "machine": report.machine(), "python": platform.python_version(),
-               "command": " ".join(["scripts/bench", *argv]), "workers": args.workers,
+               "command": " ".join(["scripts/bench", *argv]), "code": code,
+               "workers": args.workers,
                "threads": args.threads, "seconds": args.seconds, "rounds": args.rounds,
                "repetitions": args.repetitions, "levels": levels,
                "load": (load_at_start, os.getloadavg()[0]), "runs": runs,
-               "memory": memory, "storms": storms, "claims": claim_rows,
+               "memory": memory, "storms": storms, "round_trips": trips,
+               "claims": claim_rows,
                "duration_s": round(time.monotonic() - started)}
     args.out.mkdir(parents=True, exist_ok=True)
     markdown = report.markdown(results)

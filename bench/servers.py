@@ -58,7 +58,7 @@ def gunicorn(base: Path, database_url: str, redis_url: str, *, workers: int, thr
            # the per-session cap on live forms is for people, not for this.
            "FORM_TOKENS_MAX_PER_SESSION": "1000000",
            # Every virtual user is 127.0.0.1: a limit that never trips, so its
-           # counter still rides in each form's pipeline, as in production.
+           # counter is still taken in each form's one Redis command, as in production.
            "FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE": "1000000000"}
     log = open(base / "gunicorn.log", "ab")  # closed in the finally below
     process = subprocess.Popen(
