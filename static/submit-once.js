@@ -121,6 +121,17 @@
     });
   });
 
+  // htmx swapped the form in again (its errors, or "already used"): move to what the
+  // customer must read, as a full page load would.
+  document.addEventListener("htmx:afterSwap", function () {
+    var summary = document.querySelector("[data-autofocus]") ||
+      document.getElementById("form-message");
+    if (summary) {
+      if (!summary.hasAttribute("tabindex")) summary.setAttribute("tabindex", "-1");
+      summary.focus();
+    }
+  });
+
   document.addEventListener("DOMContentLoaded", function () {
     document.querySelectorAll(".button-label").forEach(function (label) {
       label.dataset.idleLabel = label.textContent;

@@ -12,7 +12,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from wtforms import StringField
 from wtforms.validators import Email, InputRequired
 
-from submit_once import FormTokens
+from submit_once import FormTokens, Unavailable
 from tests_support import Signup
 
 FORM = """<form method="post" action="/signup" hx-post="/signup">
@@ -55,6 +55,10 @@ def create_app(redis_url: str, sessions: sessionmaker[Session], **config: object
                 find=lambda db, digest: db.execute(select(Signup.id, Signup.fingerprint)
                                                    .where(Signup.token_digest == digest)).first())
         return signup.render(form=form)
+
+    @app.errorhandler(Unavailable)  # a page whose tokens Redis could not give: once
+    def unavailable(error: Unavailable):
+        return "We could not reach our systems just now: try again in a moment.", 503
 
     @app.errorhandler(CSRFError)
     def session_lost(error: CSRFError):

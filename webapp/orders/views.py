@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import NamedTuple
 
-from flask import Blueprint, abort, redirect, render_template, request, url_for
+from flask import Blueprint, abort, render_template, request, url_for
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -18,8 +18,9 @@ from submit_once import (
     Failed,
     Refused,
     StillRunning,
+    Unavailable,
     Unconfirmed,
-    fingerprint,
+    request_kind,
 )
 
 from ..db import sessions
@@ -52,64 +53,64 @@ UNAVAILABLE = ("We could not reach our order system just now, so nothing was pla
                "details are kept — please submit again in a few moments.")
 
 
+#: The order form: named once, answered as a plain POST or as htmx asks (a fragment
+#: for the form, HX-Redirect to the order), with the shop's own words for each outcome.
+order_form = form_tokens.form(
+    FORM, template="orders/new.html", fragment="orders/_order_form.html",
+    fields=FINGERPRINTED, fingerprint_of=lambda placed: placed.fingerprint,
+    messages={"expired": EXPIRED, "failed": NOT_PLACED, "unconfirmed": NOT_CONFIRMED,
+              "unavailable": UNAVAILABLE, "session_lost": SESSION_LOST})
+
+
 @bp.get("/orders/new")
 def new():
     with sessions()() as db:
         form = OrderForm(active_products(db))
     # Back after placing an order shows this page as it was, with the spent token,
     # so submitting it again lands on that order: see webapp/history.py.
-    return render_form(form, headers={"Cache-Control": SHOW_AGAIN_ON_BACK})
+    return order_form.render(form=form, headers={"Cache-Control": SHOW_AGAIN_ON_BACK})
 
 
 @bp.post("/orders")
 def create():
     token = form_tokens.submitted_token()  # malformed: 400, Redis untouched
     reject_repeated_fields()
-    submitted = submission_fingerprint()
     # A duplicate of an order this worker saw committed needs no validation: the
     # token is spent, the order exists. A first submit pays one dict lookup.
-    known = form_tokens.already_submitted(FORM, token, fingerprint=submitted)
+    known = form_tokens.already_submitted(FORM, token, fingerprint=order_form.fingerprint())
     if isinstance(known, Duplicate):
-        return redirect(url_for(".show", public_id=known.result.public_id, already_placed=1), 303)
+        return landed(known.result, again=True)
     with sessions()() as db:
         form = OrderForm(active_products(db))
     if known is not None:
-        return render_changed(form, known.result)
+        return changed(form, known.result)
     if not form.validate():
-        return render_form(form, token=token, status=422)  # the same token stays valid
-
-    outcome = form_tokens.submit_once(
-        FORM, token, sessions=sessions(),
-        create=lambda db, digest: place_order(db, form, digest, submitted),
-        find=find_placed, fingerprint=submitted,
-        fingerprint_of=lambda placed: placed.fingerprint,
-    )
+        return order_form.render(form=form)  # 422: the same token stays valid
+    try:
+        outcome = order_form.run(
+            sessions=sessions(), find=find_placed,
+            create=lambda db, digest: place_order(db, form, digest, order_form.fingerprint()))
+    except Unavailable:
+        return order_form.again("unavailable", form=form, headers={"Retry-After": "5"})
     match outcome:
-        case Created(placed):
-            return redirect(url_for(".show", public_id=placed.public_id), 303)
-        case Duplicate(placed):
-            return redirect(url_for(".show", public_id=placed.public_id, already_placed=1), 303)
+        case Created(placed) | Duplicate(placed):
+            return landed(placed, again=isinstance(outcome, Duplicate))
         case Changed(placed):
-            return render_changed(form, placed)
-        case Failed(Refused()):
-            return render_form(form, message=NOT_PLACED, status=409)
+            return changed(form, placed)
+        case Failed(Refused()) | Expired(waited=True):
+            return order_form.again("expired", form=form, message=NOT_PLACED)
         case Unconfirmed():
             # The connection died mid-transaction, perhaps during COMMIT (a database
             # failover): whether the order exists is unknown. The token is back, so
             # the resubmit settles it: it places the order, or the UNIQUE digest
             # lands it on the one that was placed. Never a fresh token here.
             log.warning("order not placed or not confirmed: connection lost")
-            return render_form(form, token=token, message=NOT_CONFIRMED, status=503,
-                               headers={"Retry-After": "5"})
+            return order_form.again("unconfirmed", form=form, headers={"Retry-After": "5"})
         case Failed(error):
             log.warning("order not placed: %s", type(error).__name__)
-            return render_form(form, message=NOT_PLACED, status=503)
-        case Expired(waited=True):
-            return render_form(form, message=NOT_PLACED, status=409)
-        case Expired():
-            return render_form(form, message=EXPIRED, status=409)
-        case StillRunning():
+        case StillRunning() if request_kind() == "html":
             return render_template("orders/still_running.html"), 503, {"Retry-After": "2"}
+    return order_form.respond(outcome, form=form, done=lambda placed: order_url(placed))
 
 
 @bp.get("/orders/<public_id>")
@@ -133,17 +134,23 @@ class Placed(NamedTuple):
     fingerprint: str | None
 
 
-def submission_fingerprint() -> str:
-    """The fingerprint of this request's order fields, as the browser sent them."""
-    return fingerprint({name: request.form.getlist(name) for name in FINGERPRINTED})
+def order_url(placed: Placed, *, again: bool = False) -> str:
+    """The order's confirmation; a repeat's says the order was already placed."""
+    if again:
+        return url_for(".show", public_id=placed.public_id, already_placed=1)
+    return url_for(".show", public_id=placed.public_id)
 
 
-def render_changed(form: OrderForm, placed: Placed):
+def landed(placed: Placed, *, again: bool):
+    return order_form.landed(order_url(placed, again=again), created=not again)
+
+
+def changed(form: OrderForm, placed: Placed):
     """A resubmit of a used form with other details: those details back in a form
     with a fresh token, and a link to the order the form placed. Nothing is placed
     until the customer submits this form."""
-    return render_form(form, message=CHANGED.format(number=placed.order_number), status=409,
-                       placed_url=url_for(".show", public_id=placed.public_id))
+    return order_form.again("changed", form=form, existing_url=order_url(placed),
+                            message=CHANGED.format(number=placed.order_number))
 
 
 def place_order(db: Session, form: OrderForm, digest: str,
@@ -171,20 +178,10 @@ def find_placed(db: Session, digest: str) -> Placed | None:
     return None if row is None else Placed(*row)
 
 
-def render_form(form: OrderForm, *, token: str | None = None, message: str | None = None,
-                status: int = 200, headers: dict[str, str] | None = None,
-                placed_url: str | None = None):
-    """The order form with the user's input; a fresh token unless one is given."""
-    if token is None:
-        token = form_tokens.issue(FORM)
-    return render_template("orders/new.html", form=form, form_token=token, message=message,
-                           placed_url=placed_url), status, headers or {}
-
-
 def resubmit_after_session_loss():
     """The CSRF check failed (session cookie lost or too old): the form again,
     input kept, with tokens for the session the browser has now."""
-    return render_form(_form_from_request(), message=SESSION_LOST, status=400)
+    return order_form.recover(form=_form_from_request())
 
 
 def reject_repeated_fields() -> None:
@@ -203,9 +200,8 @@ def resubmit_when_unavailable(*, database_ok: bool = True):
     lands on that request's order or on "this form expired", never on a second
     order. With PostgreSQL away, the catalogue comes from memory instead of
     another query that would wait out the same timeout."""
-    token = request.form.get(form_tokens.state().field, "")
-    return render_form(_form_from_request(database_ok), token=token, message=UNAVAILABLE,
-                       status=503, headers={"Retry-After": "5"})
+    return order_form.again("unavailable", form=_form_from_request(database_ok),
+                            headers={"Retry-After": "5"})
 
 
 def _form_from_request(database_ok: bool = True) -> OrderForm:

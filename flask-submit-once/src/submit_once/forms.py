@@ -193,7 +193,7 @@ class OnceForm(Generic[T]):
         ``Location``)."""
         match outcome:
             case Created(result) | Duplicate(result):
-                return self._landed(done(result), created=isinstance(outcome, Created))
+                return self.landed(done(result), created=isinstance(outcome, Created))
             case Changed(result):
                 return self.again("changed", existing_url=done(result), **context)
             case Expired():
@@ -205,16 +205,17 @@ class OnceForm(Generic[T]):
             case Unconfirmed():
                 return self.again("unconfirmed", **context)
             case StillRunning():
-                response = self.again("still_running", **context)
-                response.headers["Retry-After"] = "2"
-                return response
+                return self.again("still_running", headers={"Retry-After": "2"}, **context)
         raise TypeError(f"not an outcome: {outcome!r}")
 
     def render(self, *, status: int | None = None, headers: Mapping[str, str] | None = None,
                **context: Any) -> Response:
-        """The form for this request: on a GET with fresh tokens (200, or 503 once for
-        the page when Redis is away); on a POST that never reached :meth:`submit` (its
-        fields did not validate), 422 with the same token."""
+        """The form for this request: on a GET with fresh tokens (200); on a POST that
+        never reached :meth:`submit` (its fields did not validate), 422 with the same
+        token. With Redis away a GET raises :class:`~submit_once.Unavailable` once for
+        the whole page (all its tokens are one round trip): answer it with a 503 page
+        (``@app.errorhandler(Unavailable)``). A form shown again keeps its own token
+        whatever the page's other forms can get (``once.tokens`` has None for them)."""
         if request.method in ("GET", "HEAD"):
             response = self._page(Rendering(), None, context)
         else:
@@ -235,15 +236,18 @@ class OnceForm(Generic[T]):
         return self.again("session_lost", **context)
 
     def again(self, reason: str, *, message: str | None = None,
-              existing_url: str | None = None, **context: Any) -> Response:
+              existing_url: str | None = None, headers: Mapping[str, str] | None = None,
+              **context: Any) -> Response:
         """The form shown again with the user's input for ``reason`` (a key of
         :data:`MESSAGES`, or ``"invalid"``), with the status and token that reason
-        calls for."""
+        calls for; ``message`` replaces the reason's, ``headers`` are added."""
         status, which = _AGAIN[reason]
         same = self._submitted_token() if which == "same" else None
         rendering = Rendering(status=status, reason=reason, existing_url=existing_url,
                               message=message or self.messages.get(reason))
-        return self._page(rendering, same, context)
+        response = self._page(rendering, same, context)
+        response.headers.update(headers or {})
+        return response
 
     def _page(self, rendering: Rendering, same: str | None, context: dict[str, Any]) -> Response:
         names = ([] if same else [self.name]) + [n for n in self.with_forms if n != self.name]
@@ -251,10 +255,10 @@ class OnceForm(Generic[T]):
         try:
             issued.update(self.tokens.issue_many(names) if names else {})
         except Unavailable:
-            if rendering.status < 500:  # the page says so once, whatever the form's reason
-                rendering = Rendering(503, rendering.message if same else
-                                      self.messages["unavailable"], "unavailable",
-                                      rendering.existing_url)
+            if same is None and rendering.reason != "unavailable":
+                raise  # this form has no token to show: the app's 503, once for the page
+            # The form keeps its own token (or this is already the "unavailable" page):
+            # the page's other forms get none, and the template says so where they are.
         token = same or issued.pop(self.name, None)
         rendering = Rendering(rendering.status, rendering.message, rendering.reason,
                               rendering.existing_url, issued)
@@ -280,7 +284,10 @@ class OnceForm(Generic[T]):
             response.mimetype = "application/problem+json"
         return response
 
-    def _landed(self, url: str, *, created: bool) -> Response:
+    def landed(self, url: str, *, created: bool) -> Response:
+        """The answer that takes the user to the result at ``url`` (created now, or by
+        an earlier submit): 303 for a plain POST, 200 with ``HX-Redirect`` for htmx,
+        201 or 200 JSON with ``Location`` for a script."""
         kind = request_kind()
         if kind == "htmx":  # htmx follows this with a full page load of the result
             return Response("", 200, {"HX-Redirect": url})

@@ -158,7 +158,16 @@ class TokenStore:
         self.client = client
         self.ttl = ttl
         self.prefix = prefix
-        # EVALSHA, and EVAL once when Redis forgot the script (a restart, a flush).
+
+    @property
+    def client(self) -> RedisClient:
+        """The redis-py client every command goes through (assignable)."""
+        return self._client
+
+    @client.setter
+    def client(self, client: RedisClient) -> None:
+        self._client = client
+        # EVALSHA, and SCRIPT LOAD once when Redis forgot the script (a restart, a flush).
         self._issue_script = client.register_script(_ISSUE)
 
     @staticmethod
