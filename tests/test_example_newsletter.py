@@ -1,4 +1,4 @@
-"""The example app in examples/newsletter, which docs/PATTERN.md quotes, really works."""
+"""The example app in examples/newsletter, which the pattern doc quotes, really works."""
 
 from __future__ import annotations
 
@@ -32,33 +32,79 @@ def subscriptions(servers) -> int:
         return conn.scalar(text("SELECT count(*) FROM newsletter_subscriptions"))
 
 
-def test_sending_the_sign_up_three_times_subscribes_once(newsletter, servers):
+def open_form(newsletter, email: str = "reader@example.com") -> dict[str, str]:
+    """GET the form; the fields a browser would send with ``email`` typed in."""
     html = newsletter.get("/").get_data(as_text=True)
-    data = {"email": "reader@example.com", "csrf_token": hidden(html, "csrf_token"),
+    return {"email": email, "csrf_token": hidden(html, "csrf_token"),
             "form_token": hidden(html, "form_token")}
-    responses = [newsletter.post("/", data=data) for _ in range(3)]
+
+
+def test_sending_the_sign_up_three_times_subscribes_once(newsletter, servers):
+    data = open_form(newsletter)
+    responses = [newsletter.post("/subscribe", data=data) for _ in range(3)]
     assert [r.status_code for r in responses] == [303, 303, 303]
-    assert {r.headers["Location"] for r in responses} == {"/thanks"}
+    (location,) = {r.headers["Location"] for r in responses}
+    assert re.fullmatch(r"/thanks/[\w-]{22}", location)
+    assert "reader@example.com" in newsletter.get(location).get_data(as_text=True)
     assert subscriptions(servers) == 1
 
 
+def test_back_edit_resubmit_is_told_keeps_the_new_address_and_subscribes_nothing(
+        newsletter, servers):
+    data = open_form(newsletter)
+    first = newsletter.post("/subscribe", data=data)
+    # Back shows that very rendering (spent token included); the user edits it and submits.
+    again = newsletter.post("/subscribe", data={**data, "email": "other@example.com"})
+    page = again.get_data(as_text=True)
+    assert (first.status_code, again.status_code) == (303, 409)
+    assert "already used, with other details" in page and 'value="other@example.com"' in page
+    assert f'href="{first.headers["Location"]}"' in page  # what was sent first
+    fresh = hidden(page, "form_token")
+    assert fresh != data["form_token"] and subscriptions(servers) == 1
+    # Submitting the form the 409 gave back is the user's own choice: it subscribes.
+    second = newsletter.post("/subscribe", data={**data, "email": "other@example.com",
+                                                 "form_token": fresh})
+    assert second.status_code == 303
+    assert subscriptions(servers) == 2
+
+
+def test_back_shows_the_form_as_rendered_from_the_browser_cache(newsletter):
+    page = newsletter.get("/")  # the first visit: it sets the session cookie
+    assert page.headers["Cache-Control"] == "private, no-cache"
+    assert "Cookie" not in page.headers.get("Vary", "")  # else Back would fetch a fresh form
+    assert 'action="/subscribe"' in page.get_data(as_text=True)  # not the page's own URL
+
+
+def test_a_lost_session_keeps_the_input_with_fresh_tokens(newsletter, servers):
+    data = open_form(newsletter)
+    lost = newsletter.post("/subscribe", data={**data, "csrf_token": "expired"})
+    page = lost.get_data(as_text=True)
+    assert lost.status_code == 400 and 'value="reader@example.com"' in page
+    assert hidden(page, "form_token") != data["form_token"]
+    retry = newsletter.post("/subscribe", data={
+        **data, "csrf_token": hidden(page, "csrf_token"), "form_token": hidden(page, "form_token")})
+    assert retry.status_code == 303 and subscriptions(servers) == 1
+
+
 def test_a_typo_keeps_the_token_and_the_fix_subscribes(newsletter, servers):
-    html = newsletter.get("/").get_data(as_text=True)
-    data = {"email": "reader@", "csrf_token": hidden(html, "csrf_token"),
-            "form_token": hidden(html, "form_token")}
-    again = newsletter.post("/", data=data)
+    data = open_form(newsletter, "reader@")
+    again = newsletter.post("/subscribe", data=data)
     assert again.status_code == 422
     assert hidden(again.get_data(as_text=True), "form_token") == data["form_token"]
-    assert newsletter.post("/", data={**data, "email": "reader@example.com"}).status_code == 303
+    fixed = newsletter.post("/subscribe", data={**data, "email": "reader@example.com"})
+    assert fixed.status_code == 303
     assert subscriptions(servers) == 1
 
 
 def test_pattern_doc_quotes_the_example_verbatim():
-    doc = (ROOT / "docs/PATTERN.md").read_text()
+    # The pattern doc moves with the library's Sphinx docs; either home will do.
+    (path,) = [p for p in (ROOT / "flask-submit-once/docs/pattern.md",
+                           ROOT / "docs/PATTERN.md") if p.exists()][:1]
     quoted = re.search(r"<!-- example: examples/newsletter/app.py -->\n```python\n(.*?)```",
-                       doc, re.S)
-    assert quoted, "docs/PATTERN.md lost its copy of the example"
-    assert quoted.group(1) == (ROOT / "examples/newsletter/app.py").read_text()
+                       path.read_text(), re.S)
+    assert quoted, f"{path.relative_to(ROOT)} lost its copy of the example"
+    assert quoted.group(1) == (ROOT / "examples/newsletter/app.py").read_text(), \
+        f"{path.relative_to(ROOT)} quotes an older examples/newsletter/app.py: paste it again"
 
 
 def test_the_example_imports_only_submit_once_of_this_repository():
@@ -69,14 +115,13 @@ def test_the_example_imports_only_submit_once_of_this_repository():
 
 def test_redis_unreachable_before_the_token_is_spent_keeps_the_input_and_the_token(
         newsletter, servers):
-    html = newsletter.get("/").get_data(as_text=True)
-    data = {"email": "reader@example.com", "csrf_token": hidden(html, "csrf_token"),
-            "form_token": hidden(html, "form_token")}
+    data = open_form(newsletter)
     store = newsletter.application.extensions["form_tokens"].store
     working, store.client = store.client, redis.Redis(port=free_port())  # nothing listens
     try:
-        away = newsletter.post("/", data=data)
-        assert newsletter.get("/").status_code == 503  # no token to issue: a plain 503
+        away = newsletter.post("/subscribe", data=data)
+        again = newsletter.get("/")  # no token for a new form: the app's 503 page
+        assert again.status_code == 503 and "could not reach" in again.get_data(as_text=True)
     finally:
         store.client.close()
         store.client = working
@@ -84,19 +129,17 @@ def test_redis_unreachable_before_the_token_is_spent_keeps_the_input_and_the_tok
     assert away.status_code == 503 and "nothing was saved" in page
     assert hidden(page, "form_token") == data["form_token"]
     assert 'value="reader@example.com"' in page
-    assert newsletter.post("/", data=data).status_code == 303  # the same token, later
+    assert newsletter.post("/subscribe", data=data).status_code == 303  # the same token, later
     assert subscriptions(servers) == 1
 
 
 @pytest.mark.parametrize("committed", [True, False], ids=["commit-landed", "commit-lost"])
 def test_a_commit_that_lost_its_answer_keeps_the_token_and_the_resubmit_settles_it(
         newsletter, servers, monkeypatch, committed):
-    html = newsletter.get("/").get_data(as_text=True)
-    data = {"email": "reader@example.com", "csrf_token": hidden(html, "csrf_token"),
-            "form_token": hidden(html, "form_token")}
+    data = open_form(newsletter)
     lose_the_commit_reply(monkeypatch, committed=committed)
-    unsure = newsletter.post("/", data=data)
+    unsure = newsletter.post("/subscribe", data=data)
     assert unsure.status_code == 503 and "could not confirm" in unsure.get_data(as_text=True)
     assert hidden(unsure.get_data(as_text=True), "form_token") == data["form_token"]
-    assert newsletter.post("/", data=data).status_code == 303
+    assert newsletter.post("/subscribe", data=data).status_code == 303
     assert subscriptions(servers) == 1

@@ -1,0 +1,318 @@
+"""The apps in examples/ in headless Chromium, each served by gunicorn on 127.0.0.1 over
+the suite's Redis and PostgreSQL: the same sign-up form sent as a plain POST, by htmx 2,
+under Turbo Drive and by fetch() takes effect once, and a changed resubmit is told.
+
+Each test checks what the user sees, the status codes the browser received, how many
+POSTs the server read, and the rows in PostgreSQL; the figures are in the messages.
+No page may break its Content-Security-Policy (the examples send a strict one).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Locator, Page, Route, expect
+from sqlalchemy import text
+
+from tests.conftest import Servers
+from tests.live import LiveServer, request
+
+ROOT = Path(__file__).resolve().parents[2]
+THANKS_URL = re.compile(r"/thanks/[\w-]{22}$")
+#: gunicorn's debug line for a POST of a form, logged when the request is read.
+FORM_POST = re.compile(r"\[DEBUG\] POST /(subscribe|signup)$", re.MULTILINE)
+ADA, GRACE = "ada@example.com", "grace@example.com"
+#: The button and the confirmation's heading of each example.
+SUBMIT = {"newsletter": "Subscribe", "htmx_signup": "Sign up", "turbo_signup": "Sign up"}
+DONE = {"newsletter": "You are subscribed", "htmx_signup": "You are on the list",
+        "turbo_signup": "You are on the list"}
+
+
+class ExampleServer(LiveServer):
+    """gunicorn serving ``examples.<name>.app:create_app()`` (2 workers, so that
+    repeats meet another process too), logging each request as it is read."""
+
+    def __init__(self, servers: Servers, name: str) -> None:
+        super().__init__(servers, workers=2, threads=8)
+        self.args[-1:] = ["--log-level", "debug", f"examples.{name}.app:create_app()"]
+        self.name, self.servers = name, servers
+        self.metadata = importlib.import_module(f"examples.{name}.app").Base.metadata
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    def __enter__(self) -> ExampleServer:
+        self.metadata.create_all(self.servers.engine)  # once, not raced by two workers
+        self.log = tempfile.TemporaryFile("w+")
+        self.process = subprocess.Popen(self.args, env=self.env, stdout=self.log,
+                                        stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            assert self.process.poll() is None, self.output()
+            try:
+                if request(self.port, "GET", "/").status == 200:
+                    return self
+            except OSError:
+                time.sleep(0.05)
+        raise RuntimeError(f"gunicorn did not serve {self.name} within 20s")
+
+    def posts_received(self) -> int:
+        """POSTs of the form the server has read so far (before the app ran)."""
+        return len(FORM_POST.findall(self.output()))
+
+    def posts_since(self, mark: int, *, at_least: int, timeout: float = 10) -> int:
+        deadline = time.monotonic() + timeout
+        while (count := self.posts_received() - mark) < at_least and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+        return count
+
+    def emails(self) -> list[str]:
+        """The sign-ups in PostgreSQL, oldest first."""
+        (table,) = self.metadata.sorted_tables
+        with self.servers.engine.connect() as conn:
+            return list(conn.scalars(text(f"SELECT email FROM {table.name} ORDER BY id")))
+
+    def cleared(self) -> ExampleServer:
+        (table,) = self.metadata.sorted_tables
+        self.metadata.create_all(self.servers.engine)  # another test may have dropped it
+        with self.servers.engine.begin() as conn:
+            conn.execute(text(f"TRUNCATE {table.name} RESTART IDENTITY"))
+        return self
+
+
+@pytest.fixture(scope="session")
+def example_servers(servers: Servers) -> Iterator[Callable[[str], ExampleServer]]:
+    """``start(name)``: the example's server, started on first use, for the session."""
+    running: dict[str, ExampleServer] = {}
+    with ExitStack() as stack:
+        def start(name: str) -> ExampleServer:
+            if name not in running:
+                running[name] = stack.enter_context(ExampleServer(servers, name))
+            return running[name]
+        yield start
+    for server in running.values():
+        server.metadata.drop_all(servers.engine)
+
+
+@pytest.fixture
+def serve(example_servers) -> Iterator[Callable[[str], ExampleServer]]:
+    """``serve(name)``: the example's server with no sign-ups, none left after the test."""
+    used: list[ExampleServer] = []
+
+    def start(name: str) -> ExampleServer:
+        used.append(example_servers(name).cleared())
+        return used[-1]
+
+    yield start
+    for server in used:
+        server.cleared()
+
+
+@pytest.fixture
+def page(new_page) -> Iterator[Page]:
+    """A page whose Content-Security-Policy violations fail the test."""
+    page = new_page()
+    blocked: list[str] = []
+    page.on("console", lambda message: blocked.append(message.text)
+            if "Content Security Policy" in message.text else None)
+    yield page
+    assert blocked == [], f"the page broke its CSP: {blocked}"
+
+
+def open_form(page: Page, server: ExampleServer) -> str:
+    """Open the example's form; the token it was rendered with."""
+    page.goto(server.url)
+    expect(page.get_by_role("button", name=SUBMIT[server.name])).to_be_visible()
+    return token_on(page)
+
+
+def token_on(page: Page) -> str:
+    return page.locator("input[name=form_token]").input_value()
+
+
+def submit(page: Page, server: ExampleServer, email: str) -> int:
+    """Type ``email`` and click the button; the status of the POST's answer."""
+    page.get_by_label("Email").fill(email)
+    with page.expect_response(lambda r: r.request.method == "POST") as answer:
+        page.get_by_role("button", name=SUBMIT[server.name]).click()
+    return answer.value.status
+
+
+def expect_confirmation(page: Page, server: ExampleServer, email: str) -> str:
+    """The user is looking at the confirmation of ``email``'s sign-up; its address."""
+    expect(page).to_have_url(THANKS_URL)
+    expect(page.get_by_role("heading", level=1)).to_have_text(DONE[server.name])
+    expect(page.get_by_text(email)).to_be_visible()
+    return page.url.removeprefix(server.url[:-1])
+
+
+
+def click_twice(page: Page, button: Locator, *, gap_ms: int = 20) -> None:
+    """Two real mouse clicks ``gap_ms`` apart (Chromium merges two in one task)."""
+    button.scroll_into_view_if_needed()
+    box = button.bounding_box()
+    assert box is not None
+    x, y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+    page.mouse.click(x, y)
+    page.wait_for_timeout(gap_ms)
+    page.mouse.click(x, y)
+
+
+def post_statuses(page: Page) -> list[int]:
+    """The statuses of the POSTs this page gets answers to, as they arrive."""
+    statuses: list[int] = []
+    page.on("response", lambda r: statuses.append(r.status) if r.request.method == "POST"
+            else None)
+    return statuses
+
+
+@pytest.mark.parametrize("comfort", [True, False], ids=["hx-disabled-elt", "comfort-removed"])
+def test_htmx_double_click_signs_up_once_and_the_page_lands_on_one_confirmation(
+        page, serve, comfort):
+    server = serve("htmx_signup")
+    open_form(page, server)
+    if not comfort:  # what the server alone guarantees: htmx then sends the second click too
+        page.locator("form").evaluate("form => form.removeAttribute('hx-disabled-elt')")
+    page.get_by_label("Email").fill(ADA)
+    statuses = post_statuses(page)
+    mark = server.posts_received()
+    click_twice(page, page.get_by_role("button", name="Sign up"))
+    landed = expect_confirmation(page, server, ADA)
+    posts = server.posts_since(mark, at_least=1 if comfort else 2)
+    page.wait_for_timeout(300)  # a second HX-Redirect would move the page again
+    figures = f"{posts} POSTs read, answers {statuses}, rows {server.emails()}, at {landed}"
+    assert server.emails() == [ADA], figures
+    assert posts == (1 if comfort else 2), figures
+    assert page.url.endswith(landed) and set(statuses) == {200}, figures
+
+
+@pytest.mark.parametrize("name", ["htmx_signup", "turbo_signup"])
+def test_a_typo_is_shown_again_with_the_input_and_the_same_token(page, serve, name):
+    server = serve(name)
+    token = open_form(page, server)
+    page.locator("h1").evaluate("h1 => h1.dataset.marker = 'this page'")
+    status = submit(page, server, "ada@example")  # the browser lets it pass; the server not
+    expect(page.get_by_text("Invalid email address.")).to_be_visible()
+    expect(page.get_by_label("Email")).to_have_value("ada@example")
+    kept = page.locator("h1[data-marker]").count()  # htmx swapped the form alone
+    figures = f"status {status}, page kept {kept}, rows {server.emails()}"
+    assert status == 422 and token_on(page) == token and server.emails() == [], figures
+    assert kept == (1 if name == "htmx_signup" else 0), figures  # Turbo renders the page
+    assert submit(page, server, ADA) in (200, 303)
+    expect_confirmation(page, server, ADA)
+    assert server.emails() == [ADA]
+
+
+@pytest.mark.parametrize("name", ["newsletter", "htmx_signup"])
+def test_back_edit_resubmit_is_told_with_the_new_input_and_places_nothing(page, serve, name):
+    server = serve(name)
+    token = open_form(page, server)
+    placed = submit(page, server, ADA)
+    first = expect_confirmation(page, server, ADA)
+    page.go_back()  # the browser's cached copy: the spent token, the input as typed
+    expect(page.get_by_label("Email")).to_have_value(ADA)
+    assert token_on(page) == token, "Back fetched a fresh form: its submit would sign up twice"
+    mark = server.posts_received()
+    told = submit(page, server, GRACE)
+    expect(page.get_by_role("alert")).to_contain_text("already used, with other details")
+    expect(page.get_by_label("Email")).to_have_value(GRACE)
+    link = page.get_by_role("link", name="The sign-up you sent first")
+    expect(link).to_have_attribute("href", first)
+    posts = server.posts_since(mark, at_least=1)
+    figures = f"answers {placed} then {told}, {posts} POST, rows {server.emails()}"
+    assert told == 409 and posts == 1 and server.emails() == [ADA], figures
+    assert token_on(page) not in ("", token), "the form told must carry a fresh token"
+    link.click()
+    assert expect_confirmation(page, server, ADA) == first
+
+
+def test_turbo_back_after_a_submit_fetches_a_fresh_empty_form_so_its_submit_is_new(
+        page, serve):
+    # Turbo 8 drops its snapshot cache after every non-GET submit, so there is no snapshot
+    # of the form to go back to: Back fetches the form, with a fresh token and no input.
+    server = serve("turbo_signup")
+    token = open_form(page, server)
+    submit(page, server, ADA)
+    first = expect_confirmation(page, server, ADA)
+    page.go_back()
+    expect(page.get_by_role("button", name="Sign up")).to_be_visible()
+    expect(page.get_by_label("Email")).to_have_value("")
+    assert token_on(page) not in ("", token), "Back showed a spent token"
+    status = submit(page, server, GRACE)
+    second = expect_confirmation(page, server, GRACE)
+    figures = f"answer {status}, rows {server.emails()}, confirmations {first} {second}"
+    assert status == 303 and server.emails() == [ADA, GRACE] and first != second, figures
+
+
+def test_turbo_renders_the_409_when_a_rendering_whose_answer_was_lost_is_sent_edited(
+        page, serve):
+    server = serve("turbo_signup")
+    token = open_form(page, server)
+    lost: list[int] = []
+
+    def lose_the_first_answer(route: Route) -> None:
+        if lost:
+            route.continue_()
+            return
+        lost.append(route.fetch(max_redirects=0).status)  # placed on the server
+        route.abort("connectionreset")                    # the answer never arrives
+
+    page.route("**/signup", lose_the_first_answer)
+    page.get_by_label("Email").fill(ADA)
+    page.get_by_role("button", name="Sign up").click()
+    expect(page.get_by_role("button", name="Sign up")).to_be_enabled()  # Turbo gave up
+    assert lost == [303] and server.emails() == [ADA], f"first answer {lost}"
+    status = submit(page, server, GRACE)  # the same rendering, edited
+    expect(page.get_by_role("alert")).to_contain_text("already used, with other details")
+    expect(page.get_by_label("Email")).to_have_value(GRACE)
+    link = page.get_by_role("link", name="The sign-up you sent first")
+    figures = f"answers {lost[0]} (lost) then {status}, rows {server.emails()}"
+    assert status == 409 and server.emails() == [ADA], figures
+    assert token_on(page) not in ("", token)
+    link.click()
+    expect_confirmation(page, server, ADA)
+
+
+def test_fetch_sends_json_twice_with_one_token_and_one_row_is_made(page, serve):
+    server = serve("htmx_signup")
+    open_form(page, server)
+    mark = server.posts_received()
+    answers = page.evaluate("""async (email) => {
+        const value = (name) => document.querySelector(`input[name=${name}]`).value;
+        const send = () => fetch("/signup", {
+            method: "POST", body: JSON.stringify({email}),
+            headers: {"Content-Type": "application/json", "X-Form-Token": value("form_token"),
+                      "X-CSRFToken": value("csrf_token")},
+        }).then(async (response) => ({status: response.status, body: await response.json()}));
+        return Promise.all([send(), send()]);  // both at once, one token
+    }""", ADA)
+    posts = server.posts_since(mark, at_least=2)
+    figures = f"answers {answers}, {posts} POSTs, rows {server.emails()}"
+    assert sorted(a["status"] for a in answers) == [200, 201], figures
+    assert len({a["body"]["location"] for a in answers}) == 1, figures
+    assert posts == 2 and server.emails() == [ADA], figures
+
+
+@pytest.mark.parametrize("name", list(SUBMIT))
+def test_each_example_imports_only_submit_once_of_this_repository(name):
+    source = (ROOT / "examples" / name / "app.py").read_text()
+    ours = set(re.findall(r"^(?:from|import) (submit_once|webapp|dev|tests)\b", source, re.M))
+    assert ours == {"submit_once"}
+
+
+@pytest.mark.parametrize(("name", "asset"), [("htmx_signup", "htmx.min.js"),
+                                             ("turbo_signup", "turbo.es2017-umd.js")])
+def test_each_example_carries_the_vendored_copy_of_its_library(name, asset):
+    copy = ROOT / "examples" / name / "static" / asset
+    assert copy.read_bytes() == (ROOT / "static/vendor" / asset).read_bytes(), \
+        f"{copy.relative_to(ROOT)} is not static/vendor/{asset}: run scripts/vendor-js"
