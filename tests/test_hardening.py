@@ -3,10 +3,13 @@ proxy in front, and the secrets production starts with (issue 12)."""
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from tests.conftest import VALID, hidden, order_count
+from tests.live import Connection, LiveServer
 from tests.test_cancel import cancel_form
 from tests.test_orders import open_form, order_path, submit
 from webapp import create_app
@@ -105,6 +108,31 @@ def test_hsts_whenever_the_request_is_secure_as_the_trusted_proxy_saw_it(
                                                   "X-Forwarded-For": "203.0.113.9"})
     assert response.status_code == 200
     assert ("Strict-Transport-Security" in response.headers) == hsts
+
+
+@pytest.mark.parametrize("proxies, claims_https", [
+    ("0", {}),                                      # nobody trusted: no header makes HTTPS
+    ("1", {"X-Forwarded-Proto": "https"}),          # ProxyFix reads this one header, no other
+])
+def test_under_gunicorn_only_trusted_proxies_make_a_plain_http_request_https(
+        servers, proxies, claims_https):
+    """gunicorn's own forwarded-header trust (from loopback, by default) would let any
+    client on the host claim HTTPS whatever TRUSTED_PROXIES says."""
+    live = LiveServer(servers, workers=1, threads=2, APP_ENV="production",
+                      SECRET_KEY=secrets.token_hex(32), TRUSTED_PROXIES=proxies)
+    live.args[3:3] = ["-c", "python:webapp.gunicorn_conf"]  # the production settings
+    with live:
+        connection = Connection(live.port)
+        try:
+            for header, value in [("X-Forwarded-Proto", "https"), ("X-Forwarded-Ssl", "on"),
+                                  ("X-Forwarded-Protocol", "ssl"),
+                                  ("X-Forwarded-Scheme", "https")]:
+                response = connection.send("GET", "/orders/new", headers={header: value})
+                assert response.status == 200, live.output()
+                hsts = "strict-transport-security" in response.headers
+                assert hsts == (claims_https.get(header) == value), (header, value)
+        finally:
+            connection.close()
 
 
 def test_behind_a_tls_proxy_the_form_posts_only_with_our_own_https_referer(make_app, servers):

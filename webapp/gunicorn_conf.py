@@ -22,6 +22,11 @@ timeout = 30
 graceful_timeout = 20
 keepalive = 5
 accesslog = None  # the app writes one JSON line per request itself (webapp/request_log.py)
+# Trust no forwarded header here: gunicorn would take X-Forwarded-Proto/-Ssl/-Protocol
+# from loopback (or any Unix socket) as HTTPS whatever TRUSTED_PROXIES says. The scheme
+# and the client address come only from ProxyFix, as many hops as TRUSTED_PROXIES names.
+forwarded_allow_ips = ""
+secure_scheme_headers: dict[str, str] = {}
 
 
 def on_starting(server) -> None:
