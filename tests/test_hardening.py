@@ -16,7 +16,9 @@ from webapp import create_app
 from webapp.config import DEV_SECRET_KEY, DEV_WEBHOOK_SECRET, finish, from_environ
 from webapp.metrics import METHODS
 
-TOKEN = "m" * 40
+#: Secrets production accepts (random, 32 bytes and more).
+KEY = secrets.token_hex(32)
+TOKEN = secrets.token_hex(20)
 SCRIPT = '<script>alert("x")</script>'
 
 
@@ -28,7 +30,7 @@ def bearer(token: str) -> dict[str, str]:
     ("production", None, {}, 404),                       # off when unset in production
     ("production", None, bearer("anything"), 404),
     ("production", TOKEN, {}, 401),
-    ("production", TOKEN, bearer("m" * 39), 401),
+    ("production", TOKEN, bearer(TOKEN[:-1]), 401),
     ("production", TOKEN, bearer(TOKEN + "x"), 401),
     ("production", TOKEN, {"Authorization": f"Basic {TOKEN}"}, 401),
     ("production", TOKEN, bearer(TOKEN), 200),
@@ -36,7 +38,7 @@ def bearer(token: str) -> dict[str, str]:
     ("testing", None, {}, 200),                           # unset: open in testing/development
 ])
 def test_metrics_need_the_bearer_token(make_app, env, token, headers, status):
-    app = make_app(APP_ENV=env, SECRET_KEY="s" * 64, METRICS_TOKEN=token)
+    app = make_app(APP_ENV=env, SECRET_KEY=KEY, METRICS_TOKEN=token)
     response = app.test_client().get("/metrics", headers=headers, base_url="https://localhost")
     assert response.status_code == status
     if status == 401:
@@ -155,24 +157,45 @@ def production(**settings: str) -> dict:
 
 
 @pytest.mark.parametrize("settings, message", [
-    ({"SECRET_KEY": "short"}, "at least 32"),
-    ({"SECRET_KEY": "x" * 31}, "at least 32"),
-    ({"SECRET_KEY": DEV_SECRET_KEY}, "development secret"),
-    ({"SECRET_KEY": "x" * 64, "PAYMENT_WEBHOOK_SECRET": DEV_WEBHOOK_SECRET},
-     "public development secret"),
-    ({"SECRET_KEY": "x" * 64, "TRUSTED_PROXIES": "one"}, "must be a number"),
-    ({"SECRET_KEY": "x" * 64, "FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE": "-1"},
+    ({"SECRET_KEY": KEY, "TRUSTED_PROXIES": "one"}, "must be a number"),
+    ({"SECRET_KEY": KEY, "FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE": "-1"},
      "must not be negative"),
-    ({"SECRET_KEY": "x" * 64, "MAX_FORMS_PER_CLIENT_PER_MINUTE": "40"},
+    ({"SECRET_KEY": KEY, "MAX_FORMS_PER_CLIENT_PER_MINUTE": "40"},
      "renamed: set FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE"),
 ])
-def test_production_refuses_weak_secrets_and_bad_settings(settings, message):
+def test_production_refuses_bad_settings(settings, message):
     with pytest.raises(RuntimeError, match=message):
         production(**settings)
 
 
+@pytest.mark.parametrize("name, value, message", [
+    ("SECRET_KEY", "short", "is 5 bytes; production needs at least 32"),
+    ("SECRET_KEY", "x" * 31, "at least 32"),
+    ("SECRET_KEY", " " * 40, "is 0 bytes"),                      # whitespace: nothing left
+    ("SECRET_KEY", f"  {secrets.token_hex(15)}  \n", "is 30 bytes"),  # padding is not key
+    ("SECRET_KEY", "a" * 40, "one character repeated"),
+    ("SECRET_KEY", DEV_SECRET_KEY, "development secret"),
+    ("SECRET_KEY", f"prod-{DEV_SECRET_KEY}-2024-rotated", "development secret"),
+    ("PAYMENT_WEBHOOK_SECRET", "a", "at least 32"),               # anyone could sign "paid"
+    ("PAYMENT_WEBHOOK_SECRET", "\t" * 40, "is 0 bytes"),
+    ("PAYMENT_WEBHOOK_SECRET", "z" * 64, "one character repeated"),
+    ("PAYMENT_WEBHOOK_SECRET", DEV_WEBHOOK_SECRET, "development secret"),
+    ("PAYMENT_WEBHOOK_SECRET", f"{DEV_WEBHOOK_SECRET}-{DEV_WEBHOOK_SECRET}", "development"),
+    ("METRICS_TOKEN", "1", "at least 32"),
+    ("METRICS_TOKEN", "m" * 40, "one character repeated"),
+    ("METRICS_TOKEN", DEV_SECRET_KEY * 2, "development secret"),
+    ("METRICS_TOKEN", DEV_WEBHOOK_SECRET.upper() * 2, "development secret"),
+])
+def test_production_refuses_a_weak_secret_and_names_it_without_showing_it(name, value, message):
+    with pytest.raises(RuntimeError, match=f"^{name} .*{message}") as refused:
+        production(**{"SECRET_KEY": KEY, name: value})
+    if len(value.strip()) >= 8:
+        assert value.strip() not in str(refused.value)
+
+
 def test_production_starts_with_its_own_secrets_and_the_app_refuses_them_too(servers):
-    config = production(SECRET_KEY="x" * 32, PAYMENT_WEBHOOK_SECRET="whsec-real")
+    config = production(SECRET_KEY=KEY, PAYMENT_WEBHOOK_SECRET=f"whsec_{secrets.token_urlsafe(24)}",
+                        METRICS_TOKEN=secrets.token_hex(32))
     assert config["FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE"] == 120
     assert config["TRUSTED_PROXIES"] == 0
     with pytest.raises(RuntimeError, match="at least 32"):

@@ -16,6 +16,7 @@ from sqlalchemy import text
 
 from tests.conftest import VALID, hidden, order_count, token_keys
 from tests.pauses import after_consume
+from tests.test_hardening import KEY
 from webapp.orders import EXPIRED
 from webapp.request_log import json_lines
 
@@ -79,7 +80,7 @@ def test_templates_have_no_inline_scripts_styles_or_handlers():
 
 
 def test_session_cookie_is_httponly_lax_and_secure_in_production(make_app):
-    app = make_app(APP_ENV="production", SECRET_KEY="s" * 64, PREFERRED_URL_SCHEME="https")
+    app = make_app(APP_ENV="production", SECRET_KEY=KEY, PREFERRED_URL_SCHEME="https")
     client = app.test_client()
     cookie = client.get("/orders/new").headers["Set-Cookie"]
     assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Secure" in cookie

@@ -10,6 +10,7 @@ from flask import Flask
 from sqlalchemy import text
 
 from submit_once.signals import submit_committed, token_consumed
+from tests.test_hardening import KEY
 from webapp import api, create_app, db, health, webhooks
 from webapp.config import DEV_SECRET_KEY, RENAMED
 from webapp.extensions import form_tokens
@@ -40,7 +41,7 @@ def test_production_refuses_the_development_secret(environ):
 
 
 def test_production_with_a_secret_starts_with_secure_cookies(environ):
-    environ.setenv("SECRET_KEY", "x" * 64)
+    environ.setenv("SECRET_KEY", KEY)
     app = create_app()
     assert app.config["SESSION_COOKIE_SECURE"] and app.config["SESSION_COOKIE_HTTPONLY"]
     assert app.config["SESSION_COOKIE_SAMESITE"] == "Lax"
@@ -64,7 +65,7 @@ def test_development_runs_on_the_dev_secret(environ):
     ("FORM_TOKENS_WAIT_SECONDS", "-1", "must not be negative"),
 ])
 def test_bad_settings_stop_start_up_with_a_clear_message(environ, name, value, message):
-    environ.setenv("SECRET_KEY", "x" * 64)
+    environ.setenv("SECRET_KEY", KEY)
     environ.setenv(name, value)
     with pytest.raises(RuntimeError, match=message):
         create_app()
@@ -79,7 +80,7 @@ def test_missing_database_url_says_what_to_set(environ):
 
 @pytest.mark.parametrize("old, new", sorted(RENAMED.items()))
 def test_an_old_setting_name_stops_start_up_naming_the_new_one(environ, old, new):
-    environ.setenv("SECRET_KEY", "x" * 64)
+    environ.setenv("SECRET_KEY", KEY)
     with pytest.raises(RuntimeError, match=f"{old} was renamed: set {new} instead"):
         create_app({old: "1"})
     environ.setenv(old, "1")
@@ -90,7 +91,7 @@ def test_an_old_setting_name_stops_start_up_naming_the_new_one(environ, old, new
 def test_there_are_no_test_hook_settings(environ):
     # Pauses for tests are receivers of the product's signals (tests/pauses.py);
     # the product neither reads nor refuses TEST_* settings: they mean nothing to it.
-    environ.setenv("SECRET_KEY", "x" * 64)
+    environ.setenv("SECRET_KEY", KEY)
     environ.setenv("TEST_PAUSE_AFTER_CONSUME", "60")
     app = create_app({"TEST_PAUSE_AFTER_COMMIT": 60})
     assert not [*token_consumed.receivers_for(app), *submit_committed.receivers_for(app)]
@@ -115,7 +116,7 @@ def test_init_db_is_safe_to_run_twice(app, servers):
 def test_testing_set_by_create_app_reads_the_catalogue_afresh_and_production_caches_it(
         environ, servers):
     assert create_app(servers.config()).config["CATALOGUE_CACHE_SECONDS"] == 0
-    environ.setenv("SECRET_KEY", "x" * 64)
+    environ.setenv("SECRET_KEY", KEY)
     assert create_app().config["CATALOGUE_CACHE_SECONDS"] == 5
 
 

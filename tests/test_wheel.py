@@ -34,7 +34,7 @@ from tests.live import open_form, request
 ROOT = Path(__file__).resolve().parent.parent
 NOT_SHIPPED = {".git", ".venv", "instance", "node_modules", "build", "dist", "__pycache__",
                ".pytest_cache", ".ruff_cache", ".hypothesis"}
-WEBHOOK_SECRET = "wheel-smoke-webhook-secret"
+WEBHOOK_SECRET = "wheel-smoke-webhook-secret-of-32-bytes-and-more"
 
 # Building and installing (the module fixture) is counted in the first test's time.
 pytestmark = pytest.mark.timeout(300)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -11,8 +10,11 @@ from typing import Any
 #: APP_ENV=development or testing; production refuses them even when set.
 DEV_SECRET_KEY = "dev-only-not-secret"
 DEV_WEBHOOK_SECRET = "dev-webhook-secret"
-#: A SECRET_KEY signs the session cookie: fewer bytes than this can be brute-forced.
-SECRET_KEY_MIN_BYTES = 32
+#: SECRET_KEY signs the session cookie, PAYMENT_WEBHOOK_SECRET the provider's events
+#: ("paid"), METRICS_TOKEN opens /metrics: in production each needs at least this many
+#: bytes (after stripping), more than one character, and no development secret in it.
+SECRETS = ("SECRET_KEY", "PAYMENT_WEBHOOK_SECRET", "METRICS_TOKEN")
+SECRET_MIN_BYTES = 32
 #: Form views per client address per minute, unless FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE says.
 FORMS_PER_CLIENT_PER_MINUTE = 120
 
@@ -100,18 +102,33 @@ def finish(config: dict[str, Any]) -> None:
 
 
 def refuse_weak_secrets(config: Mapping[str, Any]) -> None:
-    """Production starts only with secrets of its own, and long enough."""
-    key = str(config["SECRET_KEY"]).encode()
-    if hmac.compare_digest(key, DEV_SECRET_KEY.encode()):
-        raise RuntimeError("SECRET_KEY is the development secret; set a real one in production.")
-    if len(key) < SECRET_KEY_MIN_BYTES:
-        raise RuntimeError(
-            f"SECRET_KEY is {len(key)} bytes; production needs at least {SECRET_KEY_MIN_BYTES}. "
-            "Generate one with python -c 'import secrets; print(secrets.token_hex(32))'.")
-    webhook = config.get("PAYMENT_WEBHOOK_SECRET")
-    if webhook and hmac.compare_digest(str(webhook).encode(), DEV_WEBHOOK_SECRET.encode()):
-        raise RuntimeError("PAYMENT_WEBHOOK_SECRET is the public development secret; set the "
-                           "one your payment provider gave you (or leave it unset: webhooks off).")
+    """Production starts only with secrets of its own, and long enough: ``SECRET_KEY``
+    always, ``PAYMENT_WEBHOOK_SECRET`` and ``METRICS_TOKEN`` when set (unset, the
+    webhook and /metrics are off). The message names the setting, never its value."""
+    for name in SECRETS:
+        value = config.get(name)
+        if value is None or value == "":  # SECRET_KEY is never: finish() refused that
+            continue
+        if weakness := weak_secret(str(value)):
+            raise RuntimeError(
+                f"{name} {weakness}; set a random one of at least {SECRET_MIN_BYTES} bytes, "
+                "e.g. python -c 'import secrets; print(secrets.token_hex(32))'"
+                + (" (or the one your payment provider gave you)."
+                   if name == "PAYMENT_WEBHOOK_SECRET" else "."))
+
+
+def weak_secret(value: str) -> str | None:
+    """Why ``value`` is no secret, or None. Read once at start-up, so the substring
+    test has no timing for anyone to observe."""
+    stripped = value.strip()
+    if any(dev in stripped.lower() for dev in (DEV_SECRET_KEY, DEV_WEBHOOK_SECRET)):
+        return "contains a public development secret"
+    size = len(stripped.encode())
+    if size < SECRET_MIN_BYTES:
+        return f"is {size} bytes; production needs at least {SECRET_MIN_BYTES}"
+    if len(set(stripped)) == 1:
+        return "is one character repeated"
+    return None
 
 
 def refuse_renamed(settings: Mapping[str, Any]) -> None:
