@@ -60,9 +60,11 @@ def test_the_client_is_the_address_the_trusted_proxy_saw(make_app, rdb):
 def test_the_limit_is_off_at_zero_and_the_session_cap_stays(make_app, rdb):
     client = make_app(FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=0,
                       FORM_TOKENS_MAX_PER_SESSION=5).test_client()
-    assert [client.get("/orders/new").status_code for _ in range(6)] == [200] * 5 + [429]
-    # One key for the session's count beside the five tokens.
-    assert len(rdb.keys("ft:issued:*")) == 1 and len(token_keys(rdb, "ft:*")) == 5
+    # A session's first form is not counted (it has no id yet: no key for one token),
+    # so the cap of 5 refuses the seventh.
+    assert [client.get("/orders/new").status_code for _ in range(7)] == [200] * 6 + [429]
+    # One key for the session's count beside the six tokens.
+    assert len(rdb.keys("ft:issued:*")) == 1 and len(token_keys(rdb, "ft:*")) == 6
 
 
 def test_a_user_within_the_limit_orders_as_before(make_app, servers):
@@ -102,6 +104,7 @@ def test_an_order_costs_two_round_trips_to_redis_with_or_without_the_limits(
     client = app.test_client()
     away_from_a_minute_boundary()
     client.get("/orders/new")  # the connection is open (CLIENT SETINFO is done)
+    client.get("/orders/new")  # and the session's count exists (its first form is not counted)
     rdb.config_resetstat()
     CountingConnection.writes = 0
     html = client.get("/orders/new").text
@@ -122,4 +125,68 @@ def test_a_redis_that_forgot_the_counting_script_is_taught_it_again(make_app, rd
     rdb.script_flush()
     assert client.get("/orders/new").status_code == 200
     assert len(token_keys(rdb, "ft:*")) == 2
-    assert sorted(int(rdb.get(key)) for key in rdb.keys("ft:issued:*")) == [2, 2]
+    # The client counted both forms; the session only its second (the first had no id yet).
+    assert sorted(int(rdb.get(key)) for key in rdb.keys("ft:issued:*")) == [1, 2]
+
+
+def test_a_cookieless_view_makes_no_per_session_counter(make_app, rdb):
+    """A client that keeps no cookie has a new session each view: counting it would
+    make a new key for one token every time."""
+    client = make_app(FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=LIMIT).test_client(use_cookies=False)
+    away_from_a_minute_boundary()
+    assert {client.get("/orders/new").status_code for _ in range(10)} == {200}
+    assert len(rdb.keys("ft:issued:*")) == 1  # the client's count, no session's
+
+
+@pytest.mark.parametrize("first, second, shared", [
+    ("2001:db8:1:2::1", "2001:db8:1:2:ffff::9", True),  # one /64: one subscriber
+    ("2001:db8:1:2::1", "2001:db8:1:3::1", False),
+    ("::ffff:192.0.2.7", "192.0.2.7", True),  # an IPv4-mapped address is that address
+])
+def test_the_client_limit_counts_an_ipv6_64_as_one_client(make_app, rdb, first, second, shared):
+    client = make_app(FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=3).test_client(use_cookies=False)
+    away_from_a_minute_boundary()
+    for _ in range(3):
+        assert client.get("/orders/new", environ_base={"REMOTE_ADDR": first}).status_code == 200
+    other = client.get("/orders/new", environ_base={"REMOTE_ADDR": second}).status_code
+    assert other == (429 if shared else 200)
+
+
+def test_another_sites_page_cannot_open_forms_in_a_visitors_name(make_app, rdb):
+    """An <img> or a script on another site (cross-site, not a navigation) gets no
+    token and spends nothing of the visitor's limit; following a link still works."""
+    client = make_app(FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=2).test_client()
+    away_from_a_minute_boundary()
+    image = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors",
+             "Sec-Fetch-Dest": "image"}
+    answers = {client.get("/orders/new", headers=image).status_code for _ in range(20)}
+    assert answers == {403} and rdb.dbsize() == 0
+    link = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
+    assert [client.get("/orders/new", headers=link).status_code for _ in range(2)] == [200, 200]
+
+
+def test_a_flood_from_one_address_under_maxmemory_evicts_no_open_form(make_app, rdb):
+    """2,500 cookieless views from one address against a limit of 120 a minute, with
+    Redis near a maxmemory it evicts by volatile-ttl: the flood gets the limit and no
+    more, nothing is evicted, and a form a customer opened before it still places."""
+    app = make_app(FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=120)
+    customer = app.test_client()
+    away_from_a_minute_boundary()
+    html = customer.get("/orders/new").text
+    tokens = {"csrf_token": hidden(html, "csrf_token"), "form_token": hidden(html, "form_token")}
+    used = int(rdb.info("memory")["used_memory"])
+    rdb.config_set("maxmemory-policy", "volatile-ttl")
+    rdb.config_set("maxmemory", used + 200_000)  # room for ~2,000 small keys, not more
+    evicted_before = int(rdb.info("stats")["evicted_keys"])
+    try:
+        flood = app.test_client(use_cookies=False)
+        first_minute = int(time.time() // 60)
+        statuses = [flood.get("/orders/new", environ_base={"REMOTE_ADDR": "198.51.100.9"})
+                    .status_code for _ in range(2500)]
+        minutes = int(time.time() // 60) - first_minute + 1  # the count is per clock minute
+        evicted = int(rdb.info("stats")["evicted_keys"]) - evicted_before
+    finally:
+        rdb.config_set("maxmemory", 0)
+    assert statuses.count(200) == 120 * minutes and set(statuses) == {200, 429}
+    assert evicted == 0
+    assert customer.post("/orders", data={**VALID, **tokens}).status_code == 303

@@ -184,3 +184,30 @@ def test_redis_failing_mid_page_never_raises_for_the_other_forms(redis_url, sess
     assert answer.status_code == 422 and 'value="nope"' in answer.text
     assert hidden_value(answer.text, "form_token") == page.token
     assert answer.text.count('name="form_token"') == 1  # the other form got none
+
+
+def test_a_json_validation_error_names_the_fields(client, once_forms):
+    page = once_forms.open("/signup")
+    answer = client.post("/signup", json={"email": "nope"}, headers={"X-Form-Token": page.token})
+    assert answer.status_code == 422 and answer.json["form_token"] == page.token
+    assert list(answer.json["errors"]) == ["email"]
+
+
+def test_the_same_values_as_json_and_as_a_form_are_the_same_submission(client, once_forms):
+    page = once_forms.open("/signup")
+    assert client.post("/signup", json=ADA, headers={"X-Form-Token": page.token}).status_code \
+        == 201
+    assert page.submit(ADA).status_code == 303  # a repeat, not "changed"
+
+
+def test_a_form_that_needs_a_fresh_token_while_redis_is_away_keeps_its_input(
+        app, once_forms, sessions):
+    """Back + edit + resubmit (a fresh token is due) just as Redis goes away: the input
+    comes back with the token it was sent with, never a page that drops it."""
+    page = once_forms.open("/signup")
+    page.submit(ADA)
+    FormTokens.state(app).store.client = redis.Redis(port=free_port())
+    answer = page.submit(GRACE, headers=HTMX)
+    assert answer.status_code == 503 and 'value="grace@example.com"' in answer.text
+    assert "<html>" not in answer.text and hidden_value(answer.text, "form_token") == page.token
+    assert emails(sessions) == ["ada@example.com"]

@@ -29,6 +29,7 @@ Settings (``app.config``), all optional but a Redis URL or client::
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import secrets
 import threading
 import time
@@ -44,7 +45,7 @@ import redis
 from flask import Flask, current_app, request, session
 from markupsafe import Markup
 from sqlalchemy.orm import Session
-from werkzeug.exceptions import BadRequest, TooManyRequests
+from werkzeug.exceptions import BadRequest, Forbidden, TooManyRequests
 
 from .forms import OnceForm
 from .runner import (
@@ -60,8 +61,8 @@ from .runner import (
 from .signals import submit_decided, token_issued
 from .tokens import IssueLimit, RedisClient, TokenStore, TooManyIssued, is_well_formed
 
-__all__ = ["TOKEN_HEADER", "BadFormToken", "FormTokens", "FormTokensState", "TooManyForms",
-           "TooManyFormsFromClient", "form_token_input"]
+__all__ = ["TOKEN_HEADER", "BadFormToken", "FormTokens", "FormTokensState", "NotANavigation",
+           "TooManyForms", "TooManyFormsFromClient", "form_token_input"]
 
 T = TypeVar("T")
 _SESSION_KEY = "_form_tokens_sid"
@@ -92,6 +93,16 @@ class TooManyForms(TooManyRequests):
     description = (
         "You have opened this form very many times in a short while, so we are not opening "
         "another one for now. Use a form you already have open, or try again later."
+    )
+
+
+class NotANavigation(Forbidden):
+    """Another site's page asked for this form without navigating to it (an ``<img>``,
+    a script): no token is issued and nothing is counted, so a page elsewhere cannot
+    spend a visitor's form limit or fill Redis in their name."""
+    description = (
+        "This form opens when you go to its page, not from inside another site. "
+        "Open it from our site."
     )
 
 
@@ -240,16 +251,28 @@ class FormTokens:
                    per_client_per_minute: int | None = None) -> dict[str, str]:
         """A fresh token for each form of one page, ``{form: token}``, in one Redis
         round trip; refused or unavailable as :meth:`issue`, for all of them at once
-        (so a page with Redis away says so once, not once per form)."""
+        (so a page with Redis away says so once, not once per form).
+
+        A cross-site request that is not a navigation (``Sec-Fetch-Site: cross-site``
+        and a ``Sec-Fetch-Mode`` other than ``navigate``) is :class:`NotANavigation`
+        (403) before Redis is touched. A session that has no id yet (a first view, or a
+        client that keeps no cookies) is not counted against the session cap: its
+        counter would be a new key for one token.
+        """
+        if (request.headers.get("Sec-Fetch-Site") == "cross-site"
+                and request.headers.get("Sec-Fetch-Mode", "navigate") != "navigate"):
+            raise NotANavigation()
         state = self.state()
+        new_session = not isinstance(session.get(_SESSION_KEY), str)
         sid = self.session_id()
         per_client = state.max_per_client_per_minute if per_client_per_minute is None \
             else per_client_per_minute
         # Both counts ride in the SET's one command. The session's window is the
         # TTL: tokens of the previous window may still be live, so a session holds
         # at most 2 x cap live tokens.
-        session_cap = IssueLimit(f"session:{sid}", state.max_per_session, state.store.ttl)
-        client_limit = IssueLimit(f"client:{request.remote_addr or ''}", per_client, 60)
+        session_cap = IssueLimit(f"session:{sid}", 0 if new_session else state.max_per_session,
+                                 state.store.ttl)
+        client_limit = IssueLimit(f"client:{client_network(request.remote_addr)}", per_client, 60)
         try:
             tokens = state.store.issue_many(session_id=sid, forms=forms,
                                             limits=(session_cap, client_limit))
@@ -383,6 +406,23 @@ class FormTokens:
             submit_decided.send(current_app._get_current_object(),  # type: ignore[attr-defined]
                                 form=form, outcome=outcome, seconds=0.0, digest=digest)
         return outcome
+
+
+def client_network(address: str | None) -> str:
+    """What the per-client limit counts: an IPv4 address, or an IPv6 address's /64
+    (one subscriber's whole prefix: counting each /128 would let one machine have
+    2**64 limits)."""
+    if not address:
+        return ""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return address
+    if isinstance(ip, ipaddress.IPv6Address):
+        if ip.ipv4_mapped is not None:  # ::ffff:192.0.2.1 is that IPv4 address
+            return str(ip.ipv4_mapped)
+        return str(ipaddress.ip_network(f"{ip}/64", strict=False))
+    return str(ip)
 
 
 def form_token_input(token: str | None) -> Markup:

@@ -214,8 +214,10 @@ class OnceForm(Generic[T]):
         never reached :meth:`submit` (its fields did not validate), 422 with the same
         token. With Redis away a GET raises :class:`~submit_once.Unavailable` once for
         the whole page (all its tokens are one round trip): answer it with a 503 page
-        (``@app.errorhandler(Unavailable)``). A form shown again keeps its own token
-        whatever the page's other forms can get (``once.tokens`` has None for them)."""
+        (``@app.errorhandler(Unavailable)``). A form shown again after a submit is never
+        lost to Redis being away: it keeps its own token whatever the page's other forms
+        can get (``once.tokens`` has None for them), and when it needed a fresh one it
+        is a 503 with the token it was sent with."""
         if request.method in ("GET", "HEAD"):
             response = self._page(Rendering(), None, context)
         else:
@@ -255,25 +257,34 @@ class OnceForm(Generic[T]):
         try:
             issued.update(self.tokens.issue_many(names) if names else {})
         except Unavailable:
-            if same is None and rendering.reason != "unavailable":
-                raise  # this form has no token to show: the app's 503, once for the page
-            # The form keeps its own token (or this is already the "unavailable" page):
-            # the page's other forms get none, and the template says so where they are.
+            if request.method in ("GET", "HEAD"):
+                raise  # a page with no token to show: the app's 503, once for the page
+            # A form shown again keeps its input whatever Redis can give: its own token
+            # when that is still good, else the one it was sent with (spent, so the
+            # resubmit is told "expired" and gets a fresh one once Redis is back).
+            if same is None:
+                same = self._submitted_token()
+                rendering = Rendering(503, self.messages["unavailable"], "unavailable",
+                                      rendering.existing_url)
         token = same or issued.pop(self.name, None)
         rendering = Rendering(rendering.status, rendering.message, rendering.reason,
                               rendering.existing_url, issued)
         g.submit_once_rendering = rendering
         kind = request_kind()
         if kind == "json":
-            return self._problem(rendering, token)
+            return self._problem(rendering, token, context)
         template = self.fragment if kind == "htmx" and self.fragment else self.template
         html = render_template(template, form_token=token, once=rendering, **context)
         return Response(html, rendering.status)
 
-    def _problem(self, rendering: Rendering, token: str | None) -> Response:
+    def _problem(self, rendering: Rendering, token: str | None,
+                 context: dict[str, Any]) -> Response:
         body: dict[str, Any] = {"title": rendering.reason or "form", "status": rendering.status}
         if rendering.status != 200:
             body.update(type="about:blank", detail=rendering.message)
+        errors = getattr(context.get("form"), "errors", None)
+        if rendering.reason == "invalid" and errors:  # a WTForms form's errors, by field
+            body["errors"] = {name: list(messages) for name, messages in errors.items()}
         if token:
             body[self.tokens.state().field] = token
         if rendering.existing_url:

@@ -325,8 +325,9 @@ def fingerprint(values: Mapping[str, object]) -> str:
 
     ``values`` maps each field's name to its value or list of values (say the
     quantity and the address of an order, not the CSRF token). Line endings are
-    normalised (browsers send CRLF in a textarea); the order of the names does not
-    matter. Store it with the row; :func:`submit_once` compares it on every repeat.
+    normalised (browsers send CRLF in a textarea), a list of one value is that value
+    (a form field and the same JSON member agree), and the order of the names does
+    not matter. Store it with the row; :func:`submit_once` compares it on every repeat.
     """
     canonical = json.dumps(
         {name: _canonical(value) for name, value in values.items()},
@@ -338,7 +339,7 @@ def _canonical(value: object) -> object:
     if isinstance(value, str):
         return value.replace("\r\n", "\n").replace("\r", "\n")
     if isinstance(value, list | tuple):
-        return [_canonical(item) for item in value]
+        return _canonical(value[0]) if len(value) == 1 else [_canonical(v) for v in value]
     return value
 
 

@@ -230,9 +230,12 @@ class TokenStore:
 
     def _counters(self, limits: Sequence[IssueLimit], now: int) -> list[tuple[str, int, int]]:
         """(key, most, TTL) of each limit's counter for the window ``now`` falls in. A
-        counter lives two windows, so it never ends inside its own."""
+        counter lives at least two windows, so it never ends inside its own, and longer
+        than any token issued in its window: under ``volatile-ttl`` eviction (the nearest
+        expiry goes first) a counter is never evicted before the tokens it counted."""
         return [(f"{self.prefix}:issued:{_short_digest(limit.who)}:{now // limit.seconds}",
-                 limit.most, 2 * limit.seconds) for limit in limits]
+                 limit.most, max(2 * limit.seconds, self.ttl + limit.seconds))
+                for limit in limits]
 
     def _issue_in_pipeline(self, keys: list[str], counters: list[tuple[str, int, int]]) -> int:
         """The script's work for a Cluster, whose keys sit on different nodes, in one
