@@ -102,11 +102,23 @@ def test_the_same_form_resubmitted_with_another_amount_is_told_not_merged(client
     ("", "Enter the amount to refund."),
     ("twelve", "Enter an amount like 12.50."),
     ("NaN", "Enter an amount like 12.50."),
+    ("Infinity", "Enter an amount like 12.50."),
     ("-5", "Enter an amount like 12.50."),
-    ("0", "Enter an amount like 12.50."),
-    ("36.01", "You can refund at most €36.00."),
-    ("1e999999", "You can refund at most €36.00."),
+    ("+5", "Enter an amount like 12.50."),
+    ("1e1", "Enter an amount like 12.50."),                # no exponent, however small
+    ("1e999999", "Enter an amount like 12.50."),
+    ("1e-999999999", "Enter an amount like 12.50."),       # underflowed to 0 cents: a 503
+    ("1_0", "Enter an amount like 12.50."),                # Decimal reads it as 10
+    ("١٠", "Enter an amount like 12.50."),                 # Arabic-Indic digits: 10 to Decimal
+    ("1 0", "Enter an amount like 12.50."),
+    (".", "Enter an amount like 12.50."),
+    ("0", "Enter at least €0.01."),
+    ("0.00", "Enter at least €0.01."),
+    ("0.001", "Use at most two decimals"),
     ("1.005", "Use at most two decimals"),
+    ("36.01", "You can refund at most €36.00."),
+    ("99999999999", "You can refund at most €36.00."),     # past any order, and past INTEGER
+    ("9" * 5000, "You can refund at most €36.00."),        # past int()'s digit limit too
 ])
 def test_bad_amount_gets_422_with_the_input_kept_and_the_same_token(client, servers, order,
                                                                      amount, message):

@@ -3,17 +3,41 @@ less refunded, less requested and not yet applied)."""
 
 from __future__ import annotations
 
-from decimal import Decimal, InvalidOperation
+import re
 
 from flask_wtf import FlaskForm
 from wtforms import StringField
 from wtforms.validators import ValidationError
 
-__all__ = ["RefundForm", "euros"]
+__all__ = ["RefundForm", "euros", "parse_cents"]
+
+#: Euros, then at most two decimals after "." or ",": "12", "12.5", "12,50", ".50".
+#: ASCII digits only, and no sign, exponent or "_": Decimal (and ``\d``) accept those,
+#: and "1e-999999999" became 0 cents that only the database's CHECK refused.
+AMOUNT = re.compile(r"([0-9]*)(?:[.,]([0-9]*))?")
+#: More euro digits than this is more than any order holds (amounts are INTEGER cents),
+#: so the number is not even converted (int() refuses strings past 4,300 digits).
+MAX_EURO_DIGITS = 8
+
+LIKE = "Enter an amount like 12.50."
 
 
 def euros(cents: int) -> str:
     return f"€{cents / 100:,.2f}"
+
+
+def parse_cents(text: str) -> int | None:
+    """``text`` as whole cents, or None when it has too many euro digits to be any
+    order's amount. Raises ValidationError, with what to type, when it is no amount."""
+    match = AMOUNT.fullmatch(text)
+    whole, decimals = (match.group(1), match.group(2) or "") if match else ("", "")
+    if not whole and not decimals:
+        raise ValidationError(LIKE)
+    if len(decimals) > 2:
+        raise ValidationError("Use at most two decimals (whole cents).")
+    if len(whole.lstrip("0")) > MAX_EURO_DIGITS:
+        return None
+    return int(whole or "0") * 100 + int(decimals.ljust(2, "0"))
 
 
 class RefundForm(FlaskForm):
@@ -26,21 +50,16 @@ class RefundForm(FlaskForm):
         self.cents = 0
 
     def validate_amount(self, field: StringField) -> None:
-        """Parsed here, not by DecimalField: "NaN", "Infinity" and "1e999999" are
-        valid Decimals that must get a message, not a server error."""
+        """Parsed here, strictly, not by DecimalField: a refund is whole cents, at
+        least one, at most what is left."""
         if not field.data:
             raise ValidationError("Enter the amount to refund.")
-        try:
-            value = Decimal(field.data.replace(",", "."))
-        except InvalidOperation:
-            raise ValidationError("Enter an amount like 12.50.") from None
-        if not value.is_finite() or value <= 0:
-            raise ValidationError("Enter an amount like 12.50.")
-        if value > Decimal(self.left_cents).scaleb(-2) and self.left_cents <= 0:
-            raise ValidationError("Nothing is left to refund: the rest is already requested "
-                                  "and waiting to be applied.")
-        if value > Decimal(self.left_cents).scaleb(-2):
+        cents = parse_cents(field.data)
+        if cents is not None and cents < 1:
+            raise ValidationError("Enter at least €0.01.")
+        if cents is None or cents > self.left_cents:
+            if self.left_cents <= 0:
+                raise ValidationError("Nothing is left to refund: the rest is already "
+                                      "requested and waiting to be applied.")
             raise ValidationError(f"You can refund at most {euros(self.left_cents)}.")
-        if (value * 100) % 1:
-            raise ValidationError("Use at most two decimals (whole cents).")
-        self.cents = int(value * 100)
+        self.cents = cents
