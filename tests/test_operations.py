@@ -121,6 +121,29 @@ def test_metrics_add_up_over_gunicorn_workers_and_time_duplicates_that_waited(
     assert order_count(servers) == 1
 
 
+def test_gunicorn_start_deletes_only_the_sample_files_in_the_metrics_directory(
+        tmp_path, monkeypatch):
+    """PROMETHEUS_MULTIPROC_DIR may name a folder that holds other things (a typo, /run,
+    a home directory): on start only a previous run's samples go, nothing else."""
+    from webapp import gunicorn_conf
+
+    directory = tmp_path / "metrics"
+    samples = ["counter_12.db", "histogram_12.db", "gauge_livesum_12.db", "gauge_all_9.db",
+               "summary_3.db"]
+    others = ["notes.txt", "backup.db", "counter_12.db.bak", "keep/counter_1.db"]
+    for name in samples + others:
+        (directory / name).parent.mkdir(parents=True, exist_ok=True)
+        (directory / name).write_text("x")
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(directory))
+    gunicorn_conf.on_starting(None)
+    left = sorted(str(path.relative_to(directory)) for path in directory.rglob("*")
+                  if path.is_file())
+    assert left == sorted(others)
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "new"))
+    gunicorn_conf.on_starting(None)
+    assert (tmp_path / "new").is_dir()  # created when missing
+
+
 @pytest.fixture
 def log_lines():
     """The JSON lines the request logger writes, as dicts."""

@@ -9,7 +9,7 @@ What it adds to gunicorn's defaults is explained in docs/DEPLOY.md.
 from __future__ import annotations
 
 import os
-import shutil
+import re
 from pathlib import Path
 
 bind = os.environ.get("BIND", "0.0.0.0:8000")
@@ -29,12 +29,21 @@ forwarded_allow_ips = ""
 secure_scheme_headers: dict[str, str] = {}
 
 
+#: The files prometheus-client writes in PROMETHEUS_MULTIPROC_DIR: <type>_<pid>.db,
+#: gauges with their mode (gauge_livesum_<pid>.db).
+SAMPLE_FILE = re.compile(r"(counter|histogram|summary|gauge_[a-z]+)_[0-9]+\.db")
+
+
 def on_starting(server) -> None:
-    """Empty the Prometheus multi-process directory: samples of a previous run would count."""
+    """Delete a previous run's samples from the Prometheus multi-process directory
+    (they would count), and nothing else: the setting may name a folder that holds
+    other things."""
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if directory:
-        shutil.rmtree(directory, ignore_errors=True)
         Path(directory).mkdir(parents=True, exist_ok=True)
+        for path in Path(directory).iterdir():
+            if SAMPLE_FILE.fullmatch(path.name) and path.is_file():
+                path.unlink(missing_ok=True)
 
 
 def child_exit(server, worker) -> None:
