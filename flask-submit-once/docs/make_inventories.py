@@ -67,6 +67,8 @@ INVENTORIES: dict[str, tuple[str, str, list[tuple[str, str, str]]]] = {
          "exceptions/#werkzeug.exceptions.BadRequest"),
         ("werkzeug.exceptions.TooManyRequests", "py:exception",
          "exceptions/#werkzeug.exceptions.TooManyRequests"),
+        ("werkzeug.exceptions.Forbidden", "py:exception",
+         "exceptions/#werkzeug.exceptions.Forbidden"),
         ("werkzeug.test.TestResponse", "py:class", "test/#werkzeug.test.TestResponse"),
     ]),
     "markupsafe": ("MarkupSafe", "stable", [
