@@ -137,6 +137,28 @@ def test_under_gunicorn_only_trusted_proxies_make_a_plain_http_request_https(
             connection.close()
 
 
+@pytest.mark.parametrize("env, trusted, host, served", [
+    ("development", None, "127.0.0.1:5000", True),                # scripts/run
+    ("development", None, "localhost:5000", True),
+    ("development", None, "rebound.evil.example:5000", False),    # DNS rebinding
+    ("production", "shop.example, .shop.example", "shop.example", True),
+    ("production", "shop.example, .shop.example", "www.shop.example", True),
+    ("production", "shop.example", "evil.example", False),
+])
+def test_only_the_trusted_hosts_are_answered(make_app, monkeypatch, env, trusted, host, served):
+    """A page on another site whose name is rebound to 127.0.0.1 reaches scripts/run
+    (where the webhook secret is the public one) with its own name as Host."""
+    if trusted:
+        monkeypatch.setenv("TRUSTED_HOSTS", trusted)
+    else:
+        monkeypatch.delenv("TRUSTED_HOSTS", raising=False)
+    app = make_app(APP_ENV=env, SECRET_KEY=KEY if env == "production" else None)
+    response = app.test_client().get("/orders/new", base_url=f"http://{host}")
+    assert response.status_code == (200 if served else 400)
+    if not served:
+        assert 'name="form_token"' not in response.text
+
+
 def test_behind_a_tls_proxy_the_form_posts_only_with_our_own_https_referer(make_app, servers):
     client = make_app(TRUSTED_PROXIES=1).test_client()
     client.environ_base["HTTP_X_FORWARDED_PROTO"] = "https"

@@ -15,6 +15,8 @@ DEV_WEBHOOK_SECRET = "dev-webhook-secret"
 #: bytes (after stripping), more than one character, and no development secret in it.
 SECRETS = ("SECRET_KEY", "PAYMENT_WEBHOOK_SECRET", "METRICS_TOKEN")
 SECRET_MIN_BYTES = 32
+#: The Host names development answers unless TRUSTED_HOSTS says otherwise.
+DEV_HOSTS = ("localhost", "127.0.0.1")
 #: Form views per client address per minute, unless FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE says.
 FORMS_PER_CLIENT_PER_MINUTE = 120
 
@@ -51,6 +53,9 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
         "METRICS_TOKEN": environ.get("METRICS_TOKEN") or None,
         "TRUSTED_PROXIES": _int(environ, "TRUSTED_PROXIES", 0),
     }
+    if hosts := [host.strip() for host in environ.get("TRUSTED_HOSTS", "").split(",")
+                 if host.strip()]:
+        config["TRUSTED_HOSTS"] = hosts  # Flask's own setting: another Host is a 400
     if environ.get("FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE"):
         config["FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE"] = _int(
             environ, "FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE", FORMS_PER_CLIENT_PER_MINUTE)
@@ -90,6 +95,10 @@ def finish(config: dict[str, Any]) -> None:
     # test turns it on.
     config.setdefault("FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE",
                       0 if env == "testing" else FORMS_PER_CLIENT_PER_MINUTE)
+    if env == "development" and config.get("TRUSTED_HOSTS") is None:
+        # scripts/run serves 127.0.0.1 with the public webhook secret: a page whose
+        # name is rebound to 127.0.0.1 (DNS rebinding) must not be answered.
+        config["TRUSTED_HOSTS"] = list(DEV_HOSTS)
     config.setdefault("TRUSTED_PROXIES", 0)
     if not isinstance(config["TRUSTED_PROXIES"], int) or config["TRUSTED_PROXIES"] < 0:
         raise RuntimeError("TRUSTED_PROXIES must be a whole number of proxies (0 or more).")

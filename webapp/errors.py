@@ -11,7 +11,7 @@ from flask_wtf.csrf import CSRFError
 from redis.exceptions import RedisError
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-from werkzeug.exceptions import HTTPException, InternalServerError
+from werkzeug.exceptions import HTTPException, InternalServerError, SecurityError
 
 from submit_once import Unavailable
 
@@ -36,6 +36,7 @@ TITLES = {
 
 def init_app(app: Flask) -> None:
     app.register_error_handler(CSRFError, _csrf_error)
+    app.register_error_handler(SecurityError, _untrusted_host)
     app.register_error_handler(HTTPException, _http_error)
     # Before the token was spent (FormTokens.issue, submit_once): the token is still good.
     app.register_error_handler(Unavailable, _unavailable)
@@ -60,6 +61,13 @@ def _http_error(error: HTTPException):
     # Keep what the exception says about retrying (Retry-After on 429 and 503).
     headers = {k: v for k, v in error.get_headers() if k.lower() != "content-type"}
     return render_error(error.code or 400, error.description, headers=headers)
+
+
+def _untrusted_host(error: SecurityError):
+    """A Host that TRUSTED_HOSTS does not name: plain text, no page of ours (its links
+    could not be built for that host anyway), nothing of the request."""
+    return ("This server does not answer for that host name.\n", 400,
+            {"Content-Type": "text/plain; charset=utf-8"})
 
 
 CROSS_SITE = ("Another site sent this form in your name, so we did not accept it and kept "
