@@ -203,6 +203,16 @@ def test_the_provider_script_plays_duplicates_and_reordering_against_a_live_serv
     assert tuple(order_row(servers)) == ("refunded", 3600, 3600) and event_count(servers) == 2
 
 
+def test_the_provider_script_says_order_id_is_the_key_of_the_private_link():
+    """The order number on the confirmation page opens nothing, so it is not what the
+    script wants; the key in /orders/<key> is."""
+    usage = subprocess.run([sys.executable, str(ROOT / "scripts/provider"), "--help"],
+                           capture_output=True, text=True, timeout=30, check=True).stdout
+    usage = " ".join(usage.split())  # as argparse wraps it
+    assert "/orders/<key>" in usage and "not the order number" in usage
+    assert "number on its confirmation page" not in (ROOT / "scripts/provider").read_text()
+
+
 def test_refunds_reported_by_the_provider_add_up_and_reconcile(app, client, order_id, servers):
     deliver(client, paid(order_id))
     first = deliver(client, refunded(order_id, "evt_refund_1", amount=1000))
