@@ -16,9 +16,7 @@ from __future__ import annotations
 
 from flask import Flask, Response, request
 
-from submit_once import TokenStore
-
-from ..extensions import csrf, form_tokens
+from ..extensions import csrf
 from . import keys, openapi, orders
 from .problems import ApiProblem
 
@@ -43,11 +41,6 @@ def init_app(app: Flask) -> None:
     app.config.setdefault("IDEMPOTENCY_RETENTION", 86400)
     if int(app.config["IDEMPOTENCY_RETENTION"]) < 1:
         raise RuntimeError("IDEMPOTENCY_RETENTION must be at least 1 second.")
-    # One store for the app's life, on the app's one Redis client (one pool): a claim
-    # on an Idempotency-Key lives as long as its result is replayed.
-    app.extensions[orders.CLAIMS] = TokenStore(
-        form_tokens.state(app).store.client,
-        ttl=int(app.config["IDEMPOTENCY_RETENTION"]), prefix="idem")
     csrf.exempt(orders.bp)  # bearer-key authenticated: no cookies, so no CSRF
     app.register_blueprint(orders.bp)
     app.register_blueprint(openapi.bp)

@@ -29,6 +29,7 @@ from submit_once import (
 )
 
 from ..db import sessions
+from ..extensions import form_tokens
 from ..models import Order, Product
 from ..order_rules import CURRENCY, is_public_id, new_order_number, new_public_id
 from ..order_states import TransitionRefused, transition
@@ -200,11 +201,16 @@ def retention() -> int:
     return int(current_app.config["IDEMPOTENCY_RETENTION"])
 
 
-#: Where init_app keeps the app's store of claims on Idempotency-Keys.
+#: Where the app keeps its store of claims on Idempotency-Keys.
 CLAIMS = "idempotency_claims"
 
 
 def idempotency_claims() -> TokenStore:
-    """This app's claims on Idempotency-Keys (made once, in init_app)."""
-    store: TokenStore = current_app.extensions[CLAIMS]
+    """This app's claims on Idempotency-Keys: one store for the app's life, made at its
+    first use on the app's one Redis client (so the order of init_app calls carries no
+    meaning). A claim lives as long as its result is replayed."""
+    store: TokenStore | None = current_app.extensions.get(CLAIMS)
+    if store is None:
+        store = current_app.extensions.setdefault(CLAIMS, TokenStore(
+            form_tokens.redis, ttl=retention(), prefix="idem"))
     return store

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from flask import Flask
 
-from submit_once import TokenStore
-
 from ..config import DEV_WEBHOOK_SECRET as DEV_SECRET
-from ..extensions import csrf, form_tokens
-from .views import CLAIMS, bp
+from ..extensions import csrf
+from .views import bp
 
 __all__ = ["DEV_SECRET", "init_app"]
 
@@ -24,9 +22,5 @@ def init_app(app: Flask) -> None:
     app.config.setdefault("WEBHOOK_CLAIM_TTL", 86400)
     if int(app.config["WEBHOOK_CLAIM_TTL"]) < 1:
         raise RuntimeError("WEBHOOK_CLAIM_TTL must be at least 1 second.")
-    # One store for the app's life, on the app's one Redis client (one pool).
-    app.extensions[CLAIMS] = TokenStore(form_tokens.state(app).store.client,
-                                        ttl=int(app.config["WEBHOOK_CLAIM_TTL"]),
-                                        prefix="wh")
     csrf.exempt(bp)  # authenticated by its HMAC signature, not a session
     app.register_blueprint(bp)

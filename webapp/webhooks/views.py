@@ -51,6 +51,7 @@ from submit_once import (
 
 from ..api.problems import ApiProblem
 from ..db import sessions
+from ..extensions import form_tokens
 from ..models import Order, PaymentEvent
 from ..order_states import TransitionRefused, transition
 from ..refunds.effect import record_refund
@@ -192,12 +193,16 @@ def claims_digest(event_id: str) -> str:
     return TokenStore.digest(event_id, **SCOPE)
 
 
-#: Where init_app keeps the app's store of claims on event ids.
+#: Where the app keeps its store of claims on event ids.
 CLAIMS = "webhook_claims"
 
 
 def event_claims() -> TokenStore:
-    """This app's claims on event ids (made once, in init_app; a fast path: the UNIQUE
-    event id in payment_events is the guarantee)."""
-    store: TokenStore = current_app.extensions[CLAIMS]
+    """This app's claims on event ids: one store for the app's life, made at its first
+    use on the app's one Redis client (a fast path: the UNIQUE event id in
+    payment_events is the guarantee)."""
+    store: TokenStore | None = current_app.extensions.get(CLAIMS)
+    if store is None:
+        store = current_app.extensions.setdefault(CLAIMS, TokenStore(
+            form_tokens.redis, ttl=int(current_app.config["WEBHOOK_CLAIM_TTL"]), prefix="wh"))
     return store
