@@ -137,13 +137,20 @@ class ApiClient(Base):
 
 
 class ApiKey(Base):
-    """The SHA-256 of a bearer key: the key itself is shown once and never stored."""
+    """The SHA-256 of a bearer key: the key itself is shown once and never stored.
+    Migration 0010: its first characters (what ``list-api-keys`` shows and
+    ``revoke-api-key --key`` takes; none for keys made before), an optional expiry,
+    when it was revoked, and when it was last used (to the minute)."""
     __tablename__ = "api_keys"
 
     id: Mapped[int] = mapped_column(primary_key=True)
     client_id: Mapped[int] = mapped_column(ForeignKey("api_clients.id"))
     key_hash: Mapped[str] = mapped_column(String(64), unique=True)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    key_prefix: Mapped[str | None] = mapped_column(String(16))
+    expires_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    revoked_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
+    last_used_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class PaymentEvent(Base):

@@ -6,7 +6,8 @@
     request_parts.py  API key, Idempotency-Key and JSON body, checked first
     idempotency.py    the Idempotency-Key header's rules and the fingerprint
     problems.py       problem+json errors and their stable types
-    keys.py           bearer API keys and ``flask create-api-key``
+    keys.py           bearer API keys: made, looked up, revoked or expired
+    key_commands.py   ``flask create-api-key``, ``list-api-keys``, ``revoke-api-key``
 
 Errors anywhere under ``/api/`` and ``/webhooks/`` are problem+json
 (:mod:`webapp.api.problems`); the HTML pages keep their error pages.
@@ -17,7 +18,7 @@ from __future__ import annotations
 from flask import Flask, Response, request
 
 from ..extensions import csrf
-from . import keys, openapi, orders
+from . import key_commands, openapi, orders
 from .problems import ApiProblem
 
 __all__ = ["init_app", "wants_problem"]
@@ -46,4 +47,4 @@ def init_app(app: Flask) -> None:
     app.register_blueprint(openapi.bp)
     app.register_error_handler(ApiProblem, lambda error: error.response())
     app.after_request(_no_store)
-    keys.init_app(app)
+    key_commands.init_app(app)

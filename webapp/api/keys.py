@@ -1,32 +1,38 @@
 """Bearer API keys: one API client may hold several keys; only their hashes are stored.
 
-    flask --app webapp create-api-key acme     # prints a new key for client "acme", once
-
 A key is 256 random bits, so a plain SHA-256 of it cannot be reversed or
 guessed: no slow password hash is needed, and lookup is one indexed equality.
 Idempotency keys are scoped to the *client*, so every key of one client sees
-the same idempotency keys.
+the same idempotency keys. A key may expire and may be revoked; either way its
+next request is refused, since every request looks its key up. The commands
+that create, list and revoke keys are in key_commands.py.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 
-import click
-from flask import Flask, request
-from flask.cli import with_appcontext
-from sqlalchemy import select
+from flask import request
+from sqlalchemy import ColumnElement, func, or_, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
 
 from ..db import sessions
 from ..models import ApiClient, ApiKey
 
-__all__ = ["KEY_PREFIX", "authenticated_client", "create_api_key", "hash_key", "init_app"]
+__all__ = ["KEY_PREFIX", "PREFIX_LENGTH", "authenticated_client", "create_api_key", "hash_key",
+           "usable"]
 
 #: Marks a string as one of our keys (secret scanners and humans recognise it).
 KEY_PREFIX = "sk_"
+#: How much of a key is stored in clear to name it: "sk_" and 8 characters (48 of
+#: its 256 bits), what list-api-keys shows and revoke-api-key --key takes.
+PREFIX_LENGTH = len(KEY_PREFIX) + 8
+#: "Last used" is kept to this precision: a key's row is written at most once per
+#: interval, not on every request (a busy key costs one UPDATE a minute).
+LAST_USED_EVERY = timedelta(minutes=1)
 
 
 def hash_key(key: str) -> str:
@@ -34,44 +40,46 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def create_api_key(db: Session, client_name: str) -> str:
-    """A new key for ``client_name`` (the client is created if new); commit is
-    the caller's. The returned key is the only copy that will ever exist."""
+def create_api_key(db: Session, client_name: str, *, expires_in: timedelta | None = None) -> str:
+    """A new key for ``client_name`` (the client is created if new), refused once
+    ``expires_in`` has passed when given; commit is the caller's. The returned key is
+    the only copy that will ever exist."""
     db.execute(pg_insert(ApiClient).values(name=client_name)
                .on_conflict_do_nothing(index_elements=["name"]))
     client_id = db.scalar(select(ApiClient.id).where(ApiClient.name == client_name))
     key = KEY_PREFIX + secrets.token_urlsafe(32)
-    db.add(ApiKey(client_id=client_id, key_hash=hash_key(key)))
+    db.add(ApiKey(client_id=client_id, key_hash=hash_key(key), key_prefix=key[:PREFIX_LENGTH],
+                  # The database's clock, as for every other check of the expiry.
+                  expires_at=None if expires_in is None else func.now() + expires_in))
     db.flush()
     return key
 
 
+def usable() -> ColumnElement[bool]:
+    """The keys a request may use now: not revoked, not expired (by the database's clock)."""
+    return ApiKey.revoked_at.is_(None) & or_(ApiKey.expires_at.is_(None),
+                                             ApiKey.expires_at > func.now())
+
+
 def authenticated_client() -> int | None:
-    """The id of the client whose bearer key this request carries, or None."""
+    """The id of the client whose bearer key this request carries, or None (no key,
+    an unknown one, a revoked or an expired one). Records the key's last use, at
+    most once a minute: one indexed SELECT a request, one UPDATE a minute per key."""
     scheme, _, key = request.headers.get("Authorization", "").partition(" ")
     key = key.strip()
     if scheme.lower() != "bearer" or not key.startswith(KEY_PREFIX) or len(key) > 200:
         return None
+    stale = or_(ApiKey.last_used_at.is_(None), ApiKey.last_used_at < func.now() - LAST_USED_EVERY)
     with sessions()() as db:
         # An indexed lookup by hash: the secret itself is never compared, so
         # there is no timing signal about it to leak.
-        return db.scalar(select(ApiKey.client_id).where(ApiKey.key_hash == hash_key(key)))
-
-
-@click.command("create-api-key")
-@click.argument("client_name")
-@with_appcontext
-def create_api_key_command(client_name: str) -> None:
-    """Create an API key for CLIENT_NAME and print it once."""
-    name = client_name.strip()
-    if not 1 <= len(name) <= 100 or not name.isprintable():
-        raise click.BadParameter("use 1 to 100 printable characters", param_hint="CLIENT_NAME")
-    with sessions()() as db:
-        key = create_api_key(db, name)
-        db.commit()
-    click.echo(f"API key for client {name!r} (shown once, store it now):")
-    click.echo(key)
-
-
-def init_app(app: Flask) -> None:
-    app.cli.add_command(create_api_key_command)
+        found = db.execute(select(ApiKey.id, ApiKey.client_id, stale.label("stale"))
+                           .where(ApiKey.key_hash == hash_key(key), usable())).first()
+        if found is None:
+            return None
+        if found.stale:
+            # The same condition again: of two requests that both saw it stale, one writes.
+            db.execute(update(ApiKey).where(ApiKey.id == found.id, stale)
+                       .values(last_used_at=func.now()))
+            db.commit()
+        return found.client_id
