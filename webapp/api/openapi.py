@@ -48,7 +48,7 @@ SCHEMAS = {
     "PaymentEvent": PaymentEvent.model_json_schema(),
     "Problem": Problem.model_json_schema(),
 }
-AUTH_ERRORS = {"401": _problem("No or unknown API key."),
+AUTH_ERRORS = {"401": _problem("No, unknown, revoked or expired API key."),
                "404": _problem("No such order for this client.")}
 
 
