@@ -141,6 +141,29 @@ def test_back_to_the_form_and_submit_again_shows_the_order_already_placed(page, 
     assert shop.orders() == [number, second]
 
 
+def test_back_edit_and_submit_again_is_told_not_dropped_and_places_nothing(page, shop):
+    """htmx (JavaScript on): Back to the submitted form, another address, submit: the
+    409 fragment says the form was used for the order, keeps the new address, links the
+    order; nothing is placed until the customer submits that form."""
+    open_form(page, shop)
+    fill_form(page)
+    place_order_button(page).click()
+    number = expect_confirmation(page, already_placed=False)
+    page.go_back()
+    expect(page.get_by_label("Full name")).to_have_value(CUSTOMER["name"])
+    page.get_by_label("Shipping address").fill("1 Other Street\nLeeds LS1 1AA")
+    mark = shop.posts_received()
+    place_order_button(page).click()
+    message = page.locator("#form-message")
+    expect(message).to_contain_text("already used for order")
+    expect(page.locator("#placed-order-link")).to_have_attribute("href", f"/orders/{number}")
+    expect(page.get_by_label("Shipping address")).to_have_value("1 Other Street\nLeeds LS1 1AA")
+    assert shop.posts_since(mark, at_least=1) == 1 and shop.orders() == [number]
+    place_order_button(page).click()  # the customer's own choice: a second order
+    second = expect_confirmation(page, already_placed=False)
+    assert shop.orders() == [number, second]
+
+
 # 6
 def test_two_tabs_each_submitted_once_place_two_orders(new_page, shop):
     first = new_page()
@@ -196,9 +219,12 @@ def test_invalid_input_is_shown_beside_the_fields_then_fixed_places_one_order(pa
     open_form(page, shop)
     fill_form(page, name="", email="ada(at)example")
     mark = shop.posts_received()
+    page.evaluate("() => { window.sameDocument = true; }")  # gone if the page reloads
     place_order_button(page).click()
     summary = page.locator("#error-summary")
     expect(summary).to_be_focused()
+    # htmx swapped the 422's fragment in: the same document, no full page load.
+    assert page.evaluate("() => window.sameDocument === true")
     expect(summary.get_by_role("link")).to_have_text(["Full name: Enter your name.",
         "Email: Enter an email address like name@example.com."])
     name, email = page.get_by_label("Full name"), page.get_by_label("Email")

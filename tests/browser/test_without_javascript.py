@@ -58,3 +58,18 @@ def test_without_javascript_back_and_submit_again_shows_the_order_already_placed
     assert expect_confirmation(page, already_placed=True) == number
     assert shop.posts_since(mark, at_least=1) == 1
     assert shop.orders() == [number]
+
+
+def test_without_javascript_back_edit_and_submit_again_is_told_not_dropped(page, shop):
+    open_form(page, shop)
+    fill_form(page)
+    page.get_by_role("button", name="Place order").click()
+    number = expect_confirmation(page, already_placed=False)
+    page.go_back()
+    page.get_by_label("Quantity").fill("5")
+    page.get_by_role("button", name="Place order").click()
+    expect(page.locator("#form-message")).to_contain_text("already used for order")
+    expect(page.get_by_label("Quantity")).to_have_value("5")
+    page.locator("#placed-order-link").click()
+    assert expect_confirmation(page, already_placed=False) == number
+    assert shop.orders() == [number]
