@@ -14,6 +14,7 @@ import secrets
 
 from flask import Blueprint, redirect, render_template, url_for
 
+from submit_once import Rendering
 from webapp.db import sessions
 from webapp.orders import place_order
 from webapp.orders.catalogue import active_products
@@ -39,7 +40,7 @@ def form_page(form_token: str):
     """The order form, as the real view renders it, with ``form_token`` in it."""
     with sessions()() as db:
         form = OrderForm(active_products(db))
-    return render_template("orders/new.html", form=form, form_token=form_token, message=None)
+    return render_template("orders/new.html", form=form, form_token=form_token, once=Rendering())
 
 
 def validate_and_place(form_token: str):
@@ -49,7 +50,7 @@ def validate_and_place(form_token: str):
         form = OrderForm(active_products(db))
     if not form.validate():
         return render_template("orders/new.html", form=form, form_token=form_token,
-                               message=None), 422
+                               once=Rendering(422, reason="invalid")), 422
     with sessions()() as db:
         placed = place_order(db, form, secrets.token_urlsafe(32))
         db.commit()

@@ -34,6 +34,7 @@ from flask import (
 )
 from sqlalchemy.exc import IntegrityError
 
+from submit_once import Rendering
 from webapp.db import sessions
 from webapp.orders import place_order
 from webapp.orders.catalogue import active_products
@@ -87,7 +88,7 @@ def verified_digest(token: str) -> str:
 def new():
     with sessions()() as db:
         form = OrderForm(active_products(db))
-    return render_template("orders/new.html", form=form, form_token=issue(), message=None)
+    return render_template("orders/new.html", form=form, form_token=issue(), once=Rendering())
 
 
 @bp.post("/orders")
