@@ -194,14 +194,18 @@ class RefundRecord(Base):
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
 
 
-REFUND_REQUEST_STATUSES = ("requested", "applied", "failed")
+#: ``review`` (migration 0009): on a shipped order, waiting for an operator, who
+#: approves it (``requested``) or rejects it (``rejected``, with the reason).
+REFUND_REQUEST_STATUSES = ("requested", "review", "applied", "failed", "rejected")
 
 
 class RefundRequest(Base):
     """A refund the customer asked for (migration 0007): the outbox row the
     relay publishes to the stream, and what the order page shows. Its amount is
     reserved on the order from the submit until the worker applies it
-    (``applied``) or gives up on it (``failed``, with the reason in plain words)."""
+    (``applied``), gives up on it (``failed``, with the reason in plain words)
+    or an operator rejects it (``rejected``). The worker applies only what this
+    row says; a stream message names it by ``id``."""
     __tablename__ = "refund_requests"
     __table_args__ = (
         CheckConstraint("amount_cents > 0", name="refund_requests_amount_positive"),
@@ -209,8 +213,9 @@ class RefundRequest(Base):
                         name="refund_requests_status_known"),
         UniqueConstraint("idempotency_key", name="refund_requests_key_unique"),
         Index("refund_requests_order_id", "order_id"),
+        # Migration 0009: the relay's queue, requested rows only.
         Index("refund_requests_unpublished", "id",
-              postgresql_where=text("published_at IS NULL")),
+              postgresql_where=text("published_at IS NULL AND status = 'requested'")),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)

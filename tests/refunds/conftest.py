@@ -113,9 +113,31 @@ def paid_order(servers) -> Callable[..., int]:
     return make
 
 
-def queue(rdb: redis.Redis, key: str, order_id: int, amount_cents: int) -> str:
-    """Append a refund message as the web app does."""
-    return queue_refund(rdb, RefundMessage(key, order_id, amount_cents))
+def published(servers, order_id: int, amount_cents: int, key: str | None = None
+              ) -> RefundMessage:
+    """A refund request as the relay leaves it once published: the row (its amount
+    reserved, marked published so no relay sends it again) and the message that
+    names it. The same key again gives the same request's message."""
+    key = key or new_key()
+    with servers.engine.begin() as conn:
+        request_id = conn.scalar(text(
+            "INSERT INTO refund_requests (idempotency_key, order_id, amount_cents, published_at) "
+            "VALUES (:k, :o, :a, now()) ON CONFLICT (idempotency_key) DO NOTHING RETURNING id"),
+            {"k": key, "o": order_id, "a": amount_cents})
+        if request_id is None:
+            request_id = conn.scalar(text(
+                "SELECT id FROM refund_requests WHERE idempotency_key = :k"), {"k": key})
+        else:
+            conn.execute(text("UPDATE orders SET reserved_cents = reserved_cents + :a "
+                              "WHERE id = :o"), {"a": amount_cents, "o": order_id})
+    return RefundMessage(request_id, key, order_id, amount_cents)
+
+
+def queue(servers, rdb: redis.Redis, order_id: int, amount_cents: int,
+          key: str | None = None) -> str:
+    """Append the message of a published refund request (see :func:`published`);
+    returns its id. The same key again appends another copy."""
+    return queue_refund(rdb, published(servers, order_id, amount_cents, key))
 
 
 def pending_count(rdb: redis.Redis) -> int:
@@ -162,7 +184,8 @@ def reserved_of(servers, order_id: int) -> int:
 
 
 def settled(servers) -> bool:
-    """Every refund request is published and applied or failed."""
+    """No refund request is left to publish or apply (one waiting for review is
+    neither, until approved)."""
     with servers.engine.connect() as conn:
         return not conn.scalar(text("SELECT count(*) FROM refund_requests "
-                                    "WHERE status = 'requested' OR published_at IS NULL"))
+                                    "WHERE status = 'requested'"))

@@ -3,7 +3,7 @@ Redis and PostgreSQL, killed at the worst moments."""
 
 from __future__ import annotations
 
-from tests.refunds.conftest import all_acked, new_key, queue, refunds_of, wait_until
+from tests.refunds.conftest import all_acked, new_key, published, queue, refunds_of, wait_until
 from webapp.refunds.stream import GROUP, STREAM
 
 
@@ -12,7 +12,7 @@ def test_same_message_delivered_three_times_refunds_once(servers, rdb, paid_orde
     order = paid_order(3600)
     key = new_key()
     for _ in range(3):
-        queue(rdb, key, order, 1000)
+        queue(servers, rdb, order, 1000, key)
     worker = start_worker()
     wait_until(lambda: all_acked(rdb), what="all three deliveries acked")
     assert refunds_of(servers, order) == (1, 1000, "paid")
@@ -24,7 +24,7 @@ def test_same_message_delivered_three_times_refunds_once(servers, rdb, paid_orde
 def test_killed_after_commit_before_ack_is_redelivered_and_refunded_once(
         servers, rdb, paid_order, start_worker):
     order = paid_order(3600)
-    message = queue(rdb, new_key(), order, 1000)
+    message = queue(servers, rdb, order, 1000)
     first = start_worker(TEST_REFUND_PAUSE_BEFORE_ACK="600")
     first.wait_for(f"PAUSE before_ack {message}")
     first.kill()
@@ -41,7 +41,7 @@ def test_killed_after_commit_before_ack_is_redelivered_and_refunded_once(
 def test_killed_before_commit_is_redelivered_and_refunded_exactly_once(
         servers, rdb, paid_order, start_worker):
     order = paid_order(1000)
-    message = queue(rdb, new_key(), order, 1000)
+    message = queue(servers, rdb, order, 1000)
     first = start_worker(TEST_REFUND_PAUSE_BEFORE_COMMIT="600")
     first.wait_for(f"PAUSE before_commit {message}")  # inserted and updated, not committed
     first.kill()
@@ -62,11 +62,12 @@ def test_two_workers_racing_on_the_same_pending_messages_refund_each_once(
     for worker in workers:
         worker.wait_for("reading refunds")
     orders = [paid_order(3600) for _ in range(12)]
+    refunds = [published(servers, order, 1000) for order in orders]
     # Appended and read by a consumer that then "dies", in one MULTI: the
     # workers never see them as new, only as pending messages to claim.
     with rdb.pipeline(transaction=True) as pipe:
-        for order in orders:
-            pipe.xadd(STREAM, {"key": new_key(), "order": order, "amount": 1000})
+        for refund in refunds:
+            pipe.xadd(STREAM, refund.fields())
         pipe.xreadgroup(GROUP, "dead-consumer", {STREAM: ">"})
         pipe.execute()
 

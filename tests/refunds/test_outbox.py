@@ -5,6 +5,8 @@ reservation to refunded. Real worker processes, killed at the worst moments."""
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.exc import OperationalError
 
 from tests.refunds.conftest import (
     all_acked,
@@ -44,7 +46,12 @@ def test_relay_killed_between_xadd_and_its_mark_publishes_twice_and_refunds_once
             "SELECT published_at FROM refund_requests").scalar() is None
     assert refunds_of(servers, order) == (0, 0, "paid")
 
-    second = start_worker()  # publishes it again and claims the first copy
+    # Once the killed relay's row lock is gone, the next relay publishes the row
+    # again at once; its consumer applies that copy, then claims the first one
+    # when it has been idle 3 s. (Sooner, it could apply the first copy before the
+    # relay looks, and the relay does not publish a request already applied.)
+    wait_until(lambda: row_unlocked(servers), what="the killed relay's lock released")
+    second = start_worker(REFUND_CLAIM_IDLE_MS="3000")
     wait_until(lambda: settled(servers) and all_acked(rdb) and "already applied"
                in second.output(), what="both copies settled")
     assert refunds_of(servers, order) == (1, 1000, "paid")
@@ -53,6 +60,15 @@ def test_relay_killed_between_xadd_and_its_mark_publishes_twice_and_refunds_once
     log = second.output()
     assert "relay published 1 refund requests" in log
     assert log.count(" applied ") == 1 and log.count("already applied") == 1
+
+
+def row_unlocked(servers) -> bool:
+    with servers.engine.connect() as conn:
+        try:
+            conn.execute(text("SELECT 1 FROM refund_requests FOR UPDATE NOWAIT"))
+        except OperationalError:  # LockNotAvailable
+            return False
+    return True
 
 
 @pytest.mark.parametrize(("where", "committed"), [("before_commit", 0), ("before_ack", 1)])

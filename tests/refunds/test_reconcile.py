@@ -11,7 +11,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from tests.refunds.conftest import all_acked, new_key, settled, wait_until
+from tests.refunds.conftest import all_acked, new_key, published, settled, wait_until
 from webapp.refunds.requests import NotEnoughLeft, request_refund
 from webapp.refunds.stream import STREAM, RefundMessage, queue_refund
 
@@ -89,14 +89,13 @@ def test_refund_requests_through_two_workers_reconcile_with_reservations_and_a_s
 def test_thousand_messages_with_a_fifth_duplicated_reconcile_exactly(
         servers, rdb, app, paid_order, start_worker):
     rng = random.Random(8)
-    refunds = [RefundMessage(new_key(), 0, rng.randint(1, 5000)) for _ in range(800)]
-    # 100 orders, 8 refunds each; the first 10 are refunded in full.
+    amounts = [rng.randint(1, 5000) for _ in range(800)]
+    # 100 orders, 8 refunds each (published requests); the first 10 are refunded in full.
     plan: dict[int, list[RefundMessage]] = {}
     for n in range(100):
-        mine = refunds[n * 8:(n + 1) * 8]
-        total = sum(r.amount_cents for r in mine)
-        order = paid_order(total if n < 10 else total + 1000)
-        plan[order] = [RefundMessage(r.key, order, r.amount_cents) for r in mine]
+        mine = amounts[n * 8:(n + 1) * 8]
+        order = paid_order(sum(mine) if n < 10 else sum(mine) + 1000)
+        plan[order] = [published(servers, order, amount) for amount in mine]
     messages = [r for mine in plan.values() for r in mine]
     messages += rng.sample(messages, 200)  # 200 of 1,000 are duplicates
     rng.shuffle(messages)

@@ -22,6 +22,7 @@ def test_defaults_and_the_libpq_url():
     ({**URLS, "REFUND_MAX_DELIVERIES": "0"}, "REFUND_MAX_DELIVERIES must be at least 1"),
     ({**URLS, "REFUND_GRACE_SECONDS": "soon"}, "REFUND_GRACE_SECONDS must be a number"),
     ({**URLS, "REFUND_STREAM_MAX": "0"}, "REFUND_STREAM_MAX must be at least 1"),
+    ({**URLS, "REFUND_DEAD_LETTERS_MAX": "0"}, "REFUND_DEAD_LETTERS_MAX must be at least 1"),
     ({**URLS, "REFUND_RELAY_POLL_SECONDS": "0"}, "REFUND_RELAY_POLL_SECONDS must be at least"),
     ({**URLS, "REDIS_URL": "memcached://h:11211"}, "scheme 'memcached' is not one of"),
 ])

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tests.refunds.conftest import all_acked, new_key, queue, refunds_of, wait_until
+from tests.refunds.conftest import all_acked, queue, refunds_of, wait_until
 from webapp.refunds.stream import GROUP, STREAM
 
 
 def test_sigterm_lets_the_refund_in_flight_finish(servers, rdb, paid_order, start_worker):
     order = paid_order(3600)
-    message = queue(rdb, new_key(), order, 1000)
+    message = queue(servers, rdb, order, 1000)
     worker = start_worker(TEST_REFUND_PAUSE_BEFORE_COMMIT="2", REFUND_GRACE_SECONDS="60")
     worker.wait_for(f"PAUSE before_commit {message}")
     assert worker.stop() == 0
@@ -23,7 +23,7 @@ def test_sigterm_lets_the_refund_in_flight_finish(servers, rdb, paid_order, star
 def test_sigterm_past_the_grace_period_abandons_without_undoing_anything(
         servers, rdb, paid_order, start_worker, where, committed):
     order = paid_order(3600)
-    message = queue(rdb, new_key(), order, 1000)
+    message = queue(servers, rdb, order, 1000)
     stuck = start_worker(**{f"TEST_REFUND_PAUSE_{where.upper()}": "600",
                             "REFUND_GRACE_SECONDS": "0.5"})
     stuck.wait_for(f"PAUSE {where} {message}")

@@ -2,17 +2,19 @@
 
     flask --app webapp reconcile-refunds
     flask --app webapp refund-dead-letters [--requeue <dead letter id>]
+
+(Approving refunds after shipping: reviews.py.)
 """
 
 from __future__ import annotations
 
 import click
 from redis.exceptions import RedisError
-from sqlalchemy import func, select, text
+from sqlalchemy import String, cast, exists, func, or_, select, text
 
 from ..db import sessions
 from ..extensions import form_tokens
-from ..models import Order, RefundRecord, RefundRequest
+from ..models import Order, PaymentEvent, RefundRecord, RefundRequest
 from .forms import euros
 from .requests import RequeueRefused, requeue_request
 from .stream import DEAD_LETTERS, GROUP, STREAM, short
@@ -39,10 +41,12 @@ _TOTALS = select(
     select(func.coalesce(func.sum(Order.reserved_cents), 0)).scalar_subquery()
     .label("reserved_cents"),
     _count().label("requests"), _cents().label("requests_cents"),
-    *(part for status, name in (("applied", "applied"), ("requested", "pending"),
-                                ("failed", "failed")) for part in (
-        _count(RefundRequest.status == status).label(name),
-        _cents(RefundRequest.status == status).label(f"{name}_cents"))),
+    # Pending: reserved and not yet applied, whether published or waiting for review.
+    *(part for statuses, name in ((("applied",), "applied"), (("requested", "review"), "pending"),
+                                  (("review",), "review"), (("failed",), "failed"),
+                                  (("rejected",), "rejected")) for part in (
+        _count(RefundRequest.status.in_(statuses)).label(name),
+        _cents(RefundRequest.status.in_(statuses)).label(f"{name}_cents"))),
     # An applied request without its refund record (same key, same amount) is a lie.
     select(func.count()).select_from(RefundRequest).outerjoin(
         RefundRecord, RefundRecord.idempotency_key == RefundRequest.idempotency_key)
@@ -54,7 +58,8 @@ _TOTALS = select(
 # its pending requests add up to against what it has reserved.
 _RECORDS_CENTS = (select(func.coalesce(func.sum(RefundRecord.amount_cents), 0))
                   .where(RefundRecord.order_id == Order.id).scalar_subquery())
-_PENDING_CENTS = _cents(RefundRequest.order_id == Order.id, RefundRequest.status == "requested")
+_PENDING_CENTS = _cents(RefundRequest.order_id == Order.id,
+                        RefundRequest.status.in_(("requested", "review")))
 _DISAGREEING = (
     select(Order.id, Order.refunded_cents, _RECORDS_CENTS.label("records_cents"),
            Order.reserved_cents, _PENDING_CENTS.label("pending_cents"))
@@ -62,23 +67,50 @@ _DISAGREEING = (
     .order_by(Order.id)
     .limit(20)
 )
+# Every refund applied has something behind it: the customer's request (applied,
+# same key, order and amount) or the provider's refund event it was recorded
+# from ("webhook:<payment_events.id>"; plain "webhook" before that was kept).
+_REQUEST_BEHIND = exists().where(
+    RefundRequest.idempotency_key == RefundRecord.idempotency_key,
+    RefundRequest.status == "applied", RefundRequest.order_id == RefundRecord.order_id,
+    RefundRequest.amount_cents == RefundRecord.amount_cents)
+_EVENT_BEHIND = exists().where(
+    PaymentEvent.type == "refund.succeeded", PaymentEvent.problem.is_(None),
+    PaymentEvent.order_id == RefundRecord.order_id,
+    PaymentEvent.amount_cents == RefundRecord.amount_cents,
+    or_(RefundRecord.message_id == "webhook:" + cast(PaymentEvent.id, String),
+        RefundRecord.message_id == "webhook"))
+_UNBACKED = ~_REQUEST_BEHIND & ~_EVENT_BEHIND
+_UNBACKED_COUNT = select(func.count()).select_from(RefundRecord).where(_UNBACKED)
+_UNBACKED_ROWS = (select(RefundRecord.order_id, RefundRecord.amount_cents,
+                         RefundRecord.message_id)
+                  .where(_UNBACKED).order_by(RefundRecord.id).limit(20))
 
 
 @bp.cli.command("reconcile-refunds")
 def reconcile_refunds() -> None:
     """Compare refund_records with orders.refunded_cents, and pending refund
-    requests with orders.reserved_cents; exit 1 if anything differs."""
+    requests with orders.reserved_cents; find every refund with no request or
+    payment event behind it; exit 1 if anything differs."""
     with sessions()() as db, db.begin():
         db.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"))
         t = db.execute(_TOTALS).one()
         disagreeing = db.execute(_DISAGREEING).all()
+        unbacked = db.scalar(_UNBACKED_COUNT)
+        unbacked_rows = db.execute(_UNBACKED_ROWS).all()
     click.echo(f"refund_records:        {t.records} refunds, {t.records_cents} cents")
     click.echo(f"orders.refunded_cents: {t.orders_cents} cents over {t.refunded_orders} orders")
     click.echo(f"refund_requests:       {t.requests} requested ({t.requests_cents} cents) = "
                f"{t.applied} applied ({t.applied_cents}) + {t.pending} pending "
-               f"({t.pending_cents}) + {t.failed} failed ({t.failed_cents})")
+               f"({t.pending_cents}) + {t.failed} failed ({t.failed_cents}) + "
+               f"{t.rejected} rejected ({t.rejected_cents})")
+    click.echo(f"waiting for review:    {t.review} requests ({t.review_cents} cents)")
     click.echo(f"orders.reserved_cents: {t.reserved_cents} cents")
     click.echo(f"applied, unrecorded:   {t.applied_unrecorded}")
+    click.echo(f"applied, unbacked:     {unbacked}")
+    for row in unbacked_rows:
+        click.echo(f"  order {row.order_id}: {row.amount_cents} cents by message "
+                   f"{row.message_id}, with no request or payment event behind it")
     click.echo(f"orders that disagree:  {len(disagreeing)}")
     for row in disagreeing:
         click.echo(f"  order {row.id}: refunded_cents={row.refunded_cents} "
@@ -87,7 +119,9 @@ def reconcile_refunds() -> None:
     click.echo(f"stream:                {_stream_summary()}")
     matched = (t.records_cents == t.orders_cents and not disagreeing
                and t.reserved_cents == t.pending_cents and t.applied_unrecorded == 0
-               and t.requests_cents == t.applied_cents + t.pending_cents + t.failed_cents)
+               and unbacked == 0
+               and t.requests_cents == t.applied_cents + t.pending_cents + t.failed_cents
+               + t.rejected_cents)
     click.echo(f"result:                {'MATCH' if matched else 'MISMATCH'}")
     if not matched:
         raise SystemExit(1)
@@ -108,6 +142,7 @@ def refund_dead_letters(count: int, requeue_id: str | None) -> None:
         return
     for entry_id, fields in entries:
         click.echo(f"{entry_id}  message={fields.get('message_id', '?')} "
+                   f"request={fields.get('request', '-')} "
                    f"key={short(fields.get('key', '')) or '-'} "
                    f"order={fields.get('order', '?')} amount={fields.get('amount', '?')} "
                    f"deliveries={fields.get('deliveries', '?')}  reason: {fields.get('reason')}")
@@ -125,7 +160,7 @@ def requeue(entry_id: str) -> None:
     ((_, fields),) = entries
     try:
         with sessions()() as db, db.begin():
-            request = requeue_request(db, fields.get("key", ""))
+            request = requeue_request(db, fields.get("key", ""), fields.get("request"))
     except RequeueRefused as refused:
         raise click.ClickException(f"Not requeued: {refused}.") from None
     # After the commit: should this fail, the letter stays, and requeueing it
@@ -134,6 +169,8 @@ def requeue(entry_id: str) -> None:
     click.echo(f"Requeued: {euros(request.amount_cents)} for order {request.order_id} "
                f"(key {short(request.idempotency_key)}) is reserved again and will be "
                "published to the stream by the relay.")
+
+
 def _stream_summary() -> str:
     client = form_tokens.redis
     try:

@@ -1,14 +1,23 @@
 """The dead-letter stream: refunds the worker gave up on, with the reason.
 
-    refunds:dead     XADD <fields of the message> message_id <id> reason <why> deliveries <n>
+    refunds:dead     XADD MAXLEN ~ <REFUND_DEAD_LETTERS_MAX> * request <id> key <key>
+                          order <id> amount <cents> message_id <id> reason <why> deliveries <n>
     refunds:errors   HASH message id -> last error, so a dead letter can say why
 
-A message lands here when it can never apply (malformed, unknown order, more
-than is left to refund) or when it failed ``REFUND_MAX_DELIVERIES`` times; its
-refund request (if it has one) is marked failed first, with the reason
-:func:`in_plain_words`, and its reservation released. Operators list them with
-``flask --app webapp refund-dead-letters`` and put one back, once its cause is
-fixed, with ``--requeue <id>``.
+A message lands here when it can never apply (malformed, forged, more than is
+left to refund) or when it failed ``REFUND_MAX_DELIVERIES`` times; its refund
+request (if it has one that says what the message says) is marked failed first,
+with the reason :func:`in_plain_words`, and its reservation released. A forged
+message's request is left alone. Operators list them with ``flask --app webapp
+refund-dead-letters`` and put one back, once its cause is fixed, with
+``--requeue <id>``.
+
+Both keys are bounded, since anyone who can write to the stream can fill them:
+a dead letter keeps only the message's own fields, cut short, and the stream
+keeps about the newest ``REFUND_DEAD_LETTERS_MAX`` (10000) letters (the request
+of an older one stays failed in PostgreSQL, where reconcile-refunds counts it);
+an error is deleted when its message is acked, and the trimmer drops those of
+messages no longer in the stream (trim.py).
 
 No MULTI: each step touches one key, so this works on a Redis Cluster whatever
 slots the keys land in. The order makes it safe: XADD here, then XACK, then
@@ -25,22 +34,31 @@ from redis.exceptions import RedisError
 
 from .stream import DEAD_LETTERS, ERRORS, GROUP, STREAM, short
 
-__all__ = ["DeadLetters", "in_plain_words"]
+__all__ = ["DeadLetters", "in_plain_words", "letter_fields"]
 
 log = logging.getLogger("webapp.refunds.worker")
+
+#: What a dead letter copies of a message: nothing else a writer to Redis added.
+_MESSAGE_FIELDS = ("request", "key", "order", "amount")
+
+
+def letter_fields(fields: dict[str, str]) -> dict[str, str]:
+    """The message's own fields, each cut to 64 characters, as its dead letter keeps them."""
+    return {name: fields[name][:64] for name in _MESSAGE_FIELDS if name in fields}
 
 
 class DeadLetters:
     """The worker's side of the dead-letter stream."""
 
-    def __init__(self, client: aioredis.Redis) -> None:
-        self.redis = client
+    def __init__(self, client: aioredis.Redis, max_letters: int) -> None:
+        self.redis, self.max_letters = client, max_letters
 
     async def bury(self, message_id: str, fields: dict[str, str], reason: str,
                    deliveries: int) -> None:
         """Append the message here with ``reason``, then ack it: never acked and lost."""
-        await self.redis.xadd(DEAD_LETTERS, {**fields, "message_id": message_id,
-                                             "reason": reason, "deliveries": str(deliveries)})
+        await self.redis.xadd(DEAD_LETTERS, {**letter_fields(fields), "message_id": message_id,
+                                             "reason": reason, "deliveries": str(deliveries)},
+                              maxlen=self.max_letters, approximate=True)
         await self.redis.xack(STREAM, GROUP, message_id)
         await self.redis.hdel(ERRORS, message_id)
         log.warning("refund %s key=%s dead-lettered: %s", message_id,

@@ -3,19 +3,24 @@
     BEGIN
     INSERT INTO refund_records (idempotency_key, ...)   UNIQUE key: a repeat fails here
     WITH request AS (UPDATE refund_requests SET status = 'applied'
-                      WHERE idempotency_key = key AND status = 'requested' ...)
+                      WHERE id = request AND idempotency_key = key AND status = 'requested'
+                        AND order_id = order AND amount_cents = amount)
     UPDATE orders SET refunded_cents = refunded_cents + amount,
-                      reserved_cents = reserved_cents - (the request's amount, or 0),
+                      reserved_cents = reserved_cents - amount,
                       status = 'refunded' when that makes it whole
      WHERE id = order AND status IN ('paid', 'shipped', 'cancelled')
-       AND the request, if there is one, is the one just marked applied
+       AND the request was just marked applied
     COMMIT
+
+The database decides: a message refunds only what its refund_requests row says
+(requested, the same order, the same amount). Anyone who can write to Redis can
+append a message; one with no such row behind it applies nothing and is
+:class:`Forged`, whatever order and amount it names. One whose request has
+failed (dead-lettered, reservation released) applies nothing: :class:`RequestFailed`.
 
 The reservation the submit made moves to refunded, and the request is marked
 applied, in the refund's own transaction: the order page and reconcile-refunds
-never see one without the other. A message with no request row (queued by an
-older release) applies with nothing reserved; one whose request has failed
-(dead-lettered, reservation released) applies nothing: :class:`RequestFailed`.
+never see one without the other.
 
 Why the INSERT comes first: two workers holding the same message block on the
 unique index until the first commits, then the second fails and does nothing;
@@ -37,7 +42,6 @@ from sqlalchemy import (
     any_,
     bindparam,
     case,
-    exists,
     func,
     insert,
     select,
@@ -49,7 +53,7 @@ from ..models import Order, RefundRecord, RefundRequest
 from ..order_states import TRANSITIONS
 from .stream import RefundMessage
 
-__all__ = ["AlreadyApplied", "Applied", "Rejected", "RequestFailed", "apply_refund",
+__all__ = ["AlreadyApplied", "Applied", "Forged", "Rejected", "RequestFailed", "apply_refund",
            "fail_request", "record_refund"]
 
 _REFUNDABLE = sorted(TRANSITIONS["refund"][0])
@@ -63,33 +67,40 @@ _INSERT = insert(RefundRecord).inline().values(
 )
 # The conditional UPDATE of order_states.transition("refund"), extended for
 # partial refunds: the status changes only when the refund makes the order whole.
-_THIS_REQUEST = RefundRequest.idempotency_key == bindparam("key")
+_NEW_REFUNDED = Order.refunded_cents + bindparam("amount")
+_REFUND_VALUES = {"refunded_cents": _NEW_REFUNDED,
+                  "status": case((_NEW_REFUNDED == Order.paid_cents, bindparam("refunded")),
+                                 else_=Order.status),
+                  "updated_at": func.now()}
+_REFUNDABLE_ORDER = and_(Order.id == bindparam("order"),
+                         Order.status == any_(bindparam("refundable")))
+# The request the message names, marked applied only if it says what the message says.
+_THIS_REQUEST = and_(RefundRequest.id == bindparam("request"),
+                     RefundRequest.idempotency_key == bindparam("key"))
 _MATCHES = and_(RefundRequest.status == "requested", RefundRequest.order_id == bindparam("order"),
                 RefundRequest.amount_cents == bindparam("amount"))
-# The request (if any) is marked applied when it says what the message says;
-# its status is returned either way, so the UPDATE of orders can tell.
 _REQUEST = (
-    update(RefundRequest).where(_THIS_REQUEST)
-    .values(status=case((_MATCHES, "applied"), else_=RefundRequest.status),
-            updated_at=func.now())
-    .returning(RefundRequest.status, RefundRequest.amount_cents)
+    update(RefundRequest).where(_THIS_REQUEST, _MATCHES)
+    .values(status="applied", updated_at=func.now())
+    .returning(RefundRequest.id)
     .cte("request")
 )
-_RESERVED = (select(func.coalesce(func.sum(_REQUEST.c.amount_cents), 0))
-             .where(_REQUEST.c.status == "applied").scalar_subquery())
-_NEW_REFUNDED = Order.refunded_cents + bindparam("amount")
 _UPDATE = (
     update(Order)
     .add_cte(_REQUEST)
-    .where(Order.id == bindparam("order"), Order.status == any_(bindparam("refundable")),
-           ~exists().where(_REQUEST.c.status != "applied"))
-    .values(refunded_cents=_NEW_REFUNDED, reserved_cents=Order.reserved_cents - _RESERVED,
-            status=case((_NEW_REFUNDED == Order.paid_cents, bindparam("refunded")),
-                        else_=Order.status),
-            updated_at=func.now())
+    .where(_REFUNDABLE_ORDER, select(_REQUEST.c.id).exists())
+    .values(reserved_cents=Order.reserved_cents - bindparam("amount"), **_REFUND_VALUES)
+    .returning(Order.refunded_cents, Order.status)
+)
+# A refund made elsewhere and reported by a payment event: no request, nothing reserved.
+_REPORTED = (
+    update(Order).where(_REFUNDABLE_ORDER).values(**_REFUND_VALUES)
     .returning(Order.refunded_cents, Order.status)
 )
 _STATUS = select(Order.status).where(Order.id == bindparam("order"))
+_REQUEST_ROW = select(RefundRequest.status, RefundRequest.idempotency_key,
+                      RefundRequest.order_id, RefundRequest.amount_cents).where(
+    RefundRequest.id == bindparam("request"))
 _REQUEST_STATUS = select(RefundRequest.status).where(_THIS_REQUEST)
 # Giving up on a request: mark it failed and release its reservation, together.
 _FAILED = (
@@ -118,8 +129,8 @@ def _psycopg_sql(statement: object) -> _Sql:
     return sql
 
 
-_INSERT_SQL, _UPDATE_SQL, _STATUS_SQL, _REQUEST_STATUS_SQL, _RELEASE_SQL = map(
-    _psycopg_sql, (_INSERT, _UPDATE, _STATUS, _REQUEST_STATUS, _RELEASE))
+_INSERT_SQL, _UPDATE_SQL, _STATUS_SQL, _REQUEST_ROW_SQL, _REQUEST_STATUS_SQL, _RELEASE_SQL = map(
+    _psycopg_sql, (_INSERT, _UPDATE, _STATUS, _REQUEST_ROW, _REQUEST_STATUS, _RELEASE))
 
 
 async def _execute(conn: AsyncConnection, sql: _Sql, params: dict[str, object]):
@@ -145,13 +156,20 @@ class Rejected:
 
 
 @dataclass(frozen=True)
+class Forged:
+    """No refund request says what the message says: nobody asked for this refund.
+    Nothing was written, and the request it names (if any) is left alone."""
+    reason: str
+
+
+@dataclass(frozen=True)
 class RequestFailed:
     """The message's refund request was given up on (failed, its reservation
     released): this delivery applies nothing. Another copy of it, or one that
     met the request's failing half-way."""
 
 
-Outcome = Applied | AlreadyApplied | Rejected | RequestFailed
+Outcome = Applied | AlreadyApplied | Forged | Rejected | RequestFailed
 
 
 async def apply_refund(
@@ -167,7 +185,7 @@ async def apply_refund(
     back: the caller leaves the message pending for a retry. ``before_commit``
     runs inside the transaction; tests use it to stop the worker there.
     """
-    params = _params(refund.key, refund.order_id, refund.amount_cents, message_id)
+    params = _params(refund, message_id)
     try:
         async with conn.transaction():
             await _execute(conn, _INSERT_SQL, params)
@@ -181,10 +199,12 @@ async def apply_refund(
         return AlreadyApplied()
     except errors.CheckViolation:
         return Rejected("the amount is more than is left to refund")
-    except errors.ForeignKeyViolation:
-        return Rejected("no such order")
+    except errors.ForeignKeyViolation:  # every request's order exists: none is behind this
+        return Forged("no such order, so no refund request")
     except _RequestFailed:
         return RequestFailed()
+    except _Forged as forged:
+        return Forged(str(forged))
     except _NotRefundable as refused:
         return Rejected(str(refused))
     return Applied(*row)
@@ -195,11 +215,11 @@ async def fail_request(conn: AsyncConnection, refund: RefundMessage, reason: str
     customer) and release its reservation, in one transaction on ``conn``.
 
     Returns the request's status afterwards: "failed" (now or earlier),
-    "applied" (a delivery committed it: nothing to fail), "requested" (the
+    "applied" (a delivery committed it: nothing to fail), another status (the
     message does not match its request, which is left alone), or None when
-    there is no request with this key.
+    no request has this id and key.
     """
-    params = {**_params(refund.key, refund.order_id, refund.amount_cents, ""), "reason": reason}
+    params = {**_params(refund, ""), "reason": reason}
     async with conn.transaction():
         if await (await _execute(conn, _RELEASE_SQL, params)).fetchone():
             return "failed"
@@ -210,8 +230,10 @@ async def fail_request(conn: AsyncConnection, refund: RefundMessage, reason: str
 
 def record_refund(connection: Connection, *, key: str, order_id: int, amount_cents: int,
                   source: str) -> Applied | None:
-    """The same two statements in the caller's (synchronous) transaction, for a
-    refund reported from elsewhere: the payment webhook's ``refund.succeeded``.
+    """The same INSERT and the same change to the order, in the caller's
+    (synchronous) transaction, for a refund reported from elsewhere: the payment
+    webhook's ``refund.succeeded``. No request is behind it and nothing was
+    reserved; ``source`` names the payment event (reconcile-refunds checks it).
 
     ``None`` when the order's status does not allow a refund (the caller rolls
     back); a repeated ``key`` raises the UNIQUE violation and an amount over
@@ -219,14 +241,16 @@ def record_refund(connection: Connection, *, key: str, order_id: int, amount_cen
     writer of ``refunded_cents`` (always with a refund_records row) is what
     lets ``reconcile-refunds`` match.
     """
-    params = _params(key, order_id, amount_cents, source)
+    params = {"key": key, "order": order_id, "amount": amount_cents, "message": source,
+              "refunded": _FULLY_REFUNDED, "refundable": _REFUNDABLE}
     connection.execute(_INSERT, params)
-    row = connection.execute(_UPDATE, params).first()
+    row = connection.execute(_REPORTED, params).first()
     return None if row is None else Applied(*row)
 
 
-def _params(key: str, order_id: int, amount_cents: int, message_id: str) -> dict[str, object]:
-    return {"key": key, "order": order_id, "amount": amount_cents, "message": message_id,
+def _params(refund: RefundMessage, message_id: str) -> dict[str, object]:
+    return {"request": refund.request_id, "key": refund.key, "order": refund.order_id,
+            "amount": refund.amount_cents, "message": message_id,
             "refunded": _FULLY_REFUNDED, "refundable": _REFUNDABLE}
 
 
@@ -238,11 +262,22 @@ class _RequestFailed(Exception):
     pass
 
 
+class _Forged(Exception):
+    pass
+
+
 async def _why_not(conn: AsyncConnection, refund: RefundMessage) -> str:
-    request = await (await _execute(conn, _REQUEST_STATUS_SQL, {"key": refund.key})).fetchone()
-    if request is not None and request[0] == "failed":
+    """Why the UPDATE matched nothing: raises :class:`_Forged` or
+    :class:`_RequestFailed`, or returns why a real request cannot apply."""
+    row = await (await _execute(conn, _REQUEST_ROW_SQL, {"request": refund.request_id})).fetchone()
+    if row is None or row[1] != refund.key:
+        raise _Forged("no refund request behind it")
+    status, _, order_id, amount_cents = row
+    if (order_id, amount_cents) != (refund.order_id, refund.amount_cents):
+        raise _Forged("it does not say what its refund request says")
+    if status == "failed":
         raise _RequestFailed
-    if request is not None and request[0] != "applied":
-        return "the message does not match its refund request"
-    row = await (await _execute(conn, _STATUS_SQL, {"order": refund.order_id})).fetchone()
-    return "no such order" if row is None else f"the order is {row[0]}"
+    if status != "requested":  # waiting for review or rejected: never published
+        raise _Forged(f"its refund request is {status}, not to be applied")
+    order = await (await _execute(conn, _STATUS_SQL, {"order": refund.order_id})).fetchone()
+    return f"the order is {order[0]}"

@@ -1,11 +1,16 @@
 """The outbox relay: publishes committed refund requests to the stream.
 
     BEGIN
-    SELECT ... FROM refund_requests WHERE published_at IS NULL
+    SELECT ... FROM refund_requests WHERE published_at IS NULL AND status = 'requested'
      ORDER BY id LIMIT batch FOR UPDATE SKIP LOCKED
-    XADD refunds * key ... (one per row, pipelined)
+    XADD refunds * request <id> key ... (one per row, pipelined)
     UPDATE refund_requests SET published_at = now() WHERE id IN (...)
     COMMIT
+
+Only requested rows are published: a request waiting for review (a refund of a
+shipped order) stays here until an operator approves it (``flask --app webapp
+approve-refund``), which makes it requested and NOTIFYs. A message names its
+row by id and never carries the order's private key.
 
 Where it runs: inside each worker process (``python -m webapp.refunds.worker``),
 as one more asyncio task beside the consumer. Nothing new to deploy, start,
@@ -23,8 +28,9 @@ latency, never a request: the row is the request.
 Several relays (two workers): FOR UPDATE SKIP LOCKED hands each row to one
 relay at a time, so they do not publish the same rows side by side. A relay
 killed after XADD and before COMMIT leaves its rows unpublished; they are
-published again, and the worker's UNIQUE refund_records key makes the second
-message a no-op (at least once, as every delivery here). Holding the row locks
+published again (unless a worker applied the first copy meanwhile), and the
+worker's UNIQUE refund_records key makes the second message a no-op (at least
+once, as every delivery here). Holding the row locks
 across XADD is short (one pipelined round trip) and blocks nobody but a worker
 applying one of those very rows, which then waits for the mark.
 
@@ -62,11 +68,10 @@ log = logging.getLogger("webapp.refunds.relay")
 refund_published = Namespace().signal("refund-published")
 
 _UNPUBLISHED = """
-    SELECT r.id, r.idempotency_key, r.order_id, r.amount_cents, o.public_id
-      FROM refund_requests r JOIN orders o ON o.id = r.order_id
-     WHERE r.published_at IS NULL
-     ORDER BY r.id LIMIT %(batch)s
-       FOR UPDATE OF r SKIP LOCKED"""
+    SELECT id, idempotency_key, order_id, amount_cents FROM refund_requests
+     WHERE published_at IS NULL AND status = 'requested'
+     ORDER BY id LIMIT %(batch)s
+       FOR UPDATE SKIP LOCKED"""
 _STREAM_FULL = -1
 _MARK = "UPDATE refund_requests SET published_at = now() WHERE id = ANY(%(ids)s)"
 
@@ -116,8 +121,8 @@ class Relay:
             if not rows:
                 return 0
             async with self.redis.pipeline(transaction=False) as pipe:
-                for _, key, order_id, amount, public_id in rows:
-                    pipe.xadd(STREAM, RefundMessage(key, order_id, amount, public_id).fields())
+                for row in rows:
+                    pipe.xadd(STREAM, RefundMessage(*row).fields())
                 message_ids = await pipe.execute()
             await refund_published.send_async(self, message_id=" ".join(message_ids))
             await conn.execute(_MARK, {"ids": [row[0] for row in rows]})

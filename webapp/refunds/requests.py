@@ -80,13 +80,14 @@ def requests_of(db: Session, order_id: int) -> list[RefundRequest]:
                            .order_by(RefundRequest.id)))
 
 
-def requeue_request(db: Session, key: str) -> RefundRequest:
+def requeue_request(db: Session, key: str, request_id: str | None = None) -> RefundRequest:
     """Put a failed request back: reserve its amount again and leave it for the
-    relay to publish. :class:`RequeueRefused` says why it cannot be."""
+    relay to publish. The dead letter's key (and request id, when it has one)
+    must name the request. :class:`RequeueRefused` says why it cannot be."""
     request = db.scalar(select(RefundRequest).where(RefundRequest.idempotency_key == key)
                         .with_for_update())
-    if request is None:
-        raise RequeueRefused("no refund request has this key (queued by an older release, "
+    if request is None or request_id is not None and str(request.id) != request_id:
+        raise RequeueRefused("no refund request has this key and id (a forged message, "
                              "or not a refund request at all): nothing to requeue")
     if request.status != "failed":
         raise RequeueRefused(f"the request is {request.status}, not failed: "

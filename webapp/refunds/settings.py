@@ -29,6 +29,7 @@ class WorkerSettings:
     relay_poll_seconds: float = 2.0
     trim_seconds: float = 1.0
     stream_max: int = 2000
+    dead_letters_max: int = 10_000
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] = os.environ) -> WorkerSettings:
@@ -55,4 +56,6 @@ class WorkerSettings:
                                       cls.relay_poll_seconds, minimum=0.05),
             trim_seconds=number(environ, "REFUND_TRIM_SECONDS", cls.trim_seconds, minimum=0.05),
             stream_max=int(number(environ, "REFUND_STREAM_MAX", cls.stream_max, minimum=1)),
+            dead_letters_max=int(number(environ, "REFUND_DEAD_LETTERS_MAX", cls.dead_letters_max,
+                                        minimum=1)),
         )

@@ -1,13 +1,19 @@
 """The refund stream: what a message holds, how one is appended.
 
-    XADD refunds * key <idempotency key> order <order id> amount <cents> public_id <public id>
+    XADD refunds * request <refund_requests.id> key <idempotency key>
+                   order <order id> amount <cents>
+
+A message names the refund_requests row it was published from, and says what
+that row says; the worker applies it only if the row agrees (effect.py), so a
+message anyone could append to Redis refunds nothing by itself. It never holds
+the order's private key (``public_id``): the stream and its dead letters are
+readable by whoever reads Redis, and that key opens the order.
 
 The idempotency key is the digest of the refund form's single-use token (bound
-to the session and to the form ``refund:<public_id>``), also the key of the
-refund_requests row the message was published from. A duplicate submit carries
-the same token, so it can only ever name the same key: whatever delivers a
-message twice (the relay publishing again after a crash, a redelivery), the
-worker's UNIQUE key applies it once.
+to the session and to the form ``refund:<public_id>``), also the row's UNIQUE
+key. A duplicate submit carries the same token, so it can only ever name the
+same key: whatever delivers a message twice (the relay publishing again after
+a crash, a redelivery), the worker's UNIQUE key applies it once.
 
 Every command on these keys touches one key: no MULTI, so the stream works on a
 Redis Cluster whatever slots its keys land in.
@@ -21,8 +27,8 @@ from dataclasses import dataclass
 import redis
 
 __all__ = [
-    "DEAD_LETTERS", "ERRORS", "GROUP", "STREAM", "MalformedRefund", "RefundMessage",
-    "queue_refund", "short",
+    "DEAD_LETTERS", "ERRORS", "GROUP", "STREAM", "MalformedRefund", "NamesNoRequest",
+    "RefundMessage", "queue_refund", "short",
 ]
 
 STREAM = "refunds"
@@ -40,12 +46,18 @@ class MalformedRefund(ValueError):
     """A stream entry that is not a refund request; retrying cannot help."""
 
 
+class NamesNoRequest(MalformedRefund):
+    """A refund message that names no refund request: nobody asked for it. (The
+    relay of a release before migration 0009 published such messages; 0009 has
+    their requests published again, with the id.)"""
+
+
 @dataclass(frozen=True)
 class RefundMessage:
+    request_id: int
     key: str
     order_id: int
     amount_cents: int
-    public_id: str = ""
 
     @classmethod
     def from_fields(cls, fields: dict[str, str]) -> RefundMessage:
@@ -57,13 +69,19 @@ class RefundMessage:
             order_id, amount = int(fields["order"]), int(fields["amount"])
         except (KeyError, ValueError):
             raise MalformedRefund("order or amount missing or not a whole number") from None
+        try:
+            request_id = int(fields["request"])
+        except (KeyError, ValueError):
+            raise NamesNoRequest("it names no refund request") from None
         if order_id <= 0 or not 0 < amount <= MAX_AMOUNT_CENTS:
             raise MalformedRefund("order or amount out of range")
-        return cls(key, order_id, amount, fields.get("public_id", ""))
+        if request_id <= 0:
+            raise NamesNoRequest("it names no refund request")
+        return cls(request_id, key, order_id, amount)
 
     def fields(self) -> dict[str, str]:
-        return {"key": self.key, "order": str(self.order_id), "amount": str(self.amount_cents),
-                "public_id": self.public_id}
+        return {"request": str(self.request_id), "key": self.key, "order": str(self.order_id),
+                "amount": str(self.amount_cents)}
 
 
 def short(key: str) -> str:

@@ -14,6 +14,12 @@ retried and dead-lettered after ``REFUND_MAX_DELIVERIES``, so that is bounded to
 
 Every worker trims every ``REFUND_TRIM_SECONDS``; two trimming at once is
 harmless (each cut is safe; the later one wins or does nothing).
+
+    HSCAN refunds:errors; HDEL <ids older than the stream's first entry>
+
+The same pass drops the last errors kept for messages that have left the
+stream (a worker killed between XACK and HDEL leaves one behind): nothing will
+read them, so the hash is bounded by the stream's length.
 """
 
 from __future__ import annotations
@@ -24,9 +30,9 @@ import logging
 import redis.asyncio as aioredis
 from redis.exceptions import RedisError, ResponseError
 
-from .stream import STREAM
+from .stream import ERRORS, STREAM
 
-__all__ = ["trim_acked", "trim_while_running"]
+__all__ = ["drop_stale_errors", "trim_acked", "trim_while_running"]
 
 log = logging.getLogger("webapp.refunds.worker")
 
@@ -37,7 +43,8 @@ def _id(entry_id: str) -> tuple[int, int]:
 
 
 async def trim_acked(client: aioredis.Redis) -> int:
-    """Trim the stream up to what every group has acked; returns entries removed."""
+    """Trim the stream up to what every group has acked, then drop the errors of
+    messages no longer in it; returns the stream entries removed."""
     try:
         groups = await client.xinfo_groups(STREAM)
     except ResponseError as error:
@@ -55,7 +62,27 @@ async def trim_acked(client: aioredis.Redis) -> int:
     cut = min(cuts, key=_id)
     if cut == "0-0":
         return 0
-    return await client.xtrim(STREAM, minid=cut, approximate=False)
+    removed = await client.xtrim(STREAM, minid=cut, approximate=False)
+    await drop_stale_errors(client)
+    return removed
+
+
+async def drop_stale_errors(client: aioredis.Redis) -> int:
+    """HDEL the errors of messages older than the stream's first entry; returns how many."""
+    if not await client.hlen(ERRORS):
+        return 0
+    first = await client.xrange(STREAM, count=1)
+    oldest = _id(first[0][0]) if first else None
+    stale = [message_id async for message_id, _ in client.hscan_iter(ERRORS, count=500)
+             if oldest is None or _older(message_id, oldest)]
+    return await client.hdel(ERRORS, *stale) if stale else 0
+
+
+def _older(message_id: str, oldest: tuple[int, int]) -> bool:
+    try:
+        return _id(message_id) < oldest
+    except ValueError:  # not a stream id: no message will ever read it
+        return True
 
 
 async def trim_while_running(client: aioredis.Redis, every: float, stop: asyncio.Event) -> None:

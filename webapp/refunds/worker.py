@@ -9,10 +9,15 @@ that drops what every group has acked (trim.py). Redis is reached through the
 app's URL forms (submit_once.redis_urls: one server, Cluster or Sentinel).
 
 Applying a refund moves its reservation to refunded and marks its request
-applied in the same transaction (effect.py). Giving up on one (dead letter)
-first marks its request failed and releases the reservation in PostgreSQL, then
-appends the dead letter, then acks: killed anywhere in between, the message is
-delivered again and the same steps repeat, at worst leaving a second dead letter.
+applied in the same transaction (effect.py), and only if the refund_requests
+row the message names says the same (requested, same order, same amount): a
+message with no request behind it is dead-lettered as forged, with a warning
+naming the message id, and its request (if it names one) is left alone.
+
+Giving up on one (dead letter) first marks its request failed and releases the
+reservation in PostgreSQL, then appends the dead letter, then acks: killed
+anywhere in between, the message is delivered again and the same steps repeat,
+at worst leaving a second dead letter.
 
 Delivery is at least once; the effect is exactly once. Every path that could
 deliver a message twice (a worker killed between COMMIT and XACK, a consumer
@@ -50,10 +55,18 @@ from redis.exceptions import RedisError, ResponseError
 from submit_once.redis_urls import make_async_client
 
 from .dead_letters import DeadLetters, in_plain_words
-from .effect import AlreadyApplied, Applied, Rejected, RequestFailed, apply_refund, fail_request
+from .effect import (
+    AlreadyApplied,
+    Applied,
+    Forged,
+    Rejected,
+    RequestFailed,
+    apply_refund,
+    fail_request,
+)
 from .relay import Relay
 from .settings import WorkerSettings
-from .stream import ERRORS, GROUP, STREAM, MalformedRefund, RefundMessage, short
+from .stream import ERRORS, GROUP, STREAM, MalformedRefund, NamesNoRequest, RefundMessage, short
 from .trim import trim_while_running
 
 log = logging.getLogger("webapp.refunds.worker")
@@ -71,7 +84,7 @@ class RefundWorker:
     def __init__(self, settings: WorkerSettings, client: aioredis.Redis,
                  pool: AsyncConnectionPool) -> None:
         self.settings, self.redis, self.pool = settings, client, pool
-        self.dead_letters = DeadLetters(client)
+        self.dead_letters = DeadLetters(client, settings.dead_letters_max)
         self.claim_cursor = "0-0"
 
     async def ensure_group(self) -> None:
@@ -149,9 +162,13 @@ class RefundWorker:
         """One message: apply it, then ack; or leave it pending for a retry."""
         if fields is None:  # trimmed from the stream while pending: nothing to apply
             await self.redis.xack(STREAM, GROUP, message_id)
+            await self.redis.hdel(ERRORS, message_id)
             return
         try:
             refund = RefundMessage.from_fields(fields)
+        except NamesNoRequest as error:
+            await self.bury_forged(message_id, fields, str(error), deliveries)
+            return
         except MalformedRefund as error:
             await self.dead_letters.bury(message_id, fields, str(error), deliveries)
             return
@@ -168,6 +185,9 @@ class RefundWorker:
             log.warning("refund %s key=%s failed (delivery %d): %s", message_id,
                         short(refund.key), deliveries, type(error).__name__)
             await self.dead_letters.remember_error(message_id, error)
+            return
+        if isinstance(outcome, Forged):
+            await self.bury_forged(message_id, fields, outcome.reason, deliveries)
             return
         if isinstance(outcome, Rejected):
             await self.bury(message_id, fields, outcome.reason, deliveries, refund)
@@ -194,6 +214,13 @@ class RefundWorker:
                 log.info("refund %s key=%s already applied: acked", message_id,
                          short(refund.key))
 
+    async def bury_forged(self, message_id: str, fields: dict[str, str], why: str,
+                          deliveries: int) -> None:
+        """Nobody asked for this refund: dead-letter it, never apply it, and leave
+        alone the request it names (a forged copy must not fail a real one)."""
+        log.warning("refund %s forged (%s): dead-lettered, not applied", message_id, why)
+        await self.dead_letters.bury(message_id, fields, f"forged: {why}", deliveries)
+
     async def give_up(self, message_id: str, fields: dict[str, str], refund: RefundMessage,
                       deliveries: int) -> None:
         """Too many deliveries: dead-letter it, unless an earlier one did commit."""
@@ -207,15 +234,13 @@ class RefundWorker:
         message; if the refund was applied after all, just ack it."""
         try:
             async with self.pool.connection() as conn:
-                status = await fail_request(conn, refund, in_plain_words(reason))
-                done = status == "applied" or status is None and await (await conn.execute(
-                    "SELECT 1 FROM refund_records WHERE idempotency_key = %s",
-                    (refund.key,))).fetchone() is not None
+                done = await fail_request(conn, refund, in_plain_words(reason)) == "applied"
         except Exception as error:  # the database is away: try later
             await self.dead_letters.remember_error(message_id, error)
             return
         if done:
             await self.redis.xack(STREAM, GROUP, message_id)
+            await self.redis.hdel(ERRORS, message_id)
             log.info("refund %s key=%s already applied: acked", message_id, short(refund.key))
             return
         await self.dead_letters.bury(message_id, fields, reason, deliveries)

@@ -149,9 +149,10 @@ def apply_event(db: Session, event: Event) -> Recorded:
     problem = None if event.currency == order.currency else "currency_mismatch"
     if problem is None and event.type == "payment.succeeded":
         problem = payment_problem(order.status, order.total, event.amount_cents)
-    db.add(PaymentEvent(event_id=event.id, type=event.type, order_id=order.id,
-                        amount_cents=event.amount_cents, currency=event.currency,
-                        problem=problem))
+    recorded = PaymentEvent(event_id=event.id, type=event.type, order_id=order.id,
+                            amount_cents=event.amount_cents, currency=event.currency,
+                            problem=problem)
+    db.add(recorded)
     db.flush()
     if problem is not None and problem not in KEPT_REFUNDABLE:
         return Recorded(order.status, problem)  # recorded; the order is left as it was
@@ -163,10 +164,11 @@ def apply_event(db: Session, event: Event) -> Recorded:
     order_id = order.id
     if event.type == "refund.succeeded":
         # A refund made at the provider: recorded like the refund worker's, in
-        # refund_records with the amount added, so the two always reconcile.
+        # refund_records with the amount added, so the two always reconcile; its
+        # source names the event, which reconcile-refunds finds behind it.
         applied = record_refund(db.connection(), key=claims_digest(event.id),
                                 order_id=order_id, amount_cents=event.amount_cents,
-                                source="webhook")
+                                source=f"webhook:{recorded.id}")
         if applied is None:
             raise NotApplicableYet(str(TransitionRefused("refund", order.status)))
         return Recorded(applied.status)
