@@ -47,7 +47,7 @@ def test_pattern_doc_names_every_setting_the_extension_reads_and_only_those():
     text = PATTERN.read_text()
     source = (LIBRARY / "src/submit_once/extension.py").read_text()
     read = set(re.findall(r'setdefault\("(FORM_TOKENS_\w+)"', source))
-    assert len(read) == 8
+    assert len(read) == 9
     assert set(re.findall(r"`(FORM_TOKENS_\w+)`", text)) == read
     for old in ("FORM_TOKEN_TTL", "SUBMIT_WAIT_SECONDS", "MAX_FORMS_PER_SESSION",
                 "FORM_TOKENS_WAIT`", "three small files"):
@@ -61,7 +61,7 @@ def test_pattern_doc_gives_the_defaults_init_app_sets():
                             re.M))
     assert table.pop("FORM_TOKENS_REDIS_URL") == "REDIS_URL"
     assert table == {key: str(app.config[key]) for key in table}
-    assert len(table) == 7
+    assert len(table) == 8
 
 
 def test_pattern_doc_lists_every_package_a_copier_needs():

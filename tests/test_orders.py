@@ -233,7 +233,7 @@ def test_pages_carry_strict_security_headers(client):
     assert "unsafe-inline" not in csp
     assert headers["X-Content-Type-Options"] == "nosniff"
     assert headers["Referrer-Policy"] == "same-origin"
-    # Back may show the form again from cache, never anything else (webapp/history.py).
+    # Back may show the form again from cache, never anything else (submit_once.history).
     assert headers["Cache-Control"] == "private, no-cache" and "Vary" not in headers
     cookie = headers["Set-Cookie"]
     assert "HttpOnly" in cookie and "SameSite=Lax" in cookie

@@ -15,7 +15,6 @@ from . import (
     db,
     errors,
     health,
-    history,
     metrics,
     orders,
     refunds,
@@ -57,7 +56,6 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     form_tokens.init_app(app)
     csrf.init_app(app)
     security.init_app(app)
-    history.init_app(app)
     errors.init_app(app)
     app.register_blueprint(orders.bp)
     api.init_app(app)

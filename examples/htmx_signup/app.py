@@ -8,8 +8,9 @@ which replaces the form with the input kept. htmx swaps those statuses only
 because ``templates/signup.html`` says so (``responseHandling`` in its
 ``htmx-config`` meta tag). ``hx-disabled-elt`` spares the user a second click;
 what makes the sign-up happen once is the token, spent with one GETDEL, and the
-UNIQUE column. Back shows the form as sent, spent token included
-(:class:`BackShowsTheFormAsSent`), so an edited resubmit is told, not placed.
+UNIQUE column. Back shows the form as sent, spent token included (``render`` sends
+it ``private, no-cache``, and FormTokens leaves ``Vary: Cookie`` off such pages), so
+an edited resubmit is told, not placed.
 Without JavaScript the same form is a plain POST and still works.
 
 Run it (htmx is in ``static/``, copied there by scripts/vendor-js)::
@@ -23,7 +24,6 @@ import os
 import secrets
 
 from flask import Flask, Response, abort, render_template, url_for
-from flask.sessions import SecureCookieSessionInterface, SessionMixin
 from flask_wtf import FlaskForm
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from sqlalchemy import String, create_engine, select
@@ -57,21 +57,6 @@ class Signup(Base):
     fingerprint: Mapped[str] = mapped_column(String(43))
 
 
-class BackShowsTheFormAsSent(SecureCookieSessionInterface):
-    """Flask's cookie sessions, minus ``Vary: Cookie`` on pages sent ``private, no-cache``.
-
-    Browsers show such a page again on Back from their cache, as it was rendered, but
-    only while its ``Vary`` headers match: the form's first rendering sets the session
-    cookie, so with ``Vary: Cookie`` Back would fetch a fresh form (a fresh token, the
-    old input typed back in by the browser) and its submit would sign up twice. Only
-    the user's own browser stores a ``private`` page, and only Back reuses it.
-    """
-
-    def save_session(self, app: Flask, session: SessionMixin, response: Response) -> None:
-        super().save_session(app, session, response)
-        if response.cache_control.private and response.cache_control.no_cache:
-            response.vary.discard("Cookie")
-
 
 class SignUpForm(FlaskForm):
     email = EmailField("Email", validators=[InputRequired(), Email(check_deliverability=False)])
@@ -95,7 +80,6 @@ def create_app(config: dict | None = None) -> Flask:
     Base.metadata.create_all(engine)
     # expire_on_commit=False: the row a submit returns is read after its commit.
     sessions = app.extensions["signup_db"] = sessionmaker(engine, expire_on_commit=False)
-    app.session_interface = BackShowsTheFormAsSent()
     form_tokens.init_app(app)
     csrf.init_app(app)
 
@@ -106,7 +90,7 @@ def create_app(config: dict | None = None) -> Flask:
 
     @app.get("/")
     def show_form():
-        return signup.render(form=SignUpForm(), headers={"Cache-Control": "private, no-cache"})
+        return signup.render(form=SignUpForm())
 
     # Not "/": a POST to a URL drops the browser's cached copy of it, so Back after
     # posting to the form's own URL would fetch the form afresh.

@@ -7,8 +7,8 @@ in one transaction; the UNIQUE form_token_digest column backs Redis up, and the
 fingerprint column tells a repeat from a changed resubmit (Back, edit, submit
 again: 409, told, nothing saved). Back must show the form as it was rendered,
 spent token included, or a resubmit would sign up twice: hence the form's page is
-``private, no-cache`` without ``Vary: Cookie`` and posts to another URL
-(:class:`BackShowsTheFormAsSent`). It imports only ``submit_once``. Run it with::
+``private, no-cache`` without ``Vary: Cookie`` (``render`` and FormTokens see to
+that) and posts to another URL. It imports only ``submit_once``. Run it with::
 
     export SECRET_KEY=dev DATABASE_URL=postgresql://localhost/newsletter \\
            REDIS_URL=redis://localhost:6379/0
@@ -20,8 +20,7 @@ examples/README.md shows the same form sent by htmx, Turbo and fetch().
 import os
 import secrets
 
-from flask import Flask, Response, abort, render_template, url_for
-from flask.sessions import SecureCookieSessionInterface, SessionMixin
+from flask import Flask, abort, render_template, url_for
 from flask_wtf import FlaskForm
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from jinja2 import DictLoader
@@ -52,21 +51,6 @@ class Subscription(Base):
     # address is told so (409), not taken for a repeat of the first.
     fingerprint: Mapped[str] = mapped_column(String(43))
 
-
-class BackShowsTheFormAsSent(SecureCookieSessionInterface):
-    """Flask's cookie sessions, minus ``Vary: Cookie`` on pages sent ``private, no-cache``.
-
-    Browsers show such a page again on Back from their cache, as it was rendered, but
-    only while its ``Vary`` headers match: the form's first rendering sets the session
-    cookie, so with ``Vary: Cookie`` Back would fetch a fresh form (a fresh token, the
-    old input typed back in by the browser) and its submit would sign up twice. Only
-    the user's own browser stores a ``private`` page, and only Back reuses it.
-    """
-
-    def save_session(self, app: Flask, session: SessionMixin, response: Response) -> None:
-        super().save_session(app, session, response)
-        if response.cache_control.private and response.cache_control.no_cache:
-            response.vary.discard("Cookie")
 
 
 class SignUpForm(FlaskForm):
@@ -108,13 +92,12 @@ def create_app(config: dict | None = None) -> Flask:
     Base.metadata.create_all(engine)
     # expire_on_commit=False: the subscription a submit returns is read after its commit.
     sessions = app.extensions["newsletter_db"] = sessionmaker(engine, expire_on_commit=False)
-    app.session_interface = BackShowsTheFormAsSent()
     form_tokens.init_app(app)
     csrf.init_app(app)
 
     @app.get("/")
     def sign_up():
-        return newsletter.render(form=SignUpForm(), headers={"Cache-Control": "private, no-cache"})
+        return newsletter.render(form=SignUpForm())
 
     # Not "/": a POST to a URL drops the browser's cached copy of it, so Back after
     # posting to the form's own URL would fetch the form afresh.

@@ -23,7 +23,6 @@ import os
 import secrets
 
 from flask import Flask, Response, abort, g, render_template, url_for
-from flask.sessions import SecureCookieSessionInterface, SessionMixin
 from flask_wtf import FlaskForm
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from sqlalchemy import String, create_engine, select
@@ -58,21 +57,6 @@ class Signup(Base):
     fingerprint: Mapped[str] = mapped_column(String(43))
 
 
-class BackShowsTheFormAsSent(SecureCookieSessionInterface):
-    """Flask's cookie sessions, minus ``Vary: Cookie`` on pages sent ``private, no-cache``.
-
-    Browsers show such a page again on Back from their cache, as it was rendered, but
-    only while its ``Vary`` headers match: the form's first rendering sets the session
-    cookie, so with ``Vary: Cookie`` Back would fetch a fresh form (a fresh token, the
-    old input typed back in by the browser) and its submit would sign up twice. Only
-    the user's own browser stores a ``private`` page, and only Back reuses it.
-    """
-
-    def save_session(self, app: Flask, session: SessionMixin, response: Response) -> None:
-        super().save_session(app, session, response)
-        if response.cache_control.private and response.cache_control.no_cache:
-            response.vary.discard("Cookie")
-
 
 class SignUpForm(FlaskForm):
     email = EmailField("Email", validators=[InputRequired(), Email(check_deliverability=False)])
@@ -96,7 +80,6 @@ def create_app(config: dict | None = None) -> Flask:
     Base.metadata.create_all(engine)
     # expire_on_commit=False: the row a submit returns is read after its commit.
     sessions = app.extensions["signup_db"] = sessionmaker(engine, expire_on_commit=False)
-    app.session_interface = BackShowsTheFormAsSent()
     form_tokens.init_app(app)
     csrf.init_app(app)
 
@@ -110,7 +93,7 @@ def create_app(config: dict | None = None) -> Flask:
 
     @app.get("/")
     def show_form():
-        return signup.render(form=SignUpForm(), headers={"Cache-Control": "private, no-cache"})
+        return signup.render(form=SignUpForm())
 
     # Not "/": a POST to a URL drops the browser's cached copy of it, so Back after
     # posting to the form's own URL would fetch the form afresh.

@@ -211,3 +211,30 @@ def test_a_form_that_needs_a_fresh_token_while_redis_is_away_keeps_its_input(
     assert answer.status_code == 503 and 'value="grace@example.com"' in answer.text
     assert "<html>" not in answer.text and hidden_value(answer.text, "form_token") == page.token
     assert emails(sessions) == ["ada@example.com"]
+
+
+def test_back_can_show_the_rendered_form_as_it_was(client, app):
+    """A GET of the form is private, no-cache and does not vary on the cookie it just
+    set: the browser may show it again on Back with its (spent) token, so the resubmit
+    lands on the result instead of a fresh token making a second one."""
+    page = client.get("/signup")
+    assert page.headers["Cache-Control"] == "private, no-cache"
+    assert "Set-Cookie" in page.headers and "Cookie" not in page.headers.get("Vary", "")
+    answer = client.post("/signup", data={"email": "nope",  # any other page keeps its Vary
+                                          "form_token": hidden_value(page.text, "form_token")})
+    assert answer.status_code == 422 and "Cookie" in answer.headers.get("Vary", "")
+
+
+def test_a_session_interface_the_app_chose_is_left_alone(redis_url):
+    from flask import Flask
+    from flask.sessions import SecureCookieSessionInterface
+
+    class Own(SecureCookieSessionInterface):
+        pass
+
+    app = Flask(__name__)
+    app.config.update(SECRET_KEY="s", REDIS_URL=redis_url)
+    app.session_interface = Own()
+    FormTokens(app)
+    assert type(app.session_interface) is Own
+    FormTokens.state(app).store.client.close()

@@ -25,7 +25,6 @@ from submit_once import (
 
 from ..db import sessions
 from ..extensions import form_tokens
-from ..history import SHOW_AGAIN_ON_BACK
 from ..models import Order, Product
 from ..order_rules import NO_SUCH_ORDER, find_order, is_public_id
 from .catalogue import active_products, last_known_products
@@ -66,9 +65,9 @@ order_form = form_tokens.form(
 def new():
     with sessions()() as db:
         form = OrderForm(active_products(db))
-    # Back after placing an order shows this page as it was, with the spent token,
-    # so submitting it again lands on that order: see webapp/history.py.
-    return order_form.render(form=form, headers={"Cache-Control": SHOW_AGAIN_ON_BACK})
+    # Back after placing an order shows this page as it was, with the spent token, so
+    # submitting it again lands on that order (submit_once.history: render does it).
+    return order_form.render(form=form)
 
 
 @bp.post("/orders")

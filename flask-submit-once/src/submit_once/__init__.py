@@ -23,6 +23,7 @@ from .extension import (
     form_token_input,
 )
 from .forms import MESSAGES, OnceForm, Rendering, RequestKind, request_kind
+from .history import SHOW_AGAIN_ON_BACK, BackFriendlySessionInterface
 from .runner import (
     Changed,
     Created,
@@ -56,8 +57,10 @@ __version__ = "0.9.0"
 
 __all__ = [
     "MESSAGES",
+    "SHOW_AGAIN_ON_BACK",
     "TOKEN_BYTES",
     "TOKEN_HEADER",
+    "BackFriendlySessionInterface",
     "BadFormToken",
     "Changed",
     "Created",

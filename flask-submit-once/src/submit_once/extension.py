@@ -24,6 +24,7 @@ Settings (``app.config``), all optional but a Redis URL or client::
     FORM_TOKENS_REDIS_DOWN_FALLBACK  False: Redis away at GETDEL -> the database decides
     FORM_TOKENS_PREFIX               "ft": the Redis key namespace
     FORM_TOKENS_FIELD                "form_token": the hidden input's name
+    FORM_TOKENS_BACK_SHOWS_FORM      True: Back shows a submitted form as it was (history.py)
 """
 
 from __future__ import annotations
@@ -43,11 +44,13 @@ from urllib.parse import urlsplit
 
 import redis
 from flask import Flask, current_app, request, session
+from flask.sessions import SecureCookieSessionInterface
 from markupsafe import Markup
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest, Forbidden, TooManyRequests
 
 from .forms import OnceForm
+from .history import BackFriendlySessionInterface
 from .runner import (
     Changed,
     Created,
@@ -184,6 +187,7 @@ class FormTokens:
         app.config.setdefault("FORM_TOKENS_REDIS_DOWN_FALLBACK", False)
         app.config.setdefault("FORM_TOKENS_PREFIX", "ft")
         app.config.setdefault("FORM_TOKENS_FIELD", "form_token")
+        app.config.setdefault("FORM_TOKENS_BACK_SHOWS_FORM", True)
         ttl = int(app.config["FORM_TOKENS_TTL"])
         if client is None:
             client = make_client(app.config["FORM_TOKENS_REDIS_URL"])
@@ -207,6 +211,11 @@ class FormTokens:
                 "check although its form token is still good. Set both to one value.",
                 stacklevel=2)
         app.jinja_env.globals["form_token_input"] = form_token_input
+        # Back shows a submitted form as it was, with its spent token (see history.py);
+        # only in place of Flask's own session interface, never one the app chose.
+        if (app.config["FORM_TOKENS_BACK_SHOWS_FORM"]
+                and type(app.session_interface) is SecureCookieSessionInterface):
+            app.session_interface = BackFriendlySessionInterface()
 
     @staticmethod
     def state(app: Flask | None = None) -> FormTokensState:

@@ -31,6 +31,7 @@ from flask import Response, g, jsonify, render_template, request
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest
 
+from .history import SHOW_AGAIN_ON_BACK
 from .runner import (
     Changed,
     Created,
@@ -220,6 +221,8 @@ class OnceForm(Generic[T]):
         is a 503 with the token it was sent with."""
         if request.method in ("GET", "HEAD"):
             response = self._page(Rendering(), None, context)
+            # Back shows this page again as it was, with its token (see history.py).
+            response.headers["Cache-Control"] = SHOW_AGAIN_ON_BACK
         else:
             response = self.again("invalid", **context)
         if status is not None:
