@@ -10,6 +10,7 @@ from sqlalchemy.exc import OperationalError
 
 from tests.refunds.conftest import (
     all_acked,
+    pending_count,
     refunds_of,
     request,
     requests_of,
@@ -39,6 +40,8 @@ def test_relay_killed_between_xadd_and_its_mark_publishes_twice_and_refunds_once
     key = request(servers, order, 1000)
     first = start_worker(TEST_REFUND_PAUSE_BEFORE_MARK="600")
     first.wait_for("PAUSE before_mark")
+    # Its consumer has read the copy too (and waits for the relay's row lock).
+    wait_until(lambda: pending_count(rdb) == 1, what="the first copy delivered")
     first.kill()  # XADDed; the mark (published_at) never committed
     assert [fields["key"] for _, fields in rdb.xrange(STREAM)] == [key]
     with servers.engine.connect() as conn:
