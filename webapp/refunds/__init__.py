@@ -2,17 +2,20 @@
 to a Redis Stream by an outbox relay, applied once by an asyncio worker
 (``python -m webapp.refunds.worker``; see worker.py for the delivery guarantees).
 
-    requests.py  the refund request row and its reservation (the submit's transaction)
+    requests.py  the refund request row and its reservation (the submit's transaction);
+                 on a shipped order it waits for review
     views.py     the refund form's once-only submit (blueprint)
     forms.py     RefundForm
     stream.py    the message and the stream's keys
     relay.py     the outbox relay: committed requests -> XADD (a task in the worker)
-    effect.py    the refund transaction (UNIQUE key, reservation -> refunded, CHECK)
+    effect.py    the refund transaction: only what a request row says (UNIQUE key,
+                 reservation -> refunded, CHECK); a message with no row is forged
     worker.py    the consumer-group worker: claim, apply, ack, dead-letter
     trim.py      XTRIM MINID past what every group has acked (a task in the worker)
     dead_letters.py  the dead-letter stream; the reason in plain words
     settings.py  the worker's environment
     cli.py       reconcile-refunds, refund-dead-letters [--requeue]
+    reviews.py   refund-reviews, approve-refund, reject-refund (refunds after shipping)
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ __all__ = ["init_app"]
 
 def init_app(app: Flask) -> None:
     """Register the refund form's blueprint and the operator commands."""
-    from . import cli  # noqa: F401 - defines the commands on the blueprint
+    from . import cli, reviews  # noqa: F401 - define the commands on the blueprint
     from .views import bp
 
     app.register_blueprint(bp)

@@ -1,11 +1,18 @@
 """Refund requests: the outbox rows, written in the refund submit's one transaction.
 
+    INSERT INTO refund_requests (idempotency_key, order_id, amount_cents)
     UPDATE orders SET reserved_cents = reserved_cents + :amount      the reservation
      WHERE id = :order AND status IN ('paid', 'shipped', 'cancelled')
        AND paid_cents - refunded_cents - reserved_cents >= :amount
-    INSERT INTO refund_requests (idempotency_key, order_id, amount_cents)
+     RETURNING status
     SELECT pg_notify('refund_requests', '')                         sent at COMMIT only
     COMMIT
+
+A refund after shipping needs a person: on an order the reserving UPDATE saw
+shipped, the request is ``review`` instead, reserved all the same, and nothing
+is NOTIFYed: the relay publishes requested rows only, so the worker never sees
+it until an operator approves it (:func:`approve_request`, ``flask --app webapp
+approve-refund``) or rejects it (:func:`reject_request`, its reservation released).
 
 Nothing here writes to Redis: the request exists once the transaction commits
 and not before, and the relay (relay.py) publishes it afterwards. A request over
@@ -26,12 +33,15 @@ from sqlalchemy.orm import Session
 from ..models import Order, RefundRequest
 from ..order_states import TRANSITIONS
 
-__all__ = ["CHANNEL", "NotEnoughLeft", "RequeueRefused", "Requested", "find_request",
+__all__ = ["CHANNEL", "NEEDS_REVIEW", "NotEnoughLeft", "RequeueRefused", "Requested",
+           "ReviewRefused", "approve_request", "find_request", "reject_request",
            "request_refund", "requeue_request", "requests_of"]
 
 #: The LISTEN/NOTIFY channel the relay wakes on.
 CHANNEL = "refund_requests"
 REFUNDABLE = TRANSITIONS["refund"][0]
+#: Order statuses whose refund requests wait for an operator before they apply.
+NEEDS_REVIEW = frozenset({"shipped"})
 _LEFT = Order.paid_cents - Order.refunded_cents - Order.reserved_cents
 
 
@@ -43,17 +53,28 @@ class RequeueRefused(Exception):
     """A dead-lettered request cannot be put back; the message says why."""
 
 
-def request_refund(db: Session, order_id: int, cents: int, key: str) -> None:
-    """Insert the request and reserve ``cents`` on the order, in ``db``'s transaction.
+class ReviewRefused(Exception):
+    """A request cannot be approved or rejected; the message says why."""
+
+
+def request_refund(db: Session, order_id: int, cents: int, key: str) -> RefundRequest:
+    """Insert the request and reserve ``cents`` on the order, in ``db``'s transaction;
+    on a shipped order it waits for review.
 
     The INSERT goes first: a key that was already used fails on its UNIQUE column
     before the reservation is tried, so a resubmit of a request that did commit
     lands on it, even when what is left no longer covers a second one."""
-    db.add(RefundRequest(idempotency_key=key, order_id=order_id, amount_cents=cents))
+    request = RefundRequest(idempotency_key=key, order_id=order_id, amount_cents=cents)
+    db.add(request)
     db.flush()  # a repeated key fails here, inside the transaction
-    if not _reserve(db, order_id, cents):
+    status = _reserve(db, order_id, cents)
+    if status is None:
         raise NotEnoughLeft(order_id)
-    wake_relay(db)
+    if status in NEEDS_REVIEW:  # decided on the row the reservation locked
+        request.status = "review"
+    else:
+        wake_relay(db)
+    return request
 
 
 def wake_relay(db: Session) -> None:
@@ -92,7 +113,7 @@ def requeue_request(db: Session, key: str, request_id: str | None = None) -> Ref
     if request.status != "failed":
         raise RequeueRefused(f"the request is {request.status}, not failed: "
                              "it was requeued or applied already")
-    if not _reserve(db, request.order_id, request.amount_cents):
+    if _reserve(db, request.order_id, request.amount_cents) is None:
         left = db.scalar(select(_LEFT).where(Order.id == request.order_id))
         raise RequeueRefused(f"order {request.order_id} has {left} cents left to refund, "
                              f"less than the {request.amount_cents} requested")
@@ -102,11 +123,44 @@ def requeue_request(db: Session, key: str, request_id: str | None = None) -> Ref
     return request
 
 
-def _reserve(db: Session, order_id: int, cents: int) -> bool:
-    """The conditional UPDATE: True if ``cents`` were left and are now reserved."""
-    return db.execute(
+def approve_request(db: Session, request_id: int) -> RefundRequest:
+    """Let a request that waits for review be applied: it becomes requested (still
+    reserved) and the relay is woken to publish it."""
+    request = _waiting_for_review(db, request_id)
+    request.status, request.updated_at = "requested", func.now()
+    wake_relay(db)
+    return request
+
+
+def reject_request(db: Session, request_id: int, reason: str) -> RefundRequest:
+    """Refuse a request that waits for review: rejected with ``reason`` (the order
+    page shows it) and its reservation released, together."""
+    request = _waiting_for_review(db, request_id)
+    request.status, request.reason, request.updated_at = "rejected", reason, func.now()
+    db.execute(update(Order).where(Order.id == request.order_id)
+               .values(reserved_cents=Order.reserved_cents - request.amount_cents,
+                       updated_at=func.now()))
+    return request
+
+
+def _waiting_for_review(db: Session, request_id: int) -> RefundRequest:
+    """The request, locked; :class:`ReviewRefused` unless it waits for review."""
+    request = db.scalar(select(RefundRequest).where(RefundRequest.id == request_id)
+                        .with_for_update())
+    if request is None:
+        raise ReviewRefused(f"No refund request has the id {request_id}.")
+    if request.status != "review":
+        raise ReviewRefused(f"Refund request {request_id} is {request.status}, "
+                            "not waiting for review.")
+    return request
+
+
+def _reserve(db: Session, order_id: int, cents: int) -> str | None:
+    """The conditional UPDATE: the order's status if ``cents`` were left and are
+    now reserved, else None."""
+    return db.scalar(
         update(Order)
         .where(Order.id == order_id, Order.status.in_(REFUNDABLE), _LEFT >= cents)
         .values(reserved_cents=Order.reserved_cents + cents, updated_at=func.now())
-        .returning(Order.id)
-    ).first() is not None
+        .returning(Order.status)
+    )
