@@ -6,12 +6,15 @@ import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import TypeVar
 
 import pytest
 import redis
 from flask import Flask
+from flask.json.tag import TaggedJSONSerializer
+from itsdangerous import URLSafeTimedSerializer
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
@@ -159,6 +162,25 @@ def token_keys(rdb, pattern: str = "*") -> list[str]:
     """The live form tokens among ``rdb``'s keys matching ``pattern``: every key but
     the issuance counts (``ft:issued:…``, one per session and client a window)."""
     return [key for key in rdb.keys(pattern) if ":issued:" not in str(key)]
+
+
+def flashed(response) -> list[str]:
+    """The notices a response left for the order's next page (webapp/notices.py): what it
+    flashed into the session cookie it sets ([] when it sets none). Read, not verified:
+    the signature is the app's business, and tests.live responses come without the app."""
+    headers = response.headers
+    for header in (headers.getlist("Set-Cookie") if hasattr(headers, "getlist")
+                   else [headers.get("set-cookie", "")]):
+        cookie = SimpleCookie(header)
+        if "session" in cookie:
+            _, session = SESSION_COOKIE.loads_unsafe(cookie["session"].value)
+            return [message for _, message in (session or {}).get("_flashes", [])]
+    return []
+
+
+#: How Flask encodes its session cookie (SecureCookieSessionInterface), minus the key.
+SESSION_COOKIE = URLSafeTimedSerializer("unknown", salt="cookie-session",
+                                        serializer=TaggedJSONSerializer())
 
 
 def hidden(html: str, name: str) -> str:

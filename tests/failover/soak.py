@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 
-from tests.conftest import VALID, hidden
+from tests.conftest import VALID, flashed, hidden
 from tests.failover.api_soak import ApiTraffic
 from tests.live import Response, request
 
@@ -36,6 +36,7 @@ class Answer:
     still_running: bool = False
     unsure: bool = False  # "we could not confirm your order": the same token kept
     token_offered: str = ""  # the form token on a page that gave the input back
+    repeat: bool = False  # told "already placed" (a flashed notice): landed, did not place
 
     @property
     def public_id(self) -> str:
@@ -43,7 +44,7 @@ class Answer:
 
     @property
     def created(self) -> bool:
-        return self.status == 303 and "already_placed" not in self.location
+        return self.status == 303 and not self.repeat
 
 
 @dataclass
@@ -157,6 +158,7 @@ class Load:
         answer = Answer(sent, time.monotonic(), response.status if response else 0)
         if response is not None:
             answer.location = response.headers.get("location", "")
+            answer.repeat = "already_placed" in flashed(response)
             answer.kept_input = (f'value="{form.name}"' in response.body
                                  and 'value="ada@example.com"' in response.body)
             answer.still_running = "We are still placing your order" in response.body

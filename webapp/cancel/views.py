@@ -31,6 +31,7 @@ from submit_once import (
 from ..db import sessions
 from ..extensions import form_tokens
 from ..models import Order
+from ..notices import ALREADY_CANCELLED, CANCELLED, notify
 from ..order_rules import get_order_or_404
 from ..order_states import TRANSITIONS, TransitionRefused, transition
 
@@ -67,7 +68,8 @@ def confirm(public_id: str):
 @bp.post("/orders/<public_id>/cancel")
 def cancel(public_id: str):
     token = form_tokens.submitted_token()  # malformed: 400, Redis untouched
-    order_id = get_order_or_404(public_id).id
+    order = get_order_or_404(public_id)
+    order_id, number = order.id, order.order_number
 
     outcome = form_tokens.submit_once(
         form_name(public_id), token, sessions=sessions(),
@@ -77,15 +79,18 @@ def cancel(public_id: str):
     show = url_for("orders.show", public_id=public_id)
     match outcome:
         case Created(True):
-            return redirect(f"{show}?cancelled=1", 303)
+            notify(number, CANCELLED)
+            return redirect(show, 303)
         case Created(False) | Duplicate():
-            return redirect(f"{show}?already_cancelled=1", 303)
+            notify(number, ALREADY_CANCELLED)
+            return redirect(show, 303)
         case Failed(NotCancellable() as refused):
             return refused_page(public_id, str(refused))
         case Expired():
             with sessions()() as db:
                 if status_if_cancelled(db, order_id):
-                    return redirect(f"{show}?already_cancelled=1", 303)
+                    notify(number, ALREADY_CANCELLED)
+                    return redirect(show, 303)
             return refused_page(public_id, EXPIRED)
         case StillRunning():
             return render_template("orders/still_running.html"), 503, {"Retry-After": "2"}

@@ -26,6 +26,7 @@ from submit_once import (
 from ..db import sessions
 from ..extensions import form_tokens
 from ..models import Order, Product
+from ..notices import ALREADY_PLACED, notices_for, notify
 from ..order_rules import NO_SUCH_ORDER, find_order, is_public_id
 from .catalogue import active_products, last_known_products
 from .forms import OrderForm
@@ -122,7 +123,7 @@ def show(public_id: str):
         # database failover lost. Say so, and offer the form again.
         return render_template("orders/not_confirmed.html"), 404
     return render_template("orders/show.html", order=order,
-                           already_placed="already_placed" in request.args)
+                           notices=notices_for(order.order_number))
 
 
 class Placed(NamedTuple):
@@ -133,15 +134,17 @@ class Placed(NamedTuple):
     fingerprint: str | None
 
 
-def order_url(placed: Placed, *, again: bool = False) -> str:
-    """The order's confirmation; a repeat's says the order was already placed."""
-    if again:
-        return url_for(".show", public_id=placed.public_id, already_placed=1)
+def order_url(placed: Placed) -> str:
+    """The order's confirmation page."""
     return url_for(".show", public_id=placed.public_id)
 
 
 def landed(placed: Placed, *, again: bool):
-    return order_form.landed(order_url(placed, again=again), created=not again)
+    """To the order's confirmation; a repeat's page says the order was already placed
+    (a flashed notice: the URL is the same, and says nothing a link could fake)."""
+    if again:
+        notify(placed.order_number, ALREADY_PLACED)
+    return order_form.landed(order_url(placed), created=not again)
 
 
 def changed(form: OrderForm, placed: Placed):

@@ -34,6 +34,7 @@ from submit_once import (
 from ..db import sessions
 from ..extensions import form_tokens
 from ..models import Order, RefundRequest
+from ..notices import REFUND_ALREADY, REFUND_REQUESTED, notify
 from ..order_rules import get_order_or_404
 from .forms import RefundForm, euros
 from .requests import (
@@ -100,7 +101,7 @@ def create(public_id: str):
     name = form_name(public_id)
     if not form.validate():
         if request_taken(name, token):
-            return redirect(url_for("orders.show", public_id=public_id, refund="already"), 303)
+            return to_order(order, REFUND_ALREADY)
         return render_form(order, form, token=token, status=422)  # the token stays valid
 
     outcome = form_tokens.submit_once(
@@ -111,9 +112,9 @@ def create(public_id: str):
     )
     match outcome:
         case Created(_):
-            return redirect(url_for("orders.show", public_id=public_id, refund="requested"), 303)
+            return to_order(order, REFUND_REQUESTED)
         case Duplicate(_):
-            return redirect(url_for("orders.show", public_id=public_id, refund="already"), 303)
+            return to_order(order, REFUND_ALREADY)
         case Changed(requested):  # another amount on the same form: told, not merged
             return form_again(public_id, form,
                               CHANGED.format(amount=euros(requested.amount_cents)), 409)
@@ -131,6 +132,12 @@ def create(public_id: str):
             return form_again(public_id, form, EXPIRED, 409)
         case StillRunning():
             return form_again(public_id, form, STILL_RUNNING, 503)
+
+
+def to_order(order: Order, notice: str):
+    """To the order's page, which says ``notice`` once (flashed, not in the URL)."""
+    notify(order.order_number, notice)
+    return redirect(url_for("orders.show", public_id=order.public_id), 303)
 
 
 def request_taken(name: str, token: str) -> bool:
