@@ -124,20 +124,24 @@ def storm(port: int, posts: int, variant: str = "tokens") -> dict:
         browser.cookies = dict(owner.cookies)
         browser.conn.connect()
     barrier = threading.Barrier(posts)
-    results: list[tuple[float, int, str]] = [(0.0, 0, "")] * posts
+    results: list[tuple[float, int, str, bool]] = [(0.0, 0, "", False)] * posts
 
     def post(i: int) -> None:
         barrier.wait()
         started = time.perf_counter()
         status, location, _ = browsers[i].send("POST", PATHS[variant][1], form)
-        results[i] = (time.perf_counter() - started, status, location or "")
+        elapsed = time.perf_counter() - started
+        # A repeat is told "already placed" by a notice flashed into the session, so
+        # its answer sets the session cookie; the one that placed the order sets none.
+        repeat = browsers[i].cookies != owner.cookies
+        results[i] = (elapsed, status, location or "", repeat)
 
     threads = [threading.Thread(target=post, args=(i,)) for i in range(posts)]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
-    landed = [owner.send("GET", location)[0] for _, _, location in results[:1] if location]
+    landed = [owner.send("GET", location)[0] for _, _, location, _ in results[:1] if location]
     return {"results": results, "first_page_status": landed[0] if landed else None}
 
 

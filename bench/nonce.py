@@ -36,6 +36,7 @@ from sqlalchemy.exc import IntegrityError
 
 from submit_once import Rendering
 from webapp.db import sessions
+from webapp.notices import ALREADY_PLACED, notify
 from webapp.orders import place_order
 from webapp.orders.catalogue import active_products
 from webapp.orders.forms import OrderForm
@@ -109,5 +110,5 @@ def create():
         existing = find_placed(db, digest)
     if existing is None:
         abort(409)
-    return redirect(url_for("orders.show", public_id=existing.public_id, already_placed=1),
-                    303)
+    notify(existing.order_number, ALREADY_PLACED)  # as the shop tells a repeat
+    return redirect(url_for("orders.show", public_id=existing.public_id), 303)

@@ -57,12 +57,18 @@ def _select(runs: list[dict], **match: object) -> list[dict]:
     return [r for r in runs if all(r.get(k) == v for k, v in match.items())]
 
 
+def _repeat(result: list) -> bool:
+    """Whether a storm's answer landed on the order rather than placing it: told in the
+    session (bench/load.py), or, in results saved before that, by ?already_placed=1."""
+    return bool(result[3]) if len(result) > 3 else "already_placed" in result[2]
+
+
 def storm_summary(storm: dict) -> dict:
     results = storm["results"]
-    statuses = {status for _, status, _ in results}
-    places = {location.split("?")[0] for _, _, location in results}
-    first = [r for r in results if r[2] and "already_placed" not in r[2]]
-    duplicates = [r[0] for r in results if "already_placed" in r[2]]
+    statuses = {r[1] for r in results}
+    places = {r[2].split("?")[0] for r in results}
+    first = [r for r in results if r[2] and not _repeat(r)]
+    duplicates = [r[0] for r in results if _repeat(r)]
     return {"variant": storm.get("variant", "tokens"), "posts": len(results),
             "all_303": statuses == {303}, "one_place": len(places) == 1,
             "fresh": len(first), "orders": storm["orders_created"],
