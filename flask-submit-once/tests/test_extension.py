@@ -61,13 +61,15 @@ def test_every_public_name_is_importable_from_the_root_and_no_private_type_shows
 
 
 def test_the_smallest_copy_works_without_redis_urls(tmp_path, redis_url):
-    """tokens.py, runner.py, extension.py, forms.py and signals.py, copied under another
-    name: a plain redis:// URL works, and a Cluster URL says which file is missing."""
+    """tokens.py, runner.py, extension.py, forms.py, history.py and signals.py, copied
+    under another name: a plain redis:// URL works, and a Cluster URL says which file
+    is missing."""
     package = tmp_path / "myapp" / "once"
     package.mkdir(parents=True)
     (package.parent / "__init__.py").write_text("")
     (package / "__init__.py").write_text("")
-    for name in ("tokens.py", "runner.py", "extension.py", "forms.py", "signals.py"):
+    for name in ("tokens.py", "runner.py", "extension.py", "forms.py", "history.py",
+                 "signals.py"):
         shutil.copy(PACKAGE / name, package / name)
     script = textwrap.dedent(f"""
         import sys
