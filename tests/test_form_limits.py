@@ -60,11 +60,9 @@ def test_the_client_is_the_address_the_trusted_proxy_saw(make_app, rdb):
 def test_the_limit_is_off_at_zero_and_the_session_cap_stays(make_app, rdb):
     client = make_app(FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=0,
                       FORM_TOKENS_MAX_PER_SESSION=5).test_client()
-    # A session's first form is not counted (it has no id yet: no key for one token),
-    # so the cap of 5 refuses the seventh.
-    assert [client.get("/orders/new").status_code for _ in range(7)] == [200] * 6 + [429]
-    # One key for the session's count beside the six tokens.
-    assert len(rdb.keys("ft:issued:*")) == 1 and len(token_keys(rdb, "ft:*")) == 6
+    assert [client.get("/orders/new").status_code for _ in range(6)] == [200] * 5 + [429]
+    # One key for the session's count beside the five tokens.
+    assert len(rdb.keys("ft:issued:*")) == 1 and len(token_keys(rdb, "ft:*")) == 5
 
 
 def test_a_user_within_the_limit_orders_as_before(make_app, servers):
@@ -104,7 +102,7 @@ def test_an_order_costs_two_round_trips_to_redis_with_or_without_the_limits(
     client = app.test_client()
     away_from_a_minute_boundary()
     client.get("/orders/new")  # the connection is open (CLIENT SETINFO is done)
-    client.get("/orders/new")  # and the session's count exists (its first form is not counted)
+    client.get("/orders/new")  # and the session's count exists (made at its second form)
     rdb.config_resetstat()
     CountingConnection.writes = 0
     html = client.get("/orders/new").text
@@ -125,8 +123,9 @@ def test_a_redis_that_forgot_the_counting_script_is_taught_it_again(make_app, rd
     rdb.script_flush()
     assert client.get("/orders/new").status_code == 200
     assert len(token_keys(rdb, "ft:*")) == 2
-    # The client counted both forms; the session only its second (the first had no id yet).
-    assert sorted(int(rdb.get(key)) for key in rdb.keys("ft:issued:*")) == [1, 2]
+    # Both count both forms (the session's first, issued before it had an id, with its
+    # second).
+    assert sorted(int(rdb.get(key)) for key in rdb.keys("ft:issued:*")) == [2, 2]
 
 
 def test_a_cookieless_view_makes_no_per_session_counter(make_app, rdb):

@@ -15,7 +15,8 @@ from contextlib import contextmanager
 import pytest
 import redis
 
-from tests.conftest import flashed, token_keys
+from submit_once.testing import OnceForms, hidden_value
+from tests.conftest import VALID, flashed, token_keys
 from tests.faults.steps import (
     assert_told_orders_exist,
     form_kept,
@@ -135,18 +136,25 @@ def test_4_a_consumed_token_that_reappears_lands_on_the_existing_order(
     assert len(placed(fault_servers)) == 1
 
 
-def test_1_redis_down_when_a_lost_session_needs_a_fresh_form_gives_the_try_again_page(
+def test_1_redis_down_when_a_lost_session_needs_a_fresh_form_keeps_the_input(
         fault_app, fault_servers):
+    """No fresh token can be had for the new session: the form comes back (503) with the
+    input and the token it was sent with; once Redis is back, that submit is told the
+    form expired (a fresh token), and the next places the order once."""
     client = fault_app().test_client()
     tokens = open_form(client)
     client.delete_cookie("session")
     fault_servers.redis.stop()
     response = submit(client, tokens)
     html = response.get_data(as_text=True)
-    assert response.status_code == 503 and "try again in a few moments" in html
+    assert response.status_code == 503 and UNAVAILABLE in html.replace("&#39;", "'")
+    assert 'value="Ada Lovelace"' in html and hidden_value(html, "form_token") == \
+        tokens["form_token"]
     fault_servers.redis.start()
-    assert submit(client, tokens).status_code == 400  # the session is still the new one
-    assert placed(fault_servers) == []
+    again = OnceForms(client).page("/orders/new", html).submit(VALID)
+    assert again.status_code == 409  # bound to the lost session: expired, input kept
+    assert OnceForms(client).page("/orders/new", again.text).submit(VALID).status_code == 303
+    assert len(placed(fault_servers)) == 1
 
 
 @contextmanager

@@ -69,6 +69,8 @@ __all__ = ["TOKEN_HEADER", "BadFormToken", "FormTokens", "FormTokensState", "Not
 
 T = TypeVar("T")
 _SESSION_KEY = "_form_tokens_sid"
+#: Tokens a session was issued before it had an id, counted with its next page.
+_UNCOUNTED_KEY = "_form_tokens_uncounted"
 #: The header a script may send the token in instead of the form field.
 TOKEN_HEADER = "X-Form-Token"
 #: Settings renamed since earlier versions: using one stops start-up, naming the new one.
@@ -265,8 +267,9 @@ class FormTokens:
         A cross-site request that is not a navigation (``Sec-Fetch-Site: cross-site``
         and a ``Sec-Fetch-Mode`` other than ``navigate``) is :class:`NotANavigation`
         (403) before Redis is touched. A session that has no id yet (a first view, or a
-        client that keeps no cookies) is not counted against the session cap: its
-        counter would be a new key for one token.
+        client that keeps no cookies) makes no counter in Redis, which would be a new key
+        for one page: its tokens are remembered in the session instead and counted with
+        its next page, so a session that comes back is capped as exactly as any other.
         """
         if (request.headers.get("Sec-Fetch-Site") == "cross-site"
                 and request.headers.get("Sec-Fetch-Mode", "navigate") != "navigate"):
@@ -279,8 +282,10 @@ class FormTokens:
         # Both counts ride in the SET's one command. The session's window is the
         # TTL: tokens of the previous window may still be live, so a session holds
         # at most 2 x cap live tokens.
+        uncounted = session.get(_UNCOUNTED_KEY, 0)
         session_cap = IssueLimit(f"session:{sid}", 0 if new_session else state.max_per_session,
-                                 state.store.ttl)
+                                 state.store.ttl,
+                                 uncounted=uncounted if isinstance(uncounted, int) else 0)
         client_limit = IssueLimit(f"client:{client_network(request.remote_addr)}", per_client, 60)
         try:
             tokens = state.store.issue_many(session_id=sid, forms=forms,
@@ -291,6 +296,10 @@ class FormTokens:
             raise TooManyFormsFromClient(retry_after=refused.retry_after) from None
         except redis.RedisError as error:
             raise Unavailable(f"{type(error).__name__} while issuing a token") from error
+        if new_session and state.max_per_session > 0:
+            session[_UNCOUNTED_KEY] = len(forms)
+        elif session_cap.uncounted:
+            session.pop(_UNCOUNTED_KEY, None)  # in the counter now
         if token_issued.receivers:
             app = current_app._get_current_object()  # type: ignore[attr-defined]
             for form in forms:

@@ -107,6 +107,9 @@ class IssueLimit:
     who: str
     most: int
     seconds: int = 60
+    #: Tokens issued under this limit before its counter could be kept (a session's
+    #: first form, issued before the session had an id): added with this issue.
+    uncounted: int = 0
 
 
 class TooManyIssued(Exception):
@@ -119,7 +122,7 @@ class TooManyIssued(Exception):
 
 
 #: KEYS: the n tokens, then one counter per limit. ARGV[1] n, ARGV[2] the tokens' TTL,
-#: then per limit its most and its counter's TTL. Returns 0 when the tokens are set, the
+#: then per limit its most, its counter's TTL and how much to add (n and its uncounted). Returns 0 when the tokens are set, the
 #: refusing limit's 1-based number, or -1 on the impossible collision. Every limit is
 #: checked before anything is written, so a refused rendering leaves no key behind; a
 #: script runs whole, so a counter never lives without its TTL.
@@ -128,11 +131,12 @@ local n = tonumber(ARGV[1])
 local limits = #KEYS - n
 for j = 1, limits do
   local count = tonumber(redis.call('GET', KEYS[n + j]) or '0')
-  if count + n > tonumber(ARGV[1 + 2 * j]) then return j end
+  if count + tonumber(ARGV[3 * j + 2]) > tonumber(ARGV[3 * j]) then return j end
 end
 for j = 1, limits do
-  if redis.call('INCRBY', KEYS[n + j], n) == n then
-    redis.call('EXPIRE', KEYS[n + j], ARGV[2 + 2 * j])
+  local add = tonumber(ARGV[3 * j + 2])
+  if redis.call('INCRBY', KEYS[n + j], add) == add then
+    redis.call('EXPIRE', KEYS[n + j], ARGV[3 * j + 1])
   end
 end
 for i = 1, n do
@@ -211,16 +215,16 @@ class TokenStore:
         if not keys:
             return tokens
         now = int(time.time())
-        counters = self._counters(limits, now)
+        counters = self._counters(limits, now, len(keys))
         if len(keys) == 1 and not counters:
             refused = 0 if self.client.set(keys[0], 1, ex=self.ttl, nx=True) else -1
         elif isinstance(self.client, RedisCluster):
             refused = self._issue_in_pipeline(keys, counters)
         else:
             refused = int(self._issue_script(
-                keys=[*keys, *(counter for counter, _, _ in counters)],
+                keys=[*keys, *(counter for counter, *_ in counters)],
                 args=[len(keys), self.ttl,
-                      *(n for _, most, life in counters for n in (most, life))]))
+                      *(n for _, most, life, add in counters for n in (most, life, add))]))
         if refused < 0:
             raise RuntimeError("token collision: the random source is broken")
         if refused:
@@ -228,27 +232,31 @@ class TokenStore:
             raise TooManyIssued(limit, retry_after=limit.seconds - now % limit.seconds)
         return tokens
 
-    def _counters(self, limits: Sequence[IssueLimit], now: int) -> list[tuple[str, int, int]]:
-        """(key, most, TTL) of each limit's counter for the window ``now`` falls in. A
+    def _counters(self, limits: Sequence[IssueLimit], now: int,
+                  tokens: int) -> list[tuple[str, int, int, int]]:
+        """(key, most, TTL, what to add) of each limit's counter for the window ``now``
+        falls in, for ``tokens`` new tokens. A
         counter lives at least two windows, so it never ends inside its own, and longer
         than any token issued in its window: under ``volatile-ttl`` eviction (the nearest
         expiry goes first) a counter is never evicted before the tokens it counted."""
         return [(f"{self.prefix}:issued:{_short_digest(limit.who)}:{now // limit.seconds}",
-                 limit.most, max(2 * limit.seconds, self.ttl + limit.seconds))
+                 limit.most, max(2 * limit.seconds, self.ttl + limit.seconds),
+                 tokens + limit.uncounted)
                 for limit in limits]
 
-    def _issue_in_pipeline(self, keys: list[str], counters: list[tuple[str, int, int]]) -> int:
+    def _issue_in_pipeline(self, keys: list[str],
+                           counters: list[tuple[str, int, int, int]]) -> int:
         """The script's work for a Cluster, whose keys sit on different nodes, in one
         pipeline: the tokens are set first and deleted if a limit refuses them."""
         pipe = self.client.pipeline(transaction=False)
-        for counter, _, life in counters:
-            pipe.incrby(counter, len(keys))
+        for counter, _, life, add in counters:
+            pipe.incrby(counter, add)
             pipe.expire(counter, life)  # every time: INCRBY alone could make a key with none
         for key in keys:
             pipe.set(key, 1, ex=self.ttl, nx=True)
         replies = pipe.execute()
         stored = replies[2 * len(counters):]
-        for number, (_, most, _) in enumerate(counters, start=1):
+        for number, (_, most, _, _) in enumerate(counters, start=1):
             if int(replies[2 * number - 2]) > most:
                 self.client.delete(*keys)
                 return number
