@@ -122,8 +122,9 @@ class TooManyIssued(Exception):
 
 
 #: KEYS: the n tokens, then one counter per limit. ARGV[1] n, ARGV[2] the tokens' TTL,
-#: then per limit its most, its counter's TTL and how much to add (n and its uncounted). Returns 0 when the tokens are set, the
-#: refusing limit's 1-based number, or -1 on the impossible collision. Every limit is
+#: then per limit its most, its counter's TTL and how much to add (n and its uncounted).
+#: Returns 0 when the tokens are set, the refusing limit's 1-based number, or -1 on the
+#: impossible collision. Every limit is
 #: checked before anything is written, so a refused rendering leaves no key behind; a
 #: script runs whole, so a counter never lives without its TTL.
 _ISSUE = """
