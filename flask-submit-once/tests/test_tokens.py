@@ -11,9 +11,9 @@ import redis
 from redis.backoff import NoBackoff
 from redis.exceptions import MaxConnectionsError
 from redis.retry import Retry
-from tests_support import free_port
 
 from submit_once import TokenStore, is_well_formed
+from tests_support import free_port
 
 SID, OTHER_SID = "session-a", "session-b"
 
