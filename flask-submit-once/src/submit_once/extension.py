@@ -379,9 +379,11 @@ class FormTokens:
             fingerprint=fingerprint, fingerprint_of=fingerprint_of,
         )  # puts the token back itself on Unconfirmed
         digest = state.store.digest(token, session_id=sid, form=form)
-        if isinstance(outcome, Created | Duplicate | Changed):
-            stored = fingerprint_of(outcome.result) if fingerprint_of else None
-            state._settled.remember(digest, (outcome.result, stored))
+        if isinstance(outcome, Created | Duplicate):
+            # What this request sent is what the result holds (a Duplicate's stored
+            # fingerprint matched it): nothing is read from the result, which may be
+            # an ORM object whose session has closed.
+            state._settled.remember(digest, (outcome.result, fingerprint))
         if submit_decided.receivers:
             submit_decided.send(app, form=form, outcome=outcome,
                                 seconds=time.perf_counter() - started, digest=digest)

@@ -28,7 +28,8 @@ doubled, but an expired token is no longer told from a live one.
 
 Which session each attempt runs in. With a ``sessionmaker``, every attempt
 (each poll of the lock, and the transaction) is a new session, closed after
-it. With a ``scoped_session`` or a Flask-SQLAlchemy ``db``, it is the
+it, made with ``expire_on_commit=False`` so that an ORM object ``create`` or
+``find`` returns can still be read after the COMMIT. With a ``scoped_session`` or a Flask-SQLAlchemy ``db``, it is the
 request's own session: its transaction is ended first (it must hold no unsaved
 changes: :class:`RuntimeError` otherwise), so a waiting duplicate holds no
 connection, and every attempt ends its transaction without closing the
@@ -404,7 +405,11 @@ def _attempts(sessions: Sessions) -> Callable[[], AbstractContextManager[Session
         getattr(sessions, "session", None)
     if not isinstance(scoped, scoped_session):
         if isinstance(sessions, sessionmaker):
-            return sessions  # a new Session each time; leaving it closes it
+            # A new Session each time; leaving it closes it. What create or find returns
+            # (an ORM object, say) is read after that: its attributes must not expire at
+            # the COMMIT, or the first touch outside the session would fail.
+            maker = sessions
+            return lambda: maker(expire_on_commit=False)
         raise TypeError("sessions must be a sessionmaker, a scoped_session or a "
                         f"Flask-SQLAlchemy SQLAlchemy object, not {type(sessions).__name__}")
     db: Session = scoped()
