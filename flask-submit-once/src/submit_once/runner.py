@@ -29,11 +29,12 @@ doubled, but an expired token is no longer told from a live one.
 Which session each attempt runs in. With a ``sessionmaker``, every attempt
 (each poll of the lock, and the transaction) is a new session, closed after
 it, made with ``expire_on_commit=False`` so that an ORM object ``create`` or
-``find`` returns can still be read after the COMMIT. With a ``scoped_session`` or
-a Flask-SQLAlchemy ``db``, it is the request's own session: its transaction is ended first (it must hold no unsaved
-changes: :class:`RuntimeError` otherwise), so a waiting duplicate holds no
-connection, and every attempt ends its transaction without closing the
-session, so objects the view loaded stay usable (they reload when touched).
+``find`` returns can still be read after the COMMIT. With a ``scoped_session``
+or a Flask-SQLAlchemy ``db``, it is the request's own session: its transaction
+is ended first (it must hold no unsaved changes: :class:`RuntimeError`
+otherwise), so a waiting duplicate holds no connection, and every attempt ends
+its transaction without closing the session, so objects the view loaded stay
+usable (they reload when touched).
 
 Redis or PostgreSQL unreachable before this request spent the token is
 :class:`Unavailable` (the token is as good as it was); any failure after it
