@@ -12,7 +12,10 @@ import os
 import re
 from pathlib import Path
 
-bind = os.environ.get("BIND", "0.0.0.0:8000")
+# Loopback: production runs behind a buffering reverse proxy on the same machine
+# (docs/nginx.conf). Reachable from elsewhere, gunicorn's gthread workers are held by
+# slow clients, and with TRUSTED_PROXIES set a client could choose its own address.
+bind = os.environ.get("BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("WEB_CONCURRENCY", 2 * (os.cpu_count() or 1)))
 threads = int(os.environ.get("WEB_THREADS", 8))
 worker_class = "gthread"

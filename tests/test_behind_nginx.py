@@ -1,0 +1,231 @@
+"""Production as docs/DEPLOY.md describes it: gunicorn on loopback behind Debian's nginx,
+with docs/nginx.conf as shipped (issue 22, findings 2 and 5). nginx is started here on
+127.0.0.1 like the other servers; without it these tests are skipped, saying how to get it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http.cookies import SimpleCookie
+from pathlib import Path
+
+import pytest
+
+from dev.embedded import free_port
+from tests.conftest import VALID, Servers, hidden
+from tests.live import ROOT, LiveServer, request
+
+NGINX = shutil.which("nginx") or next(
+    (path for path in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(path, os.X_OK)),
+    None)
+needs_nginx = pytest.mark.skipif(
+    NGINX is None, reason="nginx is not installed: scripts/test installs Debian's as root, "
+                          "or run 'apt-get install nginx'")
+
+SLOW_CLIENTS = 50
+TRICKLE_SECONDS = 5.0
+
+
+def test_gunicorn_listens_on_loopback_unless_told_otherwise(monkeypatch):
+    """Only the proxy on the same machine can reach the app port: no slow client holds a
+    gthread worker, and no client sends the X-Forwarded-For that TRUSTED_PROXIES trusts."""
+    import importlib
+
+    from webapp import gunicorn_conf
+    monkeypatch.delenv("BIND", raising=False)
+    assert importlib.reload(gunicorn_conf).bind == "127.0.0.1:8000"
+    monkeypatch.setenv("BIND", "10.0.3.7:8000")
+    assert importlib.reload(gunicorn_conf).bind == "10.0.3.7:8000"
+    monkeypatch.delenv("BIND")
+    importlib.reload(gunicorn_conf)
+
+
+def shipped_config(listen_port: int, app_port: int) -> str:
+    """docs/nginx.conf with a plain listen on 127.0.0.1 for its TLS lines."""
+    conf = (ROOT / "docs" / "nginx.conf").read_text()
+    conf, listens = re.subn(r"listen 443 ssl;", f"listen 127.0.0.1:{listen_port};", conf)
+    conf, certs = re.subn(r"\n\s*ssl_certificate(_key)? [^;]*;", "", conf)
+    conf, upstreams = re.subn(r"server 127\.0\.0\.1:8000;", f"server 127.0.0.1:{app_port};",
+                              conf)
+    assert (listens, certs, upstreams) == (1, 2, 1), "docs/nginx.conf changed shape"
+    return conf
+
+
+@contextmanager
+def nginx(prefix: Path, app_port: int) -> Iterator[int]:
+    """nginx in the foreground with docs/nginx.conf, every file under ``prefix``; its port."""
+    assert NGINX is not None
+    port = free_port()
+    (prefix / "webapp.conf").write_text(shipped_config(port, app_port))
+    temp = " ".join(f"{kind}_temp_path {prefix / kind};"
+                    for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    # As root the workers would run as nobody, who cannot enter pytest's private tmp.
+    (prefix / "nginx.conf").write_text(
+        f"{'user root;' if os.geteuid() == 0 else ''}\n"
+        f"daemon off;\nworker_processes 1;\npid {prefix / 'nginx.pid'};\n"
+        f"error_log {prefix / 'error.log'} warn;\nevents {{ worker_connections 1024; }}\n"
+        f"http {{\n  access_log {prefix / 'access.log'};\n  {temp}\n"
+        f"  include {prefix / 'webapp.conf'};\n}}\n")
+    process = subprocess.Popen([NGINX, "-p", f"{prefix}/", "-e", str(prefix / "error.log"),
+                                "-c", str(prefix / "nginx.conf")],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            assert process.poll() is None, (prefix / "error.log").read_text()
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline, "nginx did not listen within 10 s"
+                time.sleep(0.05)
+        yield port
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def slow_request(index: int) -> tuple[bytes, bytes]:
+    """What one slow client sends: nothing at once and its headers at 1 byte/s, or its
+    headers at once and the body at 1 byte/s (half of them each)."""
+    if index % 2:
+        return b"", f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: {index}\r\n\r\n".encode()
+    body = b"product=1&quantity=1&name=Slow&email=slow%40example.com&address=x" * 2
+    return (b"POST /orders HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+            b"Content-Type: application/x-www-form-urlencoded\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()), body
+
+
+@contextmanager
+def trickling(port: int) -> Iterator[list[socket.socket]]:
+    """SLOW_CLIENTS connections to 127.0.0.1:``port`` that send a byte a second each, and
+    close themselves after TRICKLE_SECONDS (or when the block ends)."""
+    sockets, pending = [], []
+    for index in range(SLOW_CLIENTS):
+        sock = socket.create_connection(("127.0.0.1", port), timeout=2)
+        head, slow = slow_request(index)
+        sock.sendall(head)
+        sockets.append(sock)
+        pending.append(slow)
+    stop = threading.Event()
+
+    def trickle() -> None:
+        started = time.monotonic()
+        while not stop.is_set() and time.monotonic() - started < TRICKLE_SECONDS:
+            for sock, rest in zip(sockets, pending, strict=True):
+                if rest:
+                    try:
+                        sock.send(rest[:1])
+                    except OSError:
+                        pass
+            pending[:] = [rest[1:] for rest in pending]
+            stop.wait(1)
+        for sock in sockets:
+            sock.close()
+
+    thread = threading.Thread(target=trickle, daemon=True)
+    thread.start()
+    try:
+        time.sleep(1.5)  # every slow client has started sending
+        yield sockets
+    finally:
+        stop.set()
+        thread.join(TRICKLE_SECONDS + 2)
+
+
+def timed(port: int) -> dict[str, float | str]:
+    """Seconds for /healthz, the order form, and its submit, each with a 1 s budget."""
+    figures: dict[str, float | str] = {}
+    try:
+        started = time.monotonic()
+        assert request(port, "GET", "/healthz", timeout=1).status == 200
+        figures["healthz"] = time.monotonic() - started
+        started = time.monotonic()
+        cookie, form = open_form_within(port, 1)
+        figures["GET /orders/new"] = time.monotonic() - started
+        started = time.monotonic()
+        placed = request(port, "POST", "/orders", cookie=cookie, form=form, timeout=1)
+        assert placed.status == 303, placed.body[:300]
+        figures["POST /orders"] = time.monotonic() - started
+    except TimeoutError:
+        figures["timed out"] = f"after {', '.join(figures) or 'nothing'}"
+    return figures
+
+
+def open_form_within(port: int, timeout: float) -> tuple[str, dict[str, str]]:
+    """tests.live.open_form with a time limit: the session cookie and the filled-in form."""
+    page = request(port, "GET", "/orders/new", timeout=timeout)
+    assert page.status == 200, page.body[:300]
+    cookie = SimpleCookie(page.headers["set-cookie"])
+    return f"session={cookie['session'].value}", {
+        **VALID, "csrf_token": hidden(page.body, "csrf_token"),
+        "form_token": hidden(page.body, "form_token")}
+
+
+@contextmanager
+def production_gunicorn(servers: Servers, **env: str) -> Iterator[LiveServer]:
+    """gunicorn with webapp/gunicorn_conf.py, one worker of 4 threads (so a handful of slow
+    clients would be enough to hold every thread)."""
+    live = LiveServer(servers, workers=1, threads=4, **env)
+    live.args[3:3] = ["-c", "python:webapp.gunicorn_conf"]
+    with live:
+        yield live
+
+
+@needs_nginx
+def test_50_slow_clients_leave_healthz_and_a_submit_answering_within_a_second(
+        servers, tmp_path):
+    with production_gunicorn(servers) as live, nginx(tmp_path, live.port) as port:
+        # The same slow clients straight at gunicorn hold its threads: this is what
+        # nginx is for, and shows the slow clients here are slow enough to matter.
+        with trickling(live.port):
+            direct = timed(live.port)
+        time.sleep(1)  # gunicorn finishes the requests the slow clients held back
+        with trickling(port):
+            proxied = timed(port)
+    print(f"\n{SLOW_CLIENTS} clients at 1 byte/s; straight at gunicorn: {fmt(direct)}; "
+          f"through nginx: {fmt(proxied)}")
+    assert "timed out" in direct, direct
+    assert "timed out" not in proxied and all(
+        isinstance(seconds, float) and seconds < 1 for seconds in proxied.values()), proxied
+
+
+def fmt(figures: dict[str, float | str]) -> str:
+    return ", ".join(f"{name} {value:.3f} s" if isinstance(value, float) else f"{name} {value}"
+                     for name, value in figures.items())
+
+
+def form_views(port: int, forwarded_for: list[str]) -> list[int]:
+    """Cookieless views of the order form, one a client claiming each address."""
+    statuses = []
+    for address in forwarded_for:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        with sock, sock.makefile("rb") as reply:
+            sock.sendall(f"GET /orders/new HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                         f"X-Forwarded-For: {address}\r\nConnection: close\r\n\r\n".encode())
+            statuses.append(int(reply.readline().split()[1]))
+    return statuses
+
+
+@needs_nginx
+def test_behind_nginx_a_client_sent_x_forwarded_for_does_not_choose_the_bucket(
+        servers, tmp_path):
+    """Two clients on 127.0.0.1 claiming different addresses share one per-client count
+    through nginx; straight at the app port (why it binds to loopback) they would not."""
+    if time.time() % 60 > 50:  # the count is per minute of the clock
+        time.sleep(61 - time.time() % 60)
+    with production_gunicorn(servers, TRUSTED_PROXIES="1",
+                             FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE="4") as live, \
+            nginx(tmp_path, live.port) as port:
+        through_nginx = form_views(port, ["203.0.113.1", "198.51.100.2"] * 2)
+        direct = form_views(live.port, ["203.0.113.7", "198.51.100.8"] * 2)
+    # LiveServer's own readiness check spent one view of 127.0.0.1's four.
+    assert through_nginx == [200, 200, 200, 429], through_nginx
+    assert direct == [200, 200, 200, 200], direct
