@@ -20,9 +20,11 @@ requests it serves.
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -57,14 +59,36 @@ class Tally:
             if response.status < 300:
                 self.bodies.append(json.loads(response.body))
             if sum(self.statuses.values()) % SAMPLE_EVERY == 0:
-                self.connections.append(app_connections(self.rdb))
+                self.connections.append(app_connections(self.rdb, self.worker))
                 self.files.append(open_files(self.worker))
 
 
-def app_connections(rdb: redis.Redis) -> int:
-    """Clients of Redis other than this test's: the worker's (nothing else connects)."""
+def app_connections(rdb: redis.Redis, worker: int) -> int:
+    """The worker's connections to Redis: the clients whose address is one of the
+    worker's own sockets (earlier tests' apps may still hold connections to the same
+    server)."""
+    ports = local_ports(worker)
     return sum(1 for client in rdb.client_list(_type="normal")
-               if client.get("name") != TEST_CLIENT)
+               if client.get("name") != TEST_CLIENT
+               and int(client["addr"].rsplit(":", 1)[1]) in ports)
+
+
+def local_ports(pid: int) -> set[int]:
+    """The local TCP ports of the sockets process ``pid`` has open."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:["):-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with suppress(OSError), open(table) as lines:
+            for line in list(lines)[1:]:
+                fields = line.split()
+                if fields[9] in inodes:
+                    ports.add(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
 def open_files(pid: int) -> int:
@@ -103,7 +127,7 @@ def test_1000_api_orders_and_1000_webhooks_through_one_worker_leave_no_connectio
     with LiveServer(servers, workers=1, threads=WEB_THREADS,
                     PAYMENT_WEBHOOK_SECRET=DEV_SECRET) as live:
         [worker] = live.worker_pids()
-        before = app_connections(rdb)
+        before = app_connections(rdb, worker)
         files_before = open_files(worker)
         keys_before = keys_by_kind(rdb)  # the start-up probe's form page: a form token
         orders = Tally(rdb, worker)
@@ -115,7 +139,7 @@ def test_1000_api_orders_and_1000_webhooks_through_one_worker_leave_no_connectio
         event_connects = send_all(
             live.port, [payment(order, f"evt_leak_{n}") for n, order in enumerate(placed)],
             lambda connection, event: connection.deliver(event), events)
-        after = app_connections(rdb)
+        after = app_connections(rdb, worker)
         files_after = open_files(worker)
         assert live.worker_pids() == [worker], "the worker was replaced mid-test"
     left = keys_by_kind(rdb) - keys_before
