@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from flask import Response, g, jsonify, render_template, request
+from flask import Response, jsonify, render_template, request
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest
 
@@ -272,7 +272,6 @@ class OnceForm(Generic[T]):
         token = same or issued.pop(self.name, None)
         rendering = Rendering(rendering.status, rendering.message, rendering.reason,
                               rendering.existing_url, issued)
-        g.submit_once_rendering = rendering
         kind = request_kind()
         if kind == "json":
             return self._problem(rendering, token, context)
