@@ -51,6 +51,9 @@ class LiveServer:
                      else "webapp:create_app()"]
         self.process: subprocess.Popen | None = None
 
+    #: The page that answers 200 once gunicorn serves the app.
+    ready_path = "/orders/new"
+
     def __enter__(self) -> LiveServer:
         self.log = tempfile.TemporaryFile("w+")
         self.process = subprocess.Popen(self.args, env=self.env, stdout=self.log,
@@ -59,11 +62,11 @@ class LiveServer:
         while time.monotonic() < deadline:
             assert self.process.poll() is None, self.output()
             try:
-                if request(self.port, "GET", "/orders/new").status == 200:
+                if request(self.port, "GET", self.ready_path).status == 200:
                     return self
             except OSError:
                 time.sleep(0.05)
-        raise RuntimeError("gunicorn did not serve within 20s")
+        raise RuntimeError(f"gunicorn did not serve {self.ready_path} within 20s")
 
     def __exit__(self, *exc: object) -> None:
         assert self.process is not None

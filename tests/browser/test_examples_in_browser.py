@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import importlib
 import re
-import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -23,7 +21,7 @@ from playwright.sync_api import Locator, Page, Route, expect
 from sqlalchemy import text
 
 from tests.conftest import Servers
-from tests.live import LiveServer, request
+from tests.live import LiveServer
 
 ROOT = Path(__file__).resolve().parents[2]
 THANKS_URL = re.compile(r"/thanks/[\w-]{22}$")
@@ -40,6 +38,8 @@ class ExampleServer(LiveServer):
     """gunicorn serving ``examples.<name>.app:create_app()`` (2 workers, so that
     repeats meet another process too), logging each request as it is read."""
 
+    ready_path = "/"
+
     def __init__(self, servers: Servers, name: str) -> None:
         super().__init__(servers, workers=2, threads=8)
         self.args[-1:] = ["--log-level", "debug", f"examples.{name}.app:create_app()"]
@@ -52,18 +52,8 @@ class ExampleServer(LiveServer):
 
     def __enter__(self) -> ExampleServer:
         self.metadata.create_all(self.servers.engine)  # once, not raced by two workers
-        self.log = tempfile.TemporaryFile("w+")
-        self.process = subprocess.Popen(self.args, env=self.env, stdout=self.log,
-                                        stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, self.output()
-            try:
-                if request(self.port, "GET", "/").status == 200:
-                    return self
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(f"gunicorn did not serve {self.name} within 20s")
+        super().__enter__()
+        return self
 
     def posts_received(self) -> int:
         """POSTs of the form the server has read so far (before the app ran)."""
