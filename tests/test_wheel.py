@@ -50,6 +50,13 @@ pytestmark = pytest.mark.timeout(300)
 class Wheels:
     shop: Path
     library: Path
+    source: Path  # the copy of the checkout they were built from
+
+
+#: What a test run or an older checkout leaves in templates/ and static/: none of it ships.
+LEFT_BEHIND = ("static/__init__.py", "static/__pycache__/__init__.cpython-311.pyc",
+               "static/stale.pyc", "templates/__init__.py",
+               "templates/__pycache__/__init__.cpython-311.pyc")
 
 
 @dataclass
@@ -94,6 +101,9 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
     base = tmp_path_factory.mktemp("wheels")
     source = base / "source"
     shutil.copytree(ROOT, source, ignore=not_shipped)
+    for name in LEFT_BEHIND:
+        (source / name).parent.mkdir(exist_ok=True)
+        (source / name).write_bytes(b"# not an asset\n")
     started = time.monotonic()
     subprocess.run([sys.executable, "-m", "pip", "wheel", *PIP, "--no-deps",
                     "--wheel-dir", str(base / "dist"), str(source / LIBRARY.name), str(source)],
@@ -101,7 +111,7 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
     (shop,) = (base / "dist").glob("webapp-*.whl")
     (library,) = (base / "dist").glob("flask_submit_once-*.whl")
     print(f"wheels built in {time.monotonic() - started:.1f} s")
-    return Wheels(shop, library)
+    return Wheels(shop, library, source)
 
 
 @pytest.fixture(scope="module")
@@ -122,17 +132,19 @@ def names_in(wheel: Path) -> list[str]:
     return sorted(zipfile.ZipFile(wheel).namelist())
 
 
-def test_the_shop_wheel_ships_every_module_template_and_static_file_and_no_submit_once(
-        installed):
+def test_the_shop_wheel_ships_its_modules_templates_and_assets_and_nothing_else(installed):
     names = set(names_in(installed.wheel))
     print("the shop's wheel:", *sorted(names), sep="\n  ")
-    code = {path.relative_to(ROOT).as_posix() for path in (ROOT / "webapp").rglob("*.py")}
-    assert code <= names, f"not shipped: {sorted(code - names)}"
-    assert data_files("templates") | data_files("static") <= names
-    assert "webapp/migrations/script.py.mako" in names
-    assert not [name for name in names if name.startswith("submit_once/")]
-    top = {name.split("/")[0] for name in names if ".dist-info/" not in name}
-    assert top == {"webapp"}, top
+    code = {path.relative_to(ROOT).as_posix() for path in (ROOT / "webapp").rglob("*.py")
+            if "__pycache__" not in path.parts}
+    info = f"webapp-{installed.wheel.name.split('-')[1]}.dist-info/"
+    expected = {*code, *data_files("templates"), *data_files("static"),
+                "webapp/migrations/script.py.mako",
+                *(info + name for name in ("METADATA", "WHEEL", "RECORD", "top_level.txt"))}
+    assert not [name for name in expected if name.endswith(("__init__.py", ".pyc"))
+                and name.startswith(("webapp/static/", "webapp/templates/"))]
+    assert names == expected, (f"not shipped: {sorted(expected - names)}; "
+                               f"slipped in: {sorted(names - expected)}")
 
 
 def test_the_library_wheel_ships_submit_once_and_its_metadata_only(wheels):
@@ -236,10 +248,11 @@ def run(installed: Installed, env: dict[str, str], *args: str) -> str:
     return result.stdout
 
 
-def pay(port: int, public_id: str, cents: int) -> int:
-    """Deliver a signed payment webhook, as the provider would."""
+def pay(port: int, reference: str, cents: int) -> int:
+    """Deliver a signed payment webhook naming the order's payment reference, as the
+    provider would."""
     body = json.dumps({"id": f"evt_{secrets.token_hex(6)}", "type": "payment.succeeded",
-                       "order_id": public_id, "amount_cents": cents,
+                       "order_id": reference, "amount_cents": cents,
                        "currency": "EUR"}).encode()
     moment = int(time.time())
     mac = hmac.new(WEBHOOK_SECRET.encode(), f"{moment}.".encode() + body,
@@ -304,9 +317,18 @@ def test_installed_wheel_migrates_serves_every_page_and_runs_the_worker_from_out
 
         public_id = placed.headers["location"].rsplit("/", 1)[-1]
         assert request(port, "GET", f"/orders/{public_id}/cancel", cookie=cookie).status == 200
-        assert pay(port, public_id, 3600) == 200
+        with psycopg.connect(env["DATABASE_URL"].replace("+psycopg", "")) as conn:
+            (reference,) = conn.execute("SELECT payment_reference FROM orders "
+                                        "WHERE public_id = %s", (public_id,)).fetchone()
+        assert pay(port, reference, 3600) == 200
         refund_page = request(port, "GET", f"/orders/{public_id}/refund", cookie=cookie)
         assert refund_page.status == 200 and 'name="amount"' in refund_page.body
+
+        # Only assets are served: nothing a test run or an older checkout left there.
+        for name in LEFT_BEHIND:
+            if name.startswith("static/"):
+                assert request(port, "GET", f"/{name}").status == 404, name
+        assert request(port, "GET", "/static/templates/base.html").status == 404
 
         missing = request(port, "GET", "/orders/no-such-order")
         assert missing.status == 404 and "/static/app.css" in missing.body  # the error page
@@ -329,3 +351,23 @@ def test_installed_wheel_migrates_serves_every_page_and_runs_the_worker_from_out
         worker.send_signal(signal.SIGTERM)
         rest = worker.communicate(timeout=30)[0]
     assert worker.returncode == 0 and "stopped" in rest, started + rest
+
+
+def test_a_checkout_runs_without_installing_the_shop(installed, wheels, environment):
+    """From a checkout (here the copy the wheels were built from) the app finds the
+    checkout's templates/ and static/, beside its package, as an editable install does."""
+    probe = (
+        "import webapp\n"
+        "app = webapp.create_app()\n"
+        "client = app.test_client()\n"
+        "statuses = client.get('/static/app.css').status_code, client.get('/nope').status_code\n"
+        "print('probe', webapp.__file__, app.template_folder, app.static_folder, *statuses)\n")
+    result = subprocess.run([installed.command("python"), "-c", probe], cwd=wheels.source,
+                            env=environment, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("probe ")]
+    module, templates, static, *statuses = line.split()[1:]
+    assert Path(module) == wheels.source / "webapp" / "__init__.py"
+    assert (Path(templates), Path(static)) == (wheels.source / "templates",
+                                               wheels.source / "static")
+    assert statuses == ["200", "404"]

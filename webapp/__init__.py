@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from importlib.util import find_spec
+from pathlib import Path
 from typing import Any
 
 from flask import Flask, redirect, url_for
@@ -26,21 +26,21 @@ from . import (
 from .extensions import csrf, form_tokens
 
 
-def installed_folder(package: str) -> str:
-    """Where a data package installed with the app lies: ``webapp.templates`` and
-    ``webapp.static`` (templates/ and static/ in the repository, mapped in by setup.py).
-    Looked up, not imported, through the installed package, so a wheel and an editable
-    install behave alike and nothing depends on the current folder."""
-    spec = find_spec(package)
-    if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(f"{package} is missing: reinstall the app (pip install .)")
-    return next(iter(spec.submodule_search_locations))
+def shipped_folder(name: str) -> str:
+    """Where ``templates`` or ``static`` lies: inside the package in a wheel (setup.py
+    copies them there), next to it in a checkout or an editable install. Found from
+    this file, never from the current folder."""
+    package = Path(__file__).resolve().parent
+    for folder in (package / name, package.parent / name):
+        if folder.is_dir():
+            return str(folder)
+    raise RuntimeError(f"webapp/{name}/ is missing: reinstall the app (pip install .)")
 
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app: defaults, then the environment, then ``test_config``."""
-    app = Flask(__name__, template_folder=installed_folder("webapp.templates"),
-                static_folder=installed_folder("webapp.static"))
+    app = Flask(__name__, template_folder=shipped_folder("templates"),
+                static_folder=shipped_folder("static"))
     app.config.update(config.from_environ())
     if test_config:
         app.config.update(test_config)
