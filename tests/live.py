@@ -141,8 +141,9 @@ class Connection:
 
 
 def payment(order: dict, event_id: str) -> dict:
-    """The provider's event that pays ``order`` (an API order's body) in full."""
-    return {"id": event_id, "type": "payment.succeeded", "order_id": order["id"],
+    """The provider's event that pays ``order`` (an API order's body) in full: it
+    names the order by its payment reference, as the provider knows it."""
+    return {"id": event_id, "type": "payment.succeeded", "order_id": order["payment_reference"],
             "amount_cents": order["total_cents"], "currency": order["currency"]}
 
 

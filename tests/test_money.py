@@ -9,7 +9,7 @@ from sqlalchemy import text
 
 from tests.test_cancel import cancel_form
 from tests.test_orders import open_form, order_path, submit
-from tests.test_webhooks import SECRET, deliver, paid, refunded
+from tests.test_webhooks import SECRET, deliver, paid, reference_of, refunded
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def test_orders_carry_their_total_and_currency(client, order, servers):
 ])
 def test_a_payment_that_does_not_match_is_recorded_and_pays_nothing(
         client, order, servers, amount, currency, problem):
-    response = deliver(client, paid(key(order), amount=amount, currency=currency))
+    response = deliver(client, paid(reference_of(servers, order), amount=amount, currency=currency))
     # 200: recorded; the provider must not retry an event that will never match.
     assert response.status_code == 200
     assert response.get_json() == {"event": "evt_pay", "result": "recorded",
@@ -61,12 +61,12 @@ def test_a_payment_that_does_not_match_is_recorded_and_pays_nothing(
     assert row(servers) == ("placed", 0, 0, "EUR")
     assert events(servers) == [("evt_pay", amount, currency.upper(), problem)]
     assert "Request a refund" not in client.get(order).text
-    again = deliver(client, paid(key(order), amount=amount, currency=currency))
+    again = deliver(client, paid(reference_of(servers, order), amount=amount, currency=currency))
     assert again.get_json()["result"] == "duplicate" and len(events(servers)) == 1
 
 
 def test_the_currency_is_read_in_any_case(client, order, servers):
-    response = deliver(client, paid(key(order), currency="eur"))
+    response = deliver(client, paid(reference_of(servers, order), currency="eur"))
     assert response.get_json()["result"] == "applied"
     assert row(servers) == ("paid", 3600, 0, "EUR")
     assert events(servers) == [("evt_pay", 3600, "EUR", None)]
@@ -76,7 +76,7 @@ def test_a_payment_after_a_cancel_is_recorded_and_its_refund_page_opens(client, 
                                                                           servers):
     tokens = cancel_form(client, order)
     assert client.post(f"{order}/cancel", data=tokens).status_code == 303
-    response = deliver(client, paid(key(order)))
+    response = deliver(client, paid(reference_of(servers, order)))
     assert response.status_code == 200
     assert response.get_json() == {"event": "evt_pay", "result": "recorded",
                                    "problem": "after_cancel", "order_status": "cancelled"}
@@ -87,21 +87,21 @@ def test_a_payment_after_a_cancel_is_recorded_and_its_refund_page_opens(client, 
 
 
 def test_a_second_payment_on_a_paid_order_is_recorded_and_refundable(client, order, servers):
-    deliver(client, paid(key(order), "evt_1"))
-    second = deliver(client, paid(key(order), "evt_2"))
+    deliver(client, paid(reference_of(servers, order), "evt_1"))
+    second = deliver(client, paid(reference_of(servers, order), "evt_2"))
     assert second.status_code == 200
     assert second.get_json()["problem"] == "extra_payment"
     assert row(servers) == ("paid", 7200, 0, "EUR")
     assert "Up to €72.00." in client.get(f"{order}/refund").text
-    last = deliver(client, refunded(key(order), amount=7200))
+    last = deliver(client, refunded(reference_of(servers, order), amount=7200))
     assert last.get_json()["order_status"] == "refunded"
     assert row(servers) == ("refunded", 7200, 7200, "EUR")  # refunded <= paid holds
 
 
 def test_reconcile_payments_lists_money_kept_without_an_order(app, client, order, servers):
-    deliver(client, paid(key(order), "evt_1cent", amount=1))
-    deliver(client, paid(key(order), "evt_ok"))
-    deliver(client, paid(key(order), "evt_twice"))
+    deliver(client, paid(reference_of(servers, order), "evt_1cent", amount=1))
+    deliver(client, paid(reference_of(servers, order), "evt_ok"))
+    deliver(client, paid(reference_of(servers, order), "evt_twice"))
     result = app.test_cli_runner().invoke(args=["reconcile-payments"])
     assert result.exit_code == 0, result.output
     assert "payments applied:      7200 cents" in result.output

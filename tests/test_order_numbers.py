@@ -15,7 +15,7 @@ from tests.api_client import new_api_key, place
 from tests.conftest import VALID, hidden
 from tests.test_cancel import cancel_form
 from tests.test_orders import open_form, order_path, submit
-from tests.test_webhooks import SECRET, deliver, paid
+from tests.test_webhooks import SECRET, deliver, paid, reference_of
 from webapp.db import MIGRATIONS
 from webapp.order_rules import ORDER_NUMBER_ALPHABET
 from webapp.request_log import json_lines
@@ -76,13 +76,13 @@ def test_find_order_looks_an_order_up_by_the_number_a_customer_quotes(app, place
 
 
 def test_the_log_holds_no_order_key_after_viewing_cancelling_and_refunding(
-        app, client, placed, caplog, capfd):
+        app, client, servers, placed, caplog, capfd):
     caplog.set_level(logging.DEBUG)
     link, number = placed
     key = link.rsplit("/", 1)[1]
     client.get(link)
     client.get(f"{link}?already_placed=1")
-    assert deliver(client, paid(key)).status_code == 200
+    assert deliver(client, paid(reference_of(servers, link))).status_code == 200
     assert client.post(f"{link}/cancel", data=cancel_form(client, link)).status_code == 303
     html = client.get(f"{link}/refund").text
     tokens = {"csrf_token": hidden(html, "csrf_token"), "form_token": hidden(html, "form_token")}

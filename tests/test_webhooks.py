@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from tests.api_client import new_api_key, place, problem_type
+from tests.api_client import ORDER, new_api_key, place, problem_type
 from tests.live import LiveServer
 from webapp.webhooks.signatures import HEADER, sign
 
@@ -26,8 +26,17 @@ def app(make_app):
 
 
 @pytest.fixture
-def order_id(client, servers) -> str:
-    return place(client, new_api_key(servers)).get_json()["id"]  # total 3600 cents
+def reference(client, servers) -> str:
+    """The payment reference of an API order (total 3600 cents): what the shop gave
+    the provider, and what its events name the order by."""
+    return place(client, new_api_key(servers)).get_json()["payment_reference"]
+
+
+def reference_of(servers, link: str) -> str:
+    """The payment reference of the order at ``link`` (``/orders/<key>``, or the key)."""
+    with servers.engine.connect() as conn:
+        return conn.scalar(text("SELECT payment_reference FROM orders WHERE public_id = :key"),
+                           {"key": link.rsplit("/", 1)[-1]})
 
 
 def deliver(client, event: dict, *, secret: str = SECRET, timestamp: int | None = None,
@@ -38,15 +47,15 @@ def deliver(client, event: dict, *, secret: str = SECRET, timestamp: int | None 
                        headers={HEADER: header})
 
 
-def paid(order_id: str, event_id: str = "evt_pay", amount: int = 3600,
+def paid(reference: str, event_id: str = "evt_pay", amount: int = 3600,
          currency: str = "EUR") -> dict:
-    return {"id": event_id, "type": "payment.succeeded", "order_id": order_id,
+    return {"id": event_id, "type": "payment.succeeded", "order_id": reference,
             "amount_cents": amount, "currency": currency}
 
 
-def refunded(order_id: str, event_id: str = "evt_refund", amount: int = 3600,
+def refunded(reference: str, event_id: str = "evt_refund", amount: int = 3600,
              currency: str = "EUR") -> dict:
-    return {"id": event_id, "type": "refund.succeeded", "order_id": order_id,
+    return {"id": event_id, "type": "refund.succeeded", "order_id": reference,
             "amount_cents": amount, "currency": currency}
 
 
@@ -60,33 +69,34 @@ def event_count(servers) -> int:
         return conn.scalar(text("SELECT count(*) FROM payment_events"))
 
 
-def test_a_payment_event_marks_the_order_paid(client, order_id, servers):
-    response = deliver(client, paid(order_id))
+def test_a_payment_event_marks_the_order_paid(client, reference, servers):
+    response = deliver(client, paid(reference))
     assert response.status_code == 200
     assert response.get_json() == {"event": "evt_pay", "result": "applied",
                                    "order_status": "paid"}
     assert tuple(order_row(servers)) == ("paid", 3600, 0) and event_count(servers) == 1
 
 
-def test_a_duplicate_delivery_is_a_200_without_a_second_effect(client, order_id, servers, rdb):
-    deliver(client, paid(order_id))
-    assert deliver(client, refunded(order_id)).get_json()["result"] == "applied"
-    again = deliver(client, refunded(order_id))
+def test_a_duplicate_delivery_is_a_200_without_a_second_effect(client, reference, servers,
+                                                                rdb):
+    deliver(client, paid(reference))
+    assert deliver(client, refunded(reference)).get_json()["result"] == "applied"
+    again = deliver(client, refunded(reference))
     assert again.status_code == 200 and again.get_json()["result"] == "duplicate"
     rdb.flushall()  # Redis forgot: the UNIQUE event id row still stops the second effect
-    forgotten = deliver(client, refunded(order_id))
+    forgotten = deliver(client, refunded(reference))
     assert forgotten.status_code == 200 and forgotten.get_json()["result"] == "duplicate"
     assert tuple(order_row(servers)) == ("refunded", 3600, 3600) and event_count(servers) == 2
 
 
-def test_concurrent_duplicate_deliveries_take_effect_once(app, order_id, servers):
+def test_concurrent_duplicate_deliveries_take_effect_once(app, reference, servers):
     barrier = threading.Barrier(8)
     results: list = []
 
     def send() -> None:
         client = app.test_client()
         barrier.wait()
-        results.append(deliver(client, paid(order_id)).get_json()["result"])
+        results.append(deliver(client, paid(reference)).get_json()["result"])
 
     threads = [threading.Thread(target=send) for _ in range(8)]
     for thread in threads:
@@ -97,31 +107,31 @@ def test_concurrent_duplicate_deliveries_take_effect_once(app, order_id, servers
     assert event_count(servers) == 1
 
 
-def test_a_refund_before_the_payment_is_a_409_and_applies_once_it_can(client, order_id,
+def test_a_refund_before_the_payment_is_a_409_and_applies_once_it_can(client, reference,
                                                                       servers, rdb):
-    early = deliver(client, refunded(order_id))
+    early = deliver(client, refunded(reference))
     assert early.status_code == 409 and problem_type(early) == "event-out-of-order"
     assert "placed cannot be refunded" in early.get_json()["detail"]
     assert early.headers["Retry-After"]
     assert event_count(servers) == 0 and rdb.keys("wh:*") == []  # not recorded, not pinned
-    deliver(client, paid(order_id))
-    retried = deliver(client, refunded(order_id))  # the provider's retry
+    deliver(client, paid(reference))
+    retried = deliver(client, refunded(reference))  # the provider's retry
     assert retried.status_code == 200 and retried.get_json()["result"] == "applied"
     assert tuple(order_row(servers)) == ("refunded", 3600, 3600)
 
 
-def test_a_refund_larger_than_the_payment_is_refused(client, order_id, servers):
-    deliver(client, paid(order_id))
-    response = deliver(client, refunded(order_id, amount=3601))
+def test_a_refund_larger_than_the_payment_is_refused(client, reference, servers):
+    deliver(client, paid(reference))
+    response = deliver(client, refunded(reference, amount=3601))
     assert response.status_code == 422 and "amount_cents" in response.get_json()["errors"]
     assert tuple(order_row(servers)) == ("paid", 3600, 0) and event_count(servers) == 1
 
 
 @pytest.mark.parametrize("tamper", ["wrong secret", "body changed", "no header", "garbage",
                                     "too old", "from the future", "timestamp changed"])
-def test_a_bad_signature_is_a_400_and_nothing_is_recorded(client, order_id, servers, rdb,
+def test_a_bad_signature_is_a_400_and_nothing_is_recorded(client, reference, servers, rdb,
                                                           tamper):
-    event = paid(order_id)
+    event = paid(reference)
     raw = json.dumps(event).encode()
     now = int(time.time())
     kwargs = {
@@ -140,8 +150,8 @@ def test_a_bad_signature_is_a_400_and_nothing_is_recorded(client, order_id, serv
     assert tuple(order_row(servers)) == ("placed", 0, 0)
 
 
-def test_a_replayed_old_delivery_is_rejected(client, order_id, servers):
-    raw = json.dumps(paid(order_id)).encode()
+def test_a_replayed_old_delivery_is_rejected(client, reference, servers):
+    raw = json.dumps(paid(reference)).encode()
     captured = sign(SECRET, raw, timestamp=int(time.time()) - 3600)  # signed an hour ago
     response = deliver(client, {}, body=raw, signature=captured)
     assert response.status_code == 400 and "tolerance" in response.get_json()["detail"]
@@ -163,20 +173,20 @@ def test_a_replayed_old_delivery_is_rejected(client, order_id, servers):
       "currency": "€"}, 422),
     ([1, 2], 400),
 ])
-def test_malformed_events_are_refused(client, order_id, servers, event, status):
+def test_malformed_events_are_refused(client, reference, servers, event, status):
     response = deliver(client, event)
     assert response.status_code == status and event_count(servers) == 0
 
 
-def test_an_unknown_event_type_is_acknowledged_without_effect(client, order_id, servers):
-    event = {"id": "evt_x", "type": "customer.updated", "order_id": order_id, "amount_cents": 1}
+def test_an_unknown_event_type_is_acknowledged_without_effect(client, reference, servers):
+    event = {"id": "evt_x", "type": "customer.updated", "order_id": reference, "amount_cents": 1}
     response = deliver(client, event)
     assert response.status_code == 200 and response.get_json()["result"] == "ignored"
     assert event_count(servers) == 0
 
 
-def test_webhooks_need_no_csrf_token_but_html_forms_still_do(client, order_id):
-    assert deliver(client, paid(order_id)).status_code == 200
+def test_webhooks_need_no_csrf_token_but_html_forms_still_do(client, reference):
+    assert deliver(client, paid(reference)).status_code == 200
     response = client.post("/orders", data={"form_token": "x" * 43})
     assert response.status_code == 400 and response.mimetype == "text/html"
 
@@ -188,14 +198,24 @@ def test_without_a_webhook_secret_the_endpoint_answers_503(make_app, servers):
     assert response.status_code == 503 and problem_type(response) == "unavailable"
 
 
+def provider(servers, port: int, order: str, *args: str) -> subprocess.CompletedProcess:
+    """scripts/provider against the live server on ``port`` and the test database."""
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts/provider"), order, *args,
+         "--url", f"http://127.0.0.1:{port}", "--secret", SECRET,
+         "--database-url", servers.engine.url.render_as_string(hide_password=False)],
+        capture_output=True, text=True, timeout=60)
+
+
+def outcomes_of(run: subprocess.CompletedProcess) -> list[str]:
+    assert run.returncode == 0, run.stdout + run.stderr
+    return [line.split("-> ", 1)[1] for line in run.stdout.splitlines() if "-> " in line]
+
+
 def test_the_provider_script_plays_duplicates_and_reordering_against_a_live_server(
-        order_id, servers):
+        reference, servers):
     with LiveServer(servers, workers=1, threads=8, PAYMENT_WEBHOOK_SECRET=SECRET) as live:
-        run = subprocess.run(
-            [sys.executable, str(ROOT / "scripts/provider"), order_id, "--amount", "3600",
-             "--url", f"http://127.0.0.1:{live.port}", "--secret", SECRET],
-            capture_output=True, text=True, timeout=60, check=True)
-    outcomes = [line.split("-> ", 1)[1] for line in run.stdout.splitlines()]
+        outcomes = outcomes_of(provider(servers, live.port, reference, "--amount", "3600"))
     assert outcomes[0].startswith("409 event-out-of-order")
     assert outcomes[1:5] == ["200 applied", "200 duplicate", "200 applied"] + \
         ["200 duplicate"] and outcomes[5:9] == ["200 duplicate"] * 4
@@ -203,22 +223,45 @@ def test_the_provider_script_plays_duplicates_and_reordering_against_a_live_serv
     assert tuple(order_row(servers)) == ("refunded", 3600, 3600) and event_count(servers) == 2
 
 
-def test_the_provider_script_says_order_id_is_the_key_of_the_private_link():
-    """The order number on the confirmation page opens nothing, so it is not what the
-    script wants; the key in /orders/<key> is."""
+@pytest.mark.parametrize("named_by", ["number", "typed number", "key", "reference"])
+def test_the_provider_script_takes_the_number_key_or_reference_and_pays_the_real_total(
+        client, servers, named_by):
+    """Before: the key only (its help said the number on the confirmation page, which
+    got a 422), and it paid 1800 cents whatever the order cost."""
+    body = place(client, new_api_key(servers), {**ORDER, "quantity": 3}).get_json()
+    assert body["total_cents"] == 5400
+    given = {"number": body["order_number"],
+             "typed number": f"{body['order_number'][:4].lower()}-{body['order_number'][4:]}",
+             "key": body["id"], "reference": body["payment_reference"]}[named_by]
+    with LiveServer(servers, workers=1, threads=8, PAYMENT_WEBHOOK_SECRET=SECRET) as live:
+        run = provider(servers, live.port, given)
+        outcomes = outcomes_of(run)
+    assert f"the events name it {body['payment_reference']}" in run.stdout
+    assert outcomes[1:4] == ["200 applied", "200 duplicate", "200 applied"]
+    assert tuple(order_row(servers)) == ("refunded", 5400, 5400)
+    with servers.engine.connect() as conn:
+        assert conn.scalar(text("SELECT count(*) FROM payment_events "
+                                "WHERE problem IS NULL AND amount_cents = 5400")) == 2
+
+
+def test_the_provider_script_says_what_it_takes_and_refuses_an_unknown_order(servers):
     usage = subprocess.run([sys.executable, str(ROOT / "scripts/provider"), "--help"],
                            capture_output=True, text=True, timeout=30, check=True).stdout
     usage = " ".join(usage.split())  # as argparse wraps it
-    assert "/orders/<key>" in usage and "not the order number" in usage
-    assert "number on its confirmation page" not in (ROOT / "scripts/provider").read_text()
+    assert "number" in usage and "/orders/<key>" in usage and "payment reference" in usage
+    assert "the order's total" in usage
+    assert "number on the confirmation page" not in (ROOT / "scripts/provider").read_text()
+    missing = provider(servers, 9, "2222222222")  # nothing is sent: the port is not used
+    assert missing.returncode == 1 and "No order has" in missing.stderr
 
 
-def test_refunds_reported_by_the_provider_add_up_and_reconcile(app, client, order_id, servers):
-    deliver(client, paid(order_id))
-    first = deliver(client, refunded(order_id, "evt_refund_1", amount=1000))
+def test_refunds_reported_by_the_provider_add_up_and_reconcile(app, client, reference,
+                                                               servers):
+    deliver(client, paid(reference))
+    first = deliver(client, refunded(reference, "evt_refund_1", amount=1000))
     assert first.get_json()["order_status"] == "paid"  # partial: still paid
-    deliver(client, refunded(order_id, "evt_refund_1", amount=1000))  # redelivered
-    last = deliver(client, refunded(order_id, "evt_refund_2", amount=2600))
+    deliver(client, refunded(reference, "evt_refund_1", amount=1000))  # redelivered
+    last = deliver(client, refunded(reference, "evt_refund_2", amount=2600))
     assert last.get_json()["order_status"] == "refunded"
     assert tuple(order_row(servers)) == ("refunded", 3600, 3600)
     result = app.test_cli_runner().invoke(args=["reconcile-refunds"])

@@ -4,7 +4,9 @@ compares the two."""
 
 from __future__ import annotations
 
+import secrets
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -37,8 +39,9 @@ from .order_rules import (
     new_public_id,
 )
 
-__all__ = ["ORDER_STATUSES", "PAYMENT_PROBLEMS", "ApiClient", "ApiKey", "Base", "Order",
-           "PaymentEvent", "Product", "RefundRecord", "RefundRequest", "new_public_id"]
+__all__ = ["ORDER_STATUSES", "PAYMENT_PROBLEMS", "PAYMENT_REFERENCE_LENGTH", "ApiClient",
+           "ApiKey", "Base", "Order", "PaymentEvent", "Product", "RefundRecord", "RefundRequest",
+           "new_payment_reference", "new_public_id"]
 
 ORDER_STATUSES = ("placed", "paid", "shipped", "cancelled", "refunded")
 #: Why a payment was recorded but did not pay for its order (payment_events.problem).
@@ -46,6 +49,17 @@ ORDER_STATUSES = ("placed", "paid", "shipped", "cancelled", "refunded")
 #: them); the last two add it to the order's paid_cents, where it can be refunded.
 PAYMENT_PROBLEMS = ("amount_mismatch", "currency_mismatch", "order_closed", "after_cancel",
                     "extra_payment")
+#: ``pay_`` and 32 hex digits (128 random bits): what :func:`new_payment_reference` makes.
+PAYMENT_REFERENCE_LENGTH = 36
+
+
+def new_payment_reference() -> str:
+    """What the payment provider is given for an order, and what its events name it
+    by. Random, so nothing leads from it to the order's key or number, and it opens
+    nothing: it is looked up only by the webhook. The prefix tells it apart from a key."""
+    return f"pay_{secrets.token_hex(16)}"
+
+
 #: The length of a submission digest (SHA-256, URL-safe base64 without padding).
 DIGEST_LENGTH = 43
 
@@ -89,6 +103,12 @@ class Order(Base):
     order_number: Mapped[str] = mapped_column(
         String(ORDER_NUMBER_LENGTH), unique=True, default=new_order_number,
         server_default=text("new_order_number()"))
+    # What the payment provider is given and its events name the order by
+    # (migration 0011). Provider-side data (its staff, dashboard, delivery logs)
+    # holds it, so it opens nothing: no page or API call looks an order up by it.
+    payment_reference: Mapped[str] = mapped_column(
+        String(PAYMENT_REFERENCE_LENGTH), unique=True,
+        server_default=text("new_payment_reference()"))
     currency: Mapped[str] = mapped_column(String(3), default=CURRENCY,
                                           server_default=CURRENCY)
     # The digest of what made this order once: a form token (bound to session
@@ -121,6 +141,13 @@ class Order(Base):
     )
 
     product: Mapped[Product] = relationship(lazy="joined")
+
+    def __init__(self, **fields: Any) -> None:
+        # Drawn when the order is made, not at the INSERT: the API's response (which
+        # a retry replays) is built before it, and so is whatever names the order
+        # to the provider.
+        fields.setdefault("payment_reference", new_payment_reference())
+        super().__init__(**fields)
 
     @property
     def total_cents(self) -> int:

@@ -90,10 +90,14 @@ class OrderBody(BaseModel):
     """An order as the API shows it (and replays it)."""
     model_config = ConfigDict(title="Order")
 
-    id: Annotated[str, Field(description="The order's key: names it in this API and in the "
-                                         "payment provider's events. Keep it private.")]
+    id: Annotated[str, Field(description="The order's key: names it in this API. Keep it "
+                                         "private.")]
     order_number: Annotated[str, Field(description="What the customer quotes to support; "
                                                    "it opens nothing.")]
+    payment_reference: Annotated[str, Field(
+        description="What to give the payment provider for this order: its events name "
+                    "the order by it (their order_id). It opens nothing.",
+        examples=["pay_4f0c2b9e8a7d6c5b4a3f2e1d0c9b8a7f"])]
     status: Literal[ORDER_STATUSES]  # type: ignore[valid-type]
     product: str
     quantity: int
@@ -160,7 +164,8 @@ def _on_sale(db: Session, sku: object) -> bool:
 def order_json(order: Order) -> dict[str, Any]:
     """An order as the API shows it."""
     return OrderBody(
-        id=order.public_id, order_number=order.order_number, status=order.status,
+        id=order.public_id, order_number=order.order_number,
+        payment_reference=order.payment_reference, status=order.status,
         product=order.product.sku, quantity=order.quantity,
         unit_price_cents=order.unit_price_cents, total_cents=order.total_cents,
         currency=order.currency, name=order.customer_name, email=order.email,

@@ -39,8 +39,9 @@ class PaymentEvent(BaseModel):
     type: Annotated[Name, Field(
         description="Only these change an order; others are acknowledged and ignored.",
         examples=list(EFFECTS))]
-    order_id: Annotated[Name, Field(description="The order's key: what the shop gave the "
-                                    "provider when it asked for the payment.")]
+    order_id: Annotated[Name, Field(description="The order's payment reference "
+                                    "(payment_reference): what the shop gave the provider "
+                                    "for the payment. Never the order's key or number.")]
     amount_cents: Annotated[int, Field(ge=1, le=MAX_AMOUNT_CENTS)]
     currency: Annotated[Currency | None, Field(
         description="Required on the events that change an order.")] = None

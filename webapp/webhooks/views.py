@@ -19,9 +19,15 @@ kept as a problem for ``reconcile-payments``. Each of these answers 200
 ("recorded"): the provider did its part, and a 4xx would only make it retry an
 event that will never match, or page someone at the provider instead of us.
 
-Events name the order by its key (``order_id``: what the shop gave the
-provider when asking for the payment), never by its order number: the number
-is for people, and guessable.
+Events name the order by its payment reference (``order_id`` in the event:
+``orders.payment_reference``, what the shop gives the provider), never by its
+key or number. The key opens the order's page, cancel and refund, and the
+provider's staff, dashboard and delivery logs all hold what its events say; the
+number is for people, and guessable. An event naming an order any other way
+names no order (422).
+
+Each event gets one log line that says what it did (paid, refunded, recorded as
+a mismatch, ignored, duplicate, refused and why), naming the order by number.
 
 The claim is given back whenever the transaction did not commit, so a retry of
 a refused or failed event is processed afresh.
@@ -32,7 +38,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from flask import Blueprint, Response, current_app, jsonify, request
+from flask import Blueprint, Response, current_app, g, jsonify, request
 from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
@@ -86,6 +92,8 @@ def receive() -> Response:
         raise ApiProblem("bad-signature", f"Rejected: {bad}.") from None
     event = parse_event()
     if event.type not in EFFECTS:  # acknowledged, so the provider stops sending it
+        log.info("webhook %s %s: ignored, not an event that changes an order",
+                 event.id, event.type)
         return jsonify(event=event.id, result="ignored")
 
     claims = event_claims()
@@ -96,44 +104,70 @@ def receive() -> Response:
                                      .where(PaymentEvent.event_id == event.id)),
         wait=float(current_app.config["FORM_TOKENS_WAIT_SECONDS"]),
     )
-    log.info("webhook %s %s", event.type, type(outcome).__name__)
+    said = f"webhook {event.id} {event.type}"
     match outcome:
-        case Created(Recorded(status, None)):
+        case Created(Recorded(status, None, number)):
+            g.order_number = number  # the request log names the order too, never its key
+            log.info("%s: %s order %s, now %s", said, APPLIED[event.type], number, status)
             return jsonify(event=event.id, result="applied", order_status=status)
-        case Created(Recorded(status, problem)):
-            log.warning("payment event recorded, not applied as paid: %s", problem)
+        case Created(Recorded(status, problem, number)):
+            g.order_number = number
+            log.warning("%s: recorded %s on order %s (%s)", said, PROBLEM_WORDS[problem],
+                        number, status)
             return jsonify(event=event.id, result="recorded", problem=problem,
                            order_status=status)
         case Duplicate():
+            log.info("%s: duplicate, applied before; nothing done", said)
             return jsonify(event=event.id, result="duplicate")
         case StillRunning():
+            log.info("%s: another delivery of it is being applied; asked to retry", said)
             raise ApiProblem("request-in-progress", "This event is being applied.", headers=RETRY)
     claims.release(event.id, **SCOPE)  # not committed: a retry must be processed afresh
     match outcome:
         case Failed(NotApplicableYet() as refused):
+            log.info("%s: not applicable yet (%s); asked to retry", said, refused)
             raise ApiProblem("event-out-of-order", str(refused), headers=RETRY)
         case Failed(UnknownOrder()):
-            raise ApiProblem("validation-error", "No order has this order_id.",
-                             errors={"order_id": "unknown order"})
+            # What it named is not logged: a provider still sending an order's key
+            # (as before migration 0011) would put that key in the log.
+            log.warning("%s: refused, no order has this payment reference", said)
+            raise ApiProblem("validation-error", "No order has this order_id: give the "
+                             "order's payment reference.", errors={"order_id": "unknown order"})
         case Failed(IntegrityError()):
+            log.warning("%s: refused, the refund is more than was paid", said)
             raise ApiProblem("validation-error", "The refund is more than was paid.",
                              errors={"amount_cents": "more than paid"})
         case Expired():
+            log.warning("%s: an earlier delivery did not finish; asked to retry", said)
             raise ApiProblem("request-in-progress", "An earlier delivery of this event did "
                              "not finish; retry.", headers=RETRY)
         case Unconfirmed():  # a retry meets the UNIQUE event id if the COMMIT landed
+            log.warning("%s: not confirmed whether it was applied; asked to retry", said)
             raise ApiProblem("unavailable", "Could not confirm whether the event was "
                              "applied; retry.", headers=RETRY)
         case _:
+            log.warning("%s: not applied (%s); asked to retry", said, type(outcome).__name__)
             raise ApiProblem("unavailable", "The event was not applied; retry.", headers=RETRY)
+
+
+#: What an applied event did, and what a recorded one was recorded as, in the log.
+APPLIED = {"payment.succeeded": "paid", "refund.succeeded": "refund applied to"}
+PROBLEM_WORDS = {
+    "amount_mismatch": "as an amount mismatch, not paid",
+    "currency_mismatch": "as a currency mismatch, not paid",
+    "order_closed": "on a refunded order, money kept for reconcile-payments",
+    "after_cancel": "after the cancel, refundable",
+    "extra_payment": "as an extra payment, refundable",
+}
 
 
 @dataclass(frozen=True)
 class Recorded:
-    """What an event did: the order's status after it, and why it did not take
-    its plain effect (one of ``PAYMENT_PROBLEMS``), or None."""
+    """What an event did: the order's status after it, why it did not take its
+    plain effect (one of ``PAYMENT_PROBLEMS``) or None, and the order's number."""
     status: str
     problem: str | None = None
+    order_number: str = ""
 
 
 def apply_event(db: Session, event: Event) -> Recorded:
@@ -141,11 +175,12 @@ def apply_event(db: Session, event: Event) -> Recorded:
     event row goes first: if Redis forgot the event, its UNIQUE id stops the
     effect before it is attempted. The order's row is locked, so a cancel
     committing meanwhile is seen, not raced."""
-    order = db.execute(select(Order.id, Order.status, Order.currency,
+    order = db.execute(select(Order.id, Order.status, Order.currency, Order.order_number,
                               (Order.unit_price_cents * Order.quantity).label("total"))
-                       .where(Order.public_id == event.order_id).with_for_update()).one_or_none()
+                       .where(Order.payment_reference == event.order_id)
+                       .with_for_update()).one_or_none()
     if order is None:
-        raise UnknownOrder(event.order_id)
+        raise UnknownOrder()
     problem = None if event.currency == order.currency else "currency_mismatch"
     if problem is None and event.type == "payment.succeeded":
         problem = payment_problem(order.status, order.total, event.amount_cents)
@@ -154,13 +189,14 @@ def apply_event(db: Session, event: Event) -> Recorded:
                             problem=problem)
     db.add(recorded)
     db.flush()
+    number = order.order_number
     if problem is not None and problem not in KEPT_REFUNDABLE:
-        return Recorded(order.status, problem)  # recorded; the order is left as it was
+        return Recorded(order.status, problem, number)  # recorded; the order is left as it was
     if problem is not None:
         db.execute(update(Order).where(Order.id == order.id)
                    .values(paid_cents=Order.paid_cents + event.amount_cents,
                            updated_at=func.now()))
-        return Recorded(order.status, problem)
+        return Recorded(order.status, problem, number)
     order_id = order.id
     if event.type == "refund.succeeded":
         # A refund made at the provider: recorded like the refund worker's, in
@@ -171,8 +207,9 @@ def apply_event(db: Session, event: Event) -> Recorded:
                                 source=f"webhook:{recorded.id}")
         if applied is None:
             raise NotApplicableYet(str(TransitionRefused("refund", order.status)))
-        return Recorded(applied.status)
-    return Recorded(transition(db, order_id, "pay", paid_cents=event.amount_cents).status)
+        return Recorded(applied.status, None, number)
+    return Recorded(transition(db, order_id, "pay", paid_cents=event.amount_cents).status,
+                    None, number)
 
 
 #: Problems whose money is added to the order's paid_cents, so it can be refunded.
