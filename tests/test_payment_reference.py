@@ -173,3 +173,10 @@ def test_each_webhook_log_line_says_what_the_event_did(client, servers, link, ca
     assert len(lines) == len(events)
     assert said.format(number=number_of(servers)) in lines[-1], lines
     assert all(reference not in line and link not in line for line in lines)
+
+
+def test_find_order_shows_the_reference_support_sees_at_the_provider(app, servers, link):
+    reference = reference_of(servers, link)
+    found = app.test_cli_runner().invoke(args=["find-order", number_of(servers)])
+    assert found.exit_code == 0 and f"payment reference: {reference}" in found.output
+    assert link.rsplit("/", 1)[1] not in found.output

@@ -51,6 +51,8 @@ def find_order(number: str, link: bool) -> None:
                    f"{order.currency} cents; paid {order.paid_cents}, "
                    f"refunded {order.refunded_cents}")
         click.echo(f"  customer: {order.customer_name} <{order.email}>")
+        # What the provider's dashboard and events show for it (it opens nothing).
+        click.echo(f"  payment reference: {order.payment_reference}")
         if link:
             click.echo(f"  link: /orders/{order.public_id}")
 
