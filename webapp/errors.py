@@ -1,5 +1,7 @@
-"""Error pages: a clear page for every client error, a 503 that keeps the
-user's input when Redis or PostgreSQL is away, and never a stack trace."""
+"""Error pages: a clear page for every client error, a 503 when Redis or PostgreSQL
+is away, and never a stack trace. The app's defaults: a blueprint whose form can do
+better (keep the user's input) registers its own handlers and falls back on these
+(:func:`csrf_error`, :func:`unavailable`, :func:`page_again`)."""
 
 from __future__ import annotations
 
@@ -34,16 +36,18 @@ TITLES = {
 }
 
 
+#: What a dependency that did not answer raises: Unavailable before the token was spent
+#: (FormTokens.issue, submit_once: the token is still good), Redis, PostgreSQL, and
+#: every pooled connection busy for pool_timeout (a slow database, not a bug).
+DEPENDENCY_ERRORS = (Unavailable, RedisError, OperationalError, PoolTimeout)
+
+
 def init_app(app: Flask) -> None:
-    app.register_error_handler(CSRFError, _csrf_error)
+    app.register_error_handler(CSRFError, csrf_error)
     app.register_error_handler(SecurityError, _untrusted_host)
     app.register_error_handler(HTTPException, _http_error)
-    # Before the token was spent (FormTokens.issue, submit_once): the token is still good.
-    app.register_error_handler(Unavailable, _unavailable)
-    app.register_error_handler(RedisError, _unavailable)
-    app.register_error_handler(OperationalError, _unavailable)
-    # Every pooled connection busy for pool_timeout: a slow database, not a bug.
-    app.register_error_handler(PoolTimeout, _unavailable)
+    for error in DEPENDENCY_ERRORS:
+        app.register_error_handler(error, unavailable)
     app.register_error_handler(SQLAlchemyError, _server_error)
     app.register_error_handler(Exception, _server_error)
 
@@ -75,27 +79,16 @@ CROSS_SITE = ("Another site sent this form in your name, so we did not accept it
               "it in there.")
 
 
-def _csrf_error(error: CSRFError):
-    # Another site's page posted here (a forged auto-submit): answer without a
-    # word of what it sent, without new tokens, and without touching the
-    # victim's session, whose open forms must keep working.
+def csrf_error(error: CSRFError):
+    """The CSRF check failed. Another site's page posted here (a forged auto-submit):
+    answered without a word of what it sent, without new tokens, and without touching
+    the victim's session, whose open forms must keep working. A body that is not a form
+    is told so; otherwise the session cookie was lost or is too old."""
     if sent_from_another_site():
-        if request.endpoint == "orders.create":
-            from .metrics import count_session_mismatch
-            count_session_mismatch("order", "cross_site")
         return render_error(403, CROSS_SITE)
-    # A body that is not a form has no CSRF field either: say what is wrong.
     if request.mimetype not in FORM_TYPES:
         return render_error(415, "Send this form from our order page (as an HTML form), "
                                  "not as another kind of data.")
-    # The session cookie was lost or is too old. On the order form, give the
-    # form back with what was typed instead of a dead end; the old token is
-    # bound to the old session, so the form gets a fresh one.
-    if request.endpoint == "orders.create":
-        from .metrics import count_session_mismatch
-        from .orders import FORM, resubmit_after_session_loss
-        count_session_mismatch(FORM)
-        return _form_again(resubmit_after_session_loss)
     return render_error(400, "Your session expired or this form was not sent from our site. "
                              "Go back, reload the page and try again.")
 
@@ -110,38 +103,41 @@ def sent_from_another_site() -> bool:
     return origin is not None and origin.rstrip("/") != f"{request.scheme}://{request.host}"
 
 
-def _unavailable(error: Exception):
+def unavailable_cause(error: Exception) -> Exception:
+    """What did not answer (the cause an :class:`~submit_once.Unavailable` chains),
+    logged by its driver's first line only: SQLAlchemy's message would add the
+    statement, and the customer's details are no business of the log."""
     if isinstance(error, Unavailable) and isinstance(error.__cause__, Exception):
-        error = error.__cause__  # what was unreachable, for the log and the page
-    # Only the driver's first line: SQLAlchemy's message would add the statement,
-    # and the customer's details are no business of the log.
+        error = error.__cause__
     cause = getattr(error, "orig", None) or error
     log.error("dependency unavailable: %s: %s", type(cause).__name__,
               str(cause).strip().split("\n", 1)[0])
+    return error
+
+
+def unavailable(error: Exception):
+    unavailable_cause(error)
     if wants_problem():
         return problem("unavailable", "Please retry in a few moments.",
                        headers={"Retry-After": "5"})
-    if request.endpoint == "orders.create":
-        from .orders import resubmit_when_unavailable
-        return _form_again(lambda: resubmit_when_unavailable(
-            database_ok=isinstance(error, RedisError)))
-    return _try_again()
+    return try_again()
 
 
-def _form_again(draw: Callable[[], object]):
-    # Drawing the form again may need what just failed (a fresh token from a
-    # Redis that is away) or run into the session's cap: an exception raised in
-    # an error handler is a 500, so fall back to the plain page.
+def page_again(draw: Callable[[], object]):
+    """``draw()``, for an error handler that shows its form again; the plain page when
+    that fails too. Drawing may need what just failed (a fresh token from a Redis that
+    is away) or run into the session's cap, and an exception raised in an error handler
+    would be a 500."""
     try:
         return draw()
     except HTTPException as error:
         return _http_error(error)
     except (Unavailable, RedisError, SQLAlchemyError) as error:
         log.error("dependency unavailable: %s", type(error).__name__)
-        return _try_again()
+        return try_again()
 
 
-def _try_again():
+def try_again():
     return render_error(503, "Please try again in a few moments.", headers={"Retry-After": "5"})
 
 

@@ -1,6 +1,7 @@
 """The rules an order meets, wherever it comes from: the HTML form
 (:mod:`webapp.orders.forms`), the JSON API (:mod:`webapp.api.schemas`) and the
 tables (:mod:`webapp.models`) all read them here, so they cannot drift apart.
+Plain values and functions only: no Flask, no database, no imports of the shop.
 
 An order has two names. The **order number** (``new_order_number``: 10
 characters, read out and quoted in support emails) opens nothing. The
@@ -8,26 +9,18 @@ characters, read out and quoted in support emails) opens nothing. The
 ``/orders/<public_id>``: whoever has it can see and act on the order, so it is
 never shown as a number, logged or used as a metric label.
 
-Also the shape of an order's public id and the one way a page looks an order
-up by it: :func:`get_order_or_404` checks the shape before any SQL, so a NUL
-byte or a 2 kB path segment is a 404, never a database error.
+:func:`is_public_id` is the shape a key must have before any SQL is sent for it
+(:mod:`webapp.orders.lookup` finds orders by it).
 """
 
 from __future__ import annotations
 
 import re
 import secrets
-from typing import TYPE_CHECKING
-
-from flask import abort, g
-from sqlalchemy import select
-
-if TYPE_CHECKING:
-    from .models import Order
 
 __all__ = ["ADDRESS_MAX", "CURRENCY", "EMAIL_MAX", "NAME_MAX", "NO_SUCH_ORDER",
            "ORDER_NUMBER_LENGTH", "PUBLIC_ID_PATTERN", "QUANTITY_MAX", "QUANTITY_MIN", "SKU_MAX",
-           "get_order_or_404", "has_control_chars", "is_public_id", "new_order_number",
+           "has_control_chars", "is_public_id", "new_order_number",
            "new_public_id", "normal_order_number"]
 
 NAME_MAX = 100
@@ -75,26 +68,3 @@ def is_public_id(value: str) -> bool:
 def has_control_chars(value: str, allow: str = "") -> bool:
     """Whether ``value`` holds characters that are not printable (except ``allow``)."""
     return any(not ch.isprintable() and ch not in allow for ch in value)
-
-
-def find_order(public_id: str) -> Order | None:
-    """The order with this public id, or None; a malformed id never reaches SQL."""
-    # Imported here: the models read the limits above, so this module loads first.
-    from .db import sessions
-    from .models import Order
-
-    if not is_public_id(public_id):  # a NUL, 2 kB: never reaches SQL
-        return None
-    with sessions()() as db:
-        order = db.scalar(select(Order).where(Order.public_id == public_id))
-    if order is not None:
-        g.order_number = order.order_number  # what the request log names it by, never the key
-    return order
-
-
-def get_order_or_404(public_id: str) -> Order:
-    """The order with this public id, or a 404 page saying there is none."""
-    order = find_order(public_id)
-    if order is None:
-        abort(404, NO_SUCH_ORDER)
-    return order

@@ -30,9 +30,10 @@ from submit_once import (
 
 from ..db import sessions
 from ..extensions import form_tokens
-from ..models import Order, Product
-from ..order_rules import CURRENCY, is_public_id, new_order_number, new_public_id
+from ..models import Order
+from ..order_rules import is_public_id
 from ..order_states import TransitionRefused, transition
+from ..placing import OrderDetails, new_order
 from .idempotency import expires_at, fingerprint, http_date
 from .problems import ApiProblem
 from .request_parts import idempotency_key, json_body, require_client
@@ -133,23 +134,12 @@ def cancel_order(public_id: str) -> Response:
 
 def place_api_order(db: Session, order_request: OrderRequest, client: int, key: str,
                     request_fingerprint: str, digest: str) -> StoredResult:
-    """Insert the order and the response a retry will get, in the caller's
-    transaction. The product is read again: one taken off sale is refused."""
-    product = db.scalar(select(Product).where(Product.sku == order_request.product,
-                                              Product.active))
-    if product is None:
-        raise Refused("product no longer on sale")
-    # The names and currency are set here, not left to the column defaults: the
-    # response a retry replays is built before the INSERT.
-    order = Order(public_id=new_public_id(), order_number=new_order_number(),
-                  currency=CURRENCY, submission_digest=digest, product=product,
-                  quantity=order_request.quantity, unit_price_cents=product.price_cents,
-                  customer_name=order_request.name, email=order_request.email,
-                  shipping_address=order_request.address, status="placed",
-                  created_at=datetime.now(UTC), api_client_id=client, idempotency_key=key,
-                  request_fingerprint=request_fingerprint)
+    """Insert the order (:func:`webapp.placing.new_order`) and the response a retry
+    will get, in the caller's transaction."""
+    order = new_order(db, OrderDetails(**order_request.model_dump()), digest,
+                      api_client_id=client, idempotency_key=key,
+                      request_fingerprint=request_fingerprint)
     order.api_response = order_json(order)
-    db.add(order)
     db.flush()
     return _stored(order)
 

@@ -32,8 +32,8 @@ from ..db import sessions
 from ..extensions import form_tokens
 from ..models import Order
 from ..notices import ALREADY_CANCELLED, CANCELLED, notify
-from ..order_rules import get_order_or_404
 from ..order_states import TRANSITIONS, TransitionRefused, transition
+from ..orders.lookup import get_order_or_404
 
 bp = Blueprint("cancel", __name__)
 log = logging.getLogger(__name__)
@@ -123,4 +123,3 @@ def status_if_cancelled(db: Session, order_id: int) -> str | None:
 def refused_page(public_id: str, reason: str):
     return render_template("orders/cancel_refused.html", public_id=public_id,
                            reason=reason), 409
-

@@ -6,6 +6,8 @@ import logging
 from typing import NamedTuple
 
 from flask import Blueprint, abort, render_template, request, url_for
+from flask_wtf.csrf import CSRFError
+from redis.exceptions import RedisError
 from sqlalchemy import select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
@@ -24,12 +26,24 @@ from submit_once import (
 )
 
 from ..db import sessions
+from ..errors import (
+    DEPENDENCY_ERRORS,
+    FORM_TYPES,
+    csrf_error,
+    page_again,
+    sent_from_another_site,
+    unavailable,
+    unavailable_cause,
+)
 from ..extensions import form_tokens
-from ..models import Order, Product
+from ..metrics import count_session_mismatch
+from ..models import Order
 from ..notices import ALREADY_PLACED, notices_for, notify
-from ..order_rules import NO_SUCH_ORDER, find_order, is_public_id
+from ..order_rules import NO_SUCH_ORDER, is_public_id
+from ..placing import OrderDetails, new_order
 from .catalogue import active_products, last_known_products
 from .forms import OrderForm
+from .lookup import find_order
 
 bp = Blueprint("orders", __name__)
 log = logging.getLogger(__name__)
@@ -157,19 +171,11 @@ def changed(form: OrderForm, placed: Placed):
 
 def place_order(db: Session, form: OrderForm, digest: str,
                 submitted: str | None = None) -> Placed:
-    """Insert the order in the caller's transaction; returns what was placed.
-
-    The product is read again inside the transaction, so one taken off sale
-    since the form was validated is refused, not sold.
-    """
-    product = db.scalar(select(Product).where(Product.id == form.product.data, Product.active))
-    if product is None:
-        raise Refused("product no longer on sale")
-    order = Order(submission_digest=digest, submission_fingerprint=submitted,
-                  product_id=product.id, quantity=form.quantity.data,
-                  unit_price_cents=product.price_cents, customer_name=form.name.data,
-                  email=form.email.data, shipping_address=form.address.data)
-    db.add(order)
+    """Insert the order a validated form asks for, in the caller's transaction
+    (:func:`webapp.placing.new_order`); returns what was placed."""
+    details = OrderDetails(form.product.data, form.quantity.data, form.name.data,
+                           form.email.data, form.address.data)
+    order = new_order(db, details, digest, submission_fingerprint=submitted)
     db.flush()
     return Placed(order.public_id, order.order_number, submitted)
 
@@ -178,6 +184,33 @@ def find_placed(db: Session, digest: str) -> Placed | None:
     row = db.execute(select(Order.public_id, Order.order_number, Order.submission_fingerprint)
                      .where(Order.submission_digest == digest)).first()
     return None if row is None else Placed(*row)
+
+
+@bp.errorhandler(CSRFError)
+def session_lost(error: CSRFError):
+    """The CSRF check on POST /orders failed. A lost or stale session cookie gets the
+    form back with what was typed and fresh tokens (the old token is bound to the old
+    session), not a dead end; a post from another site is counted and refused."""
+    if sent_from_another_site():
+        count_session_mismatch(FORM, "cross_site")
+    elif request.mimetype in FORM_TYPES:
+        count_session_mismatch(FORM)
+        return page_again(resubmit_after_session_loss)
+    return csrf_error(error)
+
+
+def redis_or_database_away(error: Exception):
+    """Redis or PostgreSQL did not answer. On the submit, before the token was spent:
+    the form again, input kept, same token (503); on a page, the plain 503."""
+    if request.method != "POST":  # POST /orders is this blueprint's one submit
+        return unavailable(error)
+    cause = unavailable_cause(error)
+    return page_again(lambda: resubmit_when_unavailable(
+        database_ok=isinstance(cause, RedisError)))
+
+
+for _error in DEPENDENCY_ERRORS:
+    bp.register_error_handler(_error, redis_or_database_away)
 
 
 def resubmit_after_session_loss():

@@ -35,7 +35,7 @@ from ..db import sessions
 from ..extensions import form_tokens
 from ..models import Order, RefundRequest
 from ..notices import REFUND_ALREADY, REFUND_REQUESTED, notify
-from ..order_rules import get_order_or_404
+from ..orders.lookup import get_order_or_404
 from .forms import RefundForm, euros
 from .requests import (
     REFUNDABLE,
