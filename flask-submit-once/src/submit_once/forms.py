@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from flask import Response, jsonify, render_template, request
+from flask import Response, g, jsonify, render_template, request
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest
 
@@ -93,12 +93,17 @@ def request_kind() -> RequestKind:
     """How this request wants its answer: ``"htmx"`` (an ``HX-Request: true``
     header), ``"json"`` (a JSON body, or an ``Accept`` that prefers JSON to HTML),
     else ``"html"``."""
-    if request.headers.get("HX-Request") == "true":
-        return "htmx"
-    if request.is_json or request.accept_mimetypes.best_match(
-            ["text/html", "application/json"]) == "application/json":
-        return "json"
-    return "html"
+    kind: RequestKind | None = g.get("_submit_once_kind")
+    if kind is None:
+        if request.headers.get("HX-Request") == "true":
+            kind = "htmx"
+        elif request.is_json or request.accept_mimetypes.best_match(
+                ["text/html", "application/json"]) == "application/json":
+            kind = "json"
+        else:
+            kind = "html"
+        g._submit_once_kind = kind
+    return kind
 
 
 @dataclass(frozen=True)
@@ -151,12 +156,16 @@ class OnceForm(Generic[T]):
         when the form names none. Store it with the row in ``create``."""
         if not self.fields:
             return None
-        body = request.get_json(silent=True) if request.is_json else None
-        if isinstance(body, dict):
-            values: dict[str, object] = {name: body.get(name) for name in self.fields}
-        else:
-            values = {name: request.form.getlist(name) for name in self.fields}
-        return fingerprint(values)
+        # Computed once a request: the fast path, run() and create all ask for it.
+        known: dict[str, str] = g.setdefault("_submit_once_fingerprints", {})
+        if self.name not in known:
+            body = request.get_json(silent=True) if request.is_json else None
+            if isinstance(body, dict):
+                values: dict[str, object] = {name: body.get(name) for name in self.fields}
+            else:
+                values = {name: request.form.getlist(name) for name in self.fields}
+            known[self.name] = fingerprint(values)
+        return known[self.name]
 
     def run(self, *, create: Callable[[Session, str], T],
             find: Callable[[Session, str], T | None],
