@@ -30,6 +30,25 @@ accesslog = None  # the app writes one JSON line per request itself (webapp/requ
 # and the client address come only from ProxyFix, as many hops as TRUSTED_PROXIES names.
 forwarded_allow_ips = ""
 secure_scheme_headers: dict[str, str] = {}
+# gunicorn 25.1+ opens a control socket at one path per user (~/.gunicorn/gunicorn.ctl):
+# a second instance takes it over and stopping either deletes it under the other. Off,
+# unless GUNICORN_CONTROL_SOCKET names this instance's own path. (Older gunicorn
+# ignores both settings.)
+control_socket_disable = not os.environ.get("GUNICORN_CONTROL_SOCKET")
+if os.environ.get("GUNICORN_CONTROL_SOCKET"):
+    control_socket = os.environ["GUNICORN_CONTROL_SOCKET"]
+# gunicorn's own lines (start, workers booted and killed) as JSON lines like the app's
+# (webapp/logs.py), on stderr; no access log: the app writes its own request line.
+logconfig_dict = {
+    "root": {"level": "WARNING", "handlers": ["json"]},
+    "loggers": {
+        "gunicorn.error": {"level": "INFO", "handlers": [], "propagate": True},
+        "gunicorn.access": {"level": "CRITICAL", "handlers": [], "propagate": False},
+    },
+    "handlers": {"json": {"class": "logging.StreamHandler", "formatter": "json",
+                          "stream": "ext://sys.stderr"}},
+    "formatters": {"json": {"()": "webapp.logs.JsonLines"}},
+}
 
 
 #: The files prometheus-client writes in PROMETHEUS_MULTIPROC_DIR: <type>_<pid>.db,

@@ -1,9 +1,8 @@
-"""One JSON line per request on stderr, for log pipelines (python-json-logger
-formats it):
+"""One JSON line per request, for log pipelines (webapp/logs.py formats it):
 
-    {"event": "request", "request_id": "4f0c…", "method": "POST", "route": "/orders",
-     "status": 303, "ms": 12.4, "token": "q3Zx1fQe0b2A", "outcome": "Created",
-     "ts": "2026-11-30T07:01:02.345Z"}
+    {"time": "2026-11-30T07:01:02.345Z", "level": "INFO", "logger": "webapp.requests",
+     "request_id": "4f0c…", "message": "request", "method": "POST", "route": "/orders",
+     "status": 303, "ms": 12.4, "token": "q3Zx1fQe0b2A", "outcome": "Created"}
 
 ``token`` is the first 12 characters of the token's digest (the Redis key and the
 order's UNIQUE column), never the token. A request on an order's page carries
@@ -11,67 +10,38 @@ order's UNIQUE column), never the token. A request on an order's page carries
 the rule (``/orders/<public_id>``), not the path. No form fields, no addresses,
 no client IPs. ``request_id`` is the caller's
 ``X-Request-ID`` when it looks like one (so a load balancer's id carries through),
-else a new one; it is sent back in the ``X-Request-ID`` response header.
+else a new one; it is sent back in the ``X-Request-ID`` response header, and every
+other line logged while the request runs carries it too.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
 import re
-import sys
 import time
 import uuid
-from datetime import datetime
 
 from flask import Flask, Response, g, request, request_started
-from pythonjsonlogger.json import JsonFormatter
 
 from submit_once import submit_decided
 
-__all__ = ["DIGEST_PREFIX", "LOGGER", "init_app"]
+from . import logs
+from .logs import JsonLines
+
+__all__ = ["DIGEST_PREFIX", "LOGGER", "init_app", "json_lines"]
 
 LOGGER = "webapp.requests"
 DIGEST_PREFIX = 12
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{8,64}")
 
 
-class _Stderr(logging.StreamHandler):
-    """Writes to whatever ``sys.stderr`` is at the time (test runners swap it)."""
-
-    @property
-    def stream(self):
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, _value: object) -> None:
-        pass
-
-
-def _timestamp(value: object) -> object:
-    """``ts`` as in "2026-11-30T07:01:02.345Z" (UTC, milliseconds)."""
-    if isinstance(value, datetime):
-        return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    return str(value)  # anything else a field may carry, readable rather than an error
-
-
-def json_lines() -> JsonFormatter:
-    """A record as one compact JSON object: ``ts``, ``event`` (the message),
-    then the fields passed as ``extra``."""
-    return JsonFormatter("{message}", style="{", rename_fields={"message": "event"},
-                         timestamp="ts", json_default=_timestamp,
-                         json_serializer=functools.partial(json.dumps, separators=(",", ":")))
+def json_lines() -> JsonLines:
+    """The formatter every line goes through (for tests that format records)."""
+    return JsonLines()
 
 
 def init_app(app: Flask) -> None:
-    logger = logging.getLogger(LOGGER)
-    if not logger.handlers:
-        handler = _Stderr()
-        handler.setFormatter(json_lines())
-        logger.addHandler(handler)
-        logger.setLevel(logging.INFO)
-        logger.propagate = False
+    logs.init_app(app)
     request_started.connect(_begin, app)
     submit_decided.connect(_note_submit, app)
     app.after_request(_log)

@@ -40,3 +40,18 @@ def test_the_worker_has_no_test_settings():
                                             "TEST_REFUND_PAUSE_BEFORE_ACK": "5"}) == \
             replace(plain, consumer=plain.consumer)
     assert not [f.name for f in fields(WorkerSettings) if "pause" in f.name]
+
+
+@pytest.mark.parametrize(("value", "bind"), [
+    ("", None), ("9108", ("127.0.0.1", 9108)), ("0.0.0.0:9108", ("0.0.0.0", 9108)),
+    ("[::1]:9108", ("::1", 9108)),
+])
+def test_the_monitor_is_off_unless_asked_and_a_bare_port_is_loopback(value, bind):
+    environ = {**URLS, "REFUND_MONITOR_BIND": value}
+    assert WorkerSettings.from_environ(environ).monitor_bind == bind
+
+
+@pytest.mark.parametrize("value", ["localhost", "host:port", "70000", ":0"])
+def test_a_bad_monitor_address_is_refused(value):
+    with pytest.raises(RuntimeError, match="REFUND_MONITOR_BIND must be host:port"):
+        WorkerSettings.from_environ({**URLS, "REFUND_MONITOR_BIND": value})

@@ -54,7 +54,7 @@ from ..order_states import TRANSITIONS
 from .stream import RefundMessage
 
 __all__ = ["AlreadyApplied", "Applied", "Forged", "Rejected", "RequestFailed", "apply_refund",
-           "fail_request", "record_refund"]
+           "fail_request", "order_number", "record_refund"]
 
 _REFUNDABLE = sorted(TRANSITIONS["refund"][0])
 _FULLY_REFUNDED = TRANSITIONS["refund"][1]
@@ -90,7 +90,7 @@ _UPDATE = (
     .add_cte(_REQUEST)
     .where(_REFUNDABLE_ORDER, select(_REQUEST.c.id).exists())
     .values(reserved_cents=Order.reserved_cents - bindparam("amount"), **_REFUND_VALUES)
-    .returning(Order.refunded_cents, Order.status)
+    .returning(Order.refunded_cents, Order.status, Order.order_number)
 )
 # A refund made elsewhere and reported by a payment event: no request, nothing reserved.
 _REPORTED = (
@@ -98,6 +98,7 @@ _REPORTED = (
     .returning(Order.refunded_cents, Order.status)
 )
 _STATUS = select(Order.status).where(Order.id == bindparam("order"))
+_NUMBER = select(Order.order_number).where(Order.id == bindparam("order"))
 _REQUEST_ROW = select(RefundRequest.status, RefundRequest.idempotency_key,
                       RefundRequest.order_id, RefundRequest.amount_cents).where(
     RefundRequest.id == bindparam("request"))
@@ -129,8 +130,9 @@ def _psycopg_sql(statement: object) -> _Sql:
     return sql
 
 
-_INSERT_SQL, _UPDATE_SQL, _STATUS_SQL, _REQUEST_ROW_SQL, _REQUEST_STATUS_SQL, _RELEASE_SQL = map(
-    _psycopg_sql, (_INSERT, _UPDATE, _STATUS, _REQUEST_ROW, _REQUEST_STATUS, _RELEASE))
+(_INSERT_SQL, _UPDATE_SQL, _STATUS_SQL, _NUMBER_SQL, _REQUEST_ROW_SQL, _REQUEST_STATUS_SQL,
+ _RELEASE_SQL) = map(_psycopg_sql, (_INSERT, _UPDATE, _STATUS, _NUMBER, _REQUEST_ROW,
+                                    _REQUEST_STATUS, _RELEASE))
 
 
 async def _execute(conn: AsyncConnection, sql: _Sql, params: dict[str, object]):
@@ -141,6 +143,7 @@ async def _execute(conn: AsyncConnection, sql: _Sql, params: dict[str, object]):
 class Applied:
     refunded_cents: int
     status: str
+    order_number: str | None = None  # what the worker's log names the order by
 
 
 @dataclass(frozen=True)
@@ -225,6 +228,12 @@ async def fail_request(conn: AsyncConnection, refund: RefundMessage, reason: str
             return "failed"
         # A new statement, so a new snapshot: it sees a concurrent apply's commit.
         row = await (await _execute(conn, _REQUEST_STATUS_SQL, params)).fetchone()
+    return None if row is None else row[0]
+
+
+async def order_number(conn: AsyncConnection, order_id: int) -> str | None:
+    """The number of order ``order_id`` (what support is quoted), or None if none has it."""
+    row = await (await _execute(conn, _NUMBER_SQL, {"order": order_id})).fetchone()
     return None if row is None else row[0]
 
 

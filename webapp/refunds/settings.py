@@ -11,7 +11,7 @@ from submit_once.redis_urls import check_url
 
 from ..config import number
 
-__all__ = ["WorkerSettings"]
+__all__ = ["WorkerSettings", "monitor_bind"]
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,9 @@ class WorkerSettings:
     trim_seconds: float = 1.0
     stream_max: int = 2000
     dead_letters_max: int = 10_000
+    #: Where /healthz and /metrics are served (host, port); None: not served.
+    monitor_bind: tuple[str, int] | None = None
+    metrics_token: str | None = None
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] = os.environ) -> WorkerSettings:
@@ -58,4 +61,18 @@ class WorkerSettings:
             stream_max=int(number(environ, "REFUND_STREAM_MAX", cls.stream_max, minimum=1)),
             dead_letters_max=int(number(environ, "REFUND_DEAD_LETTERS_MAX", cls.dead_letters_max,
                                         minimum=1)),
+            monitor_bind=monitor_bind(environ.get("REFUND_MONITOR_BIND", "")),
+            metrics_token=environ.get("METRICS_TOKEN") or None,
         )
+
+
+def monitor_bind(value: str) -> tuple[str, int] | None:
+    """``REFUND_MONITOR_BIND``: ``host:port``, or a port alone (on 127.0.0.1); empty: off."""
+    value = value.strip()
+    if not value:
+        return None
+    host, _, port = value.rpartition(":")
+    host = host.strip("[]") or "127.0.0.1"
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise RuntimeError(f"REFUND_MONITOR_BIND must be host:port or a port, got {value!r}.")
+    return host, int(port)

@@ -37,6 +37,11 @@ awaited in the worker's event loop; sender: the RefundWorker; ``message_id``):
 ``refund_settled`` once its outcome is final (committed now or by an earlier
 delivery), just before XACK. Metrics can count there; tests stop the worker
 there (tests/refunds/paused_worker.py).
+
+Its log lines are JSON (webapp/logs.py); a line about a message carries the message
+id as ``request_id`` and names the order by its number (``order_number``), never by
+the internal id. With ``REFUND_MONITOR_BIND`` set it serves /healthz and /metrics
+(monitor.py).
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ from redis.exceptions import RedisError, ResponseError
 
 from submit_once.redis_urls import make_async_client
 
+from .. import logs
 from .dead_letters import DeadLetters, in_plain_words
 from .effect import (
     AlreadyApplied,
@@ -63,7 +69,9 @@ from .effect import (
     RequestFailed,
     apply_refund,
     fail_request,
+    order_number,
 )
+from .monitor import Monitor
 from .relay import Relay
 from .settings import WorkerSettings
 from .stream import ERRORS, GROUP, STREAM, MalformedRefund, NamesNoRequest, RefundMessage, short
@@ -82,9 +90,10 @@ class RefundWorker:
     """One consumer in the ``refund-workers`` group."""
 
     def __init__(self, settings: WorkerSettings, client: aioredis.Redis,
-                 pool: AsyncConnectionPool) -> None:
+                 pool: AsyncConnectionPool, monitor: Monitor | None = None) -> None:
         self.settings, self.redis, self.pool = settings, client, pool
         self.dead_letters = DeadLetters(client, settings.dead_letters_max)
+        self.monitor = monitor or Monitor(client, pool, settings.consumer)
         self.claim_cursor = "0-0"
 
     async def ensure_group(self) -> None:
@@ -151,6 +160,8 @@ class RefundWorker:
             stopping.cancel()
         for task in tasks:
             error = None if task.cancelled() else task.exception()
+            if not task.cancelled() and error is None:
+                self.monitor.processed.inc()
             if isinstance(error, RedisError):  # could not ack or dead-letter: still pending
                 log.warning("stream unavailable (%s); message left pending",
                             type(error).__name__)
@@ -160,6 +171,7 @@ class RefundWorker:
     async def handle(self, message_id: str, fields: dict[str, str] | None,
                      deliveries: int) -> None:
         """One message: apply it, then ack; or leave it pending for a retry."""
+        logs.bind(request_id=message_id)  # this task's lines (each message has its task)
         if fields is None:  # trimmed from the stream while pending: nothing to apply
             await self.redis.xack(STREAM, GROUP, message_id)
             await self.redis.hdel(ERRORS, message_id)
@@ -167,10 +179,12 @@ class RefundWorker:
         try:
             refund = RefundMessage.from_fields(fields)
         except NamesNoRequest as error:
+            await self.name_order(fields.get("order"))
             await self.bury_forged(message_id, fields, str(error), deliveries)
             return
         except MalformedRefund as error:
-            await self.dead_letters.bury(message_id, fields, str(error), deliveries)
+            await self.name_order(fields.get("order"))
+            await self.dead_letter(message_id, fields, str(error), deliveries)
             return
         if deliveries > self.settings.max_deliveries:
             await self.give_up(message_id, fields, refund, deliveries)
@@ -182,10 +196,17 @@ class RefundWorker:
         except Exception as error:  # CancelledError is not one: it propagates
             # Connection lost, lock timeout, anything unforeseen: nothing committed,
             # or the commit's fate is unknown. Leave it pending; a redelivery settles it.
+            await self.name_order(refund.order_id)
             log.warning("refund %s key=%s failed (delivery %d): %s", message_id,
-                        short(refund.key), deliveries, type(error).__name__)
+                        short(refund.key), deliveries, type(error).__name__,
+                        extra={"error": type(error).__name__, "delivery": deliveries})
             await self.dead_letters.remember_error(message_id, error)
             return
+        if isinstance(outcome, Applied):
+            logs.bind(order_number=outcome.order_number)
+            self.monitor.applied.inc()
+        else:
+            await self.name_order(refund.order_id)
         if isinstance(outcome, Forged):
             await self.bury_forged(message_id, fields, outcome.reason, deliveries)
             return
@@ -206,20 +227,39 @@ class RefundWorker:
                         message_id, short(refund.key), type(error).__name__)
             return
         match outcome:
-            case Applied(refunded, status):
-                log.info("refund %s key=%s applied order=%d amount=%d refunded=%d status=%s",
-                         message_id, short(refund.key), refund.order_id, refund.amount_cents,
-                         refunded, status)
+            case Applied(refunded, status, number):
+                log.info("refund %s key=%s applied order=%s amount=%d refunded=%d status=%s",
+                         message_id, short(refund.key), number, refund.amount_cents,
+                         refunded, status, extra={"outcome": "applied",
+                                                  "amount_cents": refund.amount_cents,
+                                                  "refunded_cents": refunded, "status": status})
             case AlreadyApplied():
                 log.info("refund %s key=%s already applied: acked", message_id,
-                         short(refund.key))
+                         short(refund.key), extra={"outcome": "already_applied"})
 
     async def bury_forged(self, message_id: str, fields: dict[str, str], why: str,
                           deliveries: int) -> None:
         """Nobody asked for this refund: dead-letter it, never apply it, and leave
         alone the request it names (a forged copy must not fail a real one)."""
-        log.warning("refund %s forged (%s): dead-lettered, not applied", message_id, why)
-        await self.dead_letters.bury(message_id, fields, f"forged: {why}", deliveries)
+        log.warning("refund %s forged (%s): dead-lettered, not applied", message_id, why,
+                    extra={"outcome": "forged"})
+        await self.dead_letter(message_id, fields, f"forged: {why}", deliveries)
+
+    async def dead_letter(self, message_id: str, fields: dict[str, str], reason: str,
+                          deliveries: int) -> None:
+        """Dead-letter the message (dead_letters.py), counted."""
+        await self.dead_letters.bury(message_id, fields, reason, deliveries)
+        self.monitor.dead_lettered.inc()
+
+    async def name_order(self, order_id: object) -> None:
+        """Have this message's lines name its order by number (none if the database is
+        away or no order has that id: the message may be forged)."""
+        try:
+            async with self.pool.connection(timeout=1) as conn:
+                number = await order_number(conn, int(str(order_id)))
+        except Exception:  # nothing to name it by; the line says what happened anyway
+            return
+        logs.bind(order_number=number)
 
     async def give_up(self, message_id: str, fields: dict[str, str], refund: RefundMessage,
                       deliveries: int) -> None:
@@ -241,9 +281,10 @@ class RefundWorker:
         if done:
             await self.redis.xack(STREAM, GROUP, message_id)
             await self.redis.hdel(ERRORS, message_id)
-            log.info("refund %s key=%s already applied: acked", message_id, short(refund.key))
+            log.info("refund %s key=%s already applied: acked", message_id, short(refund.key),
+                     extra={"outcome": "already_applied"})
             return
-        await self.dead_letters.bury(message_id, fields, reason, deliveries)
+        await self.dead_letter(message_id, fields, reason, deliveries)
 
     def announce(self, signal: NamedSignal, message_id: str) -> Callable[[], Awaitable[None]]:
         """Awaits ``signal``'s receivers for ``message_id`` (none: returns at once)."""
@@ -266,23 +307,29 @@ async def serve(settings: WorkerSettings) -> None:
                            " -c statement_timeout=15s"})
     try:
         async with pool:
-            worker = RefundWorker(settings, client, pool)
+            monitor = Monitor(client, pool, settings.consumer, settings.metrics_token)
+            worker = RefundWorker(settings, client, pool, monitor)
             await worker.ensure_group()
+            tasks = [worker.run(stop), Relay(settings, client, pool).run(stop),
+                     trim_while_running(client, settings.trim_seconds, stop)]
+            if settings.monitor_bind:
+                host, port = settings.monitor_bind
+                tasks.append(monitor.serve(host, port, stop))
+                log.info("refund worker %s serving /healthz and /metrics on %s:%d",
+                         settings.consumer, host, port)
             log.info("refund worker %s reading %s as group %s", settings.consumer, STREAM, GROUP)
-            await asyncio.gather(worker.run(stop), Relay(settings, client, pool).run(stop),
-                                 trim_while_running(client, settings.trim_seconds, stop))
+            await asyncio.gather(*tasks)
     finally:
         await client.aclose()
     log.info("refund worker %s stopped", settings.consumer)
 
 
 def main() -> int:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure()
     try:
         settings = WorkerSettings.from_environ()
     except RuntimeError as error:
-        print(f"refund worker: {error}", file=sys.stderr)
+        log.error("refund worker not started: %s", error)
         return 2
     asyncio.run(serve(settings))
     return 0

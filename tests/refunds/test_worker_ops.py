@@ -1,0 +1,100 @@
+"""What an operator sees of a real worker: JSON log lines that name orders by number,
+a health check, and Prometheus metrics (processed, applied, dead-lettered, lag)."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+from sqlalchemy import text
+
+from dev.embedded import free_port
+from tests.refunds.conftest import all_acked, queue, wait_until
+from tests.test_logs import assert_shape, json_lines
+from webapp.refunds.stream import STREAM
+
+
+def test_the_workers_lines_are_json_and_name_the_message_and_the_order_by_number(
+        servers, rdb, paid_order, start_worker):
+    order = paid_order(3600)
+    with servers.engine.connect() as conn:
+        number, key = conn.execute(text("SELECT order_number, public_id FROM orders "
+                                        "WHERE id = :id"), {"id": order}).one()
+    applied = queue(servers, rdb, order, 1000)
+    forged = rdb.xadd(STREAM, {"key": "k" * 43, "order": str(order), "amount": "3600"})
+    worker = start_worker()
+    wait_until(lambda: all_acked(rdb), what="both messages settled")
+    wait_until(lambda: "dead-lettered" in worker.output(), what="the dead letter's line")
+    lines = json_lines(worker.output())
+    for line in lines:
+        assert_shape(line)
+    assert {line["logger"] for line in lines} <= {"webapp.refunds.worker",
+                                                 "webapp.refunds.relay"}
+    (done,) = [line for line in lines if line.get("outcome") == "applied"]
+    assert done["level"] == "INFO" and done["request_id"] == applied
+    assert done["order_number"] == number and f"order={number}" in done["message"]
+    assert f"order={order} " not in done["message"]  # the number, not the internal id
+    warnings = [line for line in lines if line["level"] == "WARNING"]
+    assert {line["request_id"] for line in warnings} == {forged}
+    assert [line["order_number"] for line in warnings] == [number, number]  # forged, buried
+    assert "forged" in warnings[0]["message"]
+    assert key not in worker.output() and "k" * 43 not in worker.output()
+    started = [line for line in lines if "reading refunds" in line["message"]]
+    assert started and started[0]["request_id"] is None  # not about a message
+
+
+def scrape(port: int, path: str, token: str | None = None) -> tuple[int, str]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        with urllib.request.urlopen(urllib.request.Request(
+                f"http://127.0.0.1:{port}{path}", headers=headers), timeout=10) as response:
+            return response.status, response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read().decode()
+
+
+def metric(page: str, name: str) -> float:
+    return next(sample.value for family in text_string_to_metric_families(page)
+                for sample in family.samples if sample.name == name)
+
+
+def test_the_worker_serves_health_and_metrics_processed_applied_dead_lettered_and_lag(
+        servers, rdb, paid_order, start_worker):
+    order = paid_order(3600)
+    applied = queue(servers, rdb, order, 1000)
+    rdb.xadd(STREAM, {"key": "k" * 43, "order": str(order), "amount": "3600"})  # forged
+    port, token = free_port(), "m" * 32
+    worker = start_worker(REFUND_MONITOR_BIND=str(port), METRICS_TOKEN=token,
+                          TEST_REFUND_PAUSE_BEFORE_ACK="3")
+    worker.wait_for(f"PAUSE before_ack {applied}")
+    assert f"serving /healthz and /metrics on 127.0.0.1:{port}" in worker.output()
+    status, body = scrape(port, "/healthz")
+    assert status == 200
+    health = json.loads(body)
+    assert health["status"] == "ok"
+    assert {name: check["status"] for name, check in health["checks"].items()} == \
+        {"redis": "up", "postgres": "up"}
+    assert scrape(port, "/metrics")[0] == 401  # METRICS_TOKEN guards it, as the app's
+    assert scrape(port, "/metrics", "wrong")[0] == 401
+    status, held = scrape(port, "/metrics", token)  # committed, held before its ack
+    assert status == 200
+    assert metric(held, "refund_worker_applied_total") == 1
+    assert metric(held, "refund_worker_dead_lettered_total") == 1
+    assert metric(held, "refund_worker_lag_messages") == 1
+    assert metric(held, "refund_worker_lag_seconds") > 0
+    wait_until(lambda: all_acked(rdb), what="the held refund to be acked")
+    wait_until(lambda: metric(scrape(port, "/metrics", token)[1],
+                              "refund_worker_processed_total") == 2, what="both processed")
+    after = scrape(port, "/metrics", token)[1]
+    assert metric(after, "refund_worker_lag_messages") == 0
+    assert metric(after, "refund_worker_lag_seconds") == 0
+    assert scrape(port, "/nothing")[0] == 404
+    assert worker.stop() == 0
+
+
+def test_without_refund_monitor_bind_the_worker_serves_nothing(servers, rdb, start_worker):
+    worker = start_worker()
+    log = worker.wait_for("reading refunds")
+    assert "serving /healthz" not in log

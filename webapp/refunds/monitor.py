@@ -1,0 +1,161 @@
+"""The refund worker's health check and Prometheus metrics, served on
+``REFUND_MONITOR_BIND`` (``host:port``, or a port on 127.0.0.1; unset: not served).
+
+    GET /healthz   200 while the worker runs; the JSON body says whether Redis and
+                   PostgreSQL answer ("ok" or "degraded"), as the app's /healthz does:
+                   restarting the worker does not bring a server back.
+    GET /metrics   refund_worker_processed_total, _applied_total, _dead_lettered_total,
+                   _lag_messages and _lag_seconds (the oldest message not yet acked).
+                   With METRICS_TOKEN set, only with ``Authorization: Bearer <it>``.
+
+A small HTTP/1.0 server in the worker's own event loop: one request per connection,
+bounded in size and time, so nothing a client sends can hold the worker up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import time
+
+import redis.asyncio as aioredis
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    generate_latest,
+)
+from psycopg_pool import AsyncConnectionPool
+from redis.exceptions import RedisError, ResponseError
+
+from .stream import GROUP, STREAM
+
+__all__ = ["Monitor"]
+
+_MAX_HEAD = 8192
+_READ_SECONDS = 5.0
+#: Counting the messages not yet delivered stops here (Redis before 7 has no "lag").
+_LAG_COUNT_MAX = 100_000
+
+
+class Monitor:
+    """The worker's counters, and the server that shows them."""
+
+    def __init__(self, client: aioredis.Redis, pool: AsyncConnectionPool, consumer: str,
+                 metrics_token: str | None = None) -> None:
+        self.redis, self.pool, self.consumer = client, pool, consumer
+        self.metrics_token = metrics_token
+        self.registry = CollectorRegistry()
+        self.processed = Counter("refund_worker_processed", "Deliveries this process handled, "
+                                 "whatever came of them (applied, acked as done, dead-lettered, "
+                                 "left pending for a retry).", registry=self.registry)
+        self.applied = Counter("refund_worker_applied", "Refunds this process committed.",
+                               registry=self.registry)
+        self.dead_lettered = Counter("refund_worker_dead_lettered",
+                                     "Messages this process dead-lettered (forged included).",
+                                     registry=self.registry)
+        self.lag_messages = Gauge("refund_worker_lag_messages",
+                                  "Messages the group has not acked: pending + not delivered.",
+                                  registry=self.registry)
+        self.lag_seconds = Gauge("refund_worker_lag_seconds",
+                                 "Age of the oldest message the group has not acked (0: none).",
+                                 registry=self.registry)
+
+    async def serve(self, host: str, port: int, stop: asyncio.Event) -> None:
+        """Answer on ``host:port`` until ``stop`` is set."""
+        server = await asyncio.start_server(self._answer, host, port)
+        async with server:
+            await stop.wait()
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_SECONDS)
+            status, content_type, body = await self._route(head[:_MAX_HEAD])
+        except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
+            status, content_type, body = "400 Bad Request", "text/plain", b"bad request\n"
+        try:
+            writer.write(f"HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\n"
+                         f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\n"
+                         "Connection: close\r\n\r\n".encode() + body)
+            await writer.drain()
+        except OSError:
+            pass  # the client went away
+        finally:
+            writer.close()
+
+    async def _route(self, head: bytes) -> tuple[str, str, bytes]:
+        lines = head.decode("latin-1").split("\r\n")
+        method, _, rest = lines[0].partition(" ")
+        path = rest.partition(" ")[0].partition("?")[0]
+        if method not in ("GET", "HEAD"):
+            return "405 Method Not Allowed", "text/plain", b"GET only\n"
+        if path == "/healthz":
+            checks = {"redis": await _probe(self._ping_redis),
+                      "postgres": await _probe(self._ping_postgres)}
+            up = all(check["status"] == "up" for check in checks.values())
+            body = {"status": "ok" if up else "degraded", "consumer": self.consumer,
+                    "checks": checks}
+            return "200 OK", "application/json", json.dumps(body).encode()
+        if path == "/metrics":
+            if not self._authorized(lines[1:]):
+                return "401 Unauthorized", "text/plain", b"A bearer token is required.\n"
+            await self.measure_lag()
+            return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.registry)
+        return "404 Not Found", "text/plain", b"not found\n"
+
+    def _authorized(self, headers: list[str]) -> bool:
+        if not self.metrics_token:
+            return True
+        for header in headers:
+            name, _, value = header.partition(":")
+            if name.strip().lower() == "authorization":
+                scheme, _, given = value.strip().partition(" ")
+                return scheme.lower() == "bearer" and hmac.compare_digest(
+                    given.strip().encode(), self.metrics_token.encode())
+        return False
+
+    async def measure_lag(self) -> None:
+        """Set the lag gauges from the stream (left as they were if Redis is away)."""
+        try:
+            groups = {group["name"]: group for group in await self.redis.xinfo_groups(STREAM)}
+            group = groups.get(GROUP)
+            if group is None:
+                return
+            pending = await self.redis.xpending(STREAM, GROUP)
+            after = f"({group['last-delivered-id']}"
+            undelivered = await self.redis.xrange(STREAM, min=after, max="+", count=1)
+            if group.get("lag") is not None:
+                waiting = int(group["lag"])
+            else:
+                waiting = len(await self.redis.xrange(STREAM, min=after, max="+",
+                                                      count=_LAG_COUNT_MAX))
+        except ResponseError:  # no stream yet
+            return
+        except RedisError:
+            return
+        oldest = pending["min"] if pending["pending"] else (
+            undelivered[0][0] if undelivered else None)
+        self.lag_messages.set(pending["pending"] + waiting)
+        self.lag_seconds.set(0 if oldest is None else
+                             max(0.0, time.time() - int(oldest.split("-")[0]) / 1000))
+
+    async def _ping_redis(self) -> None:
+        if not await self.redis.ping():
+            raise RedisError("PING was not answered")
+
+    async def _ping_postgres(self) -> None:
+        async with self.pool.connection(timeout=3) as conn:
+            await conn.execute("SELECT 1")
+
+
+async def _probe(check) -> dict[str, object]:
+    started = time.perf_counter()
+    try:
+        await asyncio.wait_for(check(), 5)
+        result: dict[str, object] = {"status": "up"}
+    except Exception as error:  # any failure of a dependency is "down", never a crash
+        result = {"status": "down", "error": type(error).__name__}
+    result["ms"] = round((time.perf_counter() - started) * 1000, 1)
+    return result
