@@ -32,7 +32,8 @@ import redis
 from sqlalchemy import text
 
 from dev.embedded import EmbeddedPostgres, EmbeddedRedis
-from webapp.db import make_engine, seed, upgrade
+from webapp.cli import seed
+from webapp.db import make_engine, upgrade
 from webapp.refunds.requests import CHANNEL
 from webapp.refunds.stream import GROUP, STREAM, RefundMessage
 

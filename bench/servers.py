@@ -12,7 +12,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from dev.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
-from webapp.db import make_engine, seed, upgrade
+from webapp.cli import seed
+from webapp.db import make_engine, upgrade
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -21,7 +21,8 @@ from sqlalchemy.orm import Session
 
 from dev.embedded import EmbeddedPostgres, EmbeddedRedis
 from webapp import create_app
-from webapp.db import make_engine, seed, upgrade
+from webapp.cli import seed
+from webapp.db import make_engine, upgrade
 
 
 @dataclass

@@ -274,7 +274,7 @@ def test_installed_wheel_migrates_serves_every_page_and_runs_the_worker_from_out
     assert Path(where.strip()).is_relative_to(installed.venv), where
 
     assert "catalogue seeded" in run(installed, env, installed.command("flask"),
-                                     "--app", "webapp", "init-db")
+                                     "--app", "webapp", "init-db", "--demo")
     key = run(installed, env, installed.command("flask"), "--app", "webapp",
               "create-api-key", "wheel-smoke").strip().splitlines()[-1]
     assert len(key) >= 32 and " " not in key

@@ -11,6 +11,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from . import (
     api,
     cancel,
+    cli,
     config,
     db,
     errors,
@@ -53,6 +54,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies)  # type: ignore[method-assign]
 
     db.init_app(app)
+    cli.init_app(app)
     form_tokens.init_app(app)
     csrf.init_app(app)
     security.init_app(app)

@@ -1,32 +1,16 @@
-"""PostgreSQL: one engine per app, short sessions, migrations and seed data."""
+"""PostgreSQL: one engine per app, short sessions, migrations (init-db: webapp/cli.py)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import click
 from alembic import command
 from alembic.config import Config
 from flask import Flask, current_app
-from flask.cli import with_appcontext
 from sqlalchemy import Engine, create_engine
-from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session, sessionmaker
 
-from .models import Product
-
 MIGRATIONS = Path(__file__).with_name("migrations")
-
-CATALOGUE = [
-    {"sku": "MUG-STONE", "name": "Stoneware mug", "price_cents": 1800,
-     "description": "Hand-glazed, 350 ml, dishwasher safe."},
-    {"sku": "TEA-SENCHA", "name": "Sencha green tea, 100 g", "price_cents": 1250,
-     "description": "First flush, loose leaf."},
-    {"sku": "POT-CAST", "name": "Cast-iron teapot", "price_cents": 6400,
-     "description": "0.8 l, enamel lined, with infuser."},
-    {"sku": "SET-COASTER", "name": "Cork coasters, set of 4", "price_cents": 900,
-     "description": "Natural cork, 10 cm."},
-]
 
 
 def make_engine(url: str) -> Engine:
@@ -51,7 +35,6 @@ def make_engine(url: str) -> Engine:
 def init_app(app: Flask) -> None:
     engine = make_engine(app.config["DATABASE_URL"])
     app.extensions["db"] = sessionmaker(engine, expire_on_commit=False)
-    app.cli.add_command(init_db_command)
 
 
 def sessions() -> sessionmaker[Session]:
@@ -71,23 +54,4 @@ def upgrade(engine: Engine) -> None:
         command.upgrade(cfg, "head")
 
 
-def seed(engine: Engine) -> None:
-    """Insert the demo catalogue; products that exist are left as they are."""
-    with engine.begin() as connection:
-        connection.execute(
-            pg_insert(Product).on_conflict_do_nothing(index_elements=["sku"]),
-            [{**item, "active": True} for item in CATALOGUE],
-        )
-
-
-@click.command("init-db")
-@with_appcontext
-def init_db_command() -> None:
-    """Apply the migrations and seed the catalogue (safe to run twice)."""
-    engine = sessions().kw["bind"]
-    upgrade(engine)
-    seed(engine)
-    click.echo("Database is at the latest migration; catalogue seeded.")
-
-
-__all__ = ["CATALOGUE", "init_app", "make_engine", "seed", "sessions", "upgrade"]
+__all__ = ["MIGRATIONS", "init_app", "make_engine", "sessions", "upgrade"]

@@ -18,7 +18,8 @@ from dev.embedded import EmbeddedPostgres, EmbeddedRedis
 from tests.browser import chromium
 from tests.browser.shop import PAGES, PHONE, Shop
 from tests.conftest import Servers
-from webapp.db import make_engine, seed, upgrade
+from webapp.cli import seed
+from webapp.db import make_engine, upgrade
 
 DESKTOP = {"viewport": {"width": 900, "height": 700}}
 SHOTS = [(name, "desktop", DESKTOP) for name in PAGES] + \

@@ -25,7 +25,8 @@ from tests.failover.servers import ReplicatedPostgres
 from tests.failover.soak import Load, Verdict, judge
 from tests.live import LiveServer, request
 from webapp.api.keys import create_api_key
-from webapp.db import make_engine, seed, upgrade
+from webapp.cli import seed
+from webapp.db import make_engine, upgrade
 from webapp.webhooks import DEV_SECRET
 
 DATABASE = "webapp"
