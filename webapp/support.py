@@ -17,7 +17,7 @@ from sqlalchemy import func, select, text
 from .db import sessions
 from .models import PAYMENT_PROBLEMS, Order, PaymentEvent
 from .order_rules import normal_order_number
-from .webhooks.views import KEPT_REFUNDABLE
+from .webhooks.effect import KEPT_REFUNDABLE
 
 __all__ = ["init_app"]
 

@@ -11,20 +11,9 @@ The provider delivers at least once, sometimes twice, sometimes out of order:
       already applied      -> 200, no second effect
       not applicable yet   -> 409 (refund for an unpaid order): the provider retries
 
-A payment is checked against its order (amount and currency) and always
-recorded, with what it did (:func:`apply_payment`): it pays a placed order
-whose total it matches; after a cancel or on an order already paid it is added
-to ``paid_cents`` (refundable); a wrong amount or currency pays nothing and is
-kept as a problem for ``reconcile-payments``. Each of these answers 200
-("recorded"): the provider did its part, and a 4xx would only make it retry an
-event that will never match, or page someone at the provider instead of us.
-
-Events name the order by its payment reference (``order_id`` in the event:
-``orders.payment_reference``, what the shop gives the provider), never by its
-key or number. The key opens the order's page, cancel and refund, and the
-provider's staff, dashboard and delivery logs all hold what its events say; the
-number is for people, and guessable. An event naming an order any other way
-names no order (422).
+What an event does to its order is :mod:`.effect`'s: a payment that does not
+match is recorded and answered 200 ("recorded"); an event naming the order any
+other way than by its payment reference names no order (422).
 
 Each event gets one log line that says what it did (paid, refunded, recorded as
 a mismatch, ignored, duplicate, refused and why), naming the order by number.
@@ -36,19 +25,16 @@ a refused or failed event is processed afresh.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from flask import Blueprint, Response, current_app, g, jsonify, request
-from sqlalchemy import func, select, update
+from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session
 
 from submit_once import (
     Created,
     Duplicate,
     Expired,
     Failed,
-    Refused,
     StillRunning,
     TokenStore,
     Unconfirmed,
@@ -58,26 +44,15 @@ from submit_once import (
 from ..api.problems import ApiProblem
 from ..db import sessions
 from ..extensions import form_tokens
-from ..models import Order, PaymentEvent
-from ..order_states import TransitionRefused, transition
-from ..refunds.effect import record_refund
+from ..models import PaymentEvent
+from .effect import SCOPE, NotApplicableYet, Recorded, UnknownOrder, apply_event
 from .event import EFFECTS, parse_event
-from .event import PaymentEvent as Event
 from .signatures import HEADER, BadSignature, verify
 
 bp = Blueprint("webhooks", __name__)
 log = logging.getLogger(__name__)
 
-SCOPE = {"session_id": "provider", "form": "webhook:payments"}
 RETRY = {"Retry-After": "5"}
-
-
-class UnknownOrder(Refused):
-    """The event names an order we do not have."""
-
-
-class NotApplicableYet(Refused):
-    """The order's status does not allow the event's effect (yet)."""
 
 
 @bp.post("/webhooks/payments")
@@ -159,77 +134,6 @@ PROBLEM_WORDS = {
     "after_cancel": "after the cancel, refundable",
     "extra_payment": "as an extra payment, refundable",
 }
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """What an event did: the order's status after it, why it did not take its
-    plain effect (one of ``PAYMENT_PROBLEMS``) or None, and the order's number."""
-    status: str
-    problem: str | None = None
-    order_number: str = ""
-
-
-def apply_event(db: Session, event: Event) -> Recorded:
-    """Record the event and apply its effect in the caller's transaction. The
-    event row goes first: if Redis forgot the event, its UNIQUE id stops the
-    effect before it is attempted. The order's row is locked, so a cancel
-    committing meanwhile is seen, not raced."""
-    order = db.execute(select(Order.id, Order.status, Order.currency, Order.order_number,
-                              (Order.unit_price_cents * Order.quantity).label("total"))
-                       .where(Order.payment_reference == event.order_id)
-                       .with_for_update()).one_or_none()
-    if order is None:
-        raise UnknownOrder()
-    problem = None if event.currency == order.currency else "currency_mismatch"
-    if problem is None and event.type == "payment.succeeded":
-        problem = payment_problem(order.status, order.total, event.amount_cents)
-    recorded = PaymentEvent(event_id=event.id, type=event.type, order_id=order.id,
-                            amount_cents=event.amount_cents, currency=event.currency,
-                            problem=problem)
-    db.add(recorded)
-    db.flush()
-    number = order.order_number
-    if problem is not None and problem not in KEPT_REFUNDABLE:
-        return Recorded(order.status, problem, number)  # recorded; the order is left as it was
-    if problem is not None:
-        db.execute(update(Order).where(Order.id == order.id)
-                   .values(paid_cents=Order.paid_cents + event.amount_cents,
-                           updated_at=func.now()))
-        return Recorded(order.status, problem, number)
-    order_id = order.id
-    if event.type == "refund.succeeded":
-        # A refund made at the provider: recorded like the refund worker's, in
-        # refund_records with the amount added, so the two always reconcile; its
-        # source names the event, which reconcile-refunds finds behind it.
-        applied = record_refund(db.connection(), key=claims_digest(event.id),
-                                order_id=order_id, amount_cents=event.amount_cents,
-                                source=f"webhook:{recorded.id}")
-        if applied is None:
-            raise NotApplicableYet(str(TransitionRefused("refund", order.status)))
-        return Recorded(applied.status, None, number)
-    return Recorded(transition(db, order_id, "pay", paid_cents=event.amount_cents).status,
-                    None, number)
-
-
-#: Problems whose money is added to the order's paid_cents, so it can be refunded.
-KEPT_REFUNDABLE = ("after_cancel", "extra_payment")
-
-
-def payment_problem(status: str, total_cents: int, amount_cents: int) -> str | None:
-    """Why a payment (in the order's currency) does not simply pay its order."""
-    if status == "placed":
-        return None if amount_cents == total_cents else "amount_mismatch"
-    if status == "cancelled":
-        return "after_cancel"
-    if status in ("paid", "shipped"):
-        return "extra_payment"
-    return "order_closed"  # refunded: nothing can be refunded on it any more
-
-
-def claims_digest(event_id: str) -> str:
-    """The event's 43-character digest, as refund_records wants its key."""
-    return TokenStore.digest(event_id, **SCOPE)
 
 
 #: Where the app keeps its store of claims on event ids.
