@@ -1,14 +1,19 @@
-"""Serve the app on http://127.0.0.1:5000, with embedded servers by default.
+"""Serve the app on http://127.0.0.1:5000 (or ``BIND``), with embedded servers by default.
 
     python -m dev.run            (what scripts/run calls)
 
 When DATABASE_URL and REDIS_URL are unset it starts a real PostgreSQL and a
 real Redis from Python packages, keeps their data in ./instance/, applies the
-migrations, seeds the catalogue, serves the app with gunicorn beside the
-refund worker (python -m webapp.refunds.worker), and stops them all on exit
-(Ctrl-C). As root, when PostgreSQL's service user cannot reach ./instance/ (a
-checkout inside a 0700 folder), its data lives under /var/lib/pgserver/ instead,
-and it says where; no folder's mode is changed.
+migrations, seeds the demo catalogue, serves the app with gunicorn beside the
+refund worker (python -m webapp.refunds.worker), and stops them all on exit:
+Ctrl-C, SIGTERM, or SIGHUP (the terminal closed). It starts nothing over a port
+that is taken (a server left by a run that was killed, another program): it says
+who holds it and what to do. As root, when PostgreSQL's service user cannot reach
+./instance/ (a checkout inside a 0700 folder), its data lives under
+/var/lib/pgserver/ instead, and it says where; no folder's mode is changed.
+
+``DEV_INSTANCE``, ``DEV_PG_PORT`` and ``DEV_REDIS_PORT`` move the embedded servers
+(tests run a second copy beside yours).
 """
 
 from __future__ import annotations
@@ -17,64 +22,119 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from .embedded import EmbeddedPostgres, EmbeddedRedis
+from .ports import holder, in_use
 
-INSTANCE = Path(__file__).resolve().parent.parent / "instance"
+ROOT = Path(__file__).resolve().parent.parent
 PG_PORT, REDIS_PORT = 54329, 63799
+STOPPING = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _stop(signum: int, _frame: object) -> None:
+    raise SystemExit(0)  # unwinds main(), whose finally stops everything
 
 
 def main() -> int:
-    # SIGTERM (e.g. from a process manager) stops everything as Ctrl-C does.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    for signum in STOPPING:  # as Ctrl-C: a process manager, or the terminal closed
+        signal.signal(signum, _stop)
     env = dict(os.environ)
     env.setdefault("APP_ENV", "development")
+    # The production gunicorn settings (JSON logs, metrics summed over workers), on
+    # loopback and smaller.
+    bind = env.setdefault("BIND", "127.0.0.1:5000")
+    instance = Path(env.get("DEV_INSTANCE") or ROOT / "instance")
+    env.setdefault("WEB_CONCURRENCY", "2")
+    env.setdefault("WEB_THREADS", "4")
+    env.setdefault("PROMETHEUS_MULTIPROC_DIR", str(instance / "metrics"))
+    pg_port, redis_port = (int(env.get(name) or default) for name, default in
+                           (("DEV_PG_PORT", PG_PORT), ("DEV_REDIS_PORT", REDIS_PORT)))
+    if refusal := taken(env, bind, pg_port, redis_port):
+        print(refusal, file=sys.stderr)
+        return 1
     servers: list[EmbeddedPostgres | EmbeddedRedis] = []
+    processes: list[subprocess.Popen] = []
     try:
         if not env.get("DATABASE_URL"):
-            postgres = EmbeddedPostgres(INSTANCE / "postgres", PG_PORT).start()
-            servers.append(postgres)
+            postgres = EmbeddedPostgres(instance / "postgres", pg_port)
+            servers.append(postgres.start())
             postgres.create_database("webapp")
             env["DATABASE_URL"] = postgres.url("webapp")
-            print(f" * PostgreSQL 16 on 127.0.0.1:{PG_PORT} (data in {postgres.data_dir})")
+            print(f" * PostgreSQL 16 on 127.0.0.1:{pg_port} (data in {postgres.data_dir})")
             if postgres.data_dir != postgres.requested_dir:
-                print(f"   ({postgres.user} cannot reach {INSTANCE}, so the data lives there;"
+                print(f"   ({postgres.user} cannot reach {instance}, so the data lives there;"
                       " no folder's mode was changed)")
                 if (postgres.requested_dir / "PG_VERSION").exists():
                     print(f"   ({postgres.requested_dir} holds an older cluster, left as it is)")
         if not env.get("REDIS_URL"):
-            redis = EmbeddedRedis(INSTANCE / "redis", REDIS_PORT).start()
-            servers.append(redis)
+            redis = EmbeddedRedis(instance / "redis", redis_port)
+            servers.append(redis.start())
             env["REDIS_URL"] = redis.url
-            print(f" * Redis 6.2 on 127.0.0.1:{REDIS_PORT} (data in instance/redis)")
-        flask = [sys.executable, "-m", "flask", "--app", "webapp"]
-        subprocess.run([*flask, "init-db"], env=env, check=True)
-        print(" * Serving on http://127.0.0.1:5000  (Ctrl-C stops the app and the servers)")
-        refund_worker = subprocess.Popen([sys.executable, "-m", "webapp.refunds.worker"],
-                                         env=env)
-        # The production gunicorn settings (JSON request log, metrics summed over
-        # workers), on loopback and smaller.
-        env.setdefault("BIND", "127.0.0.1:5000")
-        env.setdefault("WEB_CONCURRENCY", "2")
-        env.setdefault("WEB_THREADS", "4")
-        env.setdefault("PROMETHEUS_MULTIPROC_DIR", str(INSTANCE / "metrics"))
+            print(f" * Redis 6.2 on 127.0.0.1:{redis_port} (data in {redis.data_dir})")
+        subprocess.run([sys.executable, "-m", "flask", "--app", "webapp", "init-db"], env=env,
+                       check=True)
+        # Sessions of their own: a signal from the terminal reaches this process only,
+        # which stops them in order (gunicorn would take SIGHUP as "reload").
+        processes.append(subprocess.Popen([sys.executable, "-m", "webapp.refunds.worker"],
+                                          env=env, start_new_session=True))
         gunicorn = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "-c", "python:webapp.gunicorn_conf",
-             "webapp:create_app()"], env=env)
-        try:
-            return gunicorn.wait()
-        finally:
-            # SIGTERM: the refund worker finishes what is in flight, then exits.
-            for process in (gunicorn, refund_worker):
-                process.terminate()
-            for process in (gunicorn, refund_worker):
-                process.wait(30)
+             "webapp:create_app()"], env=env, start_new_session=True)
+        processes.append(gunicorn)
+        if serving(bind, gunicorn):
+            print(f" * Serving on http://{bind}  "
+                  "(Ctrl-C stops the app and the servers)", flush=True)
+        return gunicorn.wait()
     except KeyboardInterrupt:
         return 0
     finally:
+        for signum in STOPPING:  # a second signal must not cut the clean-up short
+            signal.signal(signum, signal.SIG_IGN)
+        # SIGTERM: gunicorn finishes its requests, the refund worker what is in flight.
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
         for server in reversed(servers):
             server.stop()
+
+
+def taken(env: dict[str, str], bind: str, pg_port: int, redis_port: int) -> str | None:
+    """Why this run must not start (a port it would use is taken), or None."""
+    wanted = []
+    if not env.get("DATABASE_URL"):
+        wanted.append(("PostgreSQL", "127.0.0.1", pg_port, "DATABASE_URL"))
+    if not env.get("REDIS_URL"):
+        wanted.append(("Redis", "127.0.0.1", redis_port, "REDIS_URL"))
+    if not bind.startswith(("unix:", "fd://")):
+        host, _, port = bind.rpartition(":")
+        wanted.append(("the app", host.strip("[]"), int(port), "BIND"))
+    for what, host, port, setting in wanted:
+        if in_use(host, port):
+            return (f"scripts/run: {host}:{port}, where {what} would listen, is in use by "
+                    f"{holder(port)}, which this run did not start (a server left by an "
+                    "earlier run that was killed, or another program). Stop it (kill the "
+                    f"process) and run again, or set {setting} to use another "
+                    f"{'address' if setting == 'BIND' else 'server'}.")
+    return None
+
+
+def serving(bind: str, gunicorn: subprocess.Popen, timeout: float = 60) -> bool:
+    """Wait until gunicorn accepts connections on ``bind``; False if it exited."""
+    if bind.startswith(("unix:", "fd://")):
+        return gunicorn.poll() is None
+    host, _, port = bind.rpartition(":")
+    deadline = time.monotonic() + timeout
+    while gunicorn.poll() is None and time.monotonic() < deadline:
+        if in_use(host.strip("[]"), int(port)):
+            return True
+        time.sleep(0.1)
+    return gunicorn.poll() is None
 
 
 if __name__ == "__main__":

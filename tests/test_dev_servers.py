@@ -1,15 +1,27 @@
-"""The embedded servers (dev/embedded.py) leave the user's folders as they found them."""
+"""The embedded servers (dev/embedded.py) leave the user's folders as they found them;
+scripts/run (dev/run.py) stops all it started on any signal, and starts nothing over
+servers it did not start."""
 
 from __future__ import annotations
 
 import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
 
 import psycopg
 import pytest
 import redis
 
-from dev.embedded import EmbeddedPostgres, EmbeddedRedis, _link_binaries
+from dev.embedded import EmbeddedPostgres, EmbeddedRedis, _link_binaries, free_port
+from dev.ports import in_use
+from tests.live import child_pids, request
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def modes(path: Path) -> dict[Path, int]:
@@ -66,3 +78,116 @@ def test_redis_in_a_private_folder_works_and_opens_no_folder(private_folder):
     finally:
         store.stop()
     assert modes(private_folder) == before
+
+
+class DevRun:
+    """``python -m dev.run`` (what scripts/run execs) in a session of its own, as a
+    terminal runs it, on ports and a folder of its own; the test PostgreSQL."""
+
+    def __init__(self, servers, tmp_path: Path, **env: str) -> None:
+        self.redis_port, self.port = free_port(), free_port()
+        self.env = {**os.environ, "APP_ENV": "development", "DEV_INSTANCE": str(tmp_path),
+                    "DEV_REDIS_PORT": str(self.redis_port), "DATABASE_URL": servers.database_url,
+                    "BIND": f"127.0.0.1:{self.port}", "WEB_CONCURRENCY": "1", **env}
+        self.env.pop("REDIS_URL", None)
+        self.log = tempfile.TemporaryFile("w+")
+        self.process = subprocess.Popen([sys.executable, "-m", "dev.run"], cwd=ROOT,
+                                        env=self.env, stdout=self.log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+
+    def output(self) -> str:
+        self.log.seek(0)
+        return self.log.read()
+
+    def wait_serving(self) -> str:
+        deadline = time.monotonic() + 90
+        while "Serving on" not in self.output():
+            assert self.process.poll() is None and time.monotonic() < deadline, self.output()
+            time.sleep(0.1)
+        return self.output()
+
+    def descendants(self) -> list[int]:
+        found, todo = [], [self.process.pid]
+        while todo:
+            children = child_pids(todo.pop())
+            found += children
+            todo += children
+        return found
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(10)
+        self.log.close()
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"  # a zombie has exited; only its parent's wait is missing
+
+
+@pytest.fixture
+def dev_run(servers, tmp_path):
+    runs: list[DevRun] = []
+
+    def start(**env: str) -> DevRun:
+        runs.append(DevRun(servers, tmp_path / f"instance-{len(runs)}", **env))
+        return runs[-1]
+
+    yield start
+    for run in runs:
+        run.close()
+
+
+@pytest.mark.parametrize("how", ["SIGHUP to the terminal's group", "Ctrl-C", "SIGTERM"])
+def test_closing_the_terminal_stops_everything_as_ctrl_c_and_sigterm_do(dev_run, how):
+    run = dev_run()
+    output = run.wait_serving()
+    assert f"Serving on http://127.0.0.1:{run.port} " in output and ":5000" not in output
+    assert request(run.port, "GET", "/healthz").status == 200
+    started = run.descendants()
+    assert len(started) >= 4  # Redis, the refund worker, gunicorn and its worker
+    if how == "SIGTERM":  # a process manager signals the process itself
+        os.kill(run.process.pid, signal.SIGTERM)
+    else:  # the terminal signals its whole foreground group
+        os.killpg(run.process.pid, signal.SIGHUP if how.startswith("SIGHUP") else signal.SIGINT)
+    assert run.process.wait(60) == 0, run.output()
+    deadline = time.monotonic() + 30
+    while [pid for pid in started if alive(pid)] and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert [pid for pid in started if alive(pid)] == [], run.output()
+    assert not in_use("127.0.0.1", run.port) and not in_use("127.0.0.1", run.redis_port)
+
+
+def test_it_refuses_to_start_over_a_redis_it_did_not_start_and_says_what_to_do(
+        dev_run, tmp_path):
+    left = EmbeddedRedis(tmp_path / "left", persist=False).start()  # a killed run's Redis
+    try:
+        with redis.Redis.from_url(left.url) as client:
+            client.set("kept", "1", ex=60)
+        run = dev_run(DEV_REDIS_PORT=str(left.port))
+        assert run.process.wait(60) == 1
+        said = run.output()
+        assert f"127.0.0.1:{left.port}, where Redis would listen, is in use by process " \
+               f"{left.process.pid} (redis-server)" in said
+        assert "Stop it" in said and "REDIS_URL" in said
+        assert "Serving on" not in said and "init-db" not in said
+        with redis.Redis.from_url(left.url) as client:
+            assert client.get("kept") == b"1"  # neither used nor stopped
+    finally:
+        left.stop()
+
+
+def test_it_refuses_a_bind_address_that_is_taken_before_starting_anything(dev_run):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        run = dev_run(BIND=f"127.0.0.1:{taken.getsockname()[1]}")
+        assert run.process.wait(60) == 1
+        said = run.output()
+    assert "where the app would listen, is in use by process" in said and "BIND" in said
+    assert "Redis 6.2 on" not in said
+    assert not in_use("127.0.0.1", run.redis_port)
