@@ -69,7 +69,10 @@ class OrderForm(FlaskForm):
     def __init__(self, products: list[Product], **kwargs: object) -> None:
         super().__init__(**kwargs)
         self.products = {product.id: product for product in products}
-        self.product.choices = [(p.id, f"{p.name} — €{p.price_cents / 100:.2f}") for p in products]
+        # The price first: a phone's list shows what fits of the label, and at 320 px
+        # that is not a long name and its price (the price was cut to "€12").
+        self.product.choices = [(p.id, f"€{p.price_cents / 100:.2f} · {p.name}")
+                                for p in products]
 
     def validate_product(self, field: SelectField) -> None:
         if field.data not in self.products:
