@@ -42,10 +42,13 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app: defaults, then the environment, then ``test_config``."""
     app = Flask(__name__, template_folder=shipped_folder("templates"),
                 static_folder=shipped_folder("static"))
-    app.config.update(config.from_environ())
-    if test_config:
-        app.config.update(test_config)
-    config.finish(app.config)
+    try:
+        app.config.update(config.from_environ())
+        if test_config:
+            app.config.update(test_config)
+        config.finish(app.config)
+    except RuntimeError as error:
+        return cli.listing_only(error, create_app)  # under `flask`; else raises error
     if app.config["TRUSTED_PROXIES"]:
         # Client address and scheme as the proxies saw them (HSTS, the HTTPS
         # Referer check, the per-client form limit). Not X-Forwarded-Host: the

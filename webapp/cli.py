@@ -1,24 +1,42 @@
-"""``flask --app webapp init-db``: the migrations, and the demo catalogue when asked.
+"""The ``flask --app webapp`` command line: ``init-db``, and the app's commands listed
+even when the environment is missing.
 
     flask --app webapp init-db            migrations; the demo catalogue in development
     flask --app webapp init-db --demo     ... and the demo catalogue (safe to run twice)
     flask --app webapp init-db --no-demo  ... and never the demo catalogue
 
 Production starts with no products of ours: its catalogue is the shop's own.
+
+Without the environment (no SECRET_KEY, DATABASE_URL …) ``flask --app webapp --help``
+lists the commands, and each one, run, says what to set instead of a traceback:
+see :func:`listing_only`.
 """
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
+from contextvars import ContextVar
+
 import click
 from flask import Flask, current_app
-from flask.cli import with_appcontext
+from flask.cli import NoAppException, ScriptInfo, with_appcontext
 from sqlalchemy import Engine
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from .db import sessions, upgrade
 from .models import Product
 
-__all__ = ["CATALOGUE", "init_app", "seed"]
+__all__ = ["CATALOGUE", "init_app", "listing_only", "seed"]
+
+#: Settings under which the app is built only to list its commands: nothing connects
+#: at build time, and no command runs on them (each is replaced, see listing_only).
+_NOWHERE = {"APP_ENV": "testing", "SECRET_KEY": "listing-only",
+            "DATABASE_URL": "postgresql+psycopg://nowhere.invalid/none",
+            "REDIS_URL": "redis://nowhere.invalid:6379/0"}
+#: Commands of Flask's own that would use the app itself (serve it, open a shell on it).
+_USE_THE_APP = frozenset({"run", "shell"})
+_listing: ContextVar[bool] = ContextVar("listing", default=False)
 
 #: The demo catalogue (scripts/run, the tests, the benchmark).
 CATALOGUE = [
@@ -62,3 +80,32 @@ def init_db_command(demo: bool | None) -> None:
     else:
         click.echo("Database is at the latest migration; no demo catalogue "
                    "(init-db --demo adds it).")
+
+
+def listing_only(error: RuntimeError, create_app: Callable[..., Flask]) -> Flask:
+    """What ``create_app`` returns when the environment is incomplete (``error`` says
+    what to set), and only to the ``flask`` command: an app on settings that point
+    nowhere, whose own commands are listed with their help and, run, stop with
+    ``error``'s message. ``flask run`` and ``flask shell`` get that message at once.
+    Anywhere else (gunicorn, a test) ``error`` is raised as it was."""
+    context = click.get_current_context(silent=True)
+    if context is None or context.find_object(ScriptInfo) is None or _listing.get():
+        raise error
+    if context.command.name in _USE_THE_APP:
+        raise NoAppException(str(error)) from error
+    token = _listing.set(True)
+    try:
+        app = create_app(_NOWHERE)
+    except RuntimeError:
+        raise NoAppException(str(error)) from error  # the environment has a bad value
+    finally:
+        _listing.reset(token)
+
+    def refuse(*_args: object, **_kwargs: object) -> None:
+        raise click.ClickException(str(error))
+
+    for name, command in list(app.cli.commands.items()):
+        stand_in = copy.copy(command)  # the command objects are shared by every app
+        stand_in.callback = refuse
+        app.cli.commands[name] = stand_in
+    return app
