@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
+from tests.api_owned import hand_to_api_client
 from tests.conftest import flashed, hidden, lose_the_commit_reply, token_keys
 from tests.races import cancel_racing_ship
 from tests.test_orders import open_form, order_path, submit
@@ -149,3 +150,79 @@ def test_a_cancel_whose_commit_lost_its_answer_never_says_nothing_changed(
         again = client.post(f"{order}/cancel", data=cancel_form(client, order))
         assert again.status_code == 303 and flashed(again) == ["cancelled"]
         assert status(servers) == "cancelled"
+
+
+def test_back_shows_the_cancel_page_as_it_was_and_its_spent_token_lands_on_the_order(
+        client, order, servers):
+    """The cancel page is sent so that Back shows the browser's copy (private, no-cache,
+    no Vary: Cookie) and posts to another URL than its own, which a POST would drop from
+    the cache (was: no-store, posting to its own URL, so Back fetched it again: a 409
+    "This order was not cancelled"). The copy's spent token lands on the order."""
+    page = client.get(f"{order}/cancel")
+    assert page.headers["Cache-Control"] == "private, no-cache"
+    assert "Cookie" not in page.headers.get("Vary", "")
+    assert f'action="{order}/cancellation"' in page.text
+    tokens = {"csrf_token": hidden(page.text, "csrf_token"),
+              "form_token": hidden(page.text, "form_token")}
+    assert flashed(client.post(f"{order}/cancellation", data=tokens)) == ["cancelled"]
+    client.get(order)
+    again = client.post(f"{order}/cancellation", data=tokens)  # Back, the copy, submit
+    assert again.status_code == 303 and again.headers["Location"] == order
+    assert flashed(again) == ["already_cancelled"]
+    assert status(servers) == "cancelled"
+
+
+def test_the_cancel_page_of_a_cancelled_order_goes_to_the_order_saying_so(client, order):
+    """Back when the browser kept no copy, or a reload: the order, "already cancelled"
+    (was: 409 "This order was not cancelled: … cannot be cancelled")."""
+    client.post(f"{order}/cancel", data=cancel_form(client, order))
+    client.get(order)
+    again = client.get(f"{order}/cancel")
+    assert again.status_code == 303 and again.headers["Location"] == order
+    assert flashed(again) == ["already_cancelled"]
+    page = client.get(order).text
+    assert "This order was already cancelled — nothing changed." in page
+    assert "not cancelled" not in page
+
+
+def test_a_cancelled_order_says_so_in_its_headline_and_notice_at_the_top(client, order):
+    client.post(f"{order}/cancel", data=cancel_form(client, order))
+    page = client.get(order).text
+    assert "<h1 data-order-confirmed>Your order is cancelled</h1>" in page
+    assert "your order is placed" not in page
+    assert page.index('id="cancelled"') < page.index("<h1") < page.index('class="summary"')
+    assert "Nothing was charged." in page
+
+
+@pytest.mark.parametrize(("paid", "reserved", "says"), [
+    (3600, 0, "You paid €36.00: press “Request a refund” below to get it back."),
+    (3600, 3600, "The €36.00 you paid is being returned to you."),
+    (3600, 1000, "€10.00 of what you paid is being returned to you; press “Request a refund” "
+                 "below to get the other €26.00 back."),
+])
+def test_a_paid_then_cancelled_order_says_what_happens_to_the_money(
+        client, order, servers, paid, reserved, says):
+    """Was: "Nothing will be shipped or charged" on an order that was paid."""
+    with servers.engine.begin() as conn:
+        conn.execute(text("UPDATE orders SET status = 'cancelled', paid_cents = :p, "
+                          "reserved_cents = :r"), {"p": paid, "r": reserved})
+    page = client.get(order).text
+    assert "Your order is cancelled" in page and says in page
+    assert "or charged" not in page
+
+
+def test_an_api_clients_order_is_not_cancelled_through_the_html_pages(client, order, servers,
+                                                                      rdb):
+    """Issue 22, finding 9: whoever had the link's key could cancel an API client's
+    order on the HTML pages. Now they refuse in words (403) and change nothing."""
+    tokens = cancel_form(client, order)
+    hand_to_api_client(servers)
+    assert 'id="cancel-order"' not in client.get(order).text
+    for response in (client.get(f"{order}/cancel"),
+                     client.post(f"{order}/cancellation", data=tokens),
+                     client.post(f"{order}/cancel", data=tokens)):
+        assert response.status_code == 403
+        assert "managed through our ordering API" in response.text
+        assert "POST /api/orders/&lt;id&gt;/cancel" in response.text
+    assert status(servers) == "placed"
+    assert len(token_keys(rdb)) == 1  # the cancel form's token, unspent

@@ -58,7 +58,7 @@ def test_a_malformed_order_number_is_the_plain_not_found_page(client):
     page = client.get("/orders/not-an-order-id")
     html = page.get_data(as_text=True)
     assert page.status_code == 404
-    assert "There is no order with this number." in html
+    assert "There is no order at this link." in html
     assert "restore-offer" not in html
 
 

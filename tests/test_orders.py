@@ -237,7 +237,7 @@ def test_lost_session_cookie_gives_the_form_back_with_input(client, servers):
 def test_confirmation_of_unknown_order_is_a_404_page(client):
     response = client.get("/orders/AAAAAAAAAAAAAAAAAAAAAA")
     assert response.status_code == 404
-    assert "There is no order with this number." in response.get_data(as_text=True)
+    assert "There is no order at this link" in response.get_data(as_text=True)
 
 
 def test_pages_carry_strict_security_headers(client):

@@ -13,7 +13,12 @@ from flask_wtf.csrf import CSRFError
 from redis.exceptions import RedisError
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
-from werkzeug.exceptions import HTTPException, InternalServerError, SecurityError
+from werkzeug.exceptions import (
+    HTTPException,
+    InternalServerError,
+    SecurityError,
+    default_exceptions,
+)
 
 from submit_once import Unavailable
 
@@ -24,15 +29,54 @@ log = logging.getLogger(__name__)
 
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
+#: Every status a page of ours can answer has a title in the shop's words.
 TITLES = {
     400: "This request could not be processed",
-    403: "This form was sent from another site",
+    401: "You are not signed in for this",
+    403: "This could not be done from here",
     404: "Page not found",
     405: "That action is not allowed here",
+    406: "We cannot send this page in that format",
+    408: "This took too long to arrive",
+    409: "This could not be done as things stand",
+    410: "This page is gone",
+    411: "This request could not be processed",
+    412: "This page changed in the meantime",
     413: "That was too much data",
+    414: "That address is too long",
     415: "This form was sent in a format we do not accept",
+    416: "This request could not be processed",
+    417: "This request could not be processed",
+    418: "This request could not be processed",
+    421: "This request reached the wrong server",
+    422: "This could not be accepted as it is",
+    423: "This is locked just now",
+    424: "This could not be done",
+    428: "This request could not be processed",
     429: "Too many forms opened",
+    431: "This request could not be processed",
+    451: "This page is not available",
+    500: "Something went wrong on our side",
+    501: "That action is not available",
+    502: "We are briefly unavailable",
     503: "We are briefly unavailable",
+    504: "We are briefly unavailable",
+    505: "This request could not be processed",
+}
+#: Werkzeug's own sentences, by status, and what our pages say instead.
+WERKZEUG_WORDING = {code: error.description for code, error in default_exceptions.items()}
+WORDS = {
+    400: "Something in this request was not as we expected. Go back, reload the page and "
+         "try again.",
+    404: "There is no page at this address. Check that you typed or copied all of it, or "
+         "start from the order form.",
+    405: "This address cannot be opened that way: it takes a form sent from our pages. "
+         "Start from the order form, or go back to the page you came from.",
+    409: "This could not be done, because something changed in the meantime. Go back to "
+         "the page you came from and reload it to see how things stand.",
+    413: "This was more than we accept in one go. Go back and send less.",
+    500: "Something broke on our side, so we could not finish this; nothing you did caused "
+         "it. Please try again in a few moments, or write to orders@fernleaf.example.",
 }
 
 
@@ -149,6 +193,9 @@ def _server_error(error: Exception):
 
 
 def render_error(code: int, description: str | None, headers: dict[str, str] | None = None):
-    title = TITLES.get(code, "Something went wrong")
-    return render_template("errors/error.html", code=code, title=title,
-                           description=description), code, headers or {}
+    title = TITLES.get(code, "Something went wrong on our side" if code >= 500
+                       else "This request could not be processed")
+    if description is None or description == WERKZEUG_WORDING.get(code):
+        description = WORDS.get(code, description)
+    return render_template("errors/error.html", code=code, title=title, description=description,
+                           retry_after=(headers or {}).get("Retry-After")), code, headers or {}

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import re
 import secrets
+from typing import Protocol
 
 __all__ = ["ADDRESS_MAX", "CURRENCY", "EMAIL_MAX", "NAME_MAX", "NO_SUCH_ORDER",
            "ORDER_NUMBER_LENGTH", "PUBLIC_ID_PATTERN", "QUANTITY_MAX", "QUANTITY_MIN", "SKU_MAX",
            "has_control_chars", "is_public_id", "new_order_number",
-           "new_public_id", "normal_order_number"]
+           "new_public_id", "normal_order_number", "placed_through_api"]
 
 NAME_MAX = 100
 EMAIL_MAX = 254  # RFC 5321's limit on a path
@@ -34,7 +35,8 @@ PUBLIC_ID_LENGTH = 22
 PUBLIC_ID_PATTERN = r"[A-Za-z0-9_-]{22}"
 _PUBLIC_ID = re.compile(PUBLIC_ID_PATTERN)
 
-NO_SUCH_ORDER = "There is no order with this number."
+#: An order link is a key, not a number: a mistyped one is told so in those words.
+NO_SUCH_ORDER = "There is no order at this link. Check that you copied all of it."
 
 #: The currency of today's catalogue (ISO 4217); every order carries its own.
 CURRENCY = "EUR"
@@ -68,3 +70,13 @@ def is_public_id(value: str) -> bool:
 def has_control_chars(value: str, allow: str = "") -> bool:
     """Whether ``value`` holds characters that are not printable (except ``allow``)."""
     return any(not ch.isprintable() and ch not in allow for ch in value)
+
+
+class _Owned(Protocol):
+    api_client_id: int | None  # an Order's: set when an API client placed it
+
+
+def placed_through_api(order: _Owned) -> bool:
+    """Whether an API client placed ``order``: its client cancels it through the API,
+    not through the HTML pages, which only need the link's key."""
+    return order.api_client_id is not None

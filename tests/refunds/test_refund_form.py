@@ -9,6 +9,7 @@ import time
 import pytest
 from sqlalchemy import text
 
+from tests.api_owned import hand_to_api_client
 from tests.conftest import flashed, hidden, lose_the_commit_reply, token_keys
 from tests.pauses import after_consume
 from tests.refunds.conftest import requests_of, wait_until
@@ -56,7 +57,7 @@ def test_submit_records_one_request_keyed_by_the_token_digest_and_reserves_it(
     assert flashed(response) == ["refund_requested"]
     page = client.get(response.headers["Location"]).text
     assert "refund request was received" in page
-    assert "<strong>requested</strong>, being applied" in page
+    assert "is <strong>being applied</strong>" in page
     digest = refund_digest(app, client, public_id, tokens["form_token"])
     assert requests_of(servers, order_id) == [(digest, 1250, "requested", None)]
     assert reserved(servers, order_id) == 1250
@@ -154,17 +155,96 @@ def test_a_cancelled_paid_order_can_still_be_refunded(client, servers, order):
 
 def test_shipped_then_fully_refunded_order_offers_no_refund_and_refuses_a_stale_form(
         client, servers, rdb, order):
+    """The refund page of a refunded order, and a form from a tab opened before, say
+    what happened in words and link back to the order (was: 409 "Something went wrong",
+    its only link to the order form)."""
     order_id, public_id = order
     tokens = open_refund_form(client, public_id)
     with servers.engine.begin() as conn:
         conn.execute(text("UPDATE orders SET status = 'refunded', refunded_cents = paid_cents "
                           "WHERE id = :id"), {"id": order_id})
     assert 'id="request-refund"' not in client.get(f"/orders/{public_id}").text
-    stale_link = client.get(f"/orders/{public_id}/refund")
-    assert stale_link.status_code == 409 and "it is refunded" in stale_link.text
-    response = refund(client, public_id, tokens, "1")
-    assert response.status_code == 409 and "it is refunded" in response.text
+    for response in (client.get(f"/orders/{public_id}/refund"),
+                     refund(client, public_id, tokens, "1")):
+        assert response.status_code == 409
+        assert "<title>This order is refunded in full" in response.text
+        assert "Everything paid for this order, €36.00, was refunded" in response.text
+        assert f'id="back-to-order" href="/orders/{public_id}"' in response.text
+        assert "Something went wrong" not in response.text
     assert requests_of(servers, order_id) == []
+
+
+def test_the_refund_page_of_an_unpaid_order_says_nothing_was_paid(client, servers, order):
+    order_id, public_id = order
+    with servers.engine.begin() as conn:
+        conn.execute(text("UPDATE orders SET status = 'placed', paid_cents = 0 WHERE id = :id"),
+                     {"id": order_id})
+    page = client.get(f"/orders/{public_id}/refund")
+    assert page.status_code == 409 and "<h1>Nothing to refund on this order</h1>" in page.text
+    assert "nothing was paid for it" in page.text
+    assert f'href="/orders/{public_id}"' in page.text
+
+
+def test_back_shows_the_refund_page_as_it_was_so_its_spent_token_lands_on_the_request(
+        client, servers, order):
+    """The refund page is sent so that Back shows it from the browser's copy, spent
+    token and all (was: no-store, so Back drew a fresh token and a retyped amount made
+    a second refund). Resubmitting that copy lands on the request, even once the
+    worker refunded the order in full."""
+    order_id, public_id = order
+    page = client.get(f"/orders/{public_id}/refund")
+    assert page.headers["Cache-Control"] == "private, no-cache"
+    assert "Cookie" not in page.headers.get("Vary", "")
+    tokens = {"csrf_token": hidden(page.text, "csrf_token"),
+              "form_token": hidden(page.text, "form_token")}
+    assert flashed(refund(client, public_id, tokens, "36.00")) == ["refund_requested"]
+    client.get(f"/orders/{public_id}")  # the notice is shown, and gone
+    again = refund(client, public_id, tokens, "36.00")  # Back, the copy, submit
+    assert again.status_code == 303 and flashed(again) == ["refund_already"]
+    with servers.engine.begin() as conn:  # the worker applies it
+        conn.execute(text("UPDATE orders SET status = 'refunded', refunded_cents = paid_cents, "
+                          "reserved_cents = 0 WHERE id = :id"), {"id": order_id})
+    client.get(f"/orders/{public_id}")
+    again = refund(client, public_id, tokens, "36.00")
+    assert again.status_code == 303 and flashed(again) == ["refund_already"]
+    assert again.headers["Location"] == f"/orders/{public_id}"
+    assert len(requests_of(servers, order_id)) == 1
+
+
+def test_with_htmx_a_refused_amount_is_swapped_in_place_and_a_request_redirects(
+        client, servers, order):
+    """htmx posts the form and swaps a refused amount in place (the form alone, same
+    token), so Back never meets a POST result; a request is a full page load of the
+    order (HX-Redirect)."""
+    order_id, public_id = order
+    tokens = open_refund_form(client, public_id)
+    htmx = {"HX-Request": "true"}
+    bad = client.post(f"/orders/{public_id}/refunds", headers=htmx,
+                      data={**tokens, "amount": "99"})
+    assert bad.status_code == 422 and "<html" not in bad.text
+    assert 'id="refund-form-area"' in bad.text and "You can refund at most €36.00." in bad.text
+    assert hidden(bad.text, "form_token") == tokens["form_token"]
+    good = client.post(f"/orders/{public_id}/refunds", headers=htmx,
+                       data={**tokens, "amount": "10"})
+    assert good.status_code == 200 and good.headers["HX-Redirect"] == f"/orders/{public_id}"
+    assert flashed(good) == ["refund_requested"]
+    assert [r[1] for r in requests_of(servers, order_id)] == [1000]
+
+
+def test_an_api_clients_order_is_not_refunded_through_the_html_pages(client, servers, order):
+    """Issue 22, finding 9: the link's key alone opened refunds of an API client's
+    order; the HTML pages now refuse in words (403) and request nothing."""
+    order_id, public_id = order
+    tokens = open_refund_form(client, public_id)
+    hand_to_api_client(servers, order_id)
+    page = client.get(f"/orders/{public_id}")
+    assert 'id="request-refund"' not in page.text and 'id="through-api"' in page.text
+    for response in (client.get(f"/orders/{public_id}/refund"),
+                     refund(client, public_id, tokens, "10")):
+        assert response.status_code == 403
+        assert "managed through our ordering API" in response.text
+        assert "Nothing changed." in response.text
+    assert requests_of(servers, order_id) == [] and reserved(servers, order_id) == 0
 
 
 def test_refund_applied_since_the_form_was_opened_is_refused_with_input_kept(
@@ -241,7 +321,7 @@ def test_two_pages_for_everything_left_the_second_is_refused_at_once_with_its_am
     assert reserved(servers, order_id) == 3600
     # The order page no longer offers a refund, and says what is under way.
     page = client.get(f"/orders/{public_id}").text
-    assert 'id="request-refund"' not in page and "<strong>requested</strong>" in page
+    assert 'id="request-refund"' not in page and "<strong>being applied</strong>" in page
 
 
 def test_a_request_reserved_while_the_submit_runs_is_refused_with_the_amount_kept(

@@ -39,7 +39,7 @@ from ..extensions import form_tokens
 from ..metrics import count_session_mismatch
 from ..models import Order
 from ..notices import ALREADY_PLACED, notices_for, notify
-from ..order_rules import NO_SUCH_ORDER, is_public_id
+from ..order_rules import NO_SUCH_ORDER, is_public_id, placed_through_api
 from ..placing import OrderDetails, new_order
 from .catalogue import active_products, last_known_products
 from .forms import OrderForm
@@ -131,12 +131,12 @@ def create():
 def show(public_id: str):
     order = find_order(public_id)
     if order is None:
-        if not is_public_id(public_id):
-            abort(404, NO_SUCH_ORDER)
+        if not is_public_id(public_id):  # cut short or mistyped: never an order's
+            return render_template("orders/no_such_order.html", reason=NO_SUCH_ORDER), 404
         # A key we could have made: perhaps one the customer was sent to and a
         # database failover lost. Say so, and offer the form again.
         return render_template("orders/not_confirmed.html"), 404
-    return render_template("orders/show.html", order=order,
+    return render_template("orders/show.html", order=order, through_api=placed_through_api(order),
                            notices=notices_for(order.order_number))
 
 

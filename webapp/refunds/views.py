@@ -9,17 +9,25 @@ the order and inserts a refund request keyed by the token's digest
 (requests.py); the relay publishes it to the stream and the worker applies it.
 What is left to refund counts requests not yet applied, so a second page asking
 for the same money is refused at once.
+
+As for the order form, Back shows the refund page as it was (``SHOW_AGAIN_ON_BACK``),
+with its spent token, so submitting it again lands on the request ("already
+requested"), never on a second one; with JavaScript the form is posted by htmx, which
+swaps a refused amount in place, so Back never meets a POST result. An order placed
+through the JSON API is its client's to refund (403 here, nothing requested).
 """
 
 from __future__ import annotations
 
 from contextlib import suppress
 
-from flask import Blueprint, abort, redirect, render_template, url_for
+from flask import Blueprint, Response, redirect, render_template, url_for
 from redis.exceptions import RedisError
 from sqlalchemy.orm import Session
+from werkzeug.exceptions import Conflict
 
 from submit_once import (
+    SHOW_AGAIN_ON_BACK,
     Changed,
     Created,
     Duplicate,
@@ -29,12 +37,14 @@ from submit_once import (
     StillRunning,
     Unconfirmed,
     fingerprint,
+    request_kind,
 )
 
 from ..db import sessions
 from ..extensions import form_tokens
 from ..models import Order, RefundRequest
 from ..notices import REFUND_ALREADY, REFUND_REQUESTED, notify
+from ..order_rules import placed_through_api
 from ..orders.lookup import get_order_or_404
 from .forms import RefundForm, euros
 from .requests import (
@@ -65,6 +75,24 @@ def form_name(public_id: str) -> str:
     return f"refund:{public_id}"
 
 
+class NothingToRefund(Conflict):
+    """Nothing can ever be refunded on this order (unpaid, or refunded in full): the
+    page says which, with a link back to the order."""
+
+    def __init__(self, order: Order) -> None:
+        fully = order.paid_cents > 0 and order.refunded_cents >= order.paid_cents
+        super().__init__("Nothing can be refunded on this order: " + (
+            "nothing was paid for it." if order.paid_cents == 0 else
+            "it is refunded in full." if fully else f"it is {order.status}."))
+        self.order, self.fully = order, fully
+
+
+@bp.errorhandler(NothingToRefund)
+def nothing_to_refund(error: NothingToRefund):
+    return render_template("orders/refund_refused.html", order=error.order,
+                           fully=error.fully, reason=error.description), 409
+
+
 @bp.app_template_global()
 def refundable_cents(order: Order) -> int:
     """What is left to refund on ``order``: paid, less refunded, less requested and
@@ -83,9 +111,14 @@ def refund_requests(order: Order) -> list[RefundRequest]:
 
 @bp.get("/orders/<public_id>/refund")
 def new(public_id: str):
-    """The refund form, with a fresh single-use token."""
-    order = refundable_order_or_abort(public_id)
-    return render_form(order, RefundForm(refundable_cents(order), formdata=None))
+    """The refund form, with a fresh single-use token; Back shows it as it was."""
+    order = get_order_or_404(public_id)
+    if placed_through_api(order):
+        return through_the_api(order)
+    order = refundable_order_or_abort(public_id, order)
+    page, status, headers = render_form(order, RefundForm(refundable_cents(order),
+                                                          formdata=None))
+    return page, status, {**headers, "Cache-Control": SHOW_AGAIN_ON_BACK}
 
 
 @bp.app_template_filter()
@@ -96,9 +129,14 @@ def cents_as_euros(cents: int) -> str:
 @bp.post("/orders/<public_id>/refunds")
 def create(public_id: str):
     token = form_tokens.submitted_token()  # malformed: 400, Redis untouched
-    order = refundable_order_or_abort(public_id)
-    form = RefundForm(refundable_cents(order))
     name = form_name(public_id)
+    order = get_order_or_404(public_id)
+    if placed_through_api(order):
+        return through_the_api(order)
+    if nothing_left(order) and request_taken(name, token):
+        return to_order(order, REFUND_ALREADY)  # Back to the form of the refund that did it
+    order = refundable_order_or_abort(public_id, order)
+    form = RefundForm(refundable_cents(order))
     if not form.validate():
         if request_taken(name, token):
             return to_order(order, REFUND_ALREADY)
@@ -135,9 +173,19 @@ def create(public_id: str):
 
 
 def to_order(order: Order, notice: str):
-    """To the order's page, which says ``notice`` once (flashed, not in the URL)."""
+    """To the order's page, which says ``notice`` once (flashed, not in the URL); under
+    htmx a full page load of it (``HX-Redirect``)."""
     notify(order.order_number, notice)
-    return redirect(url_for("orders.show", public_id=order.public_id), 303)
+    url = url_for("orders.show", public_id=order.public_id)
+    if request_kind() == "htmx":
+        return Response("", 200, {"HX-Redirect": url})
+    return redirect(url, 303)
+
+
+def through_the_api(order: Order):
+    """An order an API client placed is its client's to refund: a 403 saying so;
+    nothing requested, no token issued or spent."""
+    return render_template("orders/through_api.html", order=order, action="refunded"), 403
 
 
 def request_taken(name: str, token: str) -> bool:
@@ -177,15 +225,19 @@ def form_again(public_id: str, form: RefundForm, message: str, status: int):
     return render_form(order, form, message=message, status=status)
 
 
-def refundable_order_or_abort(public_id: str) -> Order:
-    """The order, or a 404; a 409 saying why if nothing can ever be refunded on it.
-    An order whose rest is requested and not yet applied gets the form, which
-    says so: a request may still fail and free the amount."""
-    order = get_order_or_404(public_id)
-    if order.status not in REFUNDABLE or order.paid_cents - order.refunded_cents <= 0:
-        why = ("nothing was paid" if order.paid_cents == 0 else "it is fully refunded"
-               if order.status in REFUNDABLE else f"it is {order.status}")
-        abort(409, f"Nothing can be refunded on this order: {why}.")
+def nothing_left(order: Order) -> bool:
+    """Whether nothing can ever be refunded on ``order`` (requests not yet applied
+    aside: one may still fail and free its amount)."""
+    return order.status not in REFUNDABLE or order.paid_cents - order.refunded_cents <= 0
+
+
+def refundable_order_or_abort(public_id: str, order: Order | None = None) -> Order:
+    """The order, or a 404; :class:`NothingToRefund` (409, saying why) if nothing can
+    ever be refunded on it. An order whose rest is requested and not yet applied
+    gets the form, which says so: a request may still fail and free the amount."""
+    order = order or get_order_or_404(public_id)
+    if nothing_left(order):
+        raise NothingToRefund(order)
     return order
 
 
@@ -195,5 +247,7 @@ def render_form(order: Order, form: RefundForm, *, token: str | None = None,
     """The refund page with the amount typed; a fresh token unless one is given."""
     if token is None:
         token = form_tokens.issue(form_name(order.public_id))
-    return render_template("orders/refund.html", order=order, form=form, form_token=token,
+    # htmx swaps the form alone, in place: an amount refused leaves no POST in history.
+    template = "orders/_refund_form.html" if request_kind() == "htmx" else "orders/refund.html"
+    return render_template(template, order=order, form=form, form_token=token,
                            message=message), status, headers or {}
