@@ -35,6 +35,9 @@ from collections.abc import Callable
 import redis
 
 from submit_once import TokenStore
+from submit_once.redis_urls import make_client
+
+from .servers import redis_calls
 
 Claim = Callable[[str], bool]
 
@@ -85,11 +88,6 @@ PATTERNS = {"GETDEL (ours)": ours, "GET + SET NX + SETEX": lock_and_cache,
             "Powertools idempotency (Redis)": powertools}
 
 
-def _commands(client: redis.Redis) -> int:
-    stats = client.info("commandstats")
-    return sum(v["calls"] for k, v in stats.items() if k not in ("cmdstat_info",))
-
-
 def _claim_all(claim: Claim, keys: list[str]) -> None:
     for key in keys:
         claim(key)
@@ -107,20 +105,20 @@ def measure(url: str, claims: int = 5000, threads: int = 8) -> list[dict]:
     """Round trips per claim and claims/s for each pattern, one after the other."""
     rows = []
     for name, make in PATTERNS.items():
-        client = redis.Redis.from_url(url, decode_responses=True)
+        client = make_client(url)
         claim = make(client)
         keys = [secrets.token_urlsafe(32) for _ in range(claims)]
         _issue(client, keys)
         claim(secrets.token_urlsafe(32))  # warm-up: imports, the connection
-        before = _commands(client)
+        before = sum(redis_calls(client).values())
         started = time.perf_counter()
         won = sum(claim(key) for key in keys)
         serial = claims / (time.perf_counter() - started)
-        round_trips = (_commands(client) - before) / claims  # INFO is not counted
+        round_trips = (sum(redis_calls(client).values()) - before) / claims
 
         keys = [secrets.token_urlsafe(32) for _ in range(claims)]
         _issue(client, keys)
-        shared = redis.Redis.from_url(url, max_connections=threads, decode_responses=True)
+        shared = make_client(url)  # one pool, shared by the threads
         claim = make(shared)
         chunks = [keys[i::threads] for i in range(threads)]
         workers = [threading.Thread(target=_claim_all, args=(claim, chunk)) for chunk in chunks]

@@ -1,12 +1,15 @@
-"""The token layer's costs one by one, in one process, each beside its alternative.
+"""In one process, on real PostgreSQL and Redis: the token layer's costs one by one,
+each beside its alternative, or a profile of the full cycle.
 
     scripts/bench --costs [--n 2000]
+    scripts/bench --profile [--cycles 300] [--variant tokens|baseline|floor|nonce]
 
-Every figure goes through public APIs only (submit_once's, redis-py's,
-SQLAlchemy's), on real PostgreSQL and Redis. CPU is time.process_time per call,
-the ways of a row timed in blocks that take turns, so that other load on the
-machine hits them alike. PostgreSQL round trips are counted on the wire
-(bench/wire.py). Writes bench/results/costs.md.
+Costs go through public APIs only (submit_once's, redis-py's, SQLAlchemy's). CPU is
+time.process_time per call, the ways of a row timed in blocks that take turns, so
+that other load on the machine hits them alike; PostgreSQL round trips are counted
+on the wire (bench/wire.py). Writes bench/results/costs.md. The profile runs the app
+under the Flask test client (no gunicorn: only the app shows) with pyinstrument and
+writes the call tree to bench/results/profile-<variant>.txt.
 """
 
 from __future__ import annotations
@@ -14,7 +17,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import re
 import secrets
 import statistics
 import sys
@@ -23,19 +25,17 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import redis
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.orm import sessionmaker
 
 from submit_once import Created, IssueLimit, TokenStore, run_once, submit_decided, token_consumed
+from submit_once.redis_urls import make_client
 from webapp.db import make_engine
 
-from .load import FIELDS
-from .run import RESULTS
-from .servers import databases
+from .load import PATHS, form_fields
+from .servers import RESULTS, app_environment, databases, redis_calls
 from .wire import Relay
 
-_HIDDEN = re.compile(r'name="(csrf_token|form_token)"[^>]*value="([^"]*)"')
 Block = Callable[[int], float]  # runs ``count`` calls, returns CPU µs per call
 
 
@@ -61,16 +61,21 @@ def ab(*ways: Block, n: int, blocks: int = 6) -> list[float]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n", type=int, default=2000, help="calls per measurement")
+    parser.add_argument("--profile", action="store_true", help="profile the cycle instead")
+    parser.add_argument("--cycles", type=int, default=300, help="cycles to profile")
+    parser.add_argument("--variant", choices=sorted(PATHS), default="tokens")
     args = parser.parse_args(argv)
+    if args.profile:
+        return profile(args.cycles, args.variant)
     n = args.n
     rows: list[tuple[str, str, str, str]] = []  # cost, ours, the alternative, its figure
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp, \
             databases(Path(tmp)) as (postgres, store), Relay(postgres.port) as relay:
         # 1. Redis: what the token store sends against the bare client calls (the floor's).
-        client = redis.Redis.from_url(store.url, decode_responses=True,
-                                      health_check_interval=30, socket_timeout=2.0)
+        client = make_client(store.url)  # what FormTokens makes from a redis:// URL
         tokens = TokenStore(client)
         limits = [IssueLimit("session:s", 10**9, 3600), IssueLimit("client:c", 10**9, 60)]
 
@@ -142,15 +147,7 @@ def main(argv: list[str]) -> int:
                      "the same for `SELECT 1`", str(trips_plain[0])))
 
         # 4. Whole requests in-process (Flask test client): tokens, floor, baseline.
-        os.environ.update(APP_ENV="production", SECRET_KEY=secrets.token_hex(32),
-                          DATABASE_URL=postgres.url("bench"), REDIS_URL=store.url,
-                          # One client and one session, thousands of forms: limits that
-                          # never refuse, so their counts are still taken on every render.
-                          FORM_TOKENS_MAX_PER_SESSION="1000000",
-                          FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE="1000000000")
-        from .app import create_app
-        app = create_app()
-        rows += requests(app, relay, max(n // 5, 100))
+        rows += requests(in_process_app(postgres, store), relay, max(n // 5, 100))
 
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     lines = [f"In-process costs, {n} calls each ({when}, load average "
@@ -164,35 +161,46 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+def in_process_app(postgres, store):
+    """The benchmark's app (bench/app.py) for the Flask test client."""
+    os.environ.update(app_environment(postgres.url("bench"), store.url))
+    from .app import create_app
+    return create_app()
+
+
+def open_form(client, variant: str = "tokens") -> dict[str, str]:
+    return form_fields(client.get(PATHS[variant][0]).get_data(as_text=True))
+
+
+def post(client, form: dict[str, str], variant: str = "tokens") -> str:
+    response = client.post(PATHS[variant][1], data=form)
+    assert response.status_code == 303, response.status_code
+    return response.location
+
+
+def cycle(client, variant: str) -> None:
+    """GET the form, POST it, follow the 303."""
+    assert client.get(post(client, open_form(client, variant), variant)).status_code == 200
+
+
 def requests(app, relay: Relay, m: int) -> list[tuple[str, str, str, str]]:
     """Rows for whole requests through the Flask test client."""
     client = app.test_client()
-    paths = {"tokens": ("/orders/new", "/orders"), "floor": ("/floor/orders/new",
-                                                             "/floor/orders"),
-             "baseline": ("/baseline/orders/new", "/baseline/orders")}
-
-    def open_form(variant: str = "tokens") -> dict[str, str]:
-        page = client.get(paths[variant][0]).get_data(as_text=True)
-        return {**FIELDS, **dict(_HIDDEN.findall(page))}
-
-    def post(form: dict[str, str], variant: str = "tokens") -> str:
-        response = client.post(paths[variant][1], data=form)
-        assert response.status_code == 303, response.status_code
-        return response.location
+    paths = ("tokens", "floor", "baseline")
 
     def cycles(variant: str) -> Block:
         def block(count: int) -> float:
             started = time.process_time()
             for _ in range(count):
-                client.get(post(open_form(variant), variant))
+                cycle(client, variant)
             return (time.process_time() - started) / count * 1e6
         return block
 
     def first_submits(count: int) -> float:
-        forms = [open_form() for _ in range(count)]
+        forms = [open_form(client) for _ in range(count)]
         started = time.process_time()
         for form in forms:
-            post(form)
+            post(client, form)
         return (time.process_time() - started) / count * 1e6
 
     rows = []
@@ -203,14 +211,14 @@ def requests(app, relay: Relay, m: int) -> list[tuple[str, str, str, str]]:
         rows.append(("full cycle (GET form, POST, GET order), tokens − floor, CPU µs",
                      f"{tokens - floor:.0f}", "floor − baseline "
                      f"(baseline {baseline:.0f} µs a cycle)", f"{floor - baseline:.0f}"))
-        form = open_form()
-        post(form)
-        duplicate, first = ab(per_call(lambda: post(form)), first_submits, n=m)
+        form = open_form(client)
+        post(client, form)
+        duplicate, first = ab(per_call(lambda: post(client, form)), first_submits, n=m)
         rows.append(("POST /orders: a duplicate of an order this worker saw committed, "
                      "CPU µs", f"{duplicate:.0f}", "a first submit (validation, lock, "
                      "GETDEL, INSERT, COMMIT, signals)", f"{first:.0f}"))
-        renders = ab(per_call(lambda: client.get(paths["tokens"][0])),
-                     per_call(lambda: client.get(paths["floor"][0])), n=m)
+        renders = ab(per_call(lambda: client.get(PATHS["tokens"][0])),
+                     per_call(lambda: client.get(PATHS["floor"][0])), n=m)
         rows.append(("GET /orders/new, CPU µs", f"{renders[0]:.0f}",
                      "GET /floor/orders/new", f"{renders[1]:.0f}"))
         # Round trips on an engine through the relay, bound in for the count only.
@@ -218,12 +226,12 @@ def requests(app, relay: Relay, m: int) -> list[tuple[str, str, str, str]]:
         app.extensions["db"] = sessionmaker(make_engine(relay.url("bench")),
                                             expire_on_commit=False)
         try:
-            post(open_form("baseline"), "baseline")  # its first connection and set-up
+            post(client, open_form(client, "baseline"), "baseline")  # its first connection
             trips = {}
             for variant in paths:
-                form = open_form(variant)
+                form = open_form(client, variant)
                 with relay.count() as trips[variant]:
-                    post(form, variant)
+                    post(client, form, variant)
         finally:
             app.extensions["db"].kw["bind"].dispose()
             app.extensions["db"] = direct
@@ -237,6 +245,47 @@ def requests(app, relay: Relay, m: int) -> list[tuple[str, str, str, str]]:
     rows.append(("submit_decided to the app's receivers (metrics, request log), CPU µs",
                  f"{us:.1f}", "", ""))
     return rows
+
+
+def profile(cycles: int, variant: str) -> int:
+    """pyinstrument's call tree of ``cycles`` cycles, and what one cycle costs unprofiled."""
+    from pyinstrument import Profiler
+
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp, \
+            databases(Path(tmp)) as (postgres, store):
+        app = in_process_app(postgres, store)
+        client, server = app.test_client(), make_client(store.url)
+        statements: list[str] = []
+        event.listen(app.extensions["db"].kw["bind"], "before_cursor_execute",
+                     lambda conn, cursor, sql, *args: statements.append(sql))
+        # The JSON request log is written (it is part of the work) but not shown.
+        with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
+            for _ in range(20):  # warm-up: imports, pools, template cache
+                cycle(client, variant)
+            statements.clear()
+            redis_before = sum(redis_calls(server).values())
+            cpu, wall = time.process_time(), time.perf_counter()
+            for _ in range(cycles):
+                cycle(client, variant)
+            cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            redis_per_cycle = (sum(redis_calls(server).values()) - redis_before) / cycles
+            profiler = Profiler(interval=0.0005)
+            with profiler:
+                for _ in range(cycles):
+                    cycle(client, variant)
+        server.close()
+    summary = (f"{cycles} cycles of {variant} "
+               f"(CATALOGUE_CACHE_SECONDS={app.config['CATALOGUE_CACHE_SECONDS']:g}), per cycle: "
+               f"{len(statements) / cycles:.2f} SQL statements through SQLAlchemy (not counted: "
+               f"pool pre-pings, and the BEGIN psycopg sends itself; --costs counts round "
+               f"trips), {redis_per_cycle:.2f} Redis commands, {cpu / cycles * 1000:.1f} ms CPU, "
+               f"{wall / cycles * 1000:.1f} ms wall (unprofiled)")
+    text_ = profiler.output_text(unicode=True, color=False, show_all=False)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"profile-{variant}.txt"
+    path.write_text(f"{summary}\n\n{text_}")
+    print(text_, summary, f"written to {path}", sep="\n")
+    return 0
 
 
 if __name__ == "__main__":

@@ -28,6 +28,11 @@ FIELDS = {"product": "1", "quantity": "2", "name": "Ada Lovelace", "email": "ada
 _HIDDEN = re.compile(r'name="(csrf_token|form_token)"[^>]*value="([^"]*)"')
 
 
+def form_fields(page: str) -> dict[str, str]:
+    """What a user sends back from a rendered order form: the fields and its hidden tokens."""
+    return {**FIELDS, **dict(_HIDDEN.findall(page))}
+
+
 class Browser:
     """One user: a keep-alive connection and a session cookie."""
 
@@ -68,7 +73,7 @@ class Browser:
         self.form_seconds = time.perf_counter() - started
         if status != 200:
             raise RuntimeError(f"form answered {status}")
-        return {**FIELDS, **dict(_HIDDEN.findall(page))}
+        return form_fields(page)
 
     def cycle(self, variant: str) -> bool:
         """GET the form, POST it, follow the 303; True if it ended on an order page."""

@@ -2,8 +2,7 @@
 to the stream, with and without the UNIQUE idempotency key (the cost of the
 dedupe), and refund requests through the outbox (rows, relay, worker).
 
-    PYTHONPATH=. .venv/bin/python bench/refunds.py [--messages 2000] [--orders 1000]
-                                                    [--repeat 3] [--fast]
+    scripts/bench --refunds [--messages 2000] [--orders 1000] [--repeat 3] [--fast]
 
 Starts its own throwaway PostgreSQL and Redis on free ports (fsync on unless
 --fast). "stream": commits published refund_requests rows (untimed), queues
@@ -31,11 +30,12 @@ from pathlib import Path
 import redis
 from sqlalchemy import text
 
-from dev.embedded import EmbeddedPostgres, EmbeddedRedis
-from webapp.cli import seed
-from webapp.db import make_engine, upgrade
+from submit_once.redis_urls import make_client
+from webapp.db import make_engine
 from webapp.refunds.requests import CHANNEL
 from webapp.refunds.stream import GROUP, STREAM, RefundMessage
+
+from .servers import databases, wait_until
 
 AMOUNT = 100
 
@@ -47,30 +47,22 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--fast", action="store_true", help="fsync off (measures the CPU path)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        postgres = EmbeddedPostgres(Path(tmp) / "pg", fast=args.fast, throwaway=True).start()
-        store = EmbeddedRedis(Path(tmp) / "redis", persist=False).start()
-        try:
-            postgres.create_database("bench")
-            engine = make_engine(postgres.url("bench"))
-            upgrade(engine)
-            seed(engine)
-            orders = create_orders(engine, args.orders, args.messages)
-            client = redis.Redis.from_url(store.url, decode_responses=True)
-            env = {**os.environ, "APP_ENV": "production", "DATABASE_URL": postgres.url("bench"),
-                   "REDIS_URL": store.url}
-            results: dict[tuple[int, str], float] = {}
-            for _ in range(args.repeat):
-                for mode in ("stream", "without", "outbox"):
-                    set_unique(engine, mode != "without")
-                    for workers in (1, 2):
-                        reset(engine, client)
-                        rate = run(env, client, engine, orders, args.messages, workers, mode)
-                        results[workers, mode] = max(rate, results.get((workers, mode), 0))
-            engine.dispose()
-        finally:
-            store.stop()
-            postgres.remove()
+    with tempfile.TemporaryDirectory() as tmp, \
+            databases(Path(tmp), fast=args.fast) as (postgres, store):
+        engine = make_engine(postgres.url("bench"))
+        orders = create_orders(engine, args.orders, args.messages)
+        client = make_client(store.url)
+        env = {**os.environ, "APP_ENV": "production", "DATABASE_URL": postgres.url("bench"),
+               "REDIS_URL": store.url}
+        results: dict[tuple[int, str], float] = {}
+        for _ in range(args.repeat):
+            for mode in ("stream", "without", "outbox"):
+                set_unique(engine, mode != "without")
+                for workers in (1, 2):
+                    reset(engine, client)
+                    rate = run(env, client, engine, orders, args.messages, workers, mode)
+                    results[workers, mode] = max(rate, results.get((workers, mode), 0))
+        engine.dispose()
     report(results, args)
 
 
@@ -112,10 +104,10 @@ def run(env: dict[str, str], client: redis.Redis, engine, orders: list[int], mes
                               stdout=log, stderr=subprocess.STDOUT) for log in logs]
     try:
         for log in logs:
-            wait(lambda log=log: "reading" in (log.seek(0) or log.read()), "worker start")
+            wait_until(lambda log=log: "reading" in (log.seek(0) or log.read()), "worker start")
         if mode == "outbox":
             start = request(engine, orders, messages)
-            wait(lambda: applied(engine) == messages, "all applied", poll=0.01)
+            wait_until(lambda: applied(engine) == messages, "all applied", poll=0.01)
         else:
             refunds = published(engine, orders, messages)
             start = time.perf_counter()
@@ -124,7 +116,7 @@ def run(env: dict[str, str], client: redis.Redis, engine, orders: list[int], mes
                     pipe.xadd(STREAM, refund.fields())
                 pipe.execute()
             last = client.xrevrange(STREAM, count=1)[0][0]
-            wait(lambda: done(client, last), "all acked", poll=0.01)
+            wait_until(lambda: done(client, last), "all acked", poll=0.01)
         elapsed = time.perf_counter() - start
     finally:
         for proc in procs:
@@ -145,12 +137,17 @@ def request(engine, orders: list[int], messages: int) -> float:
             "SELECT left(md5(random()::text) || md5(random()::text), 43), o, :amount "
             "FROM unnest(CAST(:orders AS bigint[])) AS o"),
             {"amount": AMOUNT, "orders": [orders[n % len(orders)] for n in range(messages)]})
-        conn.execute(text(
-            "UPDATE orders SET reserved_cents = r.cents FROM (SELECT order_id, "
-            "sum(amount_cents) AS cents FROM refund_requests GROUP BY order_id) r "
-            "WHERE orders.id = r.order_id"))
+        reserve(conn)
         conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": CHANNEL})
     return time.perf_counter()
+
+
+def reserve(conn) -> None:
+    """Reserve every request's amount on its order, as the request form does."""
+    conn.execute(text(
+        "UPDATE orders SET reserved_cents = r.cents FROM (SELECT order_id, "
+        "sum(amount_cents) AS cents FROM refund_requests GROUP BY order_id) r "
+        "WHERE orders.id = r.order_id"))
 
 
 def published(engine, orders: list[int], messages: int) -> list[RefundMessage]:
@@ -163,10 +160,7 @@ def published(engine, orders: list[int], messages: int) -> list[RefundMessage]:
             "CAST(:orders AS bigint[])) AS r(k, o) RETURNING id, idempotency_key, order_id"),
             {"amount": AMOUNT, "keys": [secrets.token_urlsafe(32) for _ in range(messages)],
              "orders": [orders[n % len(orders)] for n in range(messages)]}).all()
-        conn.execute(text(
-            "UPDATE orders SET reserved_cents = r.cents FROM (SELECT order_id, "
-            "sum(amount_cents) AS cents FROM refund_requests GROUP BY order_id) r "
-            "WHERE orders.id = r.order_id"))
+        reserve(conn)
     return [RefundMessage(request_id, key, order_id, AMOUNT) for request_id, key, order_id in rows]
 
 
@@ -178,14 +172,6 @@ def applied(engine) -> int:
 def done(client: redis.Redis, last: str) -> bool:
     (group,) = client.xinfo_groups(STREAM)
     return group["last-delivered-id"] == last and group["pending"] == 0
-
-
-def wait(condition, what: str, timeout: float = 300, poll: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
-        time.sleep(poll)
 
 
 def report(results: dict[tuple[int, str], float], args: argparse.Namespace) -> None:

@@ -215,7 +215,7 @@ def markdown(results: dict) -> str:
         "signed nonce in the form and the UNIQUE column decides (bench/nonce.py); *floor* = "
         "the baseline plus one bare SET at render and one bare GETDEL at submit, sent through "
         "the app's redis-py client as the token store sends its own, nothing else "
-        "(bench/floor.py): what asking Redis at all costs on this machine, the least any "
+        "(bench/app.py): what asking Redis at all costs on this machine, the least any "
         "Redis-backed token can cost.",
         "",
         _verdict(f),

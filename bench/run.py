@@ -1,6 +1,6 @@
 """Benchmark the token layer against a baseline that does the same work without it,
 against the floor of any Redis-backed token (the baseline plus one bare SET and one
-bare GETDEL, bench/floor.py), and against the strongest alternative without Redis
+bare GETDEL, bench/app.py), and against the strongest alternative without Redis
 (a signed nonce, bench/nonce.py).
 
     scripts/bench                 # defaults below: 3 repetitions of the sweep, ~10 minutes
@@ -29,12 +29,15 @@ import time
 from pathlib import Path
 
 import redis
+from sqlalchemy import text
+
+from submit_once.redis_urls import make_client
+from webapp.db import make_engine
 
 from . import claims, report
 from .load import Browser
-from .servers import ROOT, databases, gunicorn, worker_cpu_seconds
+from .servers import RESULTS, ROOT, databases, gunicorn, redis_calls, worker_cpu_seconds
 
-RESULTS = ROOT / "bench" / "results"
 VARIANTS = report.VARIANTS
 #: --quick: every figure, from short runs (about two minutes).
 QUICK = {"concurrency": "1,8", "seconds": 2.0, "rounds": 2, "storm": 100, "claims": 1000}
@@ -47,13 +50,6 @@ def drive(port: int, *args: str, timeout: float = 300) -> dict:
     if out.returncode:
         raise RuntimeError(f"bench.load {' '.join(args)} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout)
-
-
-def redis_commands(client: redis.Redis) -> dict[str, int]:
-    """Calls per command so far, leaving out the benchmark's own INFO and MEMORY."""
-    return {name.removeprefix("cmdstat_"): stats["calls"]
-            for name, stats in client.info("commandstats").items()
-            if name not in ("cmdstat_info", "cmdstat_memory", "cmdstat_scan")}
 
 
 def sweep(port: int, master: int, client: redis.Redis, levels: list[int], seconds: float,
@@ -70,10 +66,10 @@ def sweep(port: int, master: int, client: redis.Redis, levels: list[int], second
         for r in range(rounds):
             shift = (r + repetition) % len(VARIANTS)
             for variant in VARIANTS[shift:] + VARIANTS[:shift]:
-                before, cpu = redis_commands(client), worker_cpu_seconds(master)
+                before, cpu = redis_calls(client), worker_cpu_seconds(master)
                 run = drive(port, "cycles", "--variant", variant, "--concurrency", str(level),
                             "--seconds", str(seconds / rounds))
-                after = redis_commands(client)
+                after = redis_calls(client)
                 into = total[variant]
                 into["app_cpu"] += worker_cpu_seconds(master) - cpu
                 for key in ("orders", "failures", "seconds", "latencies", "form_latencies"):
@@ -128,6 +124,7 @@ def redis_round_trips(port: int, url: str, client: redis.Redis, repetition: int,
 
 def _monitor(url: str, end: str, into: list[dict], ready: threading.Event) -> None:
     """Every command Redis runs into ``into``, from ``ready`` until ``ECHO end``."""
+    # A client of its own, without the app's 2 s socket timeout: MONITOR waits for traffic.
     with redis.Redis.from_url(url, decode_responses=True) as own, own.monitor() as monitor:
         ready.set()
         for command in monitor.listen():
@@ -181,10 +178,14 @@ def main(argv: list[str]) -> int:
     runs, storms, trips, memory = [], [], [], {}
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp, \
             databases(Path(tmp)) as (postgres, store):
-        client = redis.Redis.from_url(store.url, decode_responses=True)
+        client = make_client(store.url)
+        engine = make_engine(postgres.url("bench"))
+
+        def count() -> int:
+            with engine.connect() as conn:
+                return conn.scalar(text("SELECT count(*) FROM orders"))
         with gunicorn(Path(tmp), postgres.url("bench"), store.url,
-                      workers=args.workers, threads=args.threads) as (port, master), \
-                postgres_orders(postgres) as count:
+                      workers=args.workers, threads=args.threads) as (port, master):
             print(f"gunicorn -w {args.workers} --threads {args.threads} on 127.0.0.1:{port}")
             for variant in VARIANTS:  # warm-up: imports, pools, caches
                 drive(port, "cycles", "--variant", variant, "--concurrency", str(max(levels)),
@@ -204,6 +205,7 @@ def main(argv: list[str]) -> int:
             memory = bytes_per_token(port, client)
         claim_rows = claims.measure(store.url, args.claims)
         client.close()
+        engine.dispose()
 
     results = {"when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                "machine": report.machine(), "python": platform.python_version(),
@@ -224,25 +226,6 @@ def main(argv: list[str]) -> int:
     print(markdown)
     print(f"took {results['duration_s']} s")
     return 0
-
-
-class postgres_orders:
-    """``count()`` of orders, on its own short-lived engine."""
-
-    def __init__(self, postgres) -> None:
-        from webapp.db import make_engine
-        self.engine = make_engine(postgres.url("bench"))
-
-    def __enter__(self):
-        from sqlalchemy import text
-
-        def count() -> int:
-            with self.engine.connect() as conn:
-                return conn.scalar(text("SELECT count(*) FROM orders"))
-        return count
-
-    def __exit__(self, *exc: object) -> None:
-        self.engine.dispose()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Real PostgreSQL, Redis and gunicorn for one benchmark run, all on 127.0.0.1."""
+"""Real PostgreSQL, Redis and gunicorn for one benchmark run, all on 127.0.0.1, and
+the settings and counters every benchmark shares."""
 
 from __future__ import annotations
 
@@ -8,14 +9,46 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+
+import redis
 
 from dev.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from webapp.cli import seed
 from webapp.db import make_engine, upgrade
 
 ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+
+
+def app_environment(database_url: str, redis_url: str) -> dict[str, str]:
+    """The production settings the benchmarks run the app with."""
+    return {"APP_ENV": "production", "SECRET_KEY": secrets.token_hex(32),
+            "DATABASE_URL": database_url, "REDIS_URL": redis_url,
+            # A virtual user is one browser session placing hundreds of orders; the
+            # per-session cap on live forms is for people, not for this.
+            "FORM_TOKENS_MAX_PER_SESSION": "1000000",
+            # Every virtual user is 127.0.0.1: a limit that never trips, so its count
+            # is still taken in each form's one Redis command, as in production.
+            "FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE": "1000000000"}
+
+
+def redis_calls(client: redis.Redis) -> dict[str, int]:
+    """Calls per command so far, leaving out the benchmark's own INFO, MEMORY and SCAN."""
+    return {name.removeprefix("cmdstat_"): stats["calls"]
+            for name, stats in client.info("commandstats").items()
+            if name not in ("cmdstat_info", "cmdstat_memory", "cmdstat_scan")}
+
+
+def wait_until(ready: Callable[[], object], what: str, timeout: float = 300,
+               poll: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out waiting for {what}")
+        time.sleep(poll)
 
 
 def worker_cpu_seconds(master: int) -> float:
@@ -30,10 +63,11 @@ def worker_cpu_seconds(master: int) -> float:
 
 
 @contextmanager
-def databases(base: Path):
-    """PostgreSQL (fsync off: the benchmark measures the app, not the disk) and Redis."""
+def databases(base: Path, *, fast: bool = True):
+    """PostgreSQL (fast: fsync off, the benchmark measures the app, not the disk) with
+    the schema and the catalogue in database ``bench``, and Redis."""
     with ExitStack() as stack:
-        postgres = EmbeddedPostgres(base / "postgres", fast=True, throwaway=True).start()
+        postgres = EmbeddedPostgres(base / "postgres", fast=fast, throwaway=True).start()
         stack.callback(postgres.remove)
         postgres.create_database("bench")
         engine = make_engine(postgres.url("bench"))
@@ -45,22 +79,22 @@ def databases(base: Path):
         yield postgres, store
 
 
+def _answers(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2):
+            return True
+    except OSError:
+        return False
+
+
 @contextmanager
 def gunicorn(base: Path, database_url: str, redis_url: str, *, workers: int, threads: int,
              app: str = "bench.app:create_app()"):
     """gunicorn with the production settings (webapp/gunicorn_conf.py, which also empties
-    the metrics directory) serving ``app`` in production mode; yields (port, master pid)."""
-    metrics_dir = base / "prometheus"
+    the metrics directory) serving ``app``; yields (port, master pid)."""
     port = free_port()
-    env = {**os.environ, "APP_ENV": "production", "SECRET_KEY": secrets.token_hex(32),
-           "DATABASE_URL": database_url, "REDIS_URL": redis_url,
-           "PROMETHEUS_MULTIPROC_DIR": str(metrics_dir),
-           # A virtual user is one browser session placing hundreds of orders;
-           # the per-session cap on live forms is for people, not for this.
-           "FORM_TOKENS_MAX_PER_SESSION": "1000000",
-           # Every virtual user is 127.0.0.1: a limit that never trips, so its
-           # counter is still taken in each form's one Redis command, as in production.
-           "FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE": "1000000000"}
+    env = {**os.environ, **app_environment(database_url, redis_url),
+           "PROMETHEUS_MULTIPROC_DIR": str(base / "prometheus")}
     log = open(base / "gunicorn.log", "ab")  # closed in the finally below
     process = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "-c", "python:webapp.gunicorn_conf",
@@ -68,17 +102,11 @@ def gunicorn(base: Path, database_url: str, redis_url: str, *, workers: int, thr
          "--backlog", "512", app],
         cwd=ROOT, env=env, stdout=log, stderr=log)
     try:
-        deadline = time.monotonic() + 30
-        while True:
+        def ready() -> bool:
             if process.poll() is not None:
                 raise RuntimeError(f"gunicorn exited; see {base / 'gunicorn.log'}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/readyz", timeout=2):
-                    break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("gunicorn was not ready within 30 s") from None
-                time.sleep(0.1)
+            return _answers(port)
+        wait_until(ready, "gunicorn to answer", timeout=30, poll=0.1)
         yield port, process.pid
     finally:
         process.terminate()
