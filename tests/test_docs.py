@@ -2,6 +2,8 @@
 
 The library's narrative is flask-submit-once/docs/pattern.md, part of its Sphinx docs (built
 with warnings as errors by flask-submit-once/tests/test_docs.py); the shop's docs link to it.
+Every page a reader is sent to names only files that exist, settings that something reads,
+and columns that the models have.
 """
 
 from __future__ import annotations
@@ -9,14 +11,23 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import flask_wtf
+import pytest
 import redis
 from flask import Flask
 
 from submit_once import FormTokens
+from webapp.config import RENAMED
+from webapp.models import Base
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "flask-submit-once"
 PATTERN = LIBRARY / "docs/pattern.md"
+#: The pages a reader is sent to. Not CHANGELOG.md: history names what things were.
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
+         ROOT / "bench/results/README.md", ROOT / "examples/README.md", PATTERN,
+         LIBRARY / "README.md", LIBRARY / "docs/index.md"]
+by_name = pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
 
 
 def test_the_shop_docs_point_at_the_library_docs_not_the_pages_they_replaced():
@@ -69,3 +80,129 @@ def test_pattern_doc_lists_every_package_a_copier_needs():
     for package in ("flask", "flask-wtf", "email-validator", "redis", "sqlalchemy", "psycopg",
                     "blinker"):
         assert f"`{package}" in text, package
+
+
+# A path as the pages write one: a top-level folder of the repository (or of the library),
+# then anything up to a space or punctuation. "…", "<…>" and "{…}" are placeholders.
+PATH = re.compile(r"(?<![\w/.-])((?:\.ci|bench|dev|docs|examples|flask-submit-once|scripts"
+                  r"|static|templates|tests|webapp|src|submit_once)/[\w./*<>{}…-]*[\w*/])")
+#: Paths the pages name that are not in the repository, on purpose.
+NOT_IN_THE_REPOSITORY = {
+    "docs/_build": "what the Sphinx command in flask-submit-once/README.md writes",
+    "static/signup.js": "the reader's own script, in examples/README.md",
+}
+
+
+def exists(page: Path, path: str) -> bool:
+    # In the wheel, templates/ and static/ are webapp/templates/ and webapp/static/.
+    path = re.sub(r"^webapp/(templates|static)\b", r"\1", path)
+    for base in (ROOT, LIBRARY, LIBRARY / "src", page.parent):
+        if (any(base.glob(path)) if "*" in path else (base / path).exists()):
+            return True
+    return False
+
+
+@by_name
+def test_every_file_a_page_names_exists(page):
+    named = {path for path in PATH.findall(page.read_text())
+             if not re.search(r"[<>{}…]", path)}
+    missing = sorted(path for path in named - set(NOT_IN_THE_REPOSITORY)
+                     if not exists(page, path))
+    assert missing == [], f"{page.name} names files that are not there"
+
+
+def test_the_path_check_reads_paths_as_the_pages_write_them():
+    text = ("`webapp/orders/views.py`, (tests/faults/), bench/app.py. `submit_once/tokens.py`;"
+            " webapp.orders.views, templates/orders/*.html, webapp/static/app.css")
+    assert PATH.findall(text) == ["webapp/orders/views.py", "tests/faults/", "bench/app.py",
+                                  "submit_once/tokens.py", "templates/orders/*.html",
+                                  "webapp/static/app.css"]
+    assert all(exists(PATTERN, path) for path in PATH.findall(text))
+    assert not exists(ROOT / "README.md", "webapp/order_rules/find_order.py")
+
+
+NAME = re.compile(r"(?<![\w-])([A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+)(?![\w-])")
+#: What the environment variables in the tests look like when the tests read them.
+READ_BY_A_TEST = re.compile(r"""(?:environ\.get\(|environ\[|getenv\(|setenv\()\s*["']([A-Z]\w+)""")
+
+
+def names_in_use() -> set[str]:
+    """Every UPPER_CASE name of the code that ships or runs the shop (its settings, those
+    of the library, Flask's and Flask-WTF's, the scripts' variables, constants), and the
+    environment variables the tests read. Not the names that were renamed."""
+    sources = [*ROOT.glob("webapp/**/*.py"), *LIBRARY.glob("src/**/*.py"),
+               *ROOT.glob("bench/**/*.py"), *ROOT.glob("dev/**/*.py"),
+               *ROOT.glob("examples/**/*.py"), *(ROOT / "scripts").iterdir(),
+               ROOT / ".ci/run", ROOT / "docs/nginx.conf", LIBRARY / "noxfile.py",
+               *Path(flask_wtf.__file__).parent.glob("*.py")]
+    names = set(Flask.default_config)
+    for source in sources:
+        names |= set(NAME.findall(source.read_text()))
+    for test in [*ROOT.glob("tests/**/*.py"), *LIBRARY.glob("tests/**/*.py")]:
+        names |= set(READ_BY_A_TEST.findall(test.read_text()))
+    return names - set(RENAMED) - {"FORM_TOKENS_WAIT"}
+
+
+@by_name
+def test_every_setting_a_page_names_is_one_the_code_reads(page):
+    unknown = sorted(set(NAME.findall(page.read_text())) - names_in_use())
+    assert unknown == [], f"{page.name} names settings nothing reads (renamed or gone)"
+
+
+def test_the_setting_check_refuses_an_old_name():
+    assert {"FORM_TOKENS_TTL", "SECRET_KEY", "WTF_CSRF_TIME_LIMIT", "TRUSTED_PROXIES"} \
+        <= names_in_use()
+    assert "FORM_TOKEN_TTL" not in names_in_use()
+
+
+COLUMNS = {table.name: set(table.columns.keys()) for table in Base.metadata.tables.values()}
+#: The example apps' columns (the library's pages use them, as a copier would).
+EXAMPLE_COLUMNS = {name for app in ROOT.glob("examples/*/app.py")
+                   for name in re.findall(r"^\s+(\w+): Mapped\[", app.read_text(), re.M)}
+
+
+def columns_named(text: str) -> set[tuple[str | None, str]]:
+    """(table, column) for ``orders.paid_cents``; (None, column) for a column in SQL
+    (``UNIQUE (a, b)``, ``WHERE a =``) or a backticked name shaped like one of ours
+    (``*_digest``, ``*_fingerprint``, ``*_cents``, ``*_reference``). A line that tells of
+    a rename names the old column on purpose."""
+    tables = "|".join(map(re.escape, COLUMNS))
+    found: set[tuple[str | None, str]] = set()
+    for line in text.splitlines():
+        if "renam" in line:
+            continue
+        found |= {(table, column) for table, column in re.findall(
+            rf"(?<![\w./-])({tables})\.([a-z_][a-z0-9_]*)(?![\w(/.-])", line)}
+        for group in re.findall(r"UNIQUE \(([\w, ]+)\)", line):
+            found |= {(None, column.strip()) for column in group.split(",")}
+        found |= {(None, column) for column in re.findall(r"WHERE (\w+) =", line)}
+        found |= {(None, column) for column in re.findall(
+            r"`([a-z]+(?:_[a-z0-9]+)*_(?:digest|fingerprint|cents|reference))`", line)}
+    return found
+
+
+@by_name
+def test_every_column_a_page_names_is_in_the_models(page):
+    """The shop's columns; on the library's pages the examples' too, but not in a diagram:
+    the diagrams draw the shop's order form."""
+    ours = set().union(*COLUMNS.values())
+    text = page.read_text()
+    diagrams = "\n".join(re.findall(r"```mermaid\n(.*?)```", text, re.S))
+    prose = re.sub(r"```mermaid\n.*?```", "", text, flags=re.S)
+    shared = page.is_relative_to(LIBRARY) or page.parent.name == "examples"
+    wrong = sorted(f"{table or '?'}.{column}"
+                   for part, allowed in ((diagrams, ours),
+                                         (prose, ours | EXAMPLE_COLUMNS if shared else ours))
+                   for table, column in columns_named(part)
+                   if column not in (COLUMNS[table] if table else allowed))
+    assert wrong == [], f"{page.name} names columns the models do not have"
+
+
+def test_the_column_check_sees_a_stale_column():
+    text = ("INSERT order (UNIQUE (public_id, form_token_digest)); orders.paid_cents; "
+            "`orders.total`; SELECT order WHERE submission_digest = ...")
+    assert columns_named(text) == {("orders", "paid_cents"), ("orders", "total"),
+                                   (None, "public_id"), (None, "form_token_digest"),
+                                   (None, "submission_digest")}
+    assert "form_token_digest" not in set().union(*COLUMNS.values())
+    assert "total" not in COLUMNS["orders"]
