@@ -1,12 +1,11 @@
 """Error pages: a clear page for every client error, a 503 when Redis or PostgreSQL
 is away, and never a stack trace. The app's defaults: a blueprint whose form can do
 better (keep the user's input) registers its own handlers and falls back on these
-(:func:`csrf_error`, :func:`unavailable`, :func:`page_again`)."""
+(:func:`csrf_error`, :func:`unavailable`, :func:`plain_page`)."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from flask import Flask, render_template, request
 from flask_wtf.csrf import CSRFError
@@ -167,18 +166,18 @@ def unavailable(error: Exception):
     return try_again()
 
 
-def page_again(draw: Callable[[], object]):
-    """``draw()``, for an error handler that shows its form again; the plain page when
-    that fails too. Drawing may need what just failed (a fresh token from a Redis that
-    is away) or run into the session's cap, and an exception raised in an error handler
-    would be a 500."""
-    try:
-        return draw()
-    except HTTPException as error:
+#: What drawing a form again inside an error handler may raise: it may need what just
+#: failed (a fresh token from a Redis that is away) or run into the session's cap.
+DRAW_FAILURES = (HTTPException, Unavailable, RedisError, SQLAlchemyError)
+
+
+def plain_page(error: Exception):
+    """The page for an error raised while an error handler drew its form again (an
+    exception raised in an error handler would be a 500)."""
+    if isinstance(error, HTTPException):
         return _http_error(error)
-    except (Unavailable, RedisError, SQLAlchemyError) as error:
-        log.error("dependency unavailable: %s", type(error).__name__)
-        return try_again()
+    log.error("dependency unavailable: %s", type(error).__name__)
+    return try_again()
 
 
 def try_again():

@@ -28,9 +28,10 @@ from submit_once import (
 from ..db import sessions
 from ..errors import (
     DEPENDENCY_ERRORS,
+    DRAW_FAILURES,
     FORM_TYPES,
     csrf_error,
-    page_again,
+    plain_page,
     sent_from_another_site,
     unavailable,
     unavailable_cause,
@@ -195,7 +196,10 @@ def session_lost(error: CSRFError):
         count_session_mismatch(FORM, "cross_site")
     elif request.mimetype in FORM_TYPES:
         count_session_mismatch(FORM)
-        return page_again(resubmit_after_session_loss)
+        try:
+            return resubmit_after_session_loss()
+        except DRAW_FAILURES as failure:
+            return plain_page(failure)
     return csrf_error(error)
 
 
@@ -205,8 +209,10 @@ def redis_or_database_away(error: Exception):
     if request.method != "POST":  # POST /orders is this blueprint's one submit
         return unavailable(error)
     cause = unavailable_cause(error)
-    return page_again(lambda: resubmit_when_unavailable(
-        database_ok=isinstance(cause, RedisError)))
+    try:
+        return resubmit_when_unavailable(database_ok=isinstance(cause, RedisError))
+    except DRAW_FAILURES as failure:
+        return plain_page(failure)
 
 
 for _error in DEPENDENCY_ERRORS:
