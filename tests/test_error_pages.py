@@ -10,7 +10,9 @@ import pytest
 from werkzeug.exceptions import default_exceptions
 
 from tests.test_orders import open_form, order_path, submit
-from webapp.errors import TITLES, WERKZEUG_WORDING
+from webapp.errors import TITLES
+
+WERKZEUG_WORDING = {code: error.description for code, error in default_exceptions.items()}
 
 
 def test_every_status_werkzeug_can_raise_has_a_title_of_ours():

@@ -8,8 +8,17 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Page, expect
+from sqlalchemy import text
 
-from tests.browser.shop import PAGES, PHONE, expect_confirmation, fill_form, open_form
+from tests.browser.shop import (
+    PAGES,
+    PHONE,
+    Shop,
+    expect_confirmation,
+    fill_form,
+    open_form,
+    show_confirmation,
+)
 
 AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.min.js"
 
@@ -35,6 +44,74 @@ def test_pages_have_no_serious_accessibility_violations(new_page, shop, state, d
     page = new_page(**(PHONE if device == "phone" else {}))
     PAGES[state](page, shop)
     assert serious_violations(page) == []
+
+
+def pay_and_reload(page: Page, shop: Shop) -> None:
+    with shop.servers.engine.begin() as conn:
+        conn.execute(text("UPDATE orders SET status = 'paid', "
+                          "paid_cents = unit_price_cents * quantity"))
+    page.reload()
+
+
+def show_cancel(page: Page, shop: Shop) -> None:
+    show_confirmation(page, shop)
+    page.get_by_role("link", name="Cancel order").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Cancel this order?")
+
+
+def show_cancelled(page: Page, shop: Shop) -> None:
+    show_cancel(page, shop)
+    page.get_by_role("button", name="Yes, cancel my order").click()
+    expect(page.locator("#cancelled")).to_be_visible()
+
+
+def show_refund(page: Page, shop: Shop) -> None:
+    show_confirmation(page, shop)
+    pay_and_reload(page, shop)
+    page.get_by_role("link", name="Request a refund").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Request a refund")
+
+
+def show_refund_refused(page: Page, shop: Shop) -> None:
+    show_refund(page, shop)
+    page.get_by_label("Amount to refund (€)").fill("999")
+    page.get_by_role("button", name="Request refund").click()
+    expect(page.locator("#amount-error")).to_be_visible()
+
+
+def show_fully_refunded(page: Page, shop: Shop) -> None:
+    show_refund(page, shop)
+    with shop.servers.engine.begin() as conn:
+        conn.execute(text("UPDATE orders SET status = 'refunded', refunded_cents = paid_cents"))
+    page.reload()
+    expect(page.get_by_role("heading", level=1)).to_have_text("This order is refunded in full")
+
+
+def show_not_found(page: Page, shop: Shop) -> None:
+    page.goto(f"{shop.url}/no-such-page")
+    expect(page.get_by_role("heading", level=1)).to_have_text("Page not found")
+
+
+def show_no_such_order(page: Page, shop: Shop) -> None:
+    page.goto(f"{shop.url}/orders/cut-short")
+    expect(page.get_by_role("heading", level=1)).to_have_text("There is no order at this link")
+
+
+#: The pages around the order form (issue 24): cancel, refund and the error pages.
+OTHER_PAGES = {"cancel": show_cancel, "cancelled": show_cancelled, "refund": show_refund,
+               "refund-refused": show_refund_refused, "fully-refunded": show_fully_refunded,
+               "not-found": show_not_found, "no-such-order": show_no_such_order}
+
+
+@pytest.mark.parametrize("state", OTHER_PAGES)
+@pytest.mark.parametrize("device", ["desktop", "phone"])
+def test_cancel_refund_and_error_pages_have_no_serious_accessibility_violations(
+        new_page, shop, state, device):
+    page = new_page(**(PHONE if device == "phone" else {}))
+    OTHER_PAGES[state](page, shop)
+    assert serious_violations(page) == []
+    if device == "phone":
+        assert_fits_the_screen(page)
 
 
 def test_busy_button_is_aria_disabled_swallows_a_second_click_and_does_not_move(

@@ -28,7 +28,7 @@ def test_a_lost_order_offers_the_details_back_in_a_fresh_form_and_places_only_wh
     page.route("**/orders", lose_the_order)
     page.get_by_role("button", name="Place order").click()
     expect(page).to_have_url(ORDER_URL)
-    expect(page.get_by_role("heading", level=1)).to_have_text("We could not confirm this order")
+    expect(page.get_by_role("heading", level=1)).to_have_text("There is no order at this link")
     page.unroute("**/orders")
     offer = page.locator("#restore-offer")
     expect(offer).to_be_visible()
