@@ -4,7 +4,7 @@
 
 **baseline** (/baseline): identical work minus the token layer. Same OrderForm
 validation (CSRF included), same catalogue read, same template, same INSERT through
-:func:`webapp.orders.place_order`, same 303 to the same confirmation page; no SET on
+:func:`webapp.orders.views.place_order`, same 303 to the same confirmation page; no SET on
 render, no advisory lock, no GETDEL, no digest (the UNIQUE column gets a random value).
 
 **floor** (/floor): the baseline plus the two Redis commands any store-backed token
@@ -27,9 +27,9 @@ import webapp
 from submit_once import Rendering
 from webapp.db import sessions
 from webapp.extensions import form_tokens
-from webapp.orders import place_order
 from webapp.orders.catalogue import active_products
 from webapp.orders.forms import OrderForm
+from webapp.orders.views import place_order
 
 from . import nonce
 

@@ -37,10 +37,9 @@ from sqlalchemy.exc import IntegrityError
 from submit_once import Rendering
 from webapp.db import sessions
 from webapp.notices import ALREADY_PLACED, notify
-from webapp.orders import place_order
 from webapp.orders.catalogue import active_products
 from webapp.orders.forms import OrderForm
-from webapp.orders.views import find_placed
+from webapp.orders.views import find_placed, place_order
 
 bp = Blueprint("nonce", __name__, url_prefix="/nonce")
 

@@ -17,7 +17,6 @@ from . import (
     errors,
     health,
     metrics,
-    orders,
     refunds,
     request_log,
     security,
@@ -25,6 +24,7 @@ from . import (
     webhooks,
 )
 from .extensions import csrf, form_tokens
+from .orders import views as order_pages
 
 
 def shipped_folder(name: str) -> str:
@@ -62,7 +62,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     csrf.init_app(app)
     security.init_app(app)
     errors.init_app(app)
-    app.register_blueprint(orders.bp)
+    app.register_blueprint(order_pages.bp)
     api.init_app(app)
     webhooks.init_app(app)
     cancel.init_app(app)

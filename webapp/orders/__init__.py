@@ -4,25 +4,18 @@
                   own answers to a lost session or a Redis or PostgreSQL that is away
     forms.py      OrderForm (limits from webapp.order_rules)
     lookup.py     an order by the key in its link: find_order, get_order_or_404
+    messages.py   what the form says for each outcome
     catalogue.py  the products on sale, cached for a few seconds
 
-The order itself is built by webapp.placing, which the JSON API uses too.
+The order itself is built by webapp.placing, which the JSON API uses too. The package
+imports only the lookup and the messages, so a feature that looks an order up (cancel,
+refunds) does not load the order pages; create_app registers ``views.bp``.
 """
 
 from __future__ import annotations
 
-from .views import (
-    EXPIRED,
-    FORM,
-    NOT_CONFIRMED,
-    NOT_PLACED,
-    SESSION_LOST,
-    UNAVAILABLE,
-    bp,
-    place_order,
-    resubmit_after_session_loss,
-    resubmit_when_unavailable,
-)
+from .lookup import find_order, get_order_or_404
+from .messages import EXPIRED, FORM, NOT_CONFIRMED, NOT_PLACED, SESSION_LOST, UNAVAILABLE
 
-__all__ = ["EXPIRED", "FORM", "NOT_CONFIRMED", "NOT_PLACED", "SESSION_LOST", "UNAVAILABLE", "bp",
-           "place_order", "resubmit_after_session_loss", "resubmit_when_unavailable"]
+__all__ = ["EXPIRED", "FORM", "NOT_CONFIRMED", "NOT_PLACED", "SESSION_LOST", "UNAVAILABLE",
+           "find_order", "get_order_or_404"]

@@ -45,27 +45,22 @@ from ..placing import OrderDetails, new_order
 from .catalogue import active_products, last_known_products
 from .forms import OrderForm
 from .lookup import find_order
+from .messages import (
+    CHANGED,
+    EXPIRED,
+    FORM,
+    NOT_CONFIRMED,
+    NOT_PLACED,
+    SESSION_LOST,
+    UNAVAILABLE,
+)
 
 bp = Blueprint("orders", __name__)
 log = logging.getLogger(__name__)
 
-FORM = "order"
 #: The fields that make an order what it is: a resubmit of one rendering with any of
 #: them changed is told so, not landed on the order the first submit placed.
 FINGERPRINTED = ("product", "quantity", "name", "email", "address")
-
-CHANGED = ("This form was already used for order {number}, with other details: nothing "
-           "new was placed. Check the details below and submit to place another order.")
-EXPIRED = "This form expired — please check your details and submit again."
-NOT_PLACED = ("Your order was not placed and nothing was charged: we could not save it just "
-              "now. Please check your details and submit again.")
-SESSION_LOST = ("Your session expired, so we could not accept this form yet. Your details are "
-                "still here — please check them and submit again.")
-NOT_CONFIRMED = ("We could not confirm your order: our order system stopped answering while "
-                 "placing it. Your details are kept — please submit again in a few moments: "
-                 "if it was placed you will see it, and it will not be placed twice.")
-UNAVAILABLE = ("We could not reach our order system just now, so nothing was placed. Your "
-               "details are kept — please submit again in a few moments.")
 
 
 #: The order form: named once, answered as a plain POST or as htmx asks (a fragment

@@ -1,0 +1,20 @@
+"""What the order form says, in the shop's words, for each outcome (the tests read them
+here too)."""
+
+__all__ = ["CHANGED", "EXPIRED", "FORM", "NOT_CONFIRMED", "NOT_PLACED", "SESSION_LOST",
+           "UNAVAILABLE"]
+
+#: The form's name: its tokens are issued and spent for it alone.
+FORM = "order"
+CHANGED = ("This form was already used for order {number}, with other details: nothing "
+           "new was placed. Check the details below and submit to place another order.")
+EXPIRED = "This form expired — please check your details and submit again."
+NOT_PLACED = ("Your order was not placed and nothing was charged: we could not save it just "
+              "now. Please check your details and submit again.")
+SESSION_LOST = ("Your session expired, so we could not accept this form yet. Your details are "
+                "still here — please check them and submit again.")
+NOT_CONFIRMED = ("We could not confirm your order: our order system stopped answering while "
+                 "placing it. Your details are kept — please submit again in a few moments: "
+                 "if it was placed you will see it, and it will not be placed twice.")
+UNAVAILABLE = ("We could not reach our order system just now, so nothing was placed. Your "
+               "details are kept — please submit again in a few moments.")
