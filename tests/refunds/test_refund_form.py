@@ -215,9 +215,10 @@ def test_with_htmx_a_refused_amount_is_swapped_in_place_and_a_request_redirects(
         client, servers, order):
     """htmx posts the form and swaps a refused amount in place (the form alone, same
     token), so Back never meets a POST result; a request is a full page load of the
-    order (HX-Redirect)."""
+    order (HX-Redirect); an order with nothing left to refund, a reload of the page,
+    which says so as a page of its own (HX-Refresh)."""
     order_id, public_id = order
-    tokens = open_refund_form(client, public_id)
+    tokens, other_tab = open_refund_form(client, public_id), open_refund_form(client, public_id)
     htmx = {"HX-Request": "true"}
     bad = client.post(f"/orders/{public_id}/refunds", headers=htmx,
                       data={**tokens, "amount": "99"})
@@ -229,6 +230,13 @@ def test_with_htmx_a_refused_amount_is_swapped_in_place_and_a_request_redirects(
     assert good.status_code == 200 and good.headers["HX-Redirect"] == f"/orders/{public_id}"
     assert flashed(good) == ["refund_requested"]
     assert [r[1] for r in requests_of(servers, order_id)] == [1000]
+    with servers.engine.begin() as conn:  # refunded in full since: a page of its own
+        conn.execute(text("UPDATE orders SET status = 'refunded', refunded_cents = paid_cents, "
+                          "reserved_cents = 0 WHERE id = :id"), {"id": order_id})
+    whole = client.post(f"/orders/{public_id}/refunds", headers=htmx,
+                        data={**other_tab, "amount": "1"})
+    assert whole.status_code == 409 and whole.headers["HX-Refresh"] == "true"
+    assert whole.text == ""
 
 
 def test_an_api_clients_order_is_not_refunded_through_the_html_pages(client, servers, order):

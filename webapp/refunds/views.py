@@ -89,8 +89,17 @@ class NothingToRefund(Conflict):
 
 @bp.errorhandler(NothingToRefund)
 def nothing_to_refund(error: NothingToRefund):
+    if request_kind() == "htmx":
+        return whole_page_again(409)
     return render_template("orders/refund_refused.html", order=error.order,
                            fully=error.fully, reason=error.description), 409
+
+
+def whole_page_again(status: int):
+    """Under htmx, an answer that is a page of its own, not the form: htmx reloads the
+    refund page, whose GET says the same thing as a whole page (swapped into the form,
+    it would nest one page in another)."""
+    return Response("", status, {"HX-Refresh": "true"})
 
 
 @bp.app_template_global()
@@ -185,6 +194,8 @@ def to_order(order: Order, notice: str):
 def through_the_api(order: Order):
     """An order an API client placed is its client's to refund: a 403 saying so;
     nothing requested, no token issued or spent."""
+    if request_kind() == "htmx":
+        return whole_page_again(403)
     return render_template("orders/through_api.html", order=order, action="refunded"), 403
 
 
