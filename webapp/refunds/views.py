@@ -24,7 +24,6 @@ from contextlib import suppress
 from flask import Blueprint, Response, redirect, render_template, url_for
 from redis.exceptions import RedisError
 from sqlalchemy.orm import Session
-from werkzeug.exceptions import Conflict
 
 from submit_once import (
     SHOW_AGAIN_ON_BACK,
@@ -47,6 +46,7 @@ from ..notices import REFUND_ALREADY, REFUND_REQUESTED, notify
 from ..order_rules import placed_through_api
 from ..orders.lookup import get_order_or_404
 from .forms import RefundForm, euros
+from .refusals import NothingToRefund, nothing_left, nothing_to_refund, through_the_api
 from .requests import (
     REFUNDABLE,
     NotEnoughLeft,
@@ -75,31 +75,7 @@ def form_name(public_id: str) -> str:
     return f"refund:{public_id}"
 
 
-class NothingToRefund(Conflict):
-    """Nothing can ever be refunded on this order (unpaid, or refunded in full): the
-    page says which, with a link back to the order."""
-
-    def __init__(self, order: Order) -> None:
-        fully = order.paid_cents > 0 and order.refunded_cents >= order.paid_cents
-        super().__init__("Nothing can be refunded on this order: " + (
-            "nothing was paid for it." if order.paid_cents == 0 else
-            "it is refunded in full." if fully else f"it is {order.status}."))
-        self.order, self.fully = order, fully
-
-
-@bp.errorhandler(NothingToRefund)
-def nothing_to_refund(error: NothingToRefund):
-    if request_kind() == "htmx":
-        return whole_page_again(409)
-    return render_template("orders/refund_refused.html", order=error.order,
-                           fully=error.fully, reason=error.description), 409
-
-
-def whole_page_again(status: int):
-    """Under htmx, an answer that is a page of its own, not the form: htmx reloads the
-    refund page, whose GET says the same thing as a whole page (swapped into the form,
-    it would nest one page in another)."""
-    return Response("", status, {"HX-Refresh": "true"})
+bp.register_error_handler(NothingToRefund, nothing_to_refund)
 
 
 @bp.app_template_global()
@@ -191,14 +167,6 @@ def to_order(order: Order, notice: str):
     return redirect(url, 303)
 
 
-def through_the_api(order: Order):
-    """An order an API client placed is its client's to refund: a 403 saying so;
-    nothing requested, no token issued or spent."""
-    if request_kind() == "htmx":
-        return whole_page_again(403)
-    return render_template("orders/through_api.html", order=order, action="refunded"), 403
-
-
 def request_taken(name: str, token: str) -> bool:
     """Whether this very form's request exists: the resubmit after "could not
     confirm" of a request that did commit, which the amount check would otherwise
@@ -234,12 +202,6 @@ def form_again(public_id: str, form: RefundForm, message: str, status: int):
     order = refundable_order_or_abort(public_id)
     form.left_cents = refundable_cents(order)
     return render_form(order, form, message=message, status=status)
-
-
-def nothing_left(order: Order) -> bool:
-    """Whether nothing can ever be refunded on ``order`` (requests not yet applied
-    aside: one may still fail and free its amount)."""
-    return order.status not in REFUNDABLE or order.paid_cents - order.refunded_cents <= 0
 
 
 def refundable_order_or_abort(public_id: str, order: Order | None = None) -> Order:
