@@ -62,7 +62,14 @@ from .runner import (
     submit_once,
 )
 from .signals import submit_decided, token_issued
-from .tokens import IssueLimit, RedisClient, TokenStore, TooManyIssued, is_well_formed
+from .tokens import (
+    IssueLimit,
+    RedisClient,
+    TokenStore,
+    TooManyIssued,
+    _client_for,
+    is_well_formed,
+)
 
 __all__ = ["TOKEN_HEADER", "BadFormToken", "FormTokens", "FormTokensState", "NotANavigation",
            "TooManyForms", "TooManyFormsFromClient", "form_token_input"]
@@ -75,8 +82,6 @@ _UNCOUNTED_KEY = "_form_tokens_uncounted"
 TOKEN_HEADER = "X-Form-Token"
 #: Settings renamed since earlier versions: using one stops start-up, naming the new one.
 _RENAMED = {"FORM_TOKENS_WAIT": "FORM_TOKENS_WAIT_SECONDS"}
-#: Bounded waits: a dead Redis costs a request two seconds, never a hung worker.
-_TIMEOUTS = {"socket_timeout": 2.0, "socket_connect_timeout": 2.0}
 #: The issuance caps a new app gets: generous for people, tight for a flood.
 DEFAULT_MAX_PER_SESSION = 200
 DEFAULT_MAX_PER_CLIENT_PER_MINUTE = 120
@@ -462,8 +467,7 @@ def make_client(url: str | None) -> RedisClient:
         raise RuntimeError("FormTokens needs FORM_TOKENS_REDIS_URL (or REDIS_URL) set, "
                            "or a client: FormTokens(app, client=...).")
     if urlsplit(url).scheme in ("redis", "rediss", "unix"):
-        return redis.Redis.from_url(url, decode_responses=True, health_check_interval=30,
-                                    **_TIMEOUTS)
+        return _client_for(url)
     try:
         from . import redis_urls
     except ImportError:

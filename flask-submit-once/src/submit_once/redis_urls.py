@@ -28,13 +28,15 @@ from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.cluster import ClusterNode, RedisCluster
 from redis.sentinel import Sentinel
 
+from .tokens import _TIMEOUTS, _client_for
+
 __all__ = ["SCHEMES", "check_url", "make_async_client", "make_client"]
 
 #: Every scheme :func:`make_client` accepts.
 SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "redis+sentinel")
 
 #: Bounded waits: a dead Redis costs a request two seconds, never a hung worker.
-TIMEOUTS: dict[str, Any] = {"socket_timeout": 2, "socket_connect_timeout": 2}
+TIMEOUTS: dict[str, Any] = _TIMEOUTS
 
 
 def make_client(url: str) -> redis.Redis | RedisCluster:
@@ -47,7 +49,7 @@ def make_client(url: str) -> redis.Redis | RedisCluster:
         return _cluster(parts)
     if parts.scheme == "redis+sentinel":
         return _sentinel_master(parts)
-    return redis.Redis.from_url(url, decode_responses=True, health_check_interval=30, **TIMEOUTS)
+    return _client_for(url)
 
 
 def make_async_client(url: str) -> aioredis.Redis | AsyncRedisCluster:

@@ -79,6 +79,17 @@ __all__ = ["TOKEN_BYTES", "IssueLimit", "RedisClient", "TokenStore", "TooManyIss
 #: A redis-py client for one server (or a Sentinel-managed master) or a Cluster.
 RedisClient: TypeAlias = redis.Redis | RedisCluster
 
+#: Bounded waits for every client the package makes (here and in redis_urls.py): a
+#: dead Redis costs a request two seconds, never a hung worker.
+_TIMEOUTS = {"socket_timeout": 2.0, "socket_connect_timeout": 2.0}
+
+
+def _client_for(url: str) -> redis.Redis:
+    """The package's one way to make a client for a one-server URL (``redis://``,
+    ``rediss://``, ``unix://``): one pool shared by threads, replies as ``str``."""
+    return redis.Redis.from_url(url, decode_responses=True, health_check_interval=30,
+                                **_TIMEOUTS)
+
 #: 32 bytes = 256 bits of randomness, encoded as 43 URL-safe characters.
 TOKEN_BYTES = 32
 _TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{43}")
