@@ -42,10 +42,8 @@ Guarantees:
 * A token is 256 random bits from :mod:`secrets`; it cannot be guessed.
 * Of any number of concurrent or repeated ``consume`` calls for one token, at
   most one returns ``True``. GETDEL reads and deletes in a single command, and
-  Redis runs commands one at a time, so no two callers can both see the key.
-  GET followed by DEL leaves a gap in which two submits both see it; SET NX
-  followed by DEL cannot tell a first submit from a replay once the mark is
-  gone.
+  Redis runs commands one at a time, so no two callers can both see the key
+  (why not GET then DEL, or SET NX: :doc:`/pattern`).
 * A token is bound to the session and the form it was issued for: the Redis
   key is a digest of (form, session, token). Pasted into another session or
   another form it names a key that does not exist, so the foreign submit is
@@ -53,10 +51,9 @@ Guarantees:
 * The token itself never reaches Redis or a log line, only its digest.
 * Every key has a TTL, so an abandoned form costs nothing after it.
 
-What it cannot guarantee: Redis replication is asynchronous, so a failover (or
-a restore) can bring back a key that was consumed. Store :meth:`TokenStore.digest` in a
-UNIQUE column of the row the submit creates; the database then refuses the
-second row whatever Redis says.
+What it cannot guarantee: a Redis failover or a restore can bring back a key that
+was consumed. Store :meth:`TokenStore.digest` in a UNIQUE column of the row the
+submit creates (why: :doc:`/pattern`).
 """
 
 from __future__ import annotations
