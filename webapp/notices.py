@@ -5,6 +5,8 @@ into the session (Flask's signed cookie); the order's page shows and removes it.
 the query string: a link anyone can write would make the page say what did not happen
 (``/orders/<key>?cancelled=1`` on a placed order). Each notice names its order by
 number, so another order's page opened in between neither shows it nor keeps it.
+What each says is written once, in ``templates/orders/_notices.html``, which the page
+shows above its headline on every screen size.
 """
 
 from __future__ import annotations
