@@ -1,6 +1,7 @@
 """Run a submit's transaction once per token, and tell every duplicate what happened.
 
-This is the one place that decides what a submit sees. It is framework-free: it
+This is the one place that decides what happened to a submit, its outcome (what
+the user is shown for each is ``OnceForm``'s, in forms.py). It is framework-free: it
 takes a :class:`~submit_once.tokens.TokenStore`, SQLAlchemy sessions bound to
 PostgreSQL (a ``sessionmaker``, a ``scoped_session``, or a Flask-SQLAlchemy
 ``SQLAlchemy`` object), and two callables of yours::
