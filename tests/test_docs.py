@@ -206,3 +206,13 @@ def test_the_column_check_sees_a_stale_column():
                                    (None, "submission_digest")}
     assert "form_token_digest" not in set().union(*COLUMNS.values())
     assert "total" not in COLUMNS["orders"]
+
+
+def test_the_readme_is_a_doorway_and_the_benchmark_page_says_only_how_and_what():
+    """README: what, two commands, configuration, links, in at most 150 lines. The
+    benchmark's page: how to run it, how to read it, the latest figures."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.splitlines()) <= 150
+    assert "scripts/run" in readme and "scripts/test" in readme and "## Configuration" in readme
+    bench = (ROOT / "bench/results/README.md").read_text()
+    assert re.findall(r"^## (.+)$", bench, re.M) == ["Run", "Read", "Latest figures"]
