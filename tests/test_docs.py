@@ -208,6 +208,66 @@ def test_the_column_check_sees_a_stale_column():
     assert "total" not in COLUMNS["orders"]
 
 
+DEPLOY = ROOT / "docs/DEPLOY.md"
+
+
+def test_deploy_is_an_operators_page_of_at_most_250_lines_with_its_history_elsewhere():
+    text = DEPLOY.read_text()
+    assert len(text.splitlines()) <= 250
+    headings = re.findall(r"^#+ (.+)$", text, re.M)
+    assert len(headings) == len(set(headings)), "a heading twice"
+    assert (ROOT / "CHANGELOG.md").exists() and "../CHANGELOG.md" in text
+    for history in ("Migration 00", "Upgrading to", "before that was kept"):
+        assert history not in text  # upgrade notes live in CHANGELOG.md
+
+
+def test_every_setting_the_shop_reads_is_in_the_readme_configuration_table():
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", table))
+    read: set[str] = set()
+    for module in ("config.py", "refunds/settings.py", "gunicorn_conf.py", "metrics.py"):
+        source = (ROOT / "webapp" / module).read_text()
+        read |= set(re.findall(r"""environ(?:\.get\(|\[)\s*["']([A-Z][A-Z0-9_]+)""", source))
+        read |= set(re.findall(r"""(?:_int|_bool|number)\(environ, ["']([A-Z][A-Z0-9_]+)""",
+                               source))
+    assert {"REFUND_CONSUMER", "REFUND_MONITOR_BIND", "GUNICORN_CONTROL_SOCKET"} <= read
+    assert sorted(read - documented) == []
+
+
+def test_deploys_capacity_figures_are_the_latest_benchs():
+    latest = (ROOT / "bench/results/latest.md").read_text()
+    text = DEPLOY.read_text()
+    commit = re.search(r"code: (\w+)", latest).group(1)
+    cpu = float(re.search(r"^\| app CPU per order[^|]*\| ([\d.]+) ", latest, re.M).group(1))
+    orders = re.search(r"^\| orders/s, full cycle[^|]*\| ([\d.]+) ", latest, re.M).group(1)
+    trips = re.search(r"^\| Redis round trips per successful order[^|]*\| \*\*([\d.]+)\*\*",
+                      latest, re.M).group(1)
+    assert f"commit {commit}" in text
+    assert f"| {cpu:.1f} ms |" in text and f"| {orders} (" in text
+    assert f"| {float(trips):g} (`EVALSHA` at render, `GETDEL` at submit) |" in text
+
+
+def test_deploys_redis_memory_per_token_is_what_a_real_redis_uses(tmp_path):
+    """INFO memory before and after issuing tokens through the library's TokenStore."""
+    from dev.embedded import EmbeddedRedis
+    from submit_once import TokenStore
+
+    stated = int(re.search(r"^\| Redis `used_memory` per live token \| (\d+) B \|",
+                           DEPLOY.read_text(), re.M).group(1))
+    server = EmbeddedRedis(tmp_path / "redis", persist=False).start()
+    try:
+        with redis.Redis.from_url(server.url) as client:
+            store, count = TokenStore(client, ttl=3600), 50_000
+            before = client.info("memory")["used_memory"]
+            for i in range(count):
+                store.issue(session_id=f"session-{i % 1000}", form="order")
+            measured = (client.info("memory")["used_memory"] - before) / count
+    finally:
+        server.stop()
+    assert abs(measured - stated) <= 0.08 * stated, f"{measured:.1f} B a token"
+
+
 def test_the_readme_is_a_doorway_and_the_benchmark_page_says_only_how_and_what():
     """README: what, two commands, configuration, links, in at most 150 lines. The
     benchmark's page: how to run it, how to read it, the latest figures."""
