@@ -183,6 +183,26 @@ def test_back_after_a_validation_error_never_shows_the_resubmission_page(
     assert not page.url.startswith("chrome-error:")
 
 
+def test_back_to_a_refused_cancel_never_shows_the_resubmission_page(device_page, shop):
+    """Shipped while the cancel page was open: the refusal is reached by a GET, so
+    going Back to it later shows it again instead of asking to send the form."""
+    page = device_page
+    key = placed_order(page, shop, paid=True)
+    page.get_by_role("link", name="Cancel order").click()
+    with shop.servers.engine.begin() as conn:
+        conn.execute(text("UPDATE orders SET status = 'shipped'"))
+    page.get_by_role("button", name="Yes, cancel my order").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("This order was not cancelled")
+    expect(page.locator("#cancel-refused")).to_have_text(
+        "An order that is shipped cannot be cancelled.")
+    page.get_by_role("link", name="Back to your order").click()
+    expect(page).to_have_url(re.compile(f"/orders/{key}$"))
+    page.go_back()
+    expect(page.get_by_role("heading", level=1)).to_have_text("This order was not cancelled")
+    assert not page.url.startswith("chrome-error:")
+    assert statuses(shop) == ["shipped"]
+
+
 def test_a_mistyped_order_link_says_there_is_no_order_at_this_link(device_page, shop):
     page = device_page
     key = placed_order(page, shop)

@@ -106,8 +106,10 @@ def cancel(public_id: str):
         case Created(False) | Duplicate():
             notify(number, ALREADY_CANCELLED)
             return redirect(show, 303)
-        case Failed(NotCancellable() as refused):
-            return refused_page(public_id, str(refused))
+        case Failed(NotCancellable()):
+            # Shipped meanwhile: the cancel page says why, reached by a GET, so Back to
+            # it later never asks to send the form again (a POST result would).
+            return redirect(url_for(".confirm", public_id=public_id), 303)
         case Expired():
             with sessions()() as db:
                 if status_if_cancelled(db, order_id):
