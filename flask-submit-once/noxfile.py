@@ -118,6 +118,10 @@ def run_suite(session: nox.Session, labels: dict[str, str]) -> None:
     session.chdir(HERE)
     # The docs build (Sphinx, the docs extra, the checkout's docs/ and examples/) does not
     # change with these versions: it is not run once per combination.
+    # The suite must test the wheel, never the checkout's src/ (nothing puts it on the path).
+    session.run("python", "-c", "import submit_once, sys; "
+                "sys.exit(0 if submit_once.__file__.startswith(sys.prefix) else "
+                "f'submit_once imported from {submit_once.__file__}, not the venv')")
     session.run("python", "-m", "pytest", "-p", "no:cacheprovider",
                 "--ignore=tests/test_docs.py", *session.posargs, env=server_urls(session))
 

@@ -1,8 +1,8 @@
 """The wheels as a deployment gets them: the library's (flask-submit-once/) and the shop's
 (the root), built from a copy of the checkout, checked with twine, installed (not
 editable) into a fresh venv, and run from a folder outside the checkout against a fresh
-database; and the library's own suite, from outside too, against the library's wheel
-installed alone (with its test extra) in a venv of its own.
+database. The library's own suite against its wheel installed alone in a fresh venv is
+nox's (flask-submit-once/noxfile.py, the oldest and newest sessions scripts/test runs).
 
 Nothing here imports the checkout's code into the installed app: every command runs
 with a fresh venv's Python, in a folder that holds no source. About 60-90 s, most of
@@ -31,7 +31,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from dev.embedded import EmbeddedRedis, free_port
+from dev.embedded import free_port
 from tests.conftest import Servers
 from tests.live import open_form, request
 
@@ -188,45 +188,6 @@ def test_the_pattern_imports_without_the_shop(installed):
     assert Path(where.strip()).is_relative_to(installed.venv), where
     subprocess.run([installed.command("python"), "-m", "pip", "check", *PIP],
                    cwd=installed.outside, check=True, timeout=60)
-
-
-@pytest.fixture(scope="module")
-def library_venv(wheels: Wheels, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The library's wheel alone with its test extra, in a venv of its own: nothing the
-    shop brings can make its suite pass."""
-    venv = tmp_path_factory.mktemp("library") / "venv"
-    started = time.monotonic()
-    fresh_venv(venv, f"{wheels.library}[test]")
-    print(f"library installed in {time.monotonic() - started:.1f} s")
-    return venv
-
-
-def test_the_library_suite_passes_against_the_installed_library_from_outside(
-        library_venv, wheels, servers, tmp_path):
-    outside = tmp_path / "outside"  # the suite and pytest's settings, no source code
-    shutil.copytree(LIBRARY / "tests", outside / "tests", ignore=not_shipped)
-    shutil.copy(LIBRARY / "pyproject.toml", outside)
-    database = f"library_{secrets.token_hex(4)}"
-    servers.postgres.create_database(database)
-    # A Redis of its own: the suite empties its Redis before every test.
-    store = EmbeddedRedis(tmp_path / "redis", persist=False).start()
-    try:
-        result = subprocess.run(
-            [str(library_venv / "bin" / "python"), "-m", "pytest", "-p", "no:cacheprovider",
-             f"--basetemp={tmp_path / 'basetemp'}",
-             # The docs build reads the checkout's docs/ and examples/: not the wheel's.
-             "--ignore=tests/test_docs.py", "tests"],
-            cwd=outside, capture_output=True, text=True, timeout=240,
-            env={**outside_env(library_venv), "SUBMIT_ONCE_TEST_REDIS_URL": store.url,
-                 "SUBMIT_ONCE_TEST_DATABASE_URL": servers.postgres.url(database)})
-    finally:
-        store.kill()
-    assert result.returncode == 0, result.stdout[-6000:] + result.stderr[-3000:]
-    header = re.search(r"^submit_once (\S+) from (.+)$", result.stdout, re.M)
-    assert header, result.stdout[:2000]
-    assert header[1] == wheels.library.name.split("-")[1]
-    assert Path(header[2]).is_relative_to(library_venv), header[0]
-    print(result.stdout.splitlines()[-1])
 
 
 @pytest.fixture
