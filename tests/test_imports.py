@@ -1,7 +1,8 @@
 """No import circle in the shop or the library: the graph of who imports whom, read from
 the source with ast. Every import counts, at module level or inside a function (an
-import moved into a function to break a circle still is one); only ``if TYPE_CHECKING:``
-blocks are left out, since they never run.
+import moved into a function to break a circle still is one), and so does every package
+on the way to a module (importing ``a.b.c`` runs ``a.b``'s ``__init__`` first); only
+``if TYPE_CHECKING:`` blocks are left out, since they never run.
 
 ``python tests/test_imports.py`` prints the module map: modules, lines, and the imports
 between the shop's features.
@@ -57,6 +58,12 @@ def imported_by(name: str, path: Path, known: set[str]) -> set[str]:
             target = target.rpartition(".")[0]
         if target and target != name:
             found.add(target)
+        # Importing a.b.c runs a and a.b first: a package on the way counts, unless it
+        # is one of this module's own (already running when this module is imported).
+        while "." in target:
+            target = target.rpartition(".")[0]
+            if not (name == target or name.startswith(target + ".")):
+                found.add(target)
     return found
 
 
@@ -114,6 +121,25 @@ def test_the_check_sees_a_circle_held_by_an_import_inside_a_function(tmp_path, m
     monkeypatch.setitem(TREES, "webapp", package)
     monkeypatch.setitem(TREES, "submit_once", tmp_path / "none")
     assert circles(import_graph()) == [["webapp.db", "webapp.models", "webapp.order_rules"]]
+
+
+def test_the_check_sees_a_circle_through_a_package_on_the_way(tmp_path, monkeypatch):
+    """The loop the API and the webhook had: importing ``api.problems`` runs ``api``
+    first, whose ``__init__`` imports ``api.openapi``, which imports the webhook."""
+    package = tmp_path / "webapp"
+    for folder, files in {"api": {"__init__.py": "from . import openapi\n",
+                                  "openapi.py": "from ..webhooks.event import Event\n",
+                                  "problems.py": ""},
+                          "webhooks": {"__init__.py": "", "event.py":
+                                       "from ..api.problems import ApiProblem\n"}}.items():
+        (package / folder).mkdir(parents=True)
+        for name, text in files.items():
+            (package / folder / name).write_text(text)
+    (package / "__init__.py").write_text("")
+    monkeypatch.setitem(TREES, "webapp", package)
+    monkeypatch.setitem(TREES, "submit_once", tmp_path / "none")
+    assert circles(import_graph()) == [["webapp.api", "webapp.api.openapi",
+                                        "webapp.webhooks.event"]]
 
 
 def feature(module: str) -> str:

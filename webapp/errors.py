@@ -22,7 +22,7 @@ from werkzeug.exceptions import (
 from submit_once import Unavailable
 
 from .api import wants_problem
-from .api.problems import problem, problem_for_http_error
+from .problems import problem, problem_for_http_error
 
 log = logging.getLogger(__name__)
 

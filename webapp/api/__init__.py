@@ -5,12 +5,11 @@
     openapi.py        GET /api/openapi.json, built from schemas.py
     request_parts.py  API key, Idempotency-Key and JSON body, checked first
     idempotency.py    the Idempotency-Key header's rules and the fingerprint
-    problems.py       problem+json errors and their stable types
     keys.py           bearer API keys: made, looked up, revoked or expired
     key_commands.py   ``flask create-api-key``, ``list-api-keys``, ``revoke-api-key``
 
 Errors anywhere under ``/api/`` and ``/webhooks/`` are problem+json
-(:mod:`webapp.api.problems`); the HTML pages keep their error pages.
+(:mod:`webapp.problems`); the HTML pages keep their error pages.
 """
 
 from __future__ import annotations
@@ -18,8 +17,8 @@ from __future__ import annotations
 from flask import Flask, Response, request
 
 from ..extensions import csrf
+from ..problems import ApiProblem
 from . import key_commands, openapi, orders
-from .problems import ApiProblem
 
 __all__ = ["init_app", "wants_problem"]
 

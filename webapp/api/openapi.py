@@ -12,8 +12,8 @@ from typing import Any
 from flask import Blueprint, current_app, jsonify
 
 from ..order_rules import PUBLIC_ID_LENGTH, PUBLIC_ID_PATTERN
+from ..problems import PROBLEMS, problem_type
 from ..webhooks.event import PaymentEvent
-from .problems import PROBLEMS, problem_type
 from .schemas import OrderBody, OrderRequest, Problem
 
 bp = Blueprint("openapi", __name__)

@@ -34,8 +34,8 @@ from ..models import Order
 from ..order_rules import is_public_id
 from ..order_states import TransitionRefused, transition
 from ..placing import OrderDetails, new_order
+from ..problems import ApiProblem
 from .idempotency import expires_at, fingerprint, http_date
-from .problems import ApiProblem
 from .request_parts import idempotency_key, json_body, require_client
 from .schemas import OrderRequest, order_json, validate_order
 

@@ -7,9 +7,9 @@ from __future__ import annotations
 from flask import request
 from werkzeug.exceptions import BadRequest
 
+from ..problems import ApiProblem
 from .idempotency import parse_key
 from .keys import authenticated_client
-from .problems import ApiProblem
 
 __all__ = ["idempotency_key", "json_body", "require_client"]
 

@@ -32,23 +32,10 @@ from ..order_rules import (
     QUANTITY_MAX,
     QUANTITY_MIN,
     SKU_MAX,
-    has_control_chars,
 )
+from ..problems import field_errors, printable
 
-__all__ = ["OrderBody", "OrderRequest", "Problem", "field_errors", "order_json",
-           "printable", "validate_order"]
-
-NOT_AN_OBJECT = "The body must be a JSON object."
-
-
-def printable(allow: str = "") -> AfterValidator:
-    """Refuses control characters (except ``allow``) with a message of its own."""
-    def check(value: str) -> str:
-        if has_control_chars(value, allow):
-            raise PydanticCustomError("control_chars", "Remove the control characters.")
-        return value
-    return AfterValidator(check)
-
+__all__ = ["OrderBody", "OrderRequest", "Problem", "order_json", "validate_order"]
 
 def _email(value: str) -> str:
     try:
@@ -122,24 +109,6 @@ class Problem(BaseModel):
     status: int
     detail: str = ""
     errors: dict[str, str] = {}
-
-
-def field_errors(error: ValidationError, messages: dict[str, str]) -> dict[str, str]:
-    """One plain message per offending field: the rule's own (control
-    characters, email) or the field's from ``messages``."""
-    found: dict[str, str] = {}
-    for item in error.errors(include_url=False, include_input=False):
-        if not item["loc"]:
-            found[""] = NOT_AN_OBJECT
-            continue
-        name = str(item["loc"][0])
-        if item["type"] == "extra_forbidden":
-            found[name] = "Unknown field."
-        elif item["type"] in ("control_chars", "email"):
-            found[name] = item["msg"]
-        else:
-            found.setdefault(name, messages.get(name, "Fix this field."))
-    return found
 
 
 def validate_order(db: Session, body: object) -> tuple[OrderRequest | None, dict[str, str]]:

@@ -8,8 +8,7 @@ from typing import Annotated
 from flask import request
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from ..api.problems import ApiProblem
-from ..api.schemas import NOT_AN_OBJECT, field_errors, printable
+from ..problems import NOT_AN_OBJECT, ApiProblem, field_errors, printable
 
 __all__ = ["EFFECTS", "PaymentEvent", "parse_event"]
 

@@ -41,10 +41,10 @@ from submit_once import (
     run_once,
 )
 
-from ..api.problems import ApiProblem
 from ..db import sessions
 from ..extensions import form_tokens
 from ..models import PaymentEvent
+from ..problems import ApiProblem
 from .effect import SCOPE, NotApplicableYet, Recorded, UnknownOrder, apply_event
 from .event import EFFECTS, parse_event
 from .signatures import HEADER, BadSignature, verify

@@ -1,7 +1,9 @@
-"""Errors as ``application/problem+json`` (RFC 9457), one stable ``type`` per case.
+"""Errors as ``application/problem+json`` (RFC 9457), one stable ``type`` per case,
+for the JSON API and the payment webhook alike.
 
 A client branches on ``type``; ``title`` is its fixed human name and ``detail``
-says what happened this time. The types are listed in the OpenAPI document.
+says what happened this time. The types are listed in the OpenAPI document. A JSON
+body that does not validate gets one plain message per field (:func:`field_errors`).
 """
 
 from __future__ import annotations
@@ -9,9 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Response, json
+from pydantic import AfterValidator, ValidationError
+from pydantic_core import PydanticCustomError
 from werkzeug.exceptions import HTTPException
 
-__all__ = ["PROBLEMS", "ApiProblem", "problem", "problem_for_http_error", "problem_type"]
+from .order_rules import has_control_chars
+
+__all__ = ["NOT_AN_OBJECT", "PROBLEMS", "ApiProblem", "field_errors", "printable", "problem",
+           "problem_for_http_error", "problem_type"]
 
 #: slug -> (status, title). Slugs are part of the API: never rename one.
 PROBLEMS: dict[str, tuple[int, str]] = {
@@ -79,3 +86,33 @@ def problem_for_http_error(error: HTTPException) -> Response:
     if allowed:
         response.headers["Allow"] = ", ".join(allowed)
     return response
+
+
+NOT_AN_OBJECT = "The body must be a JSON object."
+
+
+def printable(allow: str = "") -> AfterValidator:
+    """Refuses control characters (except ``allow``) with a message of its own."""
+    def check(value: str) -> str:
+        if has_control_chars(value, allow):
+            raise PydanticCustomError("control_chars", "Remove the control characters.")
+        return value
+    return AfterValidator(check)
+
+
+def field_errors(error: ValidationError, messages: dict[str, str]) -> dict[str, str]:
+    """One plain message per offending field: the rule's own (control
+    characters, email) or the field's from ``messages``."""
+    found: dict[str, str] = {}
+    for item in error.errors(include_url=False, include_input=False):
+        if not item["loc"]:
+            found[""] = NOT_AN_OBJECT
+            continue
+        name = str(item["loc"][0])
+        if item["type"] == "extra_forbidden":
+            found[name] = "Unknown field."
+        elif item["type"] in ("control_chars", "email"):
+            found[name] = item["msg"]
+        else:
+            found.setdefault(name, messages.get(name, "Fix this field."))
+    return found
