@@ -107,6 +107,20 @@ def test_htmx_success_redirects_the_page_and_errors_swap_a_fragment(once_forms, 
     assert hidden_value(changed.text, "form_token") not in (None, page.token)
 
 
+def test_requests_inside_one_app_context_each_get_their_own_answer(app, client, once_forms,
+                                                                  sessions):
+    """A suite that holds ``app.app_context()`` around its requests (Flask then reuses
+    that context, and its ``g``, for each of them): an htmx submit, then a changed one
+    as JSON, are each answered as what they are, and the change is seen."""
+    page = once_forms.open("/signup")
+    with app.app_context():
+        done = client.post("/signup", data={**ADA, "form_token": page.token}, headers=HTMX)
+        changed = client.post("/signup", json={**GRACE, "form_token": page.token})
+    assert done.status_code == 200 and "HX-Redirect" in done.headers
+    assert changed.status_code == 409 and changed.mimetype == "application/problem+json"
+    assert emails(sessions) == ["ada@example.com"]
+
+
 def test_fetch_sends_the_token_in_a_header_or_the_json_body_and_gets_json(client, once_forms,
                                                                          signups):
     page = once_forms.open("/signup")

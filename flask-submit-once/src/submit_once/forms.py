@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from flask import Response, g, jsonify, render_template, request
+from flask import Response, jsonify, render_template, request
 from sqlalchemy.orm import Session
 from werkzeug.exceptions import BadRequest
 
@@ -93,7 +93,9 @@ def request_kind() -> RequestKind:
     """How this request wants its answer: ``"htmx"`` (an ``HX-Request: true``
     header), ``"json"`` (a JSON body, or an ``Accept`` that prefers JSON to HTML),
     else ``"html"``."""
-    kind: RequestKind | None = g.get("_submit_once_kind")
+    # Kept in the request's environ: flask.g lives as long as the app context, which a
+    # test client's requests inside one ``with app.app_context()`` share.
+    kind: RequestKind | None = request.environ.get("submit_once.kind")
     if kind is None:
         if request.headers.get("HX-Request") == "true":
             kind = "htmx"
@@ -102,7 +104,7 @@ def request_kind() -> RequestKind:
             kind = "json"
         else:
             kind = "html"
-        g._submit_once_kind = kind
+        request.environ["submit_once.kind"] = kind
     return kind
 
 
@@ -157,7 +159,7 @@ class OnceForm(Generic[T]):
         if not self.fields:
             return None
         # Computed once a request: the fast path, run() and create all ask for it.
-        known: dict[str, str] = g.setdefault("_submit_once_fingerprints", {})
+        known: dict[str, str] = request.environ.setdefault("submit_once.fingerprints", {})
         if self.name not in known:
             body = request.get_json(silent=True) if request.is_json else None
             if isinstance(body, dict):
