@@ -192,6 +192,10 @@ def _server_error(error: Exception):
 
 
 def render_error(code: int, description: str | None, headers: dict[str, str] | None = None):
+    if request.headers.get("HX-Request") == "true":
+        # htmx expects a form to swap, not a whole page (a lost session or an outage on
+        # the refund form): it reloads the page it is on, whose GET says what is wrong.
+        return "", code, {**(headers or {}), "HX-Refresh": "true"}
     title = TITLES.get(code, "Something went wrong on our side" if code >= 500
                        else "This request could not be processed")
     if description is None or description == WERKZEUG_WORDING.get(code):

@@ -9,6 +9,7 @@ import time
 import pytest
 from sqlalchemy import text
 
+from dev.embedded import free_port
 from tests.api_owned import hand_to_api_client
 from tests.conftest import flashed, hidden, lose_the_commit_reply, token_keys
 from tests.pauses import after_consume
@@ -237,6 +238,24 @@ def test_with_htmx_a_refused_amount_is_swapped_in_place_and_a_request_redirects(
                         data={**other_tab, "amount": "1"})
     assert whole.status_code == 409 and whole.headers["HX-Refresh"] == "true"
     assert whole.text == ""
+
+
+def test_with_htmx_a_lost_session_or_an_outage_reloads_the_page_not_swaps_one_in(
+        client, servers, order, make_app):
+    """The app's own error pages (CSRF, Redis away) are whole pages: under htmx they
+    answer HX-Refresh, so the refund page reloads and says what is wrong as a page,
+    instead of a page with its header and footer swapped into the refund form."""
+    _, public_id = order
+    tokens = open_refund_form(client, public_id)
+    htmx = {"HX-Request": "true"}
+    lost = client.post(f"/orders/{public_id}/refunds", headers=htmx,
+                       data={**tokens, "csrf_token": "stale", "amount": "10"})
+    assert lost.status_code == 400 and lost.headers["HX-Refresh"] == "true"
+    assert lost.text == ""
+    nothing_there = make_app(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0").test_client()
+    away = nothing_there.get(f"/orders/{public_id}/refund", headers=htmx)
+    assert away.status_code == 503 and away.headers["HX-Refresh"] == "true"
+    assert away.headers["Retry-After"] == "5"
 
 
 def test_an_api_clients_order_is_not_refunded_through_the_html_pages(client, servers, order):
