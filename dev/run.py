@@ -113,6 +113,8 @@ def taken(env: dict[str, str], bind: str, pg_port: int, redis_port: int) -> str 
         wanted.append(("Redis", "127.0.0.1", redis_port, "REDIS_URL"))
     if not bind.startswith(("unix:", "fd://")):
         host, _, port = bind.rpartition(":")
+        if not port.isdigit():  # gunicorn's own default port for a bare host
+            host, port = bind, "8000"
         wanted.append(("the app", host.strip("[]"), int(port), "BIND"))
     for what, host, port, setting in wanted:
         if in_use(host, port):

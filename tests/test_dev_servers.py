@@ -191,3 +191,17 @@ def test_it_refuses_a_bind_address_that_is_taken_before_starting_anything(dev_ru
     assert "where the app would listen, is in use by process" in said and "BIND" in said
     assert "Redis 6.2 on" not in said
     assert not in_use("127.0.0.1", run.redis_port)
+
+
+def test_a_bind_without_a_port_is_checked_on_gunicorns_default_port():
+    """BIND=localhost is gunicorn's localhost:8000: checked there, not a traceback."""
+    from dev.run import taken
+    urls = {"DATABASE_URL": "postgresql://h/db", "REDIS_URL": "redis://h:6379/0"}
+    with socket.socket() as held:
+        try:
+            held.bind(("127.0.0.1", 8000))
+        except OSError:
+            pytest.skip("port 8000 is in use on this machine")
+        held.listen()
+        assert "127.0.0.1:8000" in (taken(urls, "127.0.0.1", 0, 0) or "")
+    assert taken(urls, "127.0.0.1", 0, 0) is None

@@ -75,6 +75,9 @@ class Monitor:
             status, content_type, body = await self._route(head[:_MAX_HEAD])
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
             status, content_type, body = "400 Bad Request", "text/plain", b"bad request\n"
+        except OSError:  # the client reset the connection before its request was read
+            writer.close()
+            return
         try:
             writer.write(f"HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\n"
                          f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\n"
