@@ -8,15 +8,14 @@ import re
 
 import pytest
 from alembic import command
-from alembic.config import Config
 from sqlalchemy import text
 
 from tests.api_client import new_api_key, place
 from tests.conftest import VALID, hidden
+from tests.migrations import alembic_config, insert_old_orders
 from tests.test_cancel import cancel_form
 from tests.test_orders import open_form, order_path, submit
 from tests.test_webhooks import SECRET, deliver, paid, reference_of
-from webapp.db import MIGRATIONS
 from webapp.order_rules import ORDER_NUMBER_ALPHABET
 from webapp.request_log import json_lines
 
@@ -97,16 +96,10 @@ def test_the_log_holds_no_order_key_after_viewing_cancelling_and_refunding(
 
 
 def test_migration_0006_numbers_the_orders_that_were_already_there(servers, placed):
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
     with servers.engine.begin() as conn:
-        config.attributes["connection"] = conn
+        config = alembic_config(conn)
         command.downgrade(config, "0005")
-        conn.execute(text(
-            "INSERT INTO orders (public_id, submission_digest, product_id, quantity, "
-            "unit_price_cents, customer_name, email, shipping_address) "
-            "SELECT left(md5(i::text), 22), md5(i::text), 1, 1, 1800, 'Ada', 'a@b.c', 'L' "
-            "FROM generate_series(1, 50) i"))
+        insert_old_orders(conn, 50)
         command.upgrade(config, "head")
         numbers = conn.scalars(text("SELECT order_number FROM orders")).all()
         currencies = set(conn.scalars(text("SELECT currency FROM orders")))

@@ -9,15 +9,14 @@ import re
 
 import pytest
 from alembic import command
-from alembic.config import Config
 from sqlalchemy import text
 
 from tests.api_client import new_api_key, place, problem_type
 from tests.conftest import hidden
+from tests.migrations import alembic_config, insert_old_orders
 from tests.test_cancel import cancel_form
 from tests.test_orders import open_form, order_path, submit
 from tests.test_webhooks import SECRET, deliver, paid, reference_of, refunded
-from webapp.db import MIGRATIONS
 
 REFERENCE = re.compile(r"pay_[0-9a-f]{32}")
 
@@ -118,17 +117,11 @@ def test_migration_0011_gives_every_existing_order_its_own_reference(client, ser
     and a stored API response (replayed to a retry) gets the same one."""
     api_key = new_api_key(servers)
     body = place(client, api_key).get_json()
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS))
     with servers.engine.begin() as conn:
-        config.attributes["connection"] = conn
+        config = alembic_config(conn)
         command.downgrade(config, "0010")
         assert "payment_reference" not in conn.scalar(text("SELECT api_response FROM orders"))
-        conn.execute(text(
-            "INSERT INTO orders (public_id, submission_digest, product_id, quantity, "
-            "unit_price_cents, customer_name, email, shipping_address) "
-            "SELECT left(md5(i::text), 22), md5(i::text), 1, 1, 1800, 'Ada', 'a@b.c', 'L' "
-            "FROM generate_series(1, 50) i"))
+        insert_old_orders(conn, 50)
         command.upgrade(config, "head")
         references = conn.scalars(text("SELECT payment_reference FROM orders")).all()
         stored = conn.execute(text("SELECT payment_reference, api_response FROM orders "
