@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import secrets
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import (
     BigInteger,
@@ -141,13 +140,6 @@ class Order(Base):
     )
 
     product: Mapped[Product] = relationship(lazy="joined")
-
-    def __init__(self, **fields: Any) -> None:
-        # Drawn when the order is made, not at the INSERT: the API's response (which
-        # a retry replays) is built before it, and so is whatever names the order
-        # to the provider.
-        fields.setdefault("payment_reference", new_payment_reference())
-        super().__init__(**fields)
 
     @property
     def total_cents(self) -> int:
