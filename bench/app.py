@@ -9,7 +9,7 @@ render, no advisory lock, no GETDEL, no digest (the UNIQUE column gets a random 
 
 **floor** (/floor): the baseline plus the two Redis commands any store-backed token
 costs, ``SET floor:<token> 1 EX 3600 NX`` on render and ``GETDEL floor:<token>`` on
-submit, sent through the app's redis-py client (``form_tokens.redis``, the client and
+submit, sent through the app's redis-py client (``submit_once.redis``, the client and
 pool the token store uses) with its public ``set`` and ``getdel``. No session binding,
 no limits, no lock, no signals. What the token layer costs above this is ours to cut;
 what this costs above the baseline is the price of asking Redis at all.
@@ -26,7 +26,7 @@ from flask import Blueprint, Flask, abort, redirect, render_template, request, u
 import webapp
 from submit_once import Rendering
 from webapp.db import sessions
-from webapp.extensions import form_tokens
+from webapp.extensions import submit_once
 from webapp.orders.catalogue import active_products
 from webapp.orders.forms import OrderForm
 from webapp.orders.views import place_order
@@ -82,13 +82,13 @@ def baseline_submit():
 @floor.get("/orders/new")
 def floor_form():
     token = secrets.token_urlsafe(32)
-    form_tokens.redis.set(f"floor:{token}", 1, ex=3600, nx=True)
+    submit_once.redis.set(f"floor:{token}", 1, ex=3600, nx=True)
     return form_page(token)
 
 
 @floor.post("/orders")
 def floor_submit():
     token = request.form.get("form_token", "")
-    if form_tokens.redis.getdel(f"floor:{token}") is None:
+    if submit_once.redis.getdel(f"floor:{token}") is None:
         abort(409)
     return validate_and_place(token)

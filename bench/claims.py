@@ -35,7 +35,7 @@ from collections.abc import Callable
 import redis
 
 from submit_once import TokenStore
-from submit_once.redis_urls import make_client
+from webapp.redis_urls import make_client
 
 from .servers import redis_calls
 

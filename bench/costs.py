@@ -29,7 +29,7 @@ from sqlalchemy import event, text
 from sqlalchemy.orm import sessionmaker
 
 from submit_once import Created, IssueLimit, TokenStore, run_once, submit_decided, token_consumed
-from submit_once.redis_urls import make_client
+from webapp.redis_urls import make_client
 from webapp.db import make_engine
 
 from .load import PATHS, form_fields

@@ -30,7 +30,7 @@ from pathlib import Path
 import redis
 from sqlalchemy import text
 
-from submit_once.redis_urls import make_client
+from webapp.redis_urls import make_client
 from webapp.db import make_engine
 from webapp.refunds.requests import CHANNEL
 from webapp.refunds.stream import GROUP, STREAM, RefundMessage

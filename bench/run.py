@@ -31,7 +31,7 @@ from pathlib import Path
 import redis
 from sqlalchemy import text
 
-from submit_once.redis_urls import make_client
+from webapp.redis_urls import make_client
 from webapp.db import make_engine
 
 from . import claims, report

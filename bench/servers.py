@@ -29,10 +29,10 @@ def app_environment(database_url: str, redis_url: str) -> dict[str, str]:
             "DATABASE_URL": database_url, "REDIS_URL": redis_url,
             # A virtual user is one browser session placing hundreds of orders; the
             # per-session cap on live forms is for people, not for this.
-            "FORM_TOKENS_MAX_PER_SESSION": "1000000",
+            "SUBMIT_ONCE_MAX_PER_SESSION": "1000000",
             # Every virtual user is 127.0.0.1: a limit that never trips, so its count
             # is still taken in each form's one Redis command, as in production.
-            "FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE": "1000000000"}
+            "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE": "1000000000"}
 
 
 def redis_calls(client: redis.Redis) -> dict[str, int]:

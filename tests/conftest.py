@@ -82,7 +82,7 @@ def app_factory(servers: Servers) -> Iterator[Callable[..., Flask]]:
     yield make
     for app in apps:
         app.extensions["db"].kw["bind"].dispose()
-        app.extensions["form_tokens"].store.client.close()
+        app.extensions["submit_once"].store.client.close()
 
 
 @pytest.fixture(scope="session")

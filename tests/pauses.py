@@ -16,7 +16,7 @@ from typing import Any
 from blinker import NamedSignal
 from flask import Flask
 
-from submit_once.signals import submit_committed, token_consumed
+from flask_submit_once.signals import submit_committed, token_consumed
 
 _connected: dict[tuple[int, str], Callable[..., None]] = {}
 

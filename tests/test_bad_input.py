@@ -49,13 +49,13 @@ class User:
     def other_token(self, *, form: str = "order") -> str:
         """A second live token of this session (for ``form``), not the one on the page."""
         with self.client.session_transaction() as session:
-            sid = session["_form_tokens_sid"]
-        return self.app.extensions["form_tokens"].store.issue(session_id=sid, form=form)
+            sid = session["_submit_once_sid"]
+        return self.app.extensions["submit_once"].store.issue(session_id=sid, form=form)
 
     def key_of(self, token: str) -> str:
         with self.client.session_transaction() as session:
-            sid = session["_form_tokens_sid"]
-        return self.app.extensions["form_tokens"].store.key(token, session_id=sid, form="order")
+            sid = session["_submit_once_sid"]
+        return self.app.extensions["submit_once"].store.key(token, session_id=sid, form="order")
 
 
 def fields(**changes: object) -> Callable[[User], object]:
@@ -86,7 +86,7 @@ def token_for_another_form(user: User):
 
 def expired_token(user: User):
     token = user.other_token()
-    user.client.application.extensions["form_tokens"].store.client.delete(user.key_of(token))
+    user.client.application.extensions["submit_once"].store.client.delete(user.key_of(token))
     return user.post(user.fields(form_token=token))
 
 

@@ -222,7 +222,7 @@ def test_behind_nginx_a_client_sent_x_forwarded_for_does_not_choose_the_bucket(
     if time.time() % 60 > 50:  # the count is per minute of the clock
         time.sleep(61 - time.time() % 60)
     with production_gunicorn(servers, TRUSTED_PROXIES="1",
-                             FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE="4") as live, \
+                             SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE="4") as live, \
             nginx(tmp_path, live.port) as port:
         through_nginx = form_views(port, ["203.0.113.1", "198.51.100.2"] * 2)
         direct = form_views(live.port, ["203.0.113.7", "198.51.100.8"] * 2)

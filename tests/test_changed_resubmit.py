@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from submit_once.testing import hidden_value
+from flask_submit_once.testing import hidden_value
 from tests.conftest import VALID, flashed, order_count
 
 EDITED = {**VALID, "quantity": "5", "address": "1 Other Street\nLeeds LS1 1AA"}

@@ -12,7 +12,7 @@ import redis
 from redis.cluster import RedisCluster
 
 from dev.embedded import EmbeddedRedis, free_port
-from submit_once.redis_urls import make_client
+from webapp.redis_urls import make_client
 from tests.conftest import VALID, flashed, hidden, order_count, token_keys
 from tests.live import LiveServer, open_form, request
 
@@ -95,7 +95,7 @@ def cluster_url(cluster) -> str:
 def test_redis_cluster_url_gives_a_cluster_client_and_tokens_spread_over_the_nodes(
         make_app, cluster, cluster_url):
     app = make_app(REDIS_URL=cluster_url)
-    assert isinstance(app.extensions["form_tokens"].store.client, RedisCluster)
+    assert isinstance(app.extensions["submit_once"].store.client, RedisCluster)
     client = app.test_client()
     for _ in range(30):
         assert client.get("/orders/new").status_code == 200
@@ -142,7 +142,7 @@ def test_a_redis_url_the_app_cannot_use_stops_start_up_with_how_to_fix_it(url, m
 
 def test_the_per_client_form_limit_works_across_cluster_slots(make_app, cluster, cluster_url):
     """The count and the token live in different slots: the pipeline splits by node."""
-    client = make_app(REDIS_URL=cluster_url, FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=5) \
+    client = make_app(REDIS_URL=cluster_url, SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=5) \
         .test_client(use_cookies=False)
     if time.time() % 60 > 50:  # the count is per minute of the clock
         time.sleep(61 - time.time() % 60)
@@ -153,5 +153,5 @@ def test_the_per_client_form_limit_works_across_cluster_slots(make_app, cluster,
 def test_the_session_cap_works_across_cluster_slots(make_app, cluster_url):
     """The session's count, the client's and the token, on three slots: refused at the
     cap with no live key left behind, as on one server."""
-    client = make_app(REDIS_URL=cluster_url, FORM_TOKENS_MAX_PER_SESSION=3).test_client()
+    client = make_app(REDIS_URL=cluster_url, SUBMIT_ONCE_MAX_PER_SESSION=3).test_client()
     assert [client.get("/orders/new").status_code for _ in range(5)] == [200] * 3 + [429] * 2

@@ -57,20 +57,20 @@ def test_pattern_doc_names_every_setting_the_extension_reads_and_only_those():
     """One spelling everywhere: the settings table is the extension's own keys."""
     text = PATTERN.read_text()
     source = (LIBRARY / "src/submit_once/extension.py").read_text()
-    read = set(re.findall(r'setdefault\("(FORM_TOKENS_\w+)"', source))
+    read = set(re.findall(r'setdefault\("(SUBMIT_ONCE_\w+)"', source))
     assert len(read) == 9
-    assert set(re.findall(r"`(FORM_TOKENS_\w+)`", text)) == read
+    assert set(re.findall(r"`(SUBMIT_ONCE_\w+)`", text)) == read
     for old in ("FORM_TOKEN_TTL", "SUBMIT_WAIT_SECONDS", "MAX_FORMS_PER_SESSION",
-                "FORM_TOKENS_WAIT`", "three small files"):
+                "SUBMIT_ONCE_WAIT`", "three small files"):
         assert old not in text
 
 
 def test_pattern_doc_gives_the_defaults_init_app_sets():
     app = Flask(__name__)
     FormTokens(app, client=redis.Redis())  # no command is sent: nothing needs to listen
-    table = dict(re.findall(r"^\| `(FORM_TOKENS_\w+)` \| `([^`]*)` \|", PATTERN.read_text(),
+    table = dict(re.findall(r"^\| `(SUBMIT_ONCE_\w+)` \| `([^`]*)` \|", PATTERN.read_text(),
                             re.M))
-    assert table.pop("FORM_TOKENS_REDIS_URL") == "REDIS_URL"
+    assert table.pop("SUBMIT_ONCE_REDIS_URL") == "REDIS_URL"
     assert table == {key: str(app.config[key]) for key in table}
     assert len(table) == 8
 
@@ -140,7 +140,7 @@ def names_in_use() -> set[str]:
         names |= set(NAME.findall(source.read_text()))
     for test in [*ROOT.glob("tests/**/*.py"), *LIBRARY.glob("tests/**/*.py")]:
         names |= set(READ_BY_A_TEST.findall(test.read_text()))
-    return names - set(RENAMED) - {"FORM_TOKENS_WAIT"}
+    return names - set(RENAMED) - {"SUBMIT_ONCE_WAIT"}
 
 
 @by_name
@@ -150,7 +150,7 @@ def test_every_setting_a_page_names_is_one_the_code_reads(page):
 
 
 def test_the_setting_check_refuses_an_old_name():
-    assert {"FORM_TOKENS_TTL", "SECRET_KEY", "WTF_CSRF_TIME_LIMIT", "TRUSTED_PROXIES"} \
+    assert {"SUBMIT_ONCE_TTL", "SECRET_KEY", "WTF_CSRF_TIME_LIMIT", "TRUSTED_PROXIES"} \
         <= names_in_use()
     assert "FORM_TOKEN_TTL" not in names_in_use()
 

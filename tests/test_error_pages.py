@@ -50,7 +50,7 @@ def test_an_error_about_an_order_links_back_to_it(client):
 
 def test_the_429_page_reloads_itself_once_the_wait_is_over(make_app):
     """Was: its only button led back to the order form, which was the 429 again."""
-    client = make_app(FORM_TOKENS_MAX_PER_SESSION=1).test_client()
+    client = make_app(SUBMIT_ONCE_MAX_PER_SESSION=1).test_client()
     open_form(client)
     refused = client.get("/orders/new")
     assert refused.status_code == 429

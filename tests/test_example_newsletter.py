@@ -19,12 +19,12 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def newsletter(servers):
     app = create_app({"SECRET_KEY": "test", "DATABASE_URL": servers.database_url,
-                      "FORM_TOKENS_REDIS_URL": servers.redis.url})
+                      "SUBMIT_ONCE_REDIS_URL": servers.redis.url})
     yield app.test_client()
     app.extensions["newsletter_db"].kw["bind"].dispose()
     with servers.engine.begin() as conn:
         conn.execute(text("DROP TABLE newsletter_subscriptions"))
-    app.extensions["form_tokens"].store.client.close()
+    app.extensions["submit_once"].store.client.close()
 
 
 def subscriptions(servers) -> int:
@@ -113,7 +113,7 @@ def test_the_example_imports_only_submit_once_of_this_repository():
 def test_redis_unreachable_before_the_token_is_spent_keeps_the_input_and_the_token(
         newsletter, servers):
     data = open_form(newsletter)
-    store = newsletter.application.extensions["form_tokens"].store
+    store = newsletter.application.extensions["submit_once"].store
     working, store.client = store.client, redis.Redis(port=free_port())  # nothing listens
     try:
         away = newsletter.post("/subscribe", data=data)

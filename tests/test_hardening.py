@@ -180,10 +180,10 @@ def production(**settings: str) -> dict:
 
 @pytest.mark.parametrize("settings, message", [
     ({"SECRET_KEY": KEY, "TRUSTED_PROXIES": "one"}, "must be a number"),
-    ({"SECRET_KEY": KEY, "FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE": "-1"},
+    ({"SECRET_KEY": KEY, "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE": "-1"},
      "must not be negative"),
     ({"SECRET_KEY": KEY, "MAX_FORMS_PER_CLIENT_PER_MINUTE": "40"},
-     "renamed: set FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE"),
+     "renamed: set SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"),
 ])
 def test_production_refuses_bad_settings(settings, message):
     with pytest.raises(RuntimeError, match=message):
@@ -218,7 +218,7 @@ def test_production_refuses_a_weak_secret_and_names_it_without_showing_it(name, 
 def test_production_starts_with_its_own_secrets_and_the_app_refuses_them_too(servers):
     config = production(SECRET_KEY=KEY, PAYMENT_WEBHOOK_SECRET=f"whsec_{secrets.token_urlsafe(24)}",
                         METRICS_TOKEN=secrets.token_hex(32))
-    assert config["FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE"] == 120
+    assert config["SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"] == 120
     assert config["TRUSTED_PROXIES"] == 0
     with pytest.raises(RuntimeError, match="at least 32"):
         create_app(servers.config(APP_ENV="production", SECRET_KEY="short"))

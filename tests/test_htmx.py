@@ -3,7 +3,7 @@ form's fragment or an HX-Redirect, never a whole page inside the form."""
 
 from __future__ import annotations
 
-from submit_once.testing import hidden_value
+from flask_submit_once.testing import hidden_value
 from tests.conftest import VALID, flashed, order_count
 
 HTMX = {"HX-Request": "true"}

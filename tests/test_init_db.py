@@ -46,7 +46,7 @@ def test_the_demo_catalogue_is_added_only_when_asked(servers, fresh_database, en
         result = app.test_cli_runner().invoke(args=["init-db", *args])
     finally:
         app.extensions["db"].kw["bind"].dispose()
-        app.extensions["form_tokens"].store.client.close()
+        app.extensions["submit_once"].store.client.close()
     assert result.exit_code == 0, result.output
     assert products(engine) == (4 if seeded else 0)
     assert ("demo catalogue seeded" in result.output) is seeded

@@ -171,7 +171,7 @@ def test_one_json_line_per_request_with_id_route_status_and_hashed_token_only(
     assert [line["route"] for line in log_lines] == \
         ["/orders/new", "/orders", "/orders/<public_id>"]
     submit = log_lines[1]
-    digest = app.extensions["form_tokens"].store.digest(
+    digest = app.extensions["submit_once"].store.digest(
         form["form_token"], session_id=_session_id(client, app), form="order")
     assert submit["request_id"] == response.headers["X-Request-ID"] == "lb-1234abcd"
     assert submit["token"] == digest[:12]
@@ -190,4 +190,4 @@ def _session_id(client, app) -> str:
     """The id the app bound this browser's tokens to, read from its signed cookie."""
     cookie = client.get_cookie("session")
     return app.session_interface.get_signing_serializer(app).loads(cookie.value)[
-        "_form_tokens_sid"]
+        "_submit_once_sid"]

@@ -192,7 +192,7 @@ def test_duplicate_in_flight_waits_for_the_first_and_lands_on_its_order(make_app
 
 
 def test_duplicate_waits_only_up_to_the_bound_then_is_told_to_reload(make_app, servers):
-    app = make_app(FORM_TOKENS_WAIT_SECONDS=0.3)
+    app = make_app(SUBMIT_ONCE_WAIT_SECONDS=0.3)
     consumed, release = threading.Event(), threading.Event()
     after_consume(app, lambda: (consumed.set(), release.wait(5)))
     client = app.test_client()

@@ -62,7 +62,7 @@ def flask_sqlalchemy_app(url: str, redis_url: str) -> tuple[Flask, Callable[[], 
     """The way most Flask apps hold their database: the view reads through
     ``db.session``, submits with ``sessions=db``, and uses what it read afterwards."""
     app = Flask(__name__)
-    app.config.update(SECRET_KEY="test", FORM_TOKENS_REDIS_URL=redis_url,
+    app.config.update(SECRET_KEY="test", SUBMIT_ONCE_REDIS_URL=redis_url,
                       SQLALCHEMY_DATABASE_URI=url, SQLALCHEMY_ENGINE_OPTIONS=POOL)
     db = SQLAlchemy()
     db.init_app(app)
@@ -93,7 +93,7 @@ def flask_sqlalchemy_app(url: str, redis_url: str) -> tuple[Flask, Callable[[], 
 def sessionmaker_app(url: str, redis_url: str) -> tuple[Flask, Callable[[], None]]:
     """A plain SQLAlchemy app: short sessions from one sessionmaker."""
     app = Flask(__name__)
-    app.config.update(SECRET_KEY="test", FORM_TOKENS_REDIS_URL=redis_url)
+    app.config.update(SECRET_KEY="test", SUBMIT_ONCE_REDIS_URL=redis_url)
     engine = create_engine(url, **POOL)
     sessions = sessionmaker(engine, expire_on_commit=False)
     form_tokens = FormTokens(app)
@@ -157,7 +157,7 @@ def test_ten_concurrent_submits_on_a_pool_of_two_make_one_row_and_all_land_on_it
         stop()
         after_consume(app, None)
         close()
-        app.extensions["form_tokens"].store.client.close()
+        app.extensions["submit_once"].store.client.close()
     assert [a.status for a in answers] == [200] * DUPLICATES, [a.body[-300:] for a in answers]
     with servers.engine.connect() as conn:
         (only,) = conn.scalars(select(Signup.id)).all()
@@ -186,7 +186,7 @@ def test_unsaved_changes_in_the_request_session_are_refused_loudly(servers, tabl
                 assert isinstance(outcome, Created)
     finally:
         close()
-        app.extensions["form_tokens"].store.client.close()
+        app.extensions["submit_once"].store.client.close()
     with servers.engine.connect() as conn:
         assert conn.scalar(select(func.count()).select_from(Topic)) == 1
         assert conn.scalar(select(func.count()).select_from(Signup)) == 2
@@ -205,4 +205,4 @@ def test_sessions_of_another_kind_are_refused_with_what_to_pass(servers, tables)
             assert request.path == "/"
     finally:
         close()
-        app.extensions["form_tokens"].store.client.close()
+        app.extensions["submit_once"].store.client.close()

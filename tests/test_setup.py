@@ -10,11 +10,11 @@ from alembic.script import ScriptDirectory
 from flask import Flask
 from sqlalchemy import text
 
-from submit_once.signals import submit_committed, token_consumed
+from flask_submit_once.signals import submit_committed, token_consumed
 from tests.test_hardening import KEY
 from webapp import api, create_app, db, health, webhooks
 from webapp.config import DEV_SECRET_KEY, RENAMED
-from webapp.extensions import form_tokens
+from webapp.extensions import submit_once
 from webapp.webhooks.signatures import HEADER, sign
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -24,7 +24,7 @@ MIGRATIONS_HEAD = ScriptDirectory(str(ROOT / "webapp/migrations")).get_current_h
 
 @pytest.fixture
 def environ(monkeypatch, servers):
-    for name in ("APP_ENV", "SECRET_KEY", "DATABASE_URL", "REDIS_URL", "FORM_TOKENS_TTL",
+    for name in ("APP_ENV", "SECRET_KEY", "DATABASE_URL", "REDIS_URL", "SUBMIT_ONCE_TTL",
                  *RENAMED):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("DATABASE_URL", servers.database_url)
@@ -48,24 +48,24 @@ def test_production_with_a_secret_starts_with_secure_cookies(environ):
     app = create_app()
     assert app.config["SESSION_COOKIE_SECURE"] and app.config["SESSION_COOKIE_HTTPONLY"]
     assert app.config["SESSION_COOKIE_SAMESITE"] == "Lax"
-    assert app.config["FORM_TOKENS_TTL"] == 3600
+    assert app.config["SUBMIT_ONCE_TTL"] == 3600
 
 
 def test_development_runs_on_the_dev_secret(environ):
     environ.setenv("APP_ENV", "development")
-    environ.setenv("FORM_TOKENS_TTL", "600")
+    environ.setenv("SUBMIT_ONCE_TTL", "600")
     app = create_app()
-    assert app.config["SECRET_KEY"] == DEV_SECRET_KEY and app.config["FORM_TOKENS_TTL"] == 600
+    assert app.config["SECRET_KEY"] == DEV_SECRET_KEY and app.config["SUBMIT_ONCE_TTL"] == 600
     assert app.config["WTF_CSRF_TIME_LIMIT"] == 600  # the CSRF token lives as long
 
 
 @pytest.mark.parametrize("name, value, message", [
-    ("FORM_TOKENS_TTL", "soon", "must be a number"),
-    ("FORM_TOKENS_TTL", "1.5", "whole number"),
+    ("SUBMIT_ONCE_TTL", "soon", "must be a number"),
+    ("SUBMIT_ONCE_TTL", "1.5", "whole number"),
     ("APP_ENV", "staging", "is not one of"),
-    ("FORM_TOKENS_REDIS_DOWN_FALLBACK", "maybe", "true or false"),
-    ("FORM_TOKENS_MAX_PER_SESSION", "-1", "must not be negative"),
-    ("FORM_TOKENS_WAIT_SECONDS", "-1", "must not be negative"),
+    ("SUBMIT_ONCE_REDIS_DOWN_FALLBACK", "maybe", "true or false"),
+    ("SUBMIT_ONCE_MAX_PER_SESSION", "-1", "must not be negative"),
+    ("SUBMIT_ONCE_WAIT_SECONDS", "-1", "must not be negative"),
 ])
 def test_bad_settings_stop_start_up_with_a_clear_message(environ, name, value, message):
     environ.setenv("SECRET_KEY", KEY)
@@ -127,7 +127,7 @@ def test_blueprints_take_redis_when_they_use_it_so_init_order_carries_no_meaning
     """The API and the webhook register before FormTokens, which owns the Redis
     client; they ask it for the client per request, so both still work."""
     app = Flask(__name__)
-    app.config.update(servers.config(FORM_TOKENS_WAIT_SECONDS=1))
+    app.config.update(servers.config(SUBMIT_ONCE_WAIT_SECONDS=1))
     api.init_app(app)
     webhooks.init_app(app)
     app.register_blueprint(health.bp)
@@ -146,4 +146,4 @@ def test_blueprints_take_redis_when_they_use_it_so_init_order_carries_no_meaning
     finally:
         app.extensions["db"].kw["bind"].dispose()
         with app.app_context():
-            form_tokens.redis.close()
+            submit_once.redis.close()

@@ -17,13 +17,14 @@ from . import (
     errors,
     health,
     metrics,
+    redis_urls,
     refunds,
     request_log,
     security,
     support,
     webhooks,
 )
-from .extensions import csrf, form_tokens
+from .extensions import csrf, submit_once
 from .orders import views as order_pages
 
 
@@ -58,7 +59,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
 
     db.init_app(app)
     cli.init_app(app)
-    form_tokens.init_app(app)
+    submit_once.init_app(app, sessions=app.extensions["db"],
+                         client=redis_urls.make_client(app.config["REDIS_URL"]))
     csrf.init_app(app)
     security.init_app(app)
     errors.init_app(app)

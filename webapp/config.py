@@ -17,18 +17,21 @@ SECRETS = ("SECRET_KEY", "PAYMENT_WEBHOOK_SECRET", "METRICS_TOKEN")
 SECRET_MIN_BYTES = 32
 #: The Host names development answers unless TRUSTED_HOSTS says otherwise.
 DEV_HOSTS = ("localhost", "127.0.0.1")
-#: Form views per client address per minute, unless FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE says.
+#: Form views per client address per minute, unless SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE says.
 FORMS_PER_CLIENT_PER_MINUTE = 120
 
 ENVIRONMENTS = ("production", "development", "testing")
 
 #: Settings that were renamed: set in the environment or the config, they stop start-up.
 RENAMED = {
-    "FORM_TOKEN_TTL": "FORM_TOKENS_TTL",
-    "SUBMIT_WAIT_SECONDS": "FORM_TOKENS_WAIT_SECONDS",
-    "MAX_FORMS_PER_SESSION": "FORM_TOKENS_MAX_PER_SESSION",
-    "REDIS_DOWN_FALLBACK": "FORM_TOKENS_REDIS_DOWN_FALLBACK",
-    "MAX_FORMS_PER_CLIENT_PER_MINUTE": "FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE",
+    "FORM_TOKEN_TTL": "SUBMIT_ONCE_TTL",
+    "SUBMIT_WAIT_SECONDS": "SUBMIT_ONCE_WAIT_SECONDS",
+    "MAX_FORMS_PER_SESSION": "SUBMIT_ONCE_MAX_PER_SESSION",
+    "REDIS_DOWN_FALLBACK": "SUBMIT_ONCE_REDIS_DOWN_FALLBACK",
+    "MAX_FORMS_PER_CLIENT_PER_MINUTE": "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE",
+    **{f"FORM_TOKENS_{name}": f"SUBMIT_ONCE_{name}" for name in (
+        "TTL", "WAIT_SECONDS", "MAX_PER_SESSION", "REDIS_DOWN_FALLBACK",
+        "MAX_PER_CLIENT_PER_MINUTE")},
 }
 
 
@@ -41,12 +44,12 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
         "SECRET_KEY": environ.get("SECRET_KEY"),
         "DATABASE_URL": environ.get("DATABASE_URL"),
         "REDIS_URL": environ.get("REDIS_URL"),
-        # The FORM_TOKENS_* settings are submit_once.FormTokens's own keys.
-        "FORM_TOKENS_TTL": _int(environ, "FORM_TOKENS_TTL", 3600),
-        "FORM_TOKENS_WAIT_SECONDS": number(environ, "FORM_TOKENS_WAIT_SECONDS", 10.0),
-        "FORM_TOKENS_REDIS_DOWN_FALLBACK": _bool(environ, "FORM_TOKENS_REDIS_DOWN_FALLBACK",
+        # The SUBMIT_ONCE_* settings are Flask-Submit-Once's own keys.
+        "SUBMIT_ONCE_TTL": _int(environ, "SUBMIT_ONCE_TTL", 3600),
+        "SUBMIT_ONCE_WAIT_SECONDS": number(environ, "SUBMIT_ONCE_WAIT_SECONDS", 10.0),
+        "SUBMIT_ONCE_REDIS_DOWN_FALLBACK": _bool(environ, "SUBMIT_ONCE_REDIS_DOWN_FALLBACK",
                                                  False),
-        "FORM_TOKENS_MAX_PER_SESSION": _int(environ, "FORM_TOKENS_MAX_PER_SESSION", 200),
+        "SUBMIT_ONCE_MAX_PER_SESSION": _int(environ, "SUBMIT_ONCE_MAX_PER_SESSION", 200),
         "MAX_CONTENT_LENGTH": _int(environ, "MAX_CONTENT_LENGTH", 64 * 1024),
         "IDEMPOTENCY_RETENTION": _int(environ, "IDEMPOTENCY_RETENTION", 24 * 3600),
         "PAYMENT_WEBHOOK_SECRET": environ.get("PAYMENT_WEBHOOK_SECRET"),
@@ -56,9 +59,9 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
     if hosts := [host.strip() for host in environ.get("TRUSTED_HOSTS", "").split(",")
                  if host.strip()]:
         config["TRUSTED_HOSTS"] = hosts  # Flask's own setting: another Host is a 400
-    if environ.get("FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE"):
-        config["FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE"] = _int(
-            environ, "FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE", FORMS_PER_CLIENT_PER_MINUTE)
+    if environ.get("SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"):
+        config["SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"] = _int(
+            environ, "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE", FORMS_PER_CLIENT_PER_MINUTE)
     if environ.get("CATALOGUE_CACHE_SECONDS"):
         # Unset, finish() picks the default for the environment the app ends up in.
         config["CATALOGUE_CACHE_SECONDS"] = number(environ, "CATALOGUE_CACHE_SECONDS", 5.0)
@@ -93,7 +96,7 @@ def finish(config: dict[str, Any]) -> None:
     config.setdefault("CATALOGUE_CACHE_SECONDS", 0.0 if env == "testing" else 5.0)
     # Tests open hundreds of forms from one address (127.0.0.1): off there unless a
     # test turns it on.
-    config.setdefault("FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE",
+    config.setdefault("SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE",
                       0 if env == "testing" else FORMS_PER_CLIENT_PER_MINUTE)
     if env == "development" and config.get("TRUSTED_HOSTS") is None:
         # scripts/run serves 127.0.0.1 with the public webhook secret: a page whose

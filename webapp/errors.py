@@ -19,9 +19,11 @@ from werkzeug.exceptions import (
     default_exceptions,
 )
 
-from submit_once import Unavailable
+from flask_submit_once import Unavailable
 
 from .api import wants_problem
+from .extensions import submit_once
+from .metrics import count_session_mismatch
 from .problems import problem, problem_for_http_error
 
 log = logging.getLogger(__name__)
@@ -80,7 +82,7 @@ WORDS = {
 
 
 #: What a dependency that did not answer raises: Unavailable before the token was spent
-#: (FormTokens.issue, submit_once: the token is still good), Redis, PostgreSQL, and
+#: (issuing a token, or a submit: the token is still good), Redis, PostgreSQL, and
 #: every pooled connection busy for pool_timeout (a slow database, not a bug).
 DEPENDENCY_ERRORS = (Unavailable, RedisError, OperationalError, PoolTimeout)
 
@@ -126,12 +128,18 @@ def csrf_error(error: CSRFError):
     """The CSRF check failed. Another site's page posted here (a forged auto-submit):
     answered without a word of what it sent, without new tokens, and without touching
     the victim's session, whose open forms must keep working. A body that is not a form
-    is told so; otherwise the session cookie was lost or is too old."""
-    if sent_from_another_site():
+    is told so; otherwise the session cookie was lost or is too old, and a protected
+    form is drawn again with what was typed and fresh tokens (Flask-Submit-Once)."""
+    reason = count_session_mismatch(request.endpoint or "",
+                                  "cross_site" if sent_from_another_site() else None)
+    if reason == "cross_site":
         return render_error(403, CROSS_SITE)
     if request.mimetype not in FORM_TYPES:
         return render_error(415, "Send this form from our order page (as an HTML form), "
                                  "not as another kind of data.")
+    drawn_again = submit_once.session_lost(error)
+    if drawn_again is not None:
+        return drawn_again
     return render_error(400, "Your session expired or this form was not sent from our site. "
                              "Go back, reload the page and try again.")
 
@@ -147,7 +155,7 @@ def sent_from_another_site() -> bool:
 
 
 def unavailable_cause(error: Exception) -> Exception:
-    """What did not answer (the cause an :class:`~submit_once.Unavailable` chains),
+    """What did not answer (the cause an :class:`~flask_submit_once.Unavailable` chains),
     logged by its driver's first line only: SQLAlchemy's message would add the
     statement, and the customer's details are no business of the log."""
     if isinstance(error, Unavailable) and isinstance(error.__cause__, Exception):

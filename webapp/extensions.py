@@ -2,7 +2,7 @@
 
 from flask_wtf.csrf import CSRFProtect
 
-from submit_once import FormTokens
+from flask_submit_once import SubmitOnce
 
 csrf = CSRFProtect()
-form_tokens = FormTokens()
+submit_once = SubmitOnce()

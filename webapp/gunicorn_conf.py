@@ -19,7 +19,7 @@ bind = os.environ.get("BIND", "127.0.0.1:8000")
 workers = int(os.environ.get("WEB_CONCURRENCY", 2 * (os.cpu_count() or 1)))
 threads = int(os.environ.get("WEB_THREADS", 8))
 worker_class = "gthread"
-# Longer than FORM_TOKENS_WAIT_SECONDS (10 s by default): a duplicate waiting for the first
+# Longer than SUBMIT_ONCE_WAIT_SECONDS (10 s by default): a duplicate waiting for the first
 # submit must not be killed as a hung worker.
 timeout = 30
 graceful_timeout = 20

@@ -20,7 +20,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
 from .db import sessions
-from .extensions import form_tokens
+from .extensions import submit_once
 
 bp = Blueprint("health", __name__)
 
@@ -29,7 +29,7 @@ NO_STORE = {"Cache-Control": "no-store"}
 
 def check_redis() -> None:
     """Raises unless the app's Redis answers PING."""
-    if not form_tokens.redis.ping():
+    if not submit_once.redis.ping():
         raise RedisError("PING was not answered")
 
 

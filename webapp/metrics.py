@@ -10,9 +10,9 @@ Who may read it: with ``METRICS_TOKEN`` set, only a request carrying
 a 404 in production and open in development and testing.
 
 Every label value comes from a fixed set, so no request can add series: the
-form's kind (``order``, ``cancel``, ``refund``; never the order key that a
-cancel or refund form's name carries), the route's rule (never the path), and
-the method (anything outside :data:`METHODS` is ``OTHER``).
+form's kind (the endpoint it is sent to: ``orders.create``, ``cancel.cancel``,
+``refunds.create``; never the order key that a cancel or refund form's name carries),
+the route's rule (never the path), and the method (anything outside :data:`METHODS` is ``OTHER``).
 
 What the design can tell apart, and what it cannot: a token pasted into another
 session names a Redis key that does not exist (the key is a digest of form,
@@ -39,18 +39,11 @@ from prometheus_client import (
 )
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from submit_once import (
-    Created,
-    Duplicate,
-    Expired,
-    Failed,
-    StillRunning,
-    Unconfirmed,
-    submit_decided,
-    token_issued,
-)
+from flask_submit_once import Outcome, signals
 
 bp = Blueprint("metrics", __name__)
+#: The order form's kind: the endpoint it is sent to.
+ORDER_FORM = "orders.create"
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
@@ -59,17 +52,17 @@ if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     # on_starting hook has made the directory, and an unlabelled metric writes at import.
     os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
 
-TOKENS_ISSUED = Counter("form_tokens_issued", "Form tokens issued (one per rendered form).",
-                        ["form"])
-TOKENS_CONSUMED = Counter("form_tokens_consumed", "Form tokens consumed by a GETDEL that won.",
-                          ["form"])
-DUPLICATES = Counter("form_submit_duplicates",
+TOKENS_ISSUED = Counter("submit_once_tokens_issued",
+                        "Form tokens issued (one per rendered form).", ["form"])
+TOKENS_CONSUMED = Counter("submit_once_tokens_consumed",
+                          "Form tokens consumed by a GETDEL that won.", ["form"])
+DUPLICATES = Counter("submit_once_duplicates",
                      "Duplicate submits sent to the first submit's result.", ["form", "waited"])
 DUPLICATE_WAIT = Histogram(
-    "form_submit_duplicate_wait_seconds",
+    "submit_once_duplicate_wait_seconds",
     "How long duplicates that found the first submit still running waited for it.", ["form"],
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
-REJECTED = Counter("form_tokens_rejected",
+REJECTED = Counter("submit_once_rejected",
                    "Submits refused for their token: expired_or_unknown (includes tokens from "
                    "another session: by design the two cannot be told apart), first_failed, "
                    "still_running, session_mismatch (caught by the CSRF check), cross_site "
@@ -85,18 +78,21 @@ def init_app(app: Flask) -> None:
     # A signal, not before_request: CSRF refusals raise in an earlier before_request.
     request_started.connect(_start_timer, app)
     app.after_request(_observe_request)
-    token_issued.connect(_on_issue, app)
-    submit_decided.connect(_on_submit, app)
+    signals.token_issued.connect(_on_issue, app)
+    signals.submit_decided.connect(_on_submit, app)
 
 
-def count_session_mismatch(form: str, reason: str = "session_mismatch") -> None:
-    """A submit of ``form`` failed the CSRF/session check (``cross_site``: it came
-    from another site)."""
-    REJECTED.labels(form_kind(form), reason).inc()
+def count_session_mismatch(endpoint: str, reason: str | None = None) -> str:
+    """A submit to ``endpoint`` failed the CSRF/session check: ``cross_site`` (it came
+    from another site) or ``session_mismatch``; returns which."""
+    reason = reason or "session_mismatch"
+    REJECTED.labels(form_kind(endpoint), reason).inc()
+    return reason
 
 
 def form_kind(form: str) -> str:
-    """``cancel:<order key>`` -> ``cancel``: the kind of form, never which order."""
+    """``cancel.cancel:public_id=<order key>`` -> ``cancel.cancel``: the kind of form (the
+    endpoint it is sent to), never which order."""
     return form.partition(":")[0]
 
 
@@ -129,24 +125,25 @@ def _on_issue(app: Flask, *, form: str, **_: object) -> None:
     TOKENS_ISSUED.labels(form_kind(form)).inc()
 
 
-def _on_submit(app: Flask, *, form: str, outcome: object, seconds: float, **_: object) -> None:
+def _on_submit(app: Flask, *, form: str, outcome: Outcome, seconds: float,
+               **_: object) -> None:
     form = form_kind(form)
     match outcome:
-        case Created():
+        case Outcome(kind="created"):
             TOKENS_CONSUMED.labels(form).inc()
-            if form == "order":
+            if form == ORDER_FORM:
                 ORDERS_PLACED.inc()
-        case Duplicate(waited=waited):
+        case Outcome(kind="duplicate" | "changed", waited=waited):
             DUPLICATES.labels(form, str(waited).lower()).inc()
             if waited:
                 DUPLICATE_WAIT.labels(form).observe(seconds)
-        case Failed() | Unconfirmed():
+        case Outcome(kind="refused" | "failed" | "unconfirmed"):
             TOKENS_CONSUMED.labels(form).inc()
-        case Expired(waited=True):
+        case Outcome(kind="expired", waited=True):
             REJECTED.labels(form, "first_failed").inc()
-        case Expired():
+        case Outcome(kind="expired"):
             REJECTED.labels(form, "expired_or_unknown").inc()
-        case StillRunning():
+        case Outcome(kind="still_running"):
             REJECTED.labels(form, "still_running").inc()
 
 

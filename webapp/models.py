@@ -22,7 +22,9 @@ from sqlalchemy import (
     text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship, synonym
+
+from flask_submit_once import SubmissionMixin
 
 from .order_rules import (
     ADDRESS_MAX,
@@ -78,7 +80,7 @@ class Product(Base):
     active: Mapped[bool] = mapped_column(Boolean, default=True)
 
 
-class Order(Base):
+class Order(SubmissionMixin, Base):
     __tablename__ = "orders"
     __table_args__ = (
         CheckConstraint(f"quantity BETWEEN {QUANTITY_MIN} AND {QUANTITY_MAX}",
@@ -110,13 +112,11 @@ class Order(Base):
         server_default=text("new_payment_reference()"))
     currency: Mapped[str] = mapped_column(String(3), default=CURRENCY,
                                           server_default=CURRENCY)
-    # The digest of what made this order once: a form token (bound to session
-    # and form) or an API client's Idempotency-Key. UNIQUE: the last line of
-    # defence when Redis gives back a token or key it had already handed out.
-    submission_digest: Mapped[str] = mapped_column(String(DIGEST_LENGTH), unique=True)
-    # The fingerprint of the form fields that made it (migration 0008): a resubmit
-    # with other fields is told, not landed here. None for API orders.
-    submission_fingerprint: Mapped[str | None] = mapped_column(String(DIGEST_LENGTH))
+    # From SubmissionMixin: submission_digest, the digest of what made this order once
+    # (a form token, bound to session and form, or an API client's Idempotency-Key),
+    # UNIQUE, the last line of defence when Redis gives back a token or key it had
+    # already handed out; and submission_fingerprint (migration 0008), what the form or
+    # the API request was, so that a resubmit with other fields is told, not landed here.
     product_id: Mapped[int] = mapped_column(ForeignKey("products.id"))
     quantity: Mapped[int] = mapped_column(Integer)
     unit_price_cents: Mapped[int] = mapped_column(Integer)
@@ -132,7 +132,6 @@ class Order(Base):
     # UNIQUE per client, and the response replayed to a retry with that key.
     api_client_id: Mapped[int | None] = mapped_column(ForeignKey("api_clients.id"))
     idempotency_key: Mapped[str | None] = mapped_column(String(255))
-    request_fingerprint: Mapped[str | None] = mapped_column(String(64))
     api_response: Mapped[dict | None] = mapped_column(JSONB)
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(
@@ -218,7 +217,7 @@ class RefundRecord(Base):
 REFUND_REQUEST_STATUSES = ("requested", "review", "applied", "failed", "rejected")
 
 
-class RefundRequest(Base):
+class RefundRequest(SubmissionMixin, Base):
     """A refund the customer asked for (migration 0007): the outbox row the
     relay publishes to the stream, and what the order page shows. Its amount is
     reserved on the order from the submit until the worker applies it
@@ -238,7 +237,11 @@ class RefundRequest(Base):
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
-    idempotency_key: Mapped[str] = mapped_column(String(DIGEST_LENGTH))
+    # SubmissionMixin's digest, in the column the worker and its stream messages know
+    # as the request's idempotency key (UNIQUE above); submission_fingerprint (migration
+    # 0012) is the amount the form asked for.
+    submission_digest: Mapped[str] = mapped_column("idempotency_key", String(DIGEST_LENGTH))
+    idempotency_key: Mapped[str] = synonym("submission_digest")
     order_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("orders.id"))
     amount_cents: Mapped[int] = mapped_column(Integer)
     status: Mapped[str] = mapped_column(String(16), default="requested",

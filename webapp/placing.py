@@ -11,7 +11,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from submit_once import Refused
+from flask_submit_once import Refused
 
 from .models import Order, Product, new_payment_reference
 from .order_rules import CURRENCY, new_order_number, new_public_id
@@ -29,14 +29,15 @@ class OrderDetails:
     address: str
 
 
-def new_order(db: Session, details: OrderDetails, digest: str, **recorded: Any) -> Order:
-    """The order for ``details``, added to the caller's transaction (not yet flushed).
+def new_order(db: Session, details: OrderDetails, **recorded: Any) -> Order:
+    """The order for ``details``, added to the caller's transaction (not yet flushed):
+    the protected view that returns it has it stamped with its submission's digest.
 
     The product is read again inside the transaction, so one taken off sale since
-    validation is refused (:class:`~submit_once.Refused`), not sold. Its keys, currency,
+    validation is refused (:class:`~flask_submit_once.Refused`), not sold. Its keys, currency,
     status and time are set here, not left to column defaults, so the order can be read
     (and an API response built from it) before the INSERT. ``recorded`` holds the columns
-    only one caller has: the form's fingerprint, the API client, key and response.
+    only one caller has: the API client, key and response.
     """
     column = Product.id if isinstance(details.product, int) else Product.sku
     product = db.scalar(select(Product).where(column == details.product, Product.active))
@@ -44,7 +45,7 @@ def new_order(db: Session, details: OrderDetails, digest: str, **recorded: Any) 
         raise Refused("product no longer on sale")
     order = Order(public_id=new_public_id(), order_number=new_order_number(),
                   payment_reference=new_payment_reference(), currency=CURRENCY,
-                  status="placed", created_at=datetime.now(UTC), submission_digest=digest,
+                  status="placed", created_at=datetime.now(UTC),
                   product=product, quantity=details.quantity,
                   unit_price_cents=product.price_cents, customer_name=details.name,
                   email=details.email, shipping_address=details.address, **recorded)

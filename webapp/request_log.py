@@ -23,7 +23,7 @@ import uuid
 
 from flask import Flask, Response, g, request, request_started
 
-from submit_once import submit_decided
+from flask_submit_once import Outcome, signals
 
 from . import logs
 from .logs import JsonLines
@@ -43,7 +43,7 @@ def json_lines() -> JsonLines:
 def init_app(app: Flask) -> None:
     logs.init_app(app)
     request_started.connect(_begin, app)
-    submit_decided.connect(_note_submit, app)
+    signals.submit_decided.connect(_note_submit, app)
     app.after_request(_log)
 
 
@@ -53,9 +53,9 @@ def _begin(app: Flask, **_: object) -> None:
     g.log_started = time.perf_counter()
 
 
-def _note_submit(app: Flask, *, outcome: object, digest: str, **_: object) -> None:
+def _note_submit(app: Flask, *, outcome: Outcome, digest: str, **_: object) -> None:
     # Not the outcome's result: for a form it is the order's key.
-    g.log_fields = {"token": digest[:DIGEST_PREFIX], "outcome": type(outcome).__name__}
+    g.log_fields = {"token": digest[:DIGEST_PREFIX], "outcome": outcome.kind}
 
 
 def _log(response: Response) -> Response:

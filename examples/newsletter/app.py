@@ -84,7 +84,7 @@ def create_app(config: dict | None = None) -> Flask:
     app.config.update(
         SECRET_KEY=os.environ.get("SECRET_KEY"),
         DATABASE_URL=os.environ.get("DATABASE_URL"),
-        FORM_TOKENS_REDIS_URL=os.environ.get("REDIS_URL"),
+        SUBMIT_ONCE_REDIS_URL=os.environ.get("REDIS_URL"),
     )
     app.config.update(config or {})
     app.jinja_loader = DictLoader({"newsletter.html": PAGE, "thanks.html": THANKS})

@@ -40,7 +40,7 @@ class SignUpForm(FlaskForm):
 def create_app(redis_url: str, sessions: sessionmaker[Session], **config: object) -> Flask:
     app = Flask(__name__)
     app.config.update(SECRET_KEY="test", REDIS_URL=redis_url,
-                      FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=0, **config)
+                      SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=0, **config)
     app.jinja_loader = DictLoader({"signup.html": PAGE, "_form.html": FORM})
     form_tokens.init_app(app)
     csrf.init_app(app)

@@ -88,7 +88,7 @@ def test_the_smallest_copy_works_without_redis_urls(tmp_path, redis_url):
         except RuntimeError as error:
             assert "REDIS_URL" in str(error), error
         cluster = Flask("cluster")
-        cluster.config["FORM_TOKENS_REDIS_URL"] = "redis+cluster://127.0.0.1:1"
+        cluster.config["SUBMIT_ONCE_REDIS_URL"] = "redis+cluster://127.0.0.1:1"
         try:
             FormTokens(cluster)
         except RuntimeError as error:
@@ -111,13 +111,13 @@ def test_the_csrf_time_limit_is_the_token_ttl_when_nobody_set_it(redis_url, form
 
 
 def test_a_csrf_time_limit_the_app_set_is_kept_and_a_shorter_one_warned_about(redis_url):
-    app = make_app(redis_url, FORM_TOKENS_TTL=7200, WTF_CSRF_TIME_LIMIT=600)
+    app = make_app(redis_url, SUBMIT_ONCE_TTL=7200, WTF_CSRF_TIME_LIMIT=600)
     with pytest.warns(UserWarning, match=r"WTF_CSRF_TIME_LIMIT \(600 s\) is shorter than "
-                                         r"FORM_TOKENS_TTL \(7200 s\)"):
+                                         r"SUBMIT_ONCE_TTL \(7200 s\)"):
         FormTokens(app)
     assert app.config["WTF_CSRF_TIME_LIMIT"] == 600
     close(app)
-    unlimited = make_app(redis_url, FORM_TOKENS_TTL=7200, WTF_CSRF_TIME_LIMIT=None)
+    unlimited = make_app(redis_url, SUBMIT_ONCE_TTL=7200, WTF_CSRF_TIME_LIMIT=None)
     FormTokens(unlimited)  # no limit at all: nothing to warn about (filterwarnings=error)
     assert unlimited.config["WTF_CSRF_TIME_LIMIT"] is None
     close(unlimited)
@@ -157,7 +157,7 @@ def test_issuance_caps_are_on_by_default(redis_url):
 def test_a_misconfigured_app_is_told_how_to_fix_it(redis_url):
     with Flask(__name__).app_context(), pytest.raises(RuntimeError, match="init_app"):
         FormTokens.state()
-    with pytest.raises(RuntimeError, match="FORM_TOKENS_REDIS_URL"):
+    with pytest.raises(RuntimeError, match="SUBMIT_ONCE_REDIS_URL"):
         FormTokens(Flask(__name__))
 
 
@@ -171,7 +171,7 @@ def test_redis_unreachable_at_issue_is_unavailable_with_the_cause():
 
 
 def test_an_old_setting_name_is_refused_naming_the_new_one(redis_url):
-    app = make_app(redis_url, FORM_TOKENS_WAIT=3)
-    with pytest.raises(RuntimeError, match="FORM_TOKENS_WAIT was renamed: set "
-                                           "FORM_TOKENS_WAIT_SECONDS instead"):
+    app = make_app(redis_url, SUBMIT_ONCE_WAIT=3)
+    with pytest.raises(RuntimeError, match="SUBMIT_ONCE_WAIT was renamed: set "
+                                           "SUBMIT_ONCE_WAIT_SECONDS instead"):
         FormTokens(app)

@@ -93,7 +93,7 @@ def test_reload_of_the_still_placing_page_sends_the_form_again_and_lands_on_the_
         servers, new_page):
     # The first submit outlasts how long a duplicate waits for it: the duplicate
     # gets "we are still placing your order", whose advice is to reload.
-    with Shop(servers, TEST_PAUSE_AFTER_CONSUME="4", FORM_TOKENS_WAIT_SECONDS="0.5") as shop:
+    with Shop(servers, TEST_PAUSE_AFTER_CONSUME="4", SUBMIT_ONCE_WAIT_SECONDS="0.5") as shop:
         page = new_page()
         open_form(page, shop)
         fill_form(page)
@@ -185,7 +185,7 @@ def test_two_tabs_each_submitted_once_place_two_orders(new_page, shop):
 
 # 8
 def test_expired_form_comes_back_with_every_field_filled_in(servers, new_page, rdb):
-    with Shop(servers, FORM_TOKENS_TTL="3") as shop:
+    with Shop(servers, SUBMIT_ONCE_TTL="3") as shop:
         page = new_page()
         open_form(page, shop)
         fill_form(page, quantity="3")

@@ -47,7 +47,7 @@ def in_threads(calls, timeout: float) -> list:
 
 def test_5_postgres_down_between_consume_and_commit_places_nothing_and_retry_places_one(
         fault_app, fault_servers):
-    app = fault_app(FORM_TOKENS_WAIT_SECONDS=30)
+    app = fault_app(SUBMIT_ONCE_WAIT_SECONDS=30)
     consumed, release = threading.Event(), threading.Event()
     after_consume(app, lambda: (consumed.set(), release.wait(30)))
     client = app.test_client()
@@ -103,7 +103,7 @@ BOUND = 40
 @pytest.mark.parametrize("table", ["orders", "products"])
 def test_8_a_table_lock_held_past_every_timeout_gets_bounded_answers_and_no_pool_leak(
         fault_app, fault_servers, table):
-    app = fault_app(FORM_TOKENS_WAIT_SECONDS=3)
+    app = fault_app(SUBMIT_ONCE_WAIT_SECONDS=3)
     engine = app.extensions["db"].kw["bind"]
     client = app.test_client()
     tokens = open_form(client)

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 import pytest
 import redis
 
-from submit_once.testing import OnceForms, hidden_value
+from flask_submit_once.testing import OnceForms, hidden_value
 from tests.conftest import VALID, flashed, token_keys
 from tests.faults.steps import (
     assert_told_orders_exist,
@@ -50,7 +50,7 @@ def test_1_redis_down_before_render_gives_a_try_again_page_and_health_says_so(
 
 def test_2_with_the_fallback_redis_down_between_render_and_submit_places_one_order(
         fault_app, fault_servers):
-    app = fault_app(FORM_TOKENS_REDIS_DOWN_FALLBACK=True)
+    app = fault_app(SUBMIT_ONCE_REDIS_DOWN_FALLBACK=True)
     client = app.test_client()
     tokens = open_form(client)
     fault_servers.redis.stop()

@@ -66,8 +66,8 @@ def token_is_live(app, cookie: str, token: str) -> bool:
     """Whether the Redis key of ``token``, as bound to this session, exists."""
     data = app.session_interface.get_signing_serializer(app).loads(
         cookie.removeprefix("session="))
-    key = app.extensions["form_tokens"].store.key(
-        token, session_id=data["_form_tokens_sid"], form="order")
+    key = app.extensions["submit_once"].store.key(
+        token, session_id=data["_submit_once_sid"], form="order")
     with redis.Redis.from_url(app.config["REDIS_URL"]) as rdb:
         return rdb.exists(key) == 1
 

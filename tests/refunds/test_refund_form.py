@@ -14,7 +14,7 @@ from tests.api_owned import hand_to_api_client
 from tests.conftest import flashed, hidden, lose_the_commit_reply, token_keys
 from tests.pauses import after_consume
 from tests.refunds.conftest import requests_of, wait_until
-from webapp.extensions import form_tokens
+from webapp.extensions import submit_once
 from webapp.refunds.stream import DEAD_LETTERS, STREAM
 
 
@@ -40,7 +40,7 @@ def open_refund_form(client, public_id: str) -> dict[str, str]:
 def refund_digest(app, client, public_id: str, token: str) -> str:
     """The digest the app keys this refund form's token by, in this client's session."""
     with app.test_request_context(), client.session_transaction() as session:
-        return form_tokens.store.digest(token, session_id=session["_form_tokens_sid"],
+        return form_tokens.store.digest(token, session_id=session["_submit_once_sid"],
                                         form=f"refund:{public_id}")
 
 

@@ -5,25 +5,20 @@ What this module decides, framework-free:
 * the key's shape: 1-255 printable ASCII characters, sent either as a
   structured-field string (``"abc"``, the draft's form) or bare (``abc``,
   without commas, which would be ambiguous with a repeated header);
-* the request fingerprint: SHA-256 over method, path and the body as
-  canonical JSON (sorted keys, no spaces), so a retry that re-serialises the
-  same object differently still matches, and a different payload does not;
 * how long a result is replayed, and the ``Idempotency-Key-Expires`` value
   that tells the client.
 
-The once-only part is :func:`submit_once.runner.run_once` with
-``TokenStore.claim`` (one ``SET NX EX``) as its single-use mark.
+The once-only part, and what a request is (method, path and body compared as data),
+are Flask-Submit-Once's ``submit_once.idempotent`` (webapp/api/orders.py).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
-__all__ = ["MAX_KEY_LENGTH", "expires_at", "fingerprint", "http_date", "parse_key"]
+__all__ = ["MAX_KEY_LENGTH", "expires_at", "http_date", "parse_key"]
 
 MAX_KEY_LENGTH = 255
 # No comma in the bare form: two Idempotency-Key headers arrive joined by ", ".
@@ -40,12 +35,6 @@ def parse_key(header: str) -> str | None:
     elif not _BARE.fullmatch(value) or value.startswith('"'):
         return None
     return value if 1 <= len(value) <= MAX_KEY_LENGTH and value.strip() else None
-
-
-def fingerprint(method: str, path: str, body: object) -> str:
-    """SHA-256 (hex) of the request as far as idempotency is concerned."""
-    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(f"{method.upper()} {path}\n{canonical}".encode()).hexdigest()
 
 
 def expires_at(created: datetime, retention_seconds: int) -> datetime:

@@ -1,13 +1,14 @@
 """Cancelling an order from its confirmation page.
 
 The confirmation page links to ``GET /orders/<id>/cancel``, which asks "cancel
-this order?" with a form that carries its own single-use token (form name
-``cancel:<public_id>``). Issuing the token there, not on the confirmation
+this order?" with a form that carries its own single-use token (bound to the
+endpoint and the order's key). Issuing the token there, not on the confirmation
 page, keeps viewing an order free of Redis writes and puts a confirmation step
-before a destructive action. The form is submitted through the same
-:func:`submit_once` as the order form, so a double click or a resubmit is one
-cancel. Whether the cancel *can* happen is the state machine's call (:mod:`webapp.order_states`): a
-cancelled order stays cancelled, a shipped one is refused with the reason.
+before a destructive action. The submit is protected like the order form's
+(``submit_once.form``), so a double click or a resubmit is one cancel; what a repeat
+finds is the order's status, not a row. Whether the cancel *can* happen is the state
+machine's call (:mod:`webapp.order_states`): a cancelled order stays cancelled, a
+shipped one is refused with the reason.
 
 As for the order form, Back shows the cancel page as it was (``SHOW_AGAIN_ON_BACK``),
 with its spent token: submitting it again lands on the order, "already cancelled".
@@ -21,23 +22,13 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, abort, redirect, render_template, url_for
+from flask import Blueprint, abort, g, make_response, redirect, render_template, request, url_for
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from submit_once import (
-    SHOW_AGAIN_ON_BACK,
-    Created,
-    Duplicate,
-    Expired,
-    Failed,
-    Refused,
-    StillRunning,
-    Unconfirmed,
-)
+from flask_submit_once import Outcome, Refused
 
-from ..db import sessions
-from ..extensions import form_tokens
+from ..extensions import submit_once
 from ..models import Order
 from ..notices import ALREADY_CANCELLED, CANCELLED, notify
 from ..order_rules import placed_through_api
@@ -49,14 +40,17 @@ log = logging.getLogger(__name__)
 
 CANCELLABLE = TRANSITIONS["cancel"][0]
 EXPIRED = "This cancel form expired. Go back to your order and press “Cancel order” again."
+STILL_RUNNING = ("We are still cancelling your order. Press “Yes, cancel my order” again in "
+                 "a few seconds: it is never cancelled twice.")
+NOT_CONFIRMED = ("We could not confirm the cancel: our order system stopped answering while "
+                 "cancelling. Open your order in a few moments to see whether it is cancelled; "
+                 "pressing “Cancel order” again never cancels twice.")
+NOT_DONE = ("We could not cancel your order just now; nothing changed. Please try again in a "
+            "few moments.")
 
 
 class NotCancellable(Refused):
     """The order's status does not allow a cancel; the message says why."""
-
-
-def form_name(public_id: str) -> str:
-    return f"cancel:{public_id}"
 
 
 def cancellable(order: Order) -> bool:
@@ -77,71 +71,62 @@ def confirm(public_id: str):
         return redirect(url_for("orders.show", public_id=public_id), 303)
     if not cancellable(order):
         return refused_page(public_id, str(TransitionRefused("cancel", order.status)))
-    token = form_tokens.issue(form_name(public_id))
     # Back after the submit shows this page as it was, spent token and all.
-    return render_template("orders/cancel.html", order=order, form_token=token), 200, {
-        "Cache-Control": SHOW_AGAIN_ON_BACK}
+    return render_template("orders/cancel.html", order=order)
+
+
+def the_order() -> None:
+    """Before any token is spent: the order, or its 404; an API client's order is
+    refused (403). The cancel form has no fields: there is nothing to validate."""
+    order = g.cancel_order = get_order_or_404((request.view_args or {})["public_id"])
+    if placed_through_api(order):
+        abort(make_response(through_the_api(order)))
+
+
+def answer(outcome: Outcome):
+    """Where each outcome leaves the customer: the order, with what happened to it."""
+    order: Order = g.cancel_order
+    match outcome:
+        case Outcome(kind="created", result=True):
+            notify(order.order_number, CANCELLED)
+        case Outcome(kind="created" | "duplicate"):
+            notify(order.order_number, ALREADY_CANCELLED)
+        case Outcome(kind="refused"):
+            # Shipped meanwhile: the cancel page says why, reached by a GET, so Back to
+            # it later never asks to send the form again (a POST result would).
+            return redirect(url_for(".confirm", public_id=order.public_id), 303)
+        case Outcome(kind="expired"):
+            return refused_page(order.public_id, EXPIRED)
+        case Outcome(kind="unconfirmed"):
+            # Lost mid-COMMIT: the cancel may have happened. Never "nothing changed";
+            # a cancel is settled by the order's status, so pressing it again is safe.
+            log.warning("cancel not confirmed: connection lost")
+            abort(503, NOT_CONFIRMED)
+        case Outcome(kind="failed", error=error):
+            log.warning("cancel failed: %s", type(error).__name__)
+            abort(503, NOT_DONE)
+    return None
 
 
 # Applied last, so url_for builds /cancellation: /cancel answers pages rendered before it.
 @bp.post("/orders/<public_id>/cancel")
 @bp.post("/orders/<public_id>/cancellation")
-def cancel(public_id: str):
-    token = form_tokens.submitted_token()  # malformed: 400, Redis untouched
-    order = get_order_or_404(public_id)
-    if placed_through_api(order):
-        return through_the_api(order)
-    order_id, number = order.id, order.order_number
-
-    outcome = form_tokens.submit_once(
-        form_name(public_id), token, sessions=sessions(),
-        create=lambda db, _: cancel_order(db, order_id),
-        find=lambda db, _: status_if_cancelled(db, order_id),
-    )
-    show = url_for("orders.show", public_id=public_id)
-    match outcome:
-        case Created(True):
-            notify(number, CANCELLED)
-            return redirect(show, 303)
-        case Created(False) | Duplicate():
-            notify(number, ALREADY_CANCELLED)
-            return redirect(show, 303)
-        case Failed(NotCancellable()):
-            # Shipped meanwhile: the cancel page says why, reached by a GET, so Back to
-            # it later never asks to send the form again (a POST result would).
-            return redirect(url_for(".confirm", public_id=public_id), 303)
-        case Expired():
-            with sessions()() as db:
-                if status_if_cancelled(db, order_id):
-                    notify(number, ALREADY_CANCELLED)
-                    return redirect(show, 303)
-            return refused_page(public_id, EXPIRED)
-        case StillRunning():
-            return render_template("orders/still_running.html"), 503, {"Retry-After": "2"}
-        case Unconfirmed():
-            # Lost mid-COMMIT: the cancel may have happened. Never "nothing changed";
-            # a cancel is settled by the order's status, so pressing it again is safe.
-            log.warning("cancel not confirmed: connection lost")
-            abort(503, "We could not confirm the cancel: our order system stopped answering "
-                       "while cancelling. Open your order in a few moments to see whether it "
-                       "is cancelled; pressing “Cancel order” again never cancels twice.")
-        case Failed(error):
-            log.warning("cancel failed: %s", type(error).__name__)
-            abort(503, "We could not cancel your order just now; nothing changed. "
-                       "Please try again in a few moments.")
-
-
-def cancel_order(db: Session, order_id: int) -> bool:
-    """Cancel in the caller's transaction; False if it was already cancelled."""
+@submit_once.form(the_order, find=lambda db, _: cancelled(db, g.cancel_order.id),
+                  done="orders.show", answer=answer, template="orders/cancel.html",
+                  context=lambda: {"order": g.cancel_order},
+                  messages={"still_running": STILL_RUNNING})
+def cancel(_: None, db: Session, public_id: str) -> bool:
+    """Cancel in the submit's transaction; False if it was already cancelled."""
     try:
-        return transition(db, order_id, "cancel").changed
+        return transition(db, g.cancel_order.id, "cancel").changed
     except TransitionRefused as refused:
         raise NotCancellable(str(refused)) from refused
 
 
-def status_if_cancelled(db: Session, order_id: int) -> str | None:
+def cancelled(db: Session, order_id: int) -> bool | None:
+    """What a repeat finds: True when the order is cancelled (by whichever submit)."""
     status = db.scalar(select(Order.status).where(Order.id == order_id))
-    return status if status == "cancelled" else None
+    return True if status == "cancelled" else None
 
 
 def refused_page(public_id: str, reason: str):
@@ -153,4 +138,3 @@ def through_the_api(order: Order):
     """An order an API client placed is its client's to cancel, through the API: a
     403 saying so; nothing changed, no token issued or spent."""
     return render_template("orders/through_api.html", order=order, action="cancelled"), 403
-

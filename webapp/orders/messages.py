@@ -2,10 +2,10 @@
 here too)."""
 
 __all__ = ["CHANGED", "EXPIRED", "FORM", "NOT_CONFIRMED", "NOT_PLACED", "SESSION_LOST",
-           "UNAVAILABLE"]
+           "STILL_RUNNING", "UNAVAILABLE"]
 
-#: The form's name: its tokens are issued and spent for it alone.
-FORM = "order"
+#: The form's name, the endpoint it is sent to: its tokens are issued and spent for it alone.
+FORM = "orders.create"
 CHANGED = ("This form was already used for order {number}, with other details: nothing "
            "new was placed. Check the details below and submit to place another order.")
 EXPIRED = "This form expired — please check your details and submit again."
@@ -16,5 +16,8 @@ SESSION_LOST = ("Your session expired, so we could not accept this form yet. You
 NOT_CONFIRMED = ("We could not confirm your order: our order system stopped answering while "
                  "placing it. Your details are kept — please submit again in a few moments: "
                  "if it was placed you will see it, and it will not be placed twice.")
+STILL_RUNNING = ("We are still placing the order you sent first: it takes longer than usual. "
+                 "Press Place order again in a few seconds to see it: it will not be placed "
+                 "twice.")
 UNAVAILABLE = ("We could not reach our order system just now, so nothing was placed. Your "
                "details are kept — please submit again in a few moments.")

@@ -13,7 +13,7 @@ from redis.exceptions import RedisError
 from sqlalchemy import String, cast, exists, func, or_, select, text
 
 from ..db import sessions
-from ..extensions import form_tokens
+from ..extensions import submit_once
 from ..models import Order, PaymentEvent, RefundRecord, RefundRequest
 from .forms import euros
 from .requests import RequeueRefused, requeue_request
@@ -136,7 +136,7 @@ def refund_dead_letters(count: int, requeue_id: str | None) -> None:
     if requeue_id is not None:
         requeue(requeue_id)
         return
-    entries = form_tokens.redis.xrevrange(DEAD_LETTERS, count=count)
+    entries = submit_once.redis.xrevrange(DEAD_LETTERS, count=count)
     if not entries:
         click.echo("No dead-lettered refunds.")
         return
@@ -152,7 +152,7 @@ def requeue(entry_id: str) -> None:
     """Reserve the request's amount again and leave it to the relay to publish;
     then delete the dead letter. Refused (exit 1) with the reason otherwise."""
     try:
-        entries = form_tokens.redis.xrange(DEAD_LETTERS, entry_id, entry_id)
+        entries = submit_once.redis.xrange(DEAD_LETTERS, entry_id, entry_id)
     except RedisError as error:  # e.g. an id that is not a stream id
         raise click.ClickException(f"Cannot read dead letter {entry_id!r}: {error}") from None
     if not entries:
@@ -165,14 +165,14 @@ def requeue(entry_id: str) -> None:
         raise click.ClickException(f"Not requeued: {refused}.") from None
     # After the commit: should this fail, the letter stays, and requeueing it
     # again is refused because its request is no longer failed.
-    form_tokens.redis.xdel(DEAD_LETTERS, entry_id)
+    submit_once.redis.xdel(DEAD_LETTERS, entry_id)
     click.echo(f"Requeued: {euros(request.amount_cents)} for order {request.order_id} "
                f"(key {short(request.idempotency_key)}) is reserved again and will be "
                "published to the stream by the relay.")
 
 
 def _stream_summary() -> str:
-    client = form_tokens.redis
+    client = submit_once.redis
     try:
         messages = client.xlen(STREAM)
         groups = {g["name"]: g for g in client.xinfo_groups(STREAM)} if messages else {}

@@ -9,8 +9,7 @@ from __future__ import annotations
 from flask import Response, render_template
 from werkzeug.exceptions import Conflict
 
-from submit_once import request_kind
-
+from ..htmx import sent_by_htmx
 from ..models import Order
 from .requests import REFUNDABLE
 
@@ -36,7 +35,7 @@ class NothingToRefund(Conflict):
 
 
 def nothing_to_refund(error: NothingToRefund):
-    if request_kind() == "htmx":
+    if sent_by_htmx():
         return whole_page_again(409)
     return render_template("orders/refund_refused.html", order=error.order,
                            fully=error.fully, reason=error.description), 409
@@ -50,6 +49,6 @@ def whole_page_again(status: int):
 def through_the_api(order: Order):
     """An order an API client placed is its client's to refund: a 403 saying so;
     nothing requested, no token issued or spent."""
-    if request_kind() == "htmx":
+    if sent_by_htmx():
         return whole_page_again(403)
     return render_template("orders/through_api.html", order=order, action="refunded"), 403

@@ -25,16 +25,14 @@ waits for the first's row lock, re-reads the row, and matches nothing.
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
 from ..models import Order, RefundRequest
 from ..order_states import TRANSITIONS
 
-__all__ = ["CHANNEL", "NEEDS_REVIEW", "NotEnoughLeft", "RequeueRefused", "Requested",
-           "ReviewRefused", "approve_request", "find_request", "reject_request",
+__all__ = ["CHANNEL", "NEEDS_REVIEW", "NotEnoughLeft", "RequeueRefused", "ReviewRefused",
+           "approve_request", "reject_request",
            "request_refund", "requeue_request", "requests_of"]
 
 #: The LISTEN/NOTIFY channel the relay wakes on.
@@ -57,14 +55,15 @@ class ReviewRefused(Exception):
     """A request cannot be approved or rejected; the message says why."""
 
 
-def request_refund(db: Session, order_id: int, cents: int, key: str) -> RefundRequest:
-    """Insert the request and reserve ``cents`` on the order, in ``db``'s transaction;
-    on a shipped order it waits for review.
+def request_refund(db: Session, order_id: int, cents: int) -> RefundRequest:
+    """Insert the request and reserve ``cents`` on the order, in ``db``'s transaction
+    (the protected view's: its flush stamps the request with the submit's digest); on a
+    shipped order it waits for review.
 
     The INSERT goes first: a key that was already used fails on its UNIQUE column
     before the reservation is tried, so a resubmit of a request that did commit
     lands on it, even when what is left no longer covers a second one."""
-    request = RefundRequest(idempotency_key=key, order_id=order_id, amount_cents=cents)
+    request = RefundRequest(order_id=order_id, amount_cents=cents)
     db.add(request)
     db.flush()  # a repeated key fails here, inside the transaction
     status = _reserve(db, order_id, cents)
@@ -80,19 +79,6 @@ def request_refund(db: Session, order_id: int, cents: int, key: str) -> RefundRe
 def wake_relay(db: Session) -> None:
     """NOTIFY the relay; PostgreSQL delivers it when (and only if) this transaction commits."""
     db.execute(select(func.pg_notify(CHANNEL, "")))
-
-
-class Requested(NamedTuple):
-    """A refund request as a resubmit of its form sees it: for which order, how much."""
-    public_id: str
-    amount_cents: int
-
-
-def find_request(db: Session, key: str) -> Requested | None:
-    """The order and amount of the refund request made with ``key``, if any."""
-    row = db.execute(select(Order.public_id, RefundRequest.amount_cents).join(RefundRequest)
-                     .where(RefundRequest.idempotency_key == key)).first()
-    return None if row is None else Requested(*row)
 
 
 def requests_of(db: Session, order_id: int) -> list[RefundRequest]:

@@ -7,9 +7,8 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from submit_once.redis_urls import check_url
-
 from ..config import number
+from ..redis_urls import check_url
 
 __all__ = ["WorkerSettings", "monitor_bind"]
 

@@ -6,7 +6,7 @@ refund once, acks only after the commit.
 One process runs three asyncio tasks: this consumer, the outbox relay that
 publishes committed refund requests to the stream (relay.py), and the trimmer
 that drops what every group has acked (trim.py). Redis is reached through the
-app's URL forms (submit_once.redis_urls: one server, Cluster or Sentinel).
+app's URL forms (webapp.redis_urls: one server, Cluster or Sentinel).
 
 Applying a refund moves its reservation to refunded and marks its request
 applied in the same transaction (effect.py), and only if the refund_requests
@@ -57,9 +57,8 @@ from blinker import NamedSignal, Namespace
 from psycopg_pool import AsyncConnectionPool
 from redis.exceptions import RedisError, ResponseError
 
-from submit_once.redis_urls import make_async_client
-
 from .. import logs
+from ..redis_urls import make_async_client
 from .dead_letters import DeadLetters, in_plain_words
 from .effect import (
     AlreadyApplied,

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from submit_once import Refused, TokenStore
+from flask_submit_once import Refused, TokenStore
 
 from ..models import Order, PaymentEvent
 from ..order_states import TransitionRefused, transition

@@ -4,10 +4,11 @@ The provider delivers at least once, sometimes twice, sometimes out of order:
 
     verify signature       bad -> 400, nothing read or recorded
     parse the event        bad -> 400/422
-    run_once(event id):    advisory lock, SET NX EX claim in Redis (fast path), then
-                           one transaction: INSERT payment_events (UNIQUE event_id)
-                           + the effect (payment: the state machine; refund:
-                           a refund_records row, as the refund worker writes); COMMIT; 200
+    once per event id      submit_once.idempotent: advisory lock, SET NX EX claim in
+                           Redis (fast path), then one transaction: INSERT
+                           payment_events (UNIQUE event_id) + the effect (payment:
+                           the state machine; refund: a refund_records row, as the
+                           refund worker writes); COMMIT; 200
       already applied      -> 200, no second effect
       not applicable yet   -> 409 (refund for an unpaid order): the provider retries
 
@@ -29,20 +30,11 @@ import logging
 from flask import Blueprint, Response, current_app, g, jsonify, request
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
 
-from submit_once import (
-    Created,
-    Duplicate,
-    Expired,
-    Failed,
-    StillRunning,
-    TokenStore,
-    Unconfirmed,
-    run_once,
-)
+from flask_submit_once import Outcome
 
-from ..db import sessions
-from ..extensions import form_tokens
+from ..extensions import submit_once
 from ..models import PaymentEvent
 from ..problems import ApiProblem
 from .effect import SCOPE, NotApplicableYet, Recorded, UnknownOrder, apply_event
@@ -65,64 +57,78 @@ def receive() -> Response:
         verify(secret, request.headers.get(HEADER), body)
     except BadSignature as bad:
         raise ApiProblem("bad-signature", f"Rejected: {bad}.") from None
-    event = parse_event()
+    event = g.event = parse_event()
     if event.type not in EFFECTS:  # acknowledged, so the provider stops sending it
         log.info("webhook %s %s: ignored, not an event that changes an order",
                  event.id, event.type)
         return jsonify(event=event.id, result="ignored")
+    return apply_once()
 
-    claims = event_claims()
-    outcome = run_once(
-        digest=claims.digest(event.id, **SCOPE), take=lambda: claims.claim(event.id, **SCOPE),
-        sessions=sessions(), create=lambda db, _: apply_event(db, event),
-        find=lambda db, _: db.scalar(select(PaymentEvent.type)
-                                     .where(PaymentEvent.event_id == event.id)),
-        wait=float(current_app.config["FORM_TOKENS_WAIT_SECONDS"]),
-    )
-    said = f"webhook {event.id} {event.type}"
-    match outcome:
-        case Created(Recorded(status, None, number)):
+
+def applied(db: Session, _: str) -> PaymentEvent | None:
+    """What a repeat of the event finds: its row (UNIQUE event id)."""
+    return db.scalar(select(PaymentEvent).where(PaymentEvent.event_id == g.event.id))
+
+
+def answer_for(result: Recorded | PaymentEvent) -> Response:
+    """What the provider is told: what the event did; a repeat, that it was a duplicate."""
+    event = g.event
+    match result:
+        case Recorded(status, None, number):
             g.order_number = number  # the request log names the order too, never its key
-            log.info("%s: %s order %s, now %s", said, APPLIED[event.type], number, status)
             return jsonify(event=event.id, result="applied", order_status=status)
-        case Created(Recorded(status, problem, number)):
+        case Recorded(status, problem, number):
             g.order_number = number
-            log.warning("%s: recorded %s on order %s (%s)", said, PROBLEM_WORDS[problem],
-                        number, status)
             return jsonify(event=event.id, result="recorded", problem=problem,
                            order_status=status)
-        case Duplicate():
+    return jsonify(event=event.id, result="duplicate")
+
+
+def log_and_refuse(outcome: Outcome) -> None:
+    """One log line a delivery, saying what it did; and the problem for what it did not."""
+    event = g.event
+    said = f"webhook {event.id} {event.type}"
+    match outcome:
+        case Outcome(kind="created", result=Recorded(status, None, number)):
+            log.info("%s: %s order %s, now %s", said, APPLIED[event.type], number, status)
+        case Outcome(kind="created", result=Recorded(status, problem, number)):
+            log.warning("%s: recorded %s on order %s (%s)", said, PROBLEM_WORDS[problem],
+                        number, status)
+        case Outcome(kind="duplicate" | "changed"):
             log.info("%s: duplicate, applied before; nothing done", said)
-            return jsonify(event=event.id, result="duplicate")
-        case StillRunning():
+        case Outcome(kind="still_running"):
             log.info("%s: another delivery of it is being applied; asked to retry", said)
             raise ApiProblem("request-in-progress", "This event is being applied.", headers=RETRY)
-    claims.release(event.id, **SCOPE)  # not committed: a retry must be processed afresh
-    match outcome:
-        case Failed(NotApplicableYet() as refused):
+        case Outcome(kind="refused", error=NotApplicableYet() as refused):
             log.info("%s: not applicable yet (%s); asked to retry", said, refused)
             raise ApiProblem("event-out-of-order", str(refused), headers=RETRY)
-        case Failed(UnknownOrder()):
+        case Outcome(kind="refused", error=UnknownOrder()):
             # What it named is not logged: a provider still sending an order's key
             # (as before migration 0011) would put that key in the log.
             log.warning("%s: refused, no order has this payment reference", said)
             raise ApiProblem("validation-error", "No order has this order_id: give the "
                              "order's payment reference.", errors={"order_id": "unknown order"})
-        case Failed(IntegrityError()):
+        case Outcome(kind="failed", error=IntegrityError()):
             log.warning("%s: refused, the refund is more than was paid", said)
             raise ApiProblem("validation-error", "The refund is more than was paid.",
                              errors={"amount_cents": "more than paid"})
-        case Expired():
-            log.warning("%s: an earlier delivery did not finish; asked to retry", said)
-            raise ApiProblem("request-in-progress", "An earlier delivery of this event did "
-                             "not finish; retry.", headers=RETRY)
-        case Unconfirmed():  # a retry meets the UNIQUE event id if the COMMIT landed
+        case Outcome(kind="unconfirmed"):  # a retry meets the UNIQUE event id if it landed
             log.warning("%s: not confirmed whether it was applied; asked to retry", said)
             raise ApiProblem("unavailable", "Could not confirm whether the event was "
                              "applied; retry.", headers=RETRY)
         case _:
-            log.warning("%s: not applied (%s); asked to retry", said, type(outcome).__name__)
+            log.warning("%s: not applied (%s); asked to retry", said, outcome.kind)
             raise ApiProblem("unavailable", "The event was not applied; retry.", headers=RETRY)
+
+
+@submit_once.idempotent(key=lambda: g.event.id, scope=lambda: SCOPE["session_id"],
+                        name=SCOPE["form"], find=applied, respond=answer_for,
+                        answer=log_and_refuse, fingerprint=lambda: g.event.id, wait=None)
+def apply_once(db: Session) -> Recorded:
+    """The event's effect, once per event id (the claim is given back whenever the
+    transaction did not commit, so a retry of a refused or failed event is processed
+    afresh)."""
+    return apply_event(db, g.event)
 
 
 #: What an applied event did, and what a recorded one was recorded as, in the log.
@@ -134,18 +140,3 @@ PROBLEM_WORDS = {
     "after_cancel": "after the cancel, refundable",
     "extra_payment": "as an extra payment, refundable",
 }
-
-
-#: Where the app keeps its store of claims on event ids.
-CLAIMS = "webhook_claims"
-
-
-def event_claims() -> TokenStore:
-    """This app's claims on event ids: one store for the app's life, made at its first
-    use on the app's one Redis client (a fast path: the UNIQUE event id in
-    payment_events is the guarantee)."""
-    store: TokenStore | None = current_app.extensions.get(CLAIMS)
-    if store is None:
-        store = current_app.extensions.setdefault(CLAIMS, TokenStore(
-            form_tokens.redis, ttl=int(current_app.config["WEBHOOK_CLAIM_TTL"]), prefix="wh"))
-    return store

@@ -1,4 +1,4 @@
-"""One Redis client per app, from a URL that names a single server, a Cluster or Sentinels.
+"""The shop's Redis clients, from a URL that names a single server, a Cluster or Sentinels.
 
     redis://host:6379/0                          one server (rediss:// for TLS)
     redis+cluster://host1:6379,host2:6379        Redis Cluster: any reachable nodes to start from
@@ -10,9 +10,10 @@ submit), so a Cluster needs no hash tags: any slot layout works. Sentinel gives
 a client that asks the Sentinels where the master is and follows a failover.
 Credentials go in the URL's user-info part as usual (``redis://:password@host``).
 
-:func:`make_async_client` reads the same URLs into redis.asyncio's clients
-(``Redis``, ``cluster.RedisCluster``, ``sentinel.Sentinel``), for asyncio
-workers that must reach the Redis the app uses.
+:func:`make_client` makes the app's client, which it hands to Flask-Submit-Once
+(``submit_once.init_app(app, client=...)``); :func:`make_async_client` reads the same
+URLs into redis.asyncio's clients (``Redis``, ``cluster.RedisCluster``,
+``sentinel.Sentinel``) for the refund worker.
 """
 
 from __future__ import annotations
@@ -28,15 +29,13 @@ from redis.asyncio.sentinel import Sentinel as AsyncSentinel
 from redis.cluster import ClusterNode, RedisCluster
 from redis.sentinel import Sentinel
 
-from .tokens import _TIMEOUTS, _client_for
-
 __all__ = ["SCHEMES", "check_url", "make_async_client", "make_client"]
 
 #: Every scheme :func:`make_client` accepts.
 SCHEMES = ("redis", "rediss", "unix", "redis+cluster", "rediss+cluster", "redis+sentinel")
 
 #: Bounded waits: a dead Redis costs a request two seconds, never a hung worker.
-TIMEOUTS: dict[str, Any] = _TIMEOUTS
+TIMEOUTS: dict[str, Any] = {"socket_timeout": 2.0, "socket_connect_timeout": 2.0}
 
 
 def make_client(url: str) -> redis.Redis | RedisCluster:
@@ -49,7 +48,8 @@ def make_client(url: str) -> redis.Redis | RedisCluster:
         return _cluster(parts)
     if parts.scheme == "redis+sentinel":
         return _sentinel_master(parts)
-    return _client_for(url)
+    return redis.Redis.from_url(url, decode_responses=True, health_check_interval=30,
+                                **TIMEOUTS)
 
 
 def make_async_client(url: str) -> aioredis.Redis | AsyncRedisCluster:

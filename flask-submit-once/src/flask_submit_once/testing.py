@@ -1,8 +1,8 @@
 """Test that your own forms take effect once: a pytest plugin.
 
 Installed with the library (a ``pytest11`` entry point), it gives every suite the
-``once_forms`` fixture, a :class:`OnceForms` over the ``client`` fixture you already
-have (Flask's test client)::
+``once_forms`` fixture, a :class:`OnceForms` over the ``client`` fixture you already have
+(Flask's test client)::
 
     def test_a_double_click_signs_up_once(once_forms, count_signups):
         page = once_forms.open("/signup")
@@ -15,7 +15,10 @@ have (Flask's test client)::
         again = page.submit({"email": "grace@example.com"})  # the same rendering, edited
         assert again.status_code == 409 and "grace@example.com" in again.text
 
-Everything runs through your app, your Redis and your database: nothing is faked.
+Everything runs through your app, your Redis and your database: nothing is faked. The
+fixture turns the per-address form limit off on the app
+(``SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE = 0``): a suite opens many forms from one
+address, and a bare 429 would hide what a test is about.
 """
 
 from __future__ import annotations
@@ -31,17 +34,18 @@ import pytest
 from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
-__all__ = ["FormPage", "OnceForms", "hidden_value", "once_forms"]
+__all__ = ["FormPage", "OnceForms", "landed_on", "once_forms"]
 
-Data = Mapping[str, str | Sequence[str]]
+Data = Mapping[str, Any]
 
 
-def hidden_value(html: str, name: str) -> str | None:
-    """The value of the hidden input called ``name`` in ``html``, or None."""
-    for tag in re.findall(r"<input\b[^>]*>", html):
-        if re.search(rf'\bname="{re.escape(name)}"', tag):
-            value = re.search(r'\bvalue="([^"]*)"', tag)
-            return value.group(1) if value else ""
+def landed_on(answer: TestResponse) -> str | None:
+    """Where ``answer`` took the user: its ``Location`` (a redirect, or a script's 201 or
+    200), its ``HX-Redirect``, or the ``Content-Location`` of a result htmx swaps in
+    place; None when it did not land on a result."""
+    for header in ("Location", "HX-Redirect", "Content-Location"):
+        if answer.headers.get(header):
+            return answer.headers[header]
     return None
 
 
@@ -59,20 +63,32 @@ class FormPage:
                 **data}
 
     def submit(self, data: Data, *, client: FlaskClient | None = None,
-               headers: Mapping[str, str] | None = None, to: str | None = None) -> TestResponse:
-        """Submit this rendering (again, if it was already): what Back + submit does."""
-        return (client or self.forms.client).post(to or self.url, data=self.fields(data),
-                                                  headers=dict(headers or {}))
+               headers: Mapping[str, str] | None = None, json: bool = False,
+               to: str | None = None) -> TestResponse:
+        """Submit this rendering (again, if it was already): what Back + submit does.
+        ``json``: as a script would, a JSON body (the CSRF token in ``X-CSRFToken``);
+        ``headers``: say ``{"HX-Request": "true"}`` for htmx."""
+        client = client or self.forms.client
+        sent = self.fields(data)
+        headers = dict(headers or {})
+        if json:
+            csrf = sent.pop("csrf_token", None)
+            if csrf:
+                headers.setdefault("X-CSRFToken", csrf)
+            return client.post(to or self.url, json=sent, headers=headers)
+        return client.post(to or self.url, data=sent, headers=headers)
 
-    def submit_twice(self, data: Data) -> list[TestResponse]:
-        """A double click: the same rendering submitted twice, one after the other."""
-        return [self.submit(data), self.submit(data)]
+    def submit_twice(self, data: Data, **how: Any) -> list[TestResponse]:
+        """A double click: the same rendering submitted twice, one after the other
+        (``how``: the keyword arguments of :meth:`submit`)."""
+        return [self.submit(data, **how), self.submit(data, **how)]
 
     def submit_concurrently(self, versions: Iterable[Data], *,
+                            headers: Mapping[str, str] | None = None, json: bool = False,
                             to: str | None = None) -> list[TestResponse]:
-        """Each of ``versions`` submitted at once from its own connection of the
-        same browser session (two tabs of one page, a storm of retries); the answers
-        in the order of ``versions``."""
+        """Each of ``versions`` submitted at once from its own connection of the same
+        browser session (two tabs of one page, a storm of retries); the answers in the
+        order of ``versions``."""
         versions = list(versions)
         answers: list[TestResponse | None] = [None] * len(versions)
         clients = [self.forms.clone() for _ in versions]
@@ -80,7 +96,8 @@ class FormPage:
 
         def send(number: int) -> None:
             start.wait()
-            answers[number] = self.submit(versions[number], client=clients[number], to=to)
+            answers[number] = self.submit(versions[number], client=clients[number],
+                                          headers=headers, json=json, to=to)
 
         threads = [threading.Thread(target=send, args=(n,)) for n in range(len(versions))]
         for thread in threads:
@@ -94,7 +111,7 @@ class OnceForms:
     """Open and submit once-only forms through a Flask test client.
 
     :param client: the app's test client (its cookie jar is the browser session).
-    :param field: the token's form field (``FORM_TOKENS_FIELD``).
+    :param field: the token's form field (``SUBMIT_ONCE_FIELD``).
     """
 
     def __init__(self, client: FlaskClient, *, field: str = "form_token") -> None:
@@ -108,8 +125,8 @@ class OnceForms:
         return self.page(url, response.text, form=form)
 
     def page(self, url: str, html: str, *, form: int = 0) -> FormPage:
-        """The ``form``-th ``<form>`` in ``html`` (a 409 or 422 answer, say), found at
-        ``url``, as a page to submit."""
+        """The ``form``-th ``<form>`` in ``html`` (a 409 or 422 answer, say, or a result
+        htmx swapped in with the next form), found at ``url``, as a page to submit."""
         forms = re.findall(r"<form\b.*?</form>", html, flags=re.S) or [html]
         action = re.match(r'<form\b[^>]*\baction="([^"]*)"', forms[form])
         hidden = {}
@@ -132,10 +149,10 @@ class OnceForms:
 
     @staticmethod
     def assert_once(answers: Sequence[TestResponse], *, rows: Callable[[], int]) -> str:
-        """One row was made, and every answer lands on it (one ``Location``, or one
-        ``HX-Redirect``); returns where."""
-        places = {answer.headers.get("Location") or answer.headers.get("HX-Redirect")
-                  for answer in answers}
+        """One row was made, and every answer lands on it (:func:`landed_on`: one
+        ``Location``, ``HX-Redirect`` or, for a result htmx swaps in place,
+        ``Content-Location``); returns where."""
+        places = {landed_on(answer) for answer in answers}
         assert rows() == 1, f"{rows()} rows for one form"
         assert len(places) == 1 and None not in places, \
             f"answers landed on {places} ({[a.status_code for a in answers]})"
@@ -144,5 +161,9 @@ class OnceForms:
 
 @pytest.fixture
 def once_forms(request: pytest.FixtureRequest) -> OnceForms:
-    """A :class:`OnceForms` over your ``client`` fixture (Flask's test client)."""
-    return OnceForms(request.getfixturevalue("client"))
+    """A :class:`OnceForms` over your ``client`` fixture (Flask's test client), with the
+    app's per-address form limit off."""
+    client: FlaskClient = request.getfixturevalue("client")
+    config = client.application.config
+    config["SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"] = 0
+    return OnceForms(client, field=config.get("SUBMIT_ONCE_FIELD", "form_token"))

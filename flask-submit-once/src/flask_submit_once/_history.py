@@ -9,12 +9,12 @@ response that sets or reads the session, and the form's first rendering had no
 cookie yet, so Back would fetch a fresh form with a fresh token instead (and the
 browser would type the old input back into it).
 
-Pages sent ``private, no-cache`` (:data:`SHOW_AGAIN_ON_BACK`, what
-:meth:`OnceForm.render <submit_once.OnceForm.render>` sends on a GET) therefore go out
+Pages sent ``private, no-cache`` (:data:`SHOW_AGAIN_ON_BACK`: what every page that
+issued a form token is sent with, unless its view chose a ``Cache-Control``) go out
 without ``Vary: Cookie``: only the user's own browser stores them, and outside history
 navigation it always fetches them anew (they have no validators), so the header only
-changes what Back shows. :class:`~submit_once.FormTokens` installs this session
-interface when the app uses Flask's default one (``FORM_TOKENS_BACK_SHOWS_FORM``).
+changes what Back shows. :class:`~flask_submit_once.SubmitOnce` installs this session
+interface when the app uses Flask's default one (``SUBMIT_ONCE_BACK_SHOWS_FORM``).
 
 One more condition is the app's: the form must be sent to another URL than the page
 it is on (``GET /signup`` renders, ``POST /signup/send`` submits), since a browser

@@ -1,0 +1,61 @@
+"""Every exception the library raises, under one base, :class:`SubmitOnceError`.
+
+Those a user can cause are Werkzeug HTTP errors as well, with a ``description`` in plain
+words: left unhandled they are a clear 4xx or 503 page, never a 500.
+"""
+
+from __future__ import annotations
+
+from werkzeug.exceptions import BadRequest, Forbidden, ServiceUnavailable, TooManyRequests
+
+__all__ = ["BadFormToken", "CrossSite", "Refused", "SubmitOnceError", "TooManyForms",
+           "Unavailable"]
+
+
+class SubmitOnceError(Exception):
+    """The base of every exception Flask-Submit-Once raises."""
+
+
+class Refused(SubmitOnceError):
+    """Raise from a protected view when the submission cannot be accepted as it is (the
+    product went off sale since the form was checked, say). Nothing is committed; the
+    user gets the form again with their input, a fresh token and ``str(refused)`` as
+    the message (or the form's ``"refused"`` message when it is empty)."""
+
+
+class Unavailable(SubmitOnceError, ServiceUnavailable):
+    """Redis or PostgreSQL did not answer before the token was spent: nothing was
+    spent or written, so the token is still good (503). The cause is ``__cause__``."""
+    description = ("We could not reach our systems just now, so nothing was saved. "
+                   "Please try again in a moment.")
+
+
+class BadFormToken(SubmitOnceError, BadRequest):
+    """The submitted form token is missing, repeated, or not a shape we issue (400)."""
+    description = ("This form was sent without a valid form token, so it could not be "
+                   "processed. Open the form again and submit it from there.")
+
+
+class TooManyForms(SubmitOnceError, TooManyRequests):
+    """A session or a client address opened more forms than its limit allows (429, with
+    ``Retry-After``). ``per`` is ``"session"`` or ``"client"``; no token was left."""
+
+    def __init__(self, per: str, retry_after: int) -> None:
+        super().__init__(_TOO_MANY[per], retry_after=retry_after)
+        self.per = per
+
+
+_TOO_MANY = {
+    "session": "You have opened this form very many times in a short while, so we are not "
+               "opening another one for now. Use a form you already have open.",
+    "client": "Very many forms were opened from your network just now, so we are not "
+              "opening another one yet.",
+}
+
+
+class CrossSite(SubmitOnceError, Forbidden):
+    """Another site's page asked for a form without navigating to it (an iframe, an
+    image, a script, a prefetch), or posted one whose session check failed (403). No
+    token is issued or spent, nothing sent is shown back, no cookie is set."""
+    description = ("This form works only from our own pages, so nothing was done. Open "
+                   "it from our site.")

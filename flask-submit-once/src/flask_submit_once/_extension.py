@@ -1,0 +1,282 @@
+"""SubmitOnce, the Flask extension: settings, the Redis client, and the two decorators."""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar
+
+from flask import Flask, Response, current_app, request
+from flask.sessions import SecureCookieSessionInterface
+from flask.typing import ResponseReturnValue
+from sqlalchemy.orm import Session
+
+from ._answers import Message, Page
+from ._errors import CrossSite
+from ._form import Fields, ProtectedForm
+from ._history import BackFriendlySessionInterface
+from ._idempotent import IdempotentView
+from ._issuing import issue
+from ._limits import Issuer
+from ._model import SubmissionMixin
+from ._outcome import Outcome
+from ._redis import client_for
+from ._requests import form_name
+from ._sessions import Sessions, check, close_request_session, request_session
+from ._state import EXTENSION, State, state
+from ._templating import TemplateHelper
+from ._tokens import RedisClient, TokenStore
+
+__all__ = ["SubmitOnce"]
+
+View = TypeVar("View", bound=Callable[..., Any])
+_FORM = "_submit_once_form"
+
+#: Every setting, with its default (``SUBMIT_ONCE_`` + the name).
+DEFAULTS: Mapping[str, Any] = {
+    "TTL": 3600,
+    "WAIT_SECONDS": 10.0,
+    "MAX_PER_SESSION": 200,
+    "MAX_PER_CLIENT_PER_MINUTE": 120,
+    "REDIS_DOWN_FALLBACK": False,
+    "PREFIX": "so",
+    "FIELD": "form_token",
+    "BACK_SHOWS_FORM": True,
+}
+
+
+class SubmitOnce:
+    """The extension: ``submit_once = SubmitOnce(app, sessions=db)``, or ``SubmitOnce()``
+    then :meth:`init_app`. Per-app state lives in ``app.extensions["submit_once"]``.
+
+    :param client: a ready ``redis.Redis`` or ``RedisCluster`` (say, for a Cluster or
+        Sentinel) instead of one made from ``SUBMIT_ONCE_REDIS_URL``.
+    :param sessions: where submits get their SQLAlchemy session: Flask-SQLAlchemy's
+        ``db``, a ``sessionmaker`` or a ``scoped_session``.
+
+    Given here without an app, ``client`` and ``sessions`` are what :meth:`init_app`
+    uses unless it is given its own.
+    """
+
+    def __init__(self, app: Flask | None = None, *, client: RedisClient | None = None,
+                 sessions: Sessions | None = None) -> None:
+        self._client, self._sessions = client, sessions  # defaults for init_app
+        if app is not None:
+            self.init_app(app)
+
+    def init_app(self, app: Flask, *, client: RedisClient | None = None,
+                 sessions: Sessions | None = None) -> None:
+        """Read the ``SUBMIT_ONCE_*`` settings, and make the app's Redis client (or take
+        ``client``)."""
+        old = sorted(key for key in app.config if key.startswith("FORM_TOKENS_"))
+        if old:
+            raise RuntimeError(f"{old[0]} was renamed: set SUBMIT_ONCE_{old[0][12:]} instead.")
+        app.config.setdefault("SUBMIT_ONCE_REDIS_URL", app.config.get("REDIS_URL"))
+        for name, default in DEFAULTS.items():
+            # A test app's own suite opens many forms from one address.
+            fallback = 0 if name == "MAX_PER_CLIENT_PER_MINUTE" and app.testing else default
+            app.config.setdefault(f"SUBMIT_ONCE_{name}", fallback)
+        sessions = sessions if sessions is not None else self._sessions
+        if sessions is not None:
+            check(sessions)
+        client = client if client is not None else self._client
+        if client is None:
+            client = client_for(app.config["SUBMIT_ONCE_REDIS_URL"])
+        store = TokenStore(client, ttl=int(app.config["SUBMIT_ONCE_TTL"]),
+                           prefix=app.config["SUBMIT_ONCE_PREFIX"])
+        app.extensions[EXTENSION] = State(
+            app=app, store=store, issuer=Issuer(store), sessions=sessions,
+            field=app.config["SUBMIT_ONCE_FIELD"],
+            wait=float(app.config["SUBMIT_ONCE_WAIT_SECONDS"]),
+            redis_down_fallback=bool(app.config["SUBMIT_ONCE_REDIS_DOWN_FALLBACK"]))
+        _csrf_lives_as_long(app, store.ttl)
+        app.jinja_env.globals["submit_once"] = TemplateHelper()
+        app.teardown_request(close_request_session)
+        _answer_lost_sessions(app, self)
+        # Back shows a submitted form as it was (see _history.py); only in place of
+        # Flask's own session interface, never one the app chose.
+        if (app.config["SUBMIT_ONCE_BACK_SHOWS_FORM"]
+                and type(app.session_interface) is SecureCookieSessionInterface):
+            app.session_interface = BackFriendlySessionInterface()
+
+    @property
+    def redis(self) -> RedisClient:
+        """The current app's Redis client (one pool, shared by threads): the extension
+        owns it; hand it to whatever else in the app needs Redis."""
+        return state().store.client
+
+    @property
+    def session(self) -> Session:
+        """This request's SQLAlchemy session, the one its submit runs in (read a form's
+        choices through it, and the submit opens no second one)."""
+        found = state().sessions
+        if found is None:
+            raise RuntimeError("SubmitOnce has no sessions: SubmitOnce(app, sessions=...).")
+        return request_session(found)
+
+    def issue(self, *endpoints: str) -> None:
+        """Issue the tokens of a page's forms (by the endpoints they are sent to) in one
+        round trip before its template draws them; without it each
+        ``submit_once.input(...)`` issues its own."""
+        issue(state(), [form_name(endpoint) for endpoint in endpoints])
+
+    def form(self, form: Callable[[], Any] | None = None, *,
+             model: type[SubmissionMixin] | None = None,
+             find: Callable[[Session, str], Any] | None = None,
+             done: str | Callable[[Any], str] | None = None,
+             template: str | None = None, fragment: str | None = None,
+             result_fragment: str | None = None, fields: Fields | None = None,
+             messages: Mapping[str, Message] | None = None,
+             answer: Callable[[Outcome], ResponseReturnValue | None] | None = None,
+             context: Callable[[], Mapping[str, Any]] | None = None,
+             name: str | None = None, sessions: Sessions | None = None,
+             ) -> Callable[[View], View]:
+        """Protect the POST view of a form: it takes effect once per rendering.
+
+        ::
+
+            @app.post("/signup")
+            @submit_once.form(SignUpForm, model=Signup, template="signup.html",
+                              done="thanks")
+            def sign_up(form, db):
+                return Signup(email=form.email.data)
+
+        The view runs once per token, with the validated ``form`` and the session ``db``
+        its transaction runs in (and the URL's values as keyword arguments), and returns
+        the row to add; raise :class:`~flask_submit_once.Refused` to refuse it. The rest
+        is done here: the token (400 when malformed), validation (422: the form again,
+        input and token kept), the lock, the ``GETDEL``, the row's digest and fingerprint,
+        the COMMIT, and every outcome's answer for a plain POST, Turbo, htmx and JSON.
+
+        :param form: makes the form from the request: a Flask-WTF form class, or any
+            callable giving an object with ``validate()`` and ``errors``; None for a form
+            with no fields (a button).
+        :param model: the :class:`~flask_submit_once.SubmissionMixin` model the view's
+            rows are of: a repeat finds the row by its digest.
+        :param find: instead of ``model``, ``find(db, digest)`` gives what the first
+            submit made, or None (when a submit changes rows rather than adding one).
+        :param done: where the result is shown: an endpoint, whose URL values are taken
+            from the result's attributes (else from the request's URL), or
+            ``done(result) -> url``. A plain POST is sent there (303), htmx too
+            (``HX-Redirect``) unless ``result_fragment`` is given, a script gets it as
+            ``Location``.
+        :param template: the page the form is on, drawn again when the form is shown
+            again (with ``form`` and the template object ``submit_once``); None for a
+            form answered only in JSON.
+        :param fragment: the part of the page htmx swaps, when it posts the form.
+        :param result_fragment: answer htmx in place: this template, with ``result``
+            (and a fresh token for the next submit through ``submit_once.input``).
+        :param fields: the fields that make a submission what it is (default: all but
+            CSRF and buttons), or ``fields(form) -> mapping`` of what it is: a repeat
+            with any of them changed is told so (409).
+        :param messages: the words for any reason the form is shown again (the keys of
+            ``MESSAGES`` in the API reference): a text, or ``words(outcome) -> text``.
+        :param answer: ``answer(outcome)`` runs before every default answer: return a
+            response to answer that outcome yourself, or None for the default.
+        :param context: more template context, ``context() -> mapping``.
+        :param name: what tokens are bound to (default: the endpoint and its URL values).
+        :param sessions: this form's sessions, instead of the extension's.
+        """
+        page = Page(template, fragment, result_fragment, dict(messages or {}), context)
+
+        def decorate(view: View) -> View:
+            protected = ProtectedForm(view, form=form, model=model, find=find, done=done,
+                                      fields=fields, page=page, answer=answer, name=name,
+                                      sessions=sessions)
+
+            @functools.wraps(view)
+            def submit(**view_args: Any) -> Response:
+                return protected.handle(view_args)
+            setattr(submit, _FORM, protected)
+            return submit  # type: ignore[return-value]
+        return decorate
+
+    def idempotent(self, *, key: Callable[[], str], respond: Callable[[Any], ResponseReturnValue],
+                   scope: Callable[[], str] | None = None,
+                   model: type[SubmissionMixin] | None = None,
+                   find: Callable[[Session, str], Any] | None = None,
+                   answer: Callable[[Outcome], ResponseReturnValue | None] | None = None,
+                   fingerprint: Callable[[], str] | None = None, ttl: int | None = None,
+                   wait: float | None = 0.0, name: str | None = None,
+                   sessions: Sessions | None = None) -> Callable[[View], View]:
+        """Make a view take effect once per key its caller chooses (an API's
+        ``Idempotency-Key``, a webhook's event id)::
+
+            @app.post("/api/signups")
+            @submit_once.idempotent(key=lambda: request.headers["Idempotency-Key"],
+                                    model=Signup, respond=lambda s: ({"id": s.id}, 201))
+            def create_signup(db):
+                return Signup(email=request.json["email"])
+
+        The view runs once per key (with ``db``, and the URL's values), in a transaction
+        holding the key's lock and its claim (``SET NX EX``); ``respond(result)`` makes
+        its answer. A repeat gets that answer again, made from the row it finds, with
+        ``Idempotent-Replayed: true``; a repeat with another request (method, path,
+        body) is a 422, one that finds the first still running a 409 (``Retry-After``).
+        A view that raises, refuses or fails gives the key back, so the caller can retry
+        it; an unconfirmed COMMIT keeps it, so the retry lands on the row or makes it.
+
+        :param key: gives the key (raise an HTTP error for a missing or malformed one).
+        :param scope: gives whose key it is (an API client): one caller's key means
+            nothing to another's.
+        :param model: the :class:`~flask_submit_once.SubmissionMixin` model of the rows.
+        :param find: instead of ``model``, ``find(db, digest)``.
+        :param fingerprint: what the request is (default: method, path and body).
+        :param ttl: how long the claim lives (default ``SUBMIT_ONCE_TTL``); the row
+            (UNIQUE) keeps the key's effect once for ever.
+        :param wait: seconds a repeat waits for the first (default 0: 409 at once; None:
+            ``SUBMIT_ONCE_WAIT_SECONDS``).
+        :param answer: as for :meth:`form`.
+        """
+        def decorate(view: View) -> View:
+            idempotent = IdempotentView(view, key=key, scope=scope, model=model, find=find,
+                                        respond=respond, answer=answer,
+                                        fingerprint=fingerprint, ttl=ttl, wait=wait,
+                                        name=name, sessions=sessions)
+
+            @functools.wraps(view)
+            def once(**view_args: Any) -> Response:
+                return idempotent.handle(view_args)
+            return once  # type: ignore[return-value]
+        return decorate
+
+    def session_lost(self, error: Exception) -> Response | None:
+        """The answer to a failed CSRF check on a protected form's submit, or None when
+        this request's endpoint is not one. The extension registers it for Flask-WTF's
+        ``CSRFError`` unless the app has a handler of its own, which should call it first:
+        another site's post gets a 403 that echoes nothing; the user's own lost session
+        gets the form again, input kept, with fresh tokens (400)."""
+        view = current_app.view_functions.get(request.endpoint or "")
+        protected = getattr(view, _FORM, None)
+        if not isinstance(protected, ProtectedForm):
+            return None
+        try:
+            return protected.session_lost()
+        except CrossSite as refused:
+            return current_app.make_response(current_app.handle_http_exception(refused))
+
+
+def _csrf_lives_as_long(app: Flask, ttl: int) -> None:
+    """A CSRF token should live as long as the form token it travels with. A limit the
+    app set is its own: kept, with a warning if shorter (CSRFProtect.init_app sets 3600
+    itself: with a longer TTL, init this extension first, or set the limit)."""
+    limit = app.config.setdefault("WTF_CSRF_TIME_LIMIT", ttl)
+    if limit is not None and int(limit) < ttl:
+        warnings.warn(f"WTF_CSRF_TIME_LIMIT ({limit} s) is shorter than SUBMIT_ONCE_TTL "
+                      f"({ttl} s): a form open longer fails Flask-WTF's check although its "
+                      "form token is still good. Set both to one value.", stacklevel=3)
+
+
+def _answer_lost_sessions(app: Flask, extension: SubmitOnce) -> None:
+    """Answer Flask-WTF's CSRFError on protected forms, unless the app answers it itself."""
+    try:
+        from flask_wtf.csrf import CSRFError  # type: ignore[import-untyped]
+    except ImportError:
+        return
+    if CSRFError in app.error_handler_spec.get(None, {}).get(400, {}):
+        return
+
+    def lost(error: Exception) -> ResponseReturnValue:
+        return extension.session_lost(error) or error  # type: ignore[return-value]
+    app.register_error_handler(CSRFError, lost)

@@ -1,0 +1,87 @@
+"""What a request says about itself: how it wants its answer, the token it carries,
+the form it is for, and whether another site sent it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from flask import request
+
+from ._errors import BadFormToken
+from ._tokens import is_well_formed
+
+__all__ = ["TOKEN_HEADER", "RequestKind", "cross_site", "form_name", "json_body",
+           "request_kind", "submitted_token"]
+
+RequestKind = Literal["html", "htmx", "json"]
+#: The header a script may send the token in instead of the form field.
+TOKEN_HEADER = "X-Submit-Once-Token"
+
+
+def request_kind() -> RequestKind:
+    """``"htmx"`` (``HX-Request: true``), ``"json"`` (a JSON body, or an ``Accept`` that
+    prefers JSON to HTML), else ``"html"``. Worked out once a request, from the raw
+    header where it is plain (browsers' own ``Accept`` always names ``text/html``)."""
+    kind: RequestKind | None = request.environ.get("flask_submit_once.kind")
+    if kind is None:
+        accept = request.headers.get("Accept", "")
+        if request.headers.get("HX-Request") == "true":
+            kind = "htmx"
+        elif request.is_json:
+            kind = "json"
+        elif "json" not in accept:
+            kind = "html"
+        elif "html" not in accept:
+            kind = "json"
+        else:
+            best = request.accept_mimetypes.best_match(["text/html", "application/json"])
+            kind = "json" if best == "application/json" else "html"
+        request.environ["flask_submit_once.kind"] = kind
+    return kind
+
+
+def json_body() -> dict[str, Any] | None:
+    """The request's JSON object, or None (not JSON, not an object, or unreadable: too
+    deep to parse is as unreadable as malformed, never a 500)."""
+    if not request.is_json:
+        return None
+    try:
+        body = request.get_json(silent=True)
+    except RecursionError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def submitted_token(field: str) -> str:
+    """The token this request carries: the form field ``field``, else the
+    ``X-Submit-Once-Token`` header, else that member of a JSON object body.
+    :class:`BadFormToken` (400) if it is missing, repeated or malformed, before anything
+    touches Redis."""
+    values: list[Any] = request.form.getlist(field)
+    if not values and TOKEN_HEADER in request.headers:
+        values = request.headers.getlist(TOKEN_HEADER)
+    if not values:
+        body = json_body()
+        if body is not None and field in body:
+            values = [body[field]]
+    if len(values) != 1 or not is_well_formed(values[0]):
+        raise BadFormToken()
+    return str(values[0])
+
+
+def form_name(endpoint: str, values: Mapping[str, Any] | None = None) -> str:
+    """What a token is bound to: the endpoint the form is sent to, and the values of its
+    URL (``cancel`` for order 17 is another form than for order 18)."""
+    if not values:
+        return endpoint
+    return endpoint + "".join(f":{name}={values[name]}" for name in sorted(values))
+
+
+def cross_site() -> bool:
+    """Whether the browser says another site's page sent this request:
+    ``Sec-Fetch-Site: cross-site``, or an ``Origin`` that is not ours (``null`` too)."""
+    if request.headers.get("Sec-Fetch-Site", "").strip().lower() == "cross-site":
+        return True
+    origin = request.headers.get("Origin")
+    return origin is not None and origin.rstrip("/") != f"{request.scheme}://{request.host}"

@@ -1,0 +1,61 @@
+"""One SQLAlchemy session per request, whichever way the app holds its database.
+
+``sessions`` is a ``sessionmaker`` (a session is made for the request the first time it
+is asked for, and closed when the request ends), a ``scoped_session`` or a
+Flask-SQLAlchemy ``SQLAlchemy`` object (its current session: the app's own, which it
+removes itself). A submit works in that one session from the form's reads to the COMMIT,
+so it opens no second one, and nothing it hands out belongs to another request.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, TypeAlias
+
+from flask import request
+from sqlalchemy.orm import Session, scoped_session, sessionmaker
+
+__all__ = ["Sessions", "close_request_session", "request_session"]
+
+_KEY = "flask_submit_once.session"
+
+
+class HasScopedSession(Protocol):
+    """Anything with a ``session`` that is a ``scoped_session``: a Flask-SQLAlchemy ``db``."""
+
+    @property
+    def session(self) -> scoped_session[Any]: ...
+
+
+#: Where a submit gets its session.
+Sessions: TypeAlias = sessionmaker[Session] | scoped_session[Any] | HasScopedSession
+
+
+def check(sessions: object) -> None:
+    """Refuse, at start-up, what cannot give a session (``db.session.session_factory``,
+    an engine), saying what to pass."""
+    if isinstance(sessions, sessionmaker | scoped_session) or \
+            isinstance(getattr(sessions, "session", None), scoped_session):
+        return
+    raise TypeError("sessions must be a sessionmaker, a scoped_session or a Flask-SQLAlchemy "
+                    f"SQLAlchemy object (pass db itself), not {type(sessions).__name__}")
+
+
+def request_session(sessions: Sessions) -> Session:
+    """This request's session."""
+    scoped = sessions if isinstance(sessions, scoped_session) else \
+        getattr(sessions, "session", None)
+    if isinstance(scoped, scoped_session):
+        return scoped()  # type: ignore[no-any-return]
+    db: Session | None = request.environ.get(_KEY)
+    if db is None:
+        assert isinstance(sessions, sessionmaker)
+        # What the view returns is read after the COMMIT: it must not expire there.
+        db = request.environ[_KEY] = sessions(expire_on_commit=False)
+    return db
+
+
+def close_request_session(_: BaseException | None = None) -> None:
+    """Close the session :func:`request_session` made for this request, if any."""
+    db: Session | None = request.environ.pop(_KEY, None)
+    if db is not None:
+        db.close()
