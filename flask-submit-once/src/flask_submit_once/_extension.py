@@ -22,7 +22,7 @@ from ._limits import Issuer
 from ._model import SubmissionMixin
 from ._outcome import Outcome
 from ._redis import client_for
-from ._requests import form_name
+from ._requests import NAME_ATTRIBUTE, form_name
 from ._sessions import Sessions, check, close_request_session, request_session
 from ._state import EXTENSION, State, state
 from ._templating import TemplateHelper
@@ -189,6 +189,8 @@ class SubmitOnce:
             def submit(**view_args: Any) -> Response:
                 return protected.handle(view_args)
             setattr(submit, _FORM, protected)
+            if name:
+                setattr(submit, NAME_ATTRIBUTE, name)
             return submit  # type: ignore[return-value]
         return decorate
 

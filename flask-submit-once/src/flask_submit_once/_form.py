@@ -62,7 +62,7 @@ class ProtectedForm:
 
     def handle(self, view_args: Mapping[str, Any]) -> Response:
         st = state()
-        name = self.name or form_name(request.endpoint or self.view.__name__, view_args)
+        name = form_name(request.endpoint or self.view.__name__, view_args)
         if request.headers.get(CHECK_HEADER) == "1":
             return self.check(st, name)
         token = submitted_token(st.field)
@@ -149,8 +149,7 @@ class ProtectedForm:
         if cross_site():
             raise CrossSite()
         form = self.form() if self.form is not None else None
-        return again(self.page, self.name or form_name(request.endpoint or "",
-                                                       request.view_args),
+        return again(self.page, form_name(request.endpoint or "", request.view_args),
                      "session_lost", sent=None, form=form)
 
     def check(self, st: State, name: str) -> Response:

@@ -71,7 +71,7 @@ class IdempotentView:
         st = state()
         scope = self.scope() if self.scope is not None else ""  # who asks, before what
         key = self.key()
-        name = self.name or form_name(request.endpoint or self.view.__name__, view_args)
+        name = form_name(self.name or request.endpoint or self.view.__name__, view_args)
         digest = st.store.digest(key, session_id=scope, form=name)
         stored = self.fingerprint() if self.fingerprint is not None else request_fingerprint()
         started = time.perf_counter()

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from flask import request
+from flask import current_app, request
 
 from ._errors import BadFormToken
 from ._tokens import is_well_formed
@@ -70,12 +70,19 @@ def submitted_token(field: str) -> str:
     return str(values[0])
 
 
+#: Where a protected view keeps the name its decorator was given, if any.
+NAME_ATTRIBUTE = "_submit_once_name"
+
+
 def form_name(endpoint: str, values: Mapping[str, Any] | None = None) -> str:
-    """What a token is bound to: the endpoint the form is sent to, and the values of its
-    URL (``cancel`` for order 17 is another form than for order 18)."""
+    """What a token is bound to: the form's name (the endpoint it is sent to, unless its
+    decorator named it) and the values of its URL (``cancel`` for order 17 is another
+    form than for order 18)."""
+    view = current_app.view_functions.get(endpoint)
+    base = getattr(view, NAME_ATTRIBUTE, None) or endpoint
     if not values:
-        return endpoint
-    return endpoint + "".join(f":{name}={values[name]}" for name in sorted(values))
+        return base
+    return base + "".join(f":{name}={values[name]}" for name in sorted(values))
 
 
 def cross_site() -> bool:
