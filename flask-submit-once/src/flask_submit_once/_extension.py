@@ -7,7 +7,9 @@ import warnings
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
+import click
 from flask import Flask, Response, current_app, request
+from flask.cli import AppGroup
 from flask.sessions import SecureCookieSessionInterface
 from flask.typing import ResponseReturnValue
 from sqlalchemy.orm import Session
@@ -23,8 +25,9 @@ from ._model import SubmissionMixin
 from ._outcome import Outcome
 from ._redis import client_for
 from ._requests import NAME_ATTRIBUTE, form_name
-from ._sessions import Sessions, check, close_request_session, request_session
+from ._sessions import Sessions, check, close_request_session, new_session, request_session
 from ._state import EXTENSION, State, state
+from ._steps import Then
 from ._templating import TemplateHelper
 from ._tokens import RedisClient, TokenStore
 
@@ -94,6 +97,7 @@ class SubmitOnce:
         app.jinja_env.globals["submit_once"] = TemplateHelper()
         app.teardown_request(close_request_session)
         _answer_lost_sessions(app, self)
+        app.cli.add_command(_commands(self))
         # Back shows a submitted form as it was (see _history.py); only in place of
         # Flask's own session interface, never one the app chose.
         if (app.config["SUBMIT_ONCE_BACK_SHOWS_FORM"]
@@ -131,7 +135,7 @@ class SubmitOnce:
              answer: Callable[[Outcome], ResponseReturnValue | None] | None = None,
              context: Callable[[], Mapping[str, Any]] | None = None,
              name: str | None = None, sessions: Sessions | None = None,
-             ) -> Callable[[View], View]:
+             then: Then | None = None) -> Callable[[View], View]:
         """Protect the POST view of a form: it takes effect once per rendering.
 
         ::
@@ -177,13 +181,19 @@ class SubmitOnce:
         :param context: more template context, ``context() -> mapping``.
         :param name: what tokens are bound to (default: the endpoint and its URL values).
         :param sessions: this form's sessions, instead of the extension's.
+        :param then: a step outside the database, done once per submission after its row
+            is committed: ``then(db, row, key)`` calls elsewhere (a card charge) with
+            ``key`` as its idempotency key and writes the result to ``row``; raise
+            :class:`~flask_submit_once.Refused` to refuse (a declined card: the form again,
+            input kept). Interrupted, it is resumed by a repeat of the submit or by
+            :meth:`resume` (needs ``model``, whose ``submission_step`` says what is to do).
         """
         page = Page(template, fragment, result_fragment, dict(messages or {}), context)
 
         def decorate(view: View) -> View:
             protected = ProtectedForm(view, form=form, model=model, find=find, done=done,
-                                      fields=fields, page=page, answer=answer, name=name,
-                                      sessions=sessions)
+                                      fields=fields, page=page, answer=answer,
+                                      sessions=sessions, then=then)
 
             @functools.wraps(view)
             def submit(**view_args: Any) -> Response:
@@ -243,6 +253,29 @@ class SubmitOnce:
             return once  # type: ignore[return-value]
         return decorate
 
+    def resume(self, *, wait: float = 0.0) -> dict[str, int]:
+        """Do every step left to do (the sweeper: ``flask submit-once resume``, by cron or
+        a worker): rows a submit committed whose step was interrupted. A row whose lock a
+        request holds (it is doing the step right now) is left to it. Returns how many
+        rows ended in each outcome kind."""
+        st = state()
+        counts: dict[str, int] = {}
+        for view in list(current_app.view_functions.values()):
+            protected = getattr(view, _FORM, None)
+            if not isinstance(protected, ProtectedForm) or protected.step is None:
+                continue
+            db = new_session(protected.sessions or st.sessions)
+            try:
+                rows = protected.step.to_do(db)
+                engine = db.get_bind()
+                db.rollback()
+                for row in rows:
+                    done = protected.step.resume(engine, row, wait=wait)
+                    counts[done.kind] = counts.get(done.kind, 0) + 1
+            finally:
+                db.close()
+        return counts
+
     def session_lost(self, error: Exception) -> Response | None:
         """The answer to a failed CSRF check on a protected form's submit, or None when
         this request's endpoint is not one. The extension registers it for Flask-WTF's
@@ -257,6 +290,20 @@ class SubmitOnce:
             return protected.session_lost()
         except CrossSite as refused:
             return current_app.make_response(current_app.handle_http_exception(refused))
+
+
+def _commands(extension: SubmitOnce) -> AppGroup:
+    """``flask submit-once resume``: the sweeper, for cron or a worker."""
+    group = AppGroup("submit-once", help="Flask-Submit-Once's commands.")
+
+    @group.command("resume")
+    @click.option("--wait", default=0.0, show_default=True,
+                  help="Seconds to wait for a row a request is working on.")
+    def resume(wait: float) -> None:
+        """Do the steps outside the database that submits left to do."""
+        counts = extension.resume(wait=wait)
+        click.echo(" ".join(f"{kind}={n}" for kind, n in sorted(counts.items())) or "nothing")
+    return group
 
 
 def _csrf_lives_as_long(app: Flask, ttl: int) -> None:

@@ -33,6 +33,7 @@ from ._requests import cross_site, form_name, json_body, submitted_token
 from ._runner import Landing, lock_key, run_once
 from ._sessions import Sessions, request_session
 from ._state import Settled, State, state
+from ._steps import Step, Then, settled
 
 __all__ = ["CHECK_HEADER", "Fields", "ProtectedForm"]
 
@@ -52,13 +53,17 @@ class ProtectedForm:
                  find: Callable[[Session, str], Any] | None,
                  done: str | Callable[[Any], str] | None, fields: Fields | None,
                  page: Page, answer: Callable[[Outcome], ResponseReturnValue | None] | None,
-                 name: str | None, sessions: Sessions | None) -> None:
+                 sessions: Sessions | None, then: Then | None = None) -> None:
         if model is None and find is None:
             raise TypeError(f"{view.__name__}: give model= (a SubmissionMixin model) or "
                             "find=, so that a repeat finds what the first submit made")
+        if then is not None and model is None:
+            raise TypeError(f"{view.__name__}: a form with then= needs model= (its rows say "
+                            "the step still to do)")
         self.view, self.form, self.model, self.find_result = view, form, model, find
         self.done, self.fields, self.page, self.answer = done, fields, page, answer
-        self.name, self.sessions = name, sessions
+        self.sessions = sessions
+        self.step = Step(then.__name__, then, model) if then and model else None
 
     def handle(self, view_args: Mapping[str, Any]) -> Response:
         st = state()
@@ -101,13 +106,27 @@ class ProtectedForm:
                 redis_down_fallback=st.redis_down_fallback, sender=st.app)
         except Unavailable:
             return again(self.page, name, "unavailable", sent=token, form=form)
-        if outcome.kind == "unconfirmed":
+        if self.step is not None and outcome.kind in ("created", "duplicate"):
+            outcome = self.after(db, outcome, st.wait)
+        if outcome.kind == "unconfirmed" and outcome.result is None:
             # Whether the COMMIT landed is unknown: the same token, put back, settles it.
             with suppress(RedisError):
                 st.store.claim(digest)
         elif outcome.landed:
             st.settled.remember(digest, Settled(outcome.url, raw, stored))
         return self.respond(outcome, name, token, form, digest, started)
+
+    def after(self, db: Session, outcome: Outcome, wait: float) -> Outcome:
+        """The step outside the database, for a row that still has it to do (made now, or
+        found by a repeat: it resumes it); a row whose step refused is a refusal again."""
+        assert self.step is not None
+        row = outcome.result
+        if self.step.pending(row):
+            done = self.step.resume(db.get_bind(), row, wait=wait, url_of=self.url_of)
+            if done.kind == "created" and outcome.kind == "duplicate":
+                return Outcome("duplicate", done.result, waited=True, url=done.url)
+            return done
+        return settled(row, self.url_of) if outcome.kind == "duplicate" else outcome
 
     def invalid(self, st: State, name: str, token: str, form: object, digest: str,
                 stored: str, started: float) -> Response:
@@ -169,7 +188,8 @@ class ProtectedForm:
 
     def create(self, db: Session, digest: str, form: object, view_args: Mapping[str, Any],
                stored: str | None) -> Landing:
-        result = stamped(db, digest, stored, lambda: self.view(form, db, **view_args))
+        result = stamped(db, digest, stored, lambda: self.view(form, db, **view_args),
+                         self.step.name if self.step else None)
         return Landing(result, self.url_of(result), stored)
 
     def find(self, db: Session, digest: str) -> Landing | None:

@@ -25,10 +25,12 @@ class SubmissionMixin:
             email: Mapped[str]
 
     It adds ``submission_digest``, the digest of the token that created the row, in a
-    UNIQUE column (the last line of defence when Redis gives a spent token back), and
+    UNIQUE column (the last line of defence when Redis gives a spent token back);
     ``submission_fingerprint``, what the submission was (so that a repeat with other
-    input is told apart). The protected view fills both: it only returns the row. In a
-    migration they are ``VARCHAR(43) NOT NULL UNIQUE`` and ``VARCHAR(43)``.
+    input is told apart); and ``submission_step``, the step outside the database still
+    to do for it, if its form has one (``then=``), else NULL. The protected view fills
+    them: it only returns the row. In a migration they are ``VARCHAR(43) NOT NULL
+    UNIQUE``, ``VARCHAR(43)`` and ``VARCHAR(64)``.
     """
 
     @declared_attr
@@ -39,20 +41,27 @@ class SubmissionMixin:
     def submission_fingerprint(cls) -> Mapped[str | None]:
         return mapped_column(String(DIGEST_LENGTH), nullable=True)
 
+    @declared_attr
+    def submission_step(cls) -> Mapped[str | None]:
+        return mapped_column(String(64), nullable=True)
+
     @classmethod
     def find_submission(cls, db: Session, digest: str) -> Any:
         """The row the submission with this digest created, or None."""
         return db.scalar(select(cls).where(cls.submission_digest == digest))
 
 
-def stamped(db: Session, digest: str, fingerprint: str | None, view: Callable[[], T]) -> T:
+def stamped(db: Session, digest: str, fingerprint: str | None, view: Callable[[], T],
+            step: str | None = None) -> T:
     """Run a protected view in ``db``, its new :class:`SubmissionMixin` rows stamped with the
     submission's digest and fingerprint when they are flushed (the view may flush), and
-    the row it returns added and flushed: its defaults and keys are there to be read."""
+    the row it returns added, marked with the ``step`` still to do, and flushed: its
+    defaults and keys are there to be read."""
     db.info[_STAMP] = (digest, fingerprint)
     try:
         result = view()
         if isinstance(result, SubmissionMixin):
+            result.submission_step = step
             db.add(result)
         db.flush()
     finally:

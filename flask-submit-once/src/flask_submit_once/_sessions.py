@@ -14,7 +14,7 @@ from typing import Any, Protocol, TypeAlias
 from flask import request
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
-__all__ = ["Sessions", "close_request_session", "request_session"]
+__all__ = ["Sessions", "close_request_session", "new_session", "request_session"]
 
 _KEY = "flask_submit_once.session"
 
@@ -52,6 +52,18 @@ def request_session(sessions: Sessions) -> Session:
         # What the view returns is read after the COMMIT: it must not expire there.
         db = request.environ[_KEY] = sessions(expire_on_commit=False)
     return db
+
+
+def new_session(sessions: Sessions | None) -> Session:
+    """A session outside any request (a command, a worker): closed by its caller."""
+    if sessions is None:
+        raise RuntimeError("SubmitOnce has no sessions: SubmitOnce(app, sessions=...).")
+    scoped = sessions if isinstance(sessions, scoped_session) else \
+        getattr(sessions, "session", None)
+    if isinstance(scoped, scoped_session):
+        return scoped()  # type: ignore[no-any-return]
+    assert isinstance(sessions, sessionmaker)
+    return sessions(expire_on_commit=False)
 
 
 def close_request_session(_: BaseException | None = None) -> None:
