@@ -26,6 +26,7 @@ from ._outcome import Outcome
 from ._redis import client_for
 from ._requests import NAME_ATTRIBUTE, form_name
 from ._sessions import Sessions, check, close_request_session, new_session, request_session
+from ._signed import SignedTokens
 from ._state import EXTENSION, State, state
 from ._steps import Then
 from ._templating import TemplateHelper
@@ -46,6 +47,7 @@ DEFAULTS: Mapping[str, Any] = {
     "PREFIX": "so",
     "FIELD": "form_token",
     "BACK_SHOWS_FORM": True,
+    "SIGNED_WHEN_REDIS_AWAY": False,
 }
 
 
@@ -92,7 +94,8 @@ class SubmitOnce:
             app=app, store=store, issuer=Issuer(store), sessions=sessions,
             field=app.config["SUBMIT_ONCE_FIELD"],
             wait=float(app.config["SUBMIT_ONCE_WAIT_SECONDS"]),
-            redis_down_fallback=bool(app.config["SUBMIT_ONCE_REDIS_DOWN_FALLBACK"]))
+            redis_down_fallback=bool(app.config["SUBMIT_ONCE_REDIS_DOWN_FALLBACK"]),
+            signed=_signed_tokens(app, store.ttl))
         _csrf_lives_as_long(app, store.ttl)
         app.jinja_env.globals["submit_once"] = TemplateHelper()
         app.teardown_request(close_request_session)
@@ -109,6 +112,13 @@ class SubmitOnce:
         """The current app's Redis client (one pool, shared by threads): the extension
         owns it; hand it to whatever else in the app needs Redis."""
         return state().store.client
+
+    @property
+    def degraded(self) -> bool:
+        """Whether this process is drawing forms with signed tokens because Redis was away
+        at its last try (``SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY``); False again once Redis
+        answers a render."""
+        return state().degraded_since is not None
 
     @property
     def session(self) -> Session:
@@ -304,6 +314,15 @@ def _commands(extension: SubmitOnce) -> AppGroup:
         counts = extension.resume(wait=wait)
         click.echo(" ".join(f"{kind}={n}" for kind, n in sorted(counts.items())) or "nothing")
     return group
+
+
+def _signed_tokens(app: Flask, ttl: int) -> SignedTokens | None:
+    if not app.config["SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY"]:
+        return None
+    if not app.secret_key:
+        raise RuntimeError("SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY signs tokens with the app's "
+                           "secret key: set SECRET_KEY before init_app.")
+    return SignedTokens(app.secret_key, ttl)
 
 
 def _csrf_lives_as_long(app: Flask, ttl: int) -> None:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from typing import Any
+from typing import Any, NamedTuple
 
 from flask import Response, current_app, make_response, request, url_for
 from flask.typing import ResponseReturnValue
@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from . import signals
 from ._answers import Page, again, landed
-from ._errors import CrossSite, Unavailable
+from ._errors import BadFormToken, CrossSite, Unavailable
 from ._fingerprint import fingerprint
 from ._issuing import session_id
 from ._model import SubmissionMixin, stamped
@@ -32,6 +32,7 @@ from ._outcome import Outcome
 from ._requests import cross_site, form_name, json_body, submitted_token
 from ._runner import Landing, lock_key, run_once
 from ._sessions import Sessions, request_session
+from ._signed import SignedExpired, is_signed
 from ._state import Settled, State, state
 from ._steps import Step, Then, settled
 
@@ -43,6 +44,31 @@ CHECK_HEADER = "X-Submit-Once-Check"
 _NOT_DATA = ("CSRFTokenField", "SubmitField")
 #: What makes a submission what it is: some of the form's fields, or a mapping made from it.
 Fields = Sequence[str] | Callable[[Any], Mapping[str, object]]
+
+
+class Spending(NamedTuple):
+    """How this request's token is spent: an issued token by its GETDEL; a signed one
+    (drawn while Redis was away) by claiming its digest, or, with Redis still away, by
+    the lock and the UNIQUE column alone."""
+    digest: str
+    take: Callable[[], bool]
+    put_back: Callable[[], object]
+    redis_down_fallback: bool
+
+    @staticmethod
+    def of(st: State, token: str, name: str) -> Spending:
+        sid = session_id()
+        store = st.store
+        if not is_signed(token):
+            digest = store.digest(token, session_id=sid, form=name)
+            return Spending(digest, lambda: store.consume_digest(digest),
+                            lambda: store.claim(digest), st.redis_down_fallback)
+        if st.signed is None:
+            raise BadFormToken()
+        digest = store.digest(st.signed.nonce(token, session_id=sid, form=name),
+                              session_id=sid, form=name)
+        return Spending(digest, lambda: store.claim(digest), lambda: store.release(digest),
+                        True)
 
 
 class ProtectedForm:
@@ -72,14 +98,19 @@ class ProtectedForm:
             return self.check(st, name)
         token = submitted_token(st.field)
         started = time.perf_counter()
-        digest = st.store.digest(token, session_id=session_id(), form=name)
+        try:
+            spend = Spending.of(st, token, name)
+        except SignedExpired:
+            return self.respond(Outcome("expired"), name, token, self.make_form(), "",
+                                started)
+        digest = spend.digest
         raw = self.raw_fingerprint(st.field)
         known = st.settled.get(digest)
         if known is not None and known.raw == raw:
             # The token is spent and its row committed: no validation or SQL can change
             # what this repeat is told. The GETDEL uses up a token a failover brought back.
             with suppress(RedisError):
-                st.store.consume_digest(digest)
+                spend.take()
             outcome, form = Outcome("duplicate", url=known.url), None
             if self.answer is not None:
                 # The hook may read the result (from this request's session) and whatever
@@ -89,7 +120,7 @@ class ProtectedForm:
                 outcome = Outcome("duplicate", found.result if found else None, url=known.url)
             return self.respond(outcome, name, token, form, digest, started)
         db = self.session(st)
-        form = self.form() if self.form is not None else None
+        form = self.make_form()
         stored = None
         if form is not None:
             valid = form.validate()
@@ -100,21 +131,24 @@ class ProtectedForm:
                 return self.invalid(st, name, token, form, digest, stored, started)
         try:
             outcome = run_once(
-                db, digest=digest, take=lambda: st.store.consume_digest(digest),
+                db, digest=digest, take=spend.take,
                 create=lambda db, digest: self.create(db, digest, form, view_args, stored),
                 find=self.find, wait=st.wait, fingerprint=stored,
-                redis_down_fallback=st.redis_down_fallback, sender=st.app)
+                redis_down_fallback=spend.redis_down_fallback, sender=st.app)
         except Unavailable:
             return again(self.page, name, "unavailable", sent=token, form=form)
         if self.step is not None and outcome.kind in ("created", "duplicate"):
             outcome = self.after(db, outcome, st.wait)
         if outcome.kind == "unconfirmed" and outcome.result is None:
-            # Whether the COMMIT landed is unknown: the same token, put back, settles it.
+            # Whether the COMMIT landed is unknown: the same token, good again, settles it.
             with suppress(RedisError):
-                st.store.claim(digest)
+                spend.put_back()
         elif outcome.landed:
             st.settled.remember(digest, Settled(outcome.url, raw, stored))
         return self.respond(outcome, name, token, form, digest, started)
+
+    def make_form(self) -> Any:
+        return self.form() if self.form is not None else None
 
     def after(self, db: Session, outcome: Outcome, wait: float) -> Outcome:
         """The step outside the database, for a row that still has it to do (made now, or
@@ -137,7 +171,7 @@ class ProtectedForm:
         if found is None:
             return self.respond(Outcome("invalid"), name, token, form, digest, started)
         with suppress(RedisError):  # a token that came back must not stay live
-            st.store.consume_digest(digest)
+            Spending.of(st, token, name).take()
         changed = found.fingerprint is not None and found.fingerprint != stored
         outcome = Outcome("changed" if changed else "duplicate", found.result, url=found.url)
         return self.respond(outcome, name, token, form, digest, started)
@@ -174,8 +208,10 @@ class ProtectedForm:
     def check(self, st: State, name: str) -> Response:
         """What became of the submit of this token, spending nothing: ``done`` (and where),
         ``running``, or ``not_done`` (nothing was made: submitting it is safe)."""
-        token = submitted_token(st.field)
-        digest = st.store.digest(token, session_id=session_id(), form=name)
+        try:
+            digest = Spending.of(st, submitted_token(st.field), name).digest
+        except SignedExpired:
+            return make_response({"status": "not_done", "location": None})
         db = self.session(st)
         try:
             free = db.connection().exec_driver_sql(

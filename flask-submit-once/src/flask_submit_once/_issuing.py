@@ -4,7 +4,9 @@ limits they count against, and the Back-friendly header of the page that carries
 from __future__ import annotations
 
 import ipaddress
+import logging
 import secrets
+import time
 from collections.abc import Sequence
 
 import redis
@@ -25,6 +27,7 @@ _TOKENS = "flask_submit_once.tokens"
 #: An IPv6 /48 (a site) may open this many times a /64's (a subscriber's) forms.
 WIDER_BUDGET = 8
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
+log = logging.getLogger("flask_submit_once")
 
 
 def session_id() -> str:
@@ -72,14 +75,18 @@ def issue(state: State, names: Sequence[str]) -> dict[str, str]:
     networks = client_networks(request.remote_addr)
     client_limits = [IssueLimit(f"client:{network}", per_client * (WIDER_BUDGET ** n), 60)
                      for n, network in enumerate(networks)]
+    limits = (session_cap, *client_limits)
     try:
-        tokens = state.issuer.issue_many(session_id=sid, forms=names,
-                                         limits=(session_cap, *client_limits))
+        try:
+            tokens = state.issuer.issue_many(session_id=sid, forms=names, limits=limits)
+            state.degraded_since = None
+        except redis.RedisError as error:
+            if state.signed is None:
+                raise Unavailable() from error
+            tokens = _signed(state, sid, names, limits)
     except TooManyIssued as refused:
         per = "session" if refused.limit is session_cap else "client"
         raise TooManyForms(per, refused.retry_after) from None
-    except redis.RedisError as error:
-        raise Unavailable() from error
     if new_session and per_session > 0:
         session[_UNCOUNTED_KEY] = len(names)
     elif session_cap.uncounted:
@@ -94,6 +101,17 @@ def issue(state: State, names: Sequence[str]) -> dict[str, str]:
         for name in names:
             signals.token_issued.send(app, form=name)
     return made
+
+
+def _signed(state: State, sid: str, names: Sequence[str],
+            limits: Sequence[IssueLimit]) -> list[str]:
+    """Redis is away: tokens signed with the app's key, under limits counted here."""
+    assert state.signed is not None
+    if state.degraded_since is None:
+        state.degraded_since = time.time()
+        log.warning("Redis unreachable at render: forms get signed tokens")
+    state.local_limits.take(limits, len(names))
+    return [state.signed.issue(session_id=sid, form=name) for name in names]
 
 
 def not_for_a_form() -> bool:

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -26,7 +28,7 @@ from redis.cluster import RedisCluster
 
 from ._tokens import TOKEN_BYTES, TokenStore
 
-__all__ = ["IssueLimit", "Issuer", "TooManyIssued"]
+__all__ = ["IssueLimit", "Issuer", "LocalLimits", "TooManyIssued"]
 
 
 @dataclass(frozen=True)
@@ -144,3 +146,29 @@ def _in_pipeline(store: TokenStore, keys: list[str],
             store.client.delete(*keys)
             return number
     return 0 if all(replies[2 * len(counters):]) else -1
+
+
+class LocalLimits:
+    """The same limits counted in this process alone, for the tokens issued while Redis
+    is away: at most ``size`` counters, the oldest forgotten first."""
+
+    def __init__(self, size: int = 10_000) -> None:
+        self.size = size
+        self._counts: OrderedDict[tuple[str, int], int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def take(self, limits: Sequence[IssueLimit], tokens: int) -> None:
+        """Count ``tokens`` against each limit, or none when one would pass its most
+        (:class:`TooManyIssued`)."""
+        now = int(time.time())
+        limits = [limit for limit in limits if limit.most > 0]
+        keys = [(limit.who, now // limit.seconds) for limit in limits]
+        with self._lock:
+            for limit, key in zip(limits, keys, strict=True):
+                if self._counts.get(key, 0) + tokens + limit.uncounted > limit.most:
+                    raise TooManyIssued(limit, retry_after=limit.seconds - now % limit.seconds)
+            for limit, key in zip(limits, keys, strict=True):
+                self._counts[key] = self._counts.get(key, 0) + tokens + limit.uncounted
+                self._counts.move_to_end(key)
+            while len(self._counts) > self.size:
+                self._counts.popitem(last=False)

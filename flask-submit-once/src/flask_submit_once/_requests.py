@@ -9,6 +9,7 @@ from typing import Any, Literal
 from flask import current_app, request
 
 from ._errors import BadFormToken
+from ._signed import is_signed
 from ._tokens import is_well_formed
 
 __all__ = ["TOKEN_HEADER", "RequestKind", "cross_site", "form_name", "json_body",
@@ -65,7 +66,7 @@ def submitted_token(field: str) -> str:
         body = json_body()
         if body is not None and field in body:
             values = [body[field]]
-    if len(values) != 1 or not is_well_formed(values[0]):
+    if len(values) != 1 or not (is_well_formed(values[0]) or is_signed(values[0])):
         raise BadFormToken()
     return str(values[0])
 

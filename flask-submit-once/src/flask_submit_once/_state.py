@@ -11,8 +11,9 @@ from typing import Any, NamedTuple
 
 from flask import Flask, current_app
 
-from ._limits import Issuer
+from ._limits import Issuer, LocalLimits
 from ._sessions import Sessions
+from ._signed import SignedTokens
 from ._tokens import TokenStore
 
 __all__ = ["EXTENSION", "Settled", "State", "state"]
@@ -62,7 +63,12 @@ class State:
     field: str
     wait: float
     redis_down_fallback: bool
+    #: Signed tokens for forms drawn while Redis is away (SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY).
+    signed: SignedTokens | None = None
     settled: SettledMemory = dataclasses.field(default_factory=SettledMemory)
+    local_limits: LocalLimits = dataclasses.field(default_factory=LocalLimits)
+    #: When this process last issued signed tokens because Redis was away (None: it is not).
+    degraded_since: float | None = None
 
     def setting(self, name: str) -> Any:
         """A setting read when it is used, so a test may change it on a live app."""
