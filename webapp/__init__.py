@@ -20,6 +20,7 @@ from . import (
     refunds,
     request_log,
     security,
+    shipping,
     support,
     webhooks,
 )
@@ -71,6 +72,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     metrics.init_app(app)
     request_log.init_app(app)
     support.init_app(app)
+    shipping.init_app(app)
 
     @app.get("/")
     def index():
