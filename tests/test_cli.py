@@ -32,7 +32,7 @@ def test_help_without_the_environment_lists_every_command_of_the_app(app):
 
 
 @pytest.mark.parametrize("args", [["init-db"], ["reconcile-refunds"], ["run"],
-                                  ["ship-order", "2222222222"]])
+                                  ["products", "list"], ["ship-order", "2222222222"]])
 def test_a_command_without_the_environment_says_what_to_set(args):
     ran = flask(*args)
     assert ran.returncode != 0

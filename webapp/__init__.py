@@ -17,6 +17,7 @@ from . import (
     errors,
     health,
     metrics,
+    products_cli,
     refunds,
     request_log,
     security,
@@ -73,6 +74,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     request_log.init_app(app)
     support.init_app(app)
     shipping.init_app(app)
+    products_cli.init_app(app)
 
     @app.get("/")
     def index():

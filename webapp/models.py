@@ -30,6 +30,7 @@ from .order_rules import (
     EMAIL_MAX,
     NAME_MAX,
     ORDER_NUMBER_LENGTH,
+    PRODUCT_NAME_MAX,
     PUBLIC_ID_LENGTH,
     QUANTITY_MAX,
     QUANTITY_MIN,
@@ -76,7 +77,7 @@ class Product(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     sku: Mapped[str] = mapped_column(String(SKU_MAX), unique=True)
-    name: Mapped[str] = mapped_column(String(120))
+    name: Mapped[str] = mapped_column(String(PRODUCT_NAME_MAX))
     description: Mapped[str] = mapped_column(Text, default="")
     price_cents: Mapped[int] = mapped_column(Integer, CheckConstraint("price_cents >= 0"))
     active: Mapped[bool] = mapped_column(Boolean, default=True)
