@@ -16,9 +16,9 @@ method (anything outside :data:`METHODS` is ``OTHER``), and the channel an order
 came through (:data:`CHANNELS`).
 
 ``orders_placed_total{channel}`` counts orders whose INSERT committed, whatever
-placed them: it watches the app's sessions (SQLAlchemy's ``after_flush`` and
-``after_commit`` events), so the order form and the JSON API are counted alike,
-a rolled-back order is not, and a duplicate (no INSERT) is not.
+placed them: it watches the app's sessions (SQLAlchemy's session events, see
+:func:`init_app`), so the order form and the JSON API are counted alike, a
+rolled-back order is not, and a duplicate (no INSERT) is not.
 
 What the design can tell apart, and what it cannot: a token pasted into another
 session names a Redis key that does not exist (the key is a digest of form,
@@ -104,6 +104,7 @@ def init_app(app: Flask) -> None:
     app.after_request(_observe_request)
     token_issued.connect(_on_issue, app)
     submit_decided.connect(_on_submit, app)
+    # Orders are counted when their INSERT commits, whichever channel placed them.
     sessions = app.extensions["db"]  # webapp.db.init_app made it
     event.listen(sessions, "after_flush", _note_orders)
     event.listen(sessions, "after_commit", _count_orders)
