@@ -29,6 +29,7 @@ def test_help_without_the_environment_lists_every_command_of_the_app(app):
     assert set(app.cli.commands) <= listed  # init-db, reconcile-refunds, find-order …
     assert "init-db" in listed
     assert "--demo" in flask("init-db", "--help").stdout
+    assert "sku,name,price_eur" in flask("products", "import", "--help").stdout
 
 
 @pytest.mark.parametrize("args", [["init-db"], ["reconcile-refunds"], ["run"],

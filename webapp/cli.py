@@ -106,8 +106,14 @@ def listing_only(error: RuntimeError, create_app: Callable[..., Flask]) -> Flask
     def refuse(*_args: object, **_kwargs: object) -> None:
         raise click.ClickException(str(error))
 
+    def stand_in(command: click.Command) -> click.Command:
+        copied = copy.copy(command)  # the command objects are shared by every app
+        if isinstance(copied, click.Group):  # its commands refuse, its help still shows
+            copied.commands = {name: stand_in(sub) for name, sub in copied.commands.items()}
+        else:
+            copied.callback = refuse
+        return copied
+
     for name, command in list(app.cli.commands.items()):
-        stand_in = copy.copy(command)  # the command objects are shared by every app
-        stand_in.callback = refuse
-        app.cli.commands[name] = stand_in
+        app.cli.commands[name] = stand_in(command)
     return app

@@ -116,7 +116,8 @@ def add_product(sku: str, name: str, price: int, description: str, by: str) -> N
         raise click.ClickException(f"A product has the SKU {sku} already: 'products price' "
                                    "changes its price, 'products import' the rest.")
     record("products add", by, sku=sku, price_cents=price)
-    click.echo(f"Added {sku} ({name}) at {euros(price)}, on sale. {_shows()}")
+    click.echo(f"Added {sku} ({name}) at {euros(price)}, on sale: the API sells it at once, "
+               f"{_form_shows()}.")
 
 
 @products.command("price")
@@ -129,7 +130,8 @@ def change_price(sku: str, price: int, by: str) -> None:
         before = _locked(db, sku).price_cents
         _change(db, sku, by, price_cents=price)
     record("products price", by, sku=sku, price_cents=price, was_cents=before)
-    click.echo(f"{sku} now costs {euros(price)} (was {euros(before)}). {_shows()}")
+    click.echo(f"{sku} now costs {euros(price)} (was {euros(before)}): orders use it at once, "
+               f"{_form_shows()}.")
 
 
 @products.command("off-sale")
@@ -175,13 +177,12 @@ def import_products(file: Path, by: str) -> None:
                 values["description"] = row.description
             db.execute(pg_insert(Product).values(sku=row.sku, active=True, **values)
                        .on_conflict_do_update(index_elements=["sku"], set_=values))
-    off = sorted(sku for sku, active in existing.items() if not active)
-    record("products import", by, file=file.name, added=len(rows) - len(existing),
-           updated=len(existing))
-    click.echo(f"Imported {file.name}: {len(rows) - len(existing)} added (on sale), "
-               f"{len(existing)} updated." + (f" Off sale and left so: {', '.join(off)} "
-                                              "('products on-sale SKU' sells one)." if off
-                                              else "") + f" {_shows()}")
+    added, off = len(rows) - len(existing), sorted(s for s, on in existing.items() if not on)
+    record("products import", by, file=file.name, added=added, updated=len(existing))
+    said = f"Imported {file.name}: {added} added (on sale), {len(existing)} updated"
+    if off:
+        said += f" (still off sale: {', '.join(off)}; 'products on-sale SKU' sells one)"
+    click.echo(f"{said}: orders use them at once, {_form_shows()}.")
 
 
 def _set_on_sale(sku: str, active: bool, by: str) -> None:
@@ -193,9 +194,8 @@ def _set_on_sale(sku: str, active: bool, by: str) -> None:
             return
         _change(db, sku, by, active=active)
     record(f"products {'on-sale' if active else 'off-sale'}", by, sku=sku)
-    then = ("Orders for it are accepted from now on" if active
-            else "Orders for it are refused from now on")
-    click.echo(f"{sku} is {state}. {then}; {_shows(lower=True)}")
+    click.echo(f"{sku} is {state}: orders for it are {'accepted' if active else 'refused'} at "
+               f"once, {_form_shows()}.")
 
 
 def _locked(db: Session, sku: str) -> Product:
@@ -211,9 +211,9 @@ def _change(db: Session, sku: str, by: str, **values: object) -> None:
                .values(**values, changed_by=by, changed_at=func.now()))
 
 
-def _shows(*, lower: bool = False) -> str:
+def _form_shows() -> str:
     """When the order form's list of products shows a change (see the module docstring)."""
     seconds = float(current_app.config.get("CATALOGUE_CACHE_SECONDS", 0))
-    text = ("The order form shows it at once." if not seconds else
-            f"The order form shows it within {seconds:g} s (CATALOGUE_CACHE_SECONDS).")
-    return text[0].lower() + text[1:] if lower else text
+    if not seconds:
+        return "the order form at once"
+    return f"the order form within {seconds:g} s (CATALOGUE_CACHE_SECONDS)"
