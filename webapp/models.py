@@ -60,7 +60,7 @@ def new_payment_reference() -> str:
     return f"pay_{secrets.token_hex(16)}"
 
 
-#: The longest operator name stored (migration 0012: who shipped an order, changed a
+#: The longest operator name stored (migration 0013: who shipped an order, changed a
 #: product, reviewed or requeued a refund request; see webapp/operators.py).
 OPERATOR_MAX = 100
 
@@ -81,7 +81,7 @@ class Product(Base):
     description: Mapped[str] = mapped_column(Text, default="")
     price_cents: Mapped[int] = mapped_column(Integer, CheckConstraint("price_cents >= 0"))
     active: Mapped[bool] = mapped_column(Boolean, default=True)
-    # Migration 0012: who last changed it with a products command, and when.
+    # Migration 0013: who last changed it with a products command, and when.
     changed_by: Mapped[str | None] = mapped_column(String(OPERATOR_MAX))
     changed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
@@ -142,7 +142,7 @@ class Order(Base):
     idempotency_key: Mapped[str | None] = mapped_column(String(255))
     request_fingerprint: Mapped[str | None] = mapped_column(String(64))
     api_response: Mapped[dict | None] = mapped_column(JSONB)
-    # Migration 0012: the operator who ran ship-order on it.
+    # Migration 0013: the operator who ran ship-order on it.
     shipped_by: Mapped[str | None] = mapped_column(String(OPERATOR_MAX))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(
@@ -257,6 +257,6 @@ class RefundRequest(Base):
     published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
-    # Migration 0012: the operator who approved or rejected it, and who requeued it.
+    # Migration 0013: the operator who approved or rejected it, and who requeued it.
     reviewed_by: Mapped[str | None] = mapped_column(String(OPERATOR_MAX))
     requeued_by: Mapped[str | None] = mapped_column(String(OPERATOR_MAX))
