@@ -183,7 +183,9 @@ class EmbeddedPostgres:
                 atexit.register(self.remove)
             else:
                 PERSISTENT_PARENT.mkdir(mode=0o755, exist_ok=True)
-                where = self.requested_dir.resolve()
+                # Not resolve(): the folder asked for may be a link to this very home
+                # (dev/run.py makes one), and its target would name another.
+                where = self.requested_dir.parent.resolve() / self.requested_dir.name
                 name = "-".join(where.parts[-3:])
                 digest = hashlib.sha256(str(where).encode()).hexdigest()[:10]
                 home = PERSISTENT_PARENT / f"{name}-{digest}"

@@ -9,8 +9,10 @@ refund worker (python -m webapp.refunds.worker), and stops them all on exit:
 Ctrl-C, SIGTERM, or SIGHUP (the terminal closed). It starts nothing over a port
 that is taken (a server left by a run that was killed, another program): it says
 who holds it and what to do. As root, when PostgreSQL's service user cannot reach
-./instance/ (a checkout inside a 0700 folder), its data lives under
-/var/lib/pgserver/ instead, and it says where; no folder's mode is changed.
+./instance/ (a checkout inside a 0700 folder: root's home, ``mktemp -d``), the data
+lives where that user can (under /var/lib/pgserver/) and ./instance/postgres is a
+link to it, so everything a run keeps is still reached from ./instance/; no
+folder's mode is changed (see :func:`link_instance`).
 
 ``DEV_INSTANCE``, ``DEV_PG_PORT`` and ``DEV_REDIS_PORT`` move the embedded servers
 (tests run a second copy beside yours).
@@ -63,11 +65,8 @@ def main() -> int:
             postgres.create_database("webapp")
             env["DATABASE_URL"] = postgres.url("webapp")
             print(f" * PostgreSQL 16 on 127.0.0.1:{pg_port} (data in {postgres.data_dir})")
-            if postgres.data_dir != postgres.requested_dir:
-                print(f"   ({postgres.user} cannot reach {instance}, so the data lives there;"
-                      " no folder's mode was changed)")
-                if (postgres.requested_dir / "PG_VERSION").exists():
-                    print(f"   ({postgres.requested_dir} holds an older cluster, left as it is)")
+            if said := link_instance(postgres):
+                print(said)
         if not env.get("REDIS_URL"):
             redis = EmbeddedRedis(instance / "redis", redis_port)
             servers.append(redis.start())
@@ -102,6 +101,25 @@ def main() -> int:
                 process.kill()
         for server in reversed(servers):
             server.stop()
+
+
+def link_instance(postgres: EmbeddedPostgres) -> str | None:
+    """Make the folder asked for a link to the data, when the data had to live elsewhere
+    (PostgreSQL's user cannot reach the folder, and no folder is opened for it). A folder
+    that is there already (an older cluster) is left as it is. Returns what to tell."""
+    wanted, real = postgres.requested_dir, postgres.data_dir
+    if real == wanted:
+        return None
+    if wanted.is_symlink() and wanted.resolve() != real.resolve():
+        wanted.unlink()  # a link to a cluster of an older layout: this run's is elsewhere
+    if not wanted.exists() and not wanted.is_symlink():
+        wanted.parent.mkdir(parents=True, exist_ok=True)
+        wanted.symlink_to(real, target_is_directory=True)
+    if not wanted.is_symlink():
+        return (f"   ({postgres.user} cannot reach {wanted.parent}; {wanted} holds an older "
+                f"cluster, left as it is; this run's data is in {real})")
+    return (f"   ({postgres.user} cannot reach {wanted.parent}, so the data lives there, "
+            f"and {wanted} links to it; no folder's mode was changed)")
 
 
 def taken(env: dict[str, str], bind: str, pg_port: int, redis_port: int) -> str | None:

@@ -48,6 +48,10 @@ def test_a_revoked_key_gets_401_at_once_and_the_clients_other_key_still_works(ap
 
     refused = get_order(client, revoked, url)
     assert refused.status_code == 401 and problem_type(refused) == "unauthorized"
+    # What the partner can do about it; the shop's own commands are no use to them.
+    detail = refused.get_json()["detail"]
+    assert "expired or been revoked: ask the shop for a new one" in detail
+    assert "flask" not in detail and "create-api-key" not in detail
     assert place(client, revoked, key="order-2").status_code == 401
     assert get_order(client, kept, url).status_code == 200  # same client, other key
 

@@ -29,9 +29,11 @@ def test_help_without_the_environment_lists_every_command_of_the_app(app):
     assert set(app.cli.commands) <= listed  # init-db, reconcile-refunds, find-order …
     assert "init-db" in listed
     assert "--demo" in flask("init-db", "--help").stdout
+    assert "sku,name,price_eur" in flask("products", "import", "--help").stdout
 
 
-@pytest.mark.parametrize("args", [["init-db"], ["reconcile-refunds"], ["run"]])
+@pytest.mark.parametrize("args", [["init-db"], ["reconcile-refunds"], ["run"],
+                                  ["products", "list"], ["ship-order", "2222222222"]])
 def test_a_command_without_the_environment_says_what_to_set(args):
     ran = flask(*args)
     assert ran.returncode != 0

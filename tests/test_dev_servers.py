@@ -5,6 +5,7 @@ servers it did not start."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -67,6 +68,44 @@ def test_postgres_asked_to_keep_its_data_in_a_private_folder_works_and_opens_no_
         assert home is not None and not home.is_relative_to(private_folder)
         assert not binaries.is_relative_to(private_folder)
         assert not home.exists(), "the throwaway cluster's folder was left behind"
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root's PostgreSQL runs as another user")
+def test_as_root_scripts_run_keeps_reaching_its_data_from_instance_and_finds_it_again(
+        private_folder):
+    """Before: as root in a private checkout the data went to /var/lib/pgserver/… and
+    nothing in instance/ led there. Now instance/postgres links to it, the next run
+    finds the same cluster through the link, and no folder's mode changed."""
+    from dev.run import link_instance
+
+    wanted = private_folder / "instance" / "postgres"
+    before = modes(private_folder)
+    first = EmbeddedPostgres(wanted, fast=True).start()  # kept, as scripts/run keeps it
+    again = None
+    try:
+        told = link_instance(first)
+        assert told and f"{wanted} links to it" in told
+        assert wanted.is_symlink() and wanted.resolve() == first.data_dir.resolve()
+        assert (wanted / "PG_VERSION").exists()  # root reads the cluster through instance/
+        with psycopg.connect(host="127.0.0.1", port=first.port, user="postgres",
+                             autocommit=True) as conn:
+            conn.execute("CREATE TABLE kept (n int)")
+            conn.execute("INSERT INTO kept VALUES (42)")
+        first.stop()
+        again = EmbeddedPostgres(wanted, fast=True).start()  # the next run
+        try:
+            assert again.data_dir == first.data_dir and link_instance(again) == told
+            with psycopg.connect(host="127.0.0.1", port=again.port, user="postgres") as conn:
+                assert conn.execute("SELECT n FROM kept").fetchone() == (42,)
+        finally:
+            again.stop()
+        assert modes(private_folder) == before
+    finally:
+        for cluster in (first, again):
+            if cluster is not None:
+                cluster.stop("immediate")
+                if cluster.home is not None:
+                    shutil.rmtree(cluster.home, ignore_errors=True)
 
 
 def test_redis_in_a_private_folder_works_and_opens_no_folder(private_folder):

@@ -44,14 +44,21 @@ def test_the_demo_catalogue_is_added_only_when_asked(servers, fresh_database, en
                                     SECRET_KEY=secrets.token_hex(32)))
     try:
         result = app.test_cli_runner().invoke(args=["init-db", *args])
+        listed = app.test_cli_runner().invoke(args=["products", "list"])
     finally:
         app.extensions["db"].kw["bind"].dispose()
         app.extensions["submit_once"].store.client.close()
     assert result.exit_code == 0, result.output
     assert products(engine) == (4 if seeded else 0)
     assert ("demo catalogue seeded" in result.output) is seeded
-    if not seeded:
+    if not seeded:  # an empty catalogue says how to stock it
         assert "init-db --demo adds it" in result.output
+        assert "'flask --app webapp products import FILE.csv' or 'products add'" in \
+            result.output
+        assert listed.output.startswith("No products yet: add one with 'flask --app webapp "
+                                        "products add SKU NAME PRICE'")
+    else:
+        assert "MUG-STONE" in listed.output
 
 
 def test_the_database_module_imports_no_model():

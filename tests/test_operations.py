@@ -11,7 +11,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from dev.embedded import free_port
-from tests.conftest import VALID, hidden, order_count
+from tests.api_client import ORDER, new_api_key, place
+from tests.conftest import VALID, hidden, lose_the_commit_reply, order_count
 from tests.live import LiveServer, open_form, request
 from tests.test_logs import json_lines
 from webapp.request_log import LOGGER
@@ -83,12 +84,40 @@ def test_metrics_count_tokens_orders_duplicates_and_rejects(client, rdb):
     # four forms rendered, and the CSRF refusal gives its form back with a fresh token
     assert delta("form_tokens_issued_total", form="order") == 5
     assert delta("form_tokens_consumed_total", form="order") == 1
-    assert delta("orders_placed_total") == 1
+    assert delta("orders_placed_total", channel="form") == 1
+    assert delta("orders_placed_total", channel="api") == 0
     assert delta("form_submit_duplicates_total", form="order", waited="false") == 1
     assert delta("form_tokens_rejected_total", form="order", reason="expired_or_unknown") == 1
     assert delta("form_tokens_rejected_total", form="order", reason="session_mismatch") == 1
     assert delta("http_request_duration_seconds_count",
                  method="POST", route="/orders", status="303") == 2
+
+
+def test_orders_placed_counts_every_channel_once_labelled_form_or_api(client, servers):
+    """Before: API orders were left out (the counter read the order form's outcome)."""
+    before = client.get("/metrics").text
+    form = form_data(client)
+    assert client.post("/orders", data=form).status_code == 303
+    assert client.post("/orders", data=form).status_code == 303  # a duplicate: no order
+    key = new_api_key(servers)
+    assert place(client, key).status_code == 201
+    assert place(client, key).headers["Idempotent-Replayed"] == "true"  # a retry: no order
+    assert place(client, key, {**ORDER, "product": "NO-SUCH"}, key="order-2").status_code == 422
+    assert place(client, key, key="order-3").status_code == 201
+    after = client.get("/metrics").text
+    assert {channel: value(after, "orders_placed_total", channel=channel)
+            - value(before, "orders_placed_total", channel=channel)
+            for channel in ("form", "api")} == {"form": 1, "api": 2}
+    assert order_count(servers) == 3
+
+
+def test_an_order_whose_transaction_rolls_back_is_not_counted(client, servers, monkeypatch):
+    before = client.get("/metrics").text
+    lose_the_commit_reply(monkeypatch, committed=False)  # the INSERT flushed, then no COMMIT
+    assert client.post("/orders", data=form_data(client)).status_code == 503
+    assert order_count(servers) == 0
+    assert value(client.get("/metrics").text, "orders_placed_total", channel="form") == \
+        value(before, "orders_placed_total", channel="form")
 
 
 def test_metrics_add_up_over_gunicorn_workers_and_time_duplicates_that_waited(
@@ -109,7 +138,7 @@ def test_metrics_add_up_over_gunicorn_workers_and_time_duplicates_that_waited(
         pages = [request(live.port, "GET", "/metrics").body for _ in range(4)]
         output = live.output()
     for page in pages:
-        assert value(page, "orders_placed_total") == 1
+        assert value(page, "orders_placed_total", channel="form") == 1
         waited = value(page, "form_submit_duplicates_total", form="order", waited="true")
         assert waited + value(page, "form_submit_duplicates_total", form="order",
                               waited="false") == 19

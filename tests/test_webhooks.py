@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -14,6 +15,7 @@ from sqlalchemy import text
 
 from tests.api_client import ORDER, new_api_key, place, problem_type
 from tests.live import LiveServer
+from tests.test_orders import open_form, order_path, submit
 from webapp.webhooks.signatures import HEADER, sign
 
 SECRET = "whsec-test"
@@ -242,6 +244,35 @@ def test_the_provider_script_takes_the_number_key_or_reference_and_pays_the_real
     with servers.engine.connect() as conn:
         assert conn.scalar(text("SELECT count(*) FROM payment_events "
                                 "WHERE problem IS NULL AND amount_cents = 5400")) == 2
+
+
+def test_the_provider_script_pays_only_then_refunds_only_with_the_apps_own_dev_secret(
+        client, servers):
+    """--pay leaves the order paid, so its page offers the customer a refund (before:
+    every run paid and then refunded it all); --refund then refunds part of it. No
+    --secret: the script signs with the development secret the app itself uses."""
+    order = order_path(submit(client, open_form(client)))  # placed on the form, €36.00
+    with servers.engine.connect() as conn:
+        number = conn.scalar(text("SELECT order_number FROM orders"))
+    env = {name: value for name, value in os.environ.items()
+           if name != "PAYMENT_WEBHOOK_SECRET"}
+    database = servers.engine.url.render_as_string(hide_password=False)
+
+    def provider_without_secret(port: int, *args: str) -> list[str]:
+        return outcomes_of(subprocess.run(
+            [sys.executable, str(ROOT / "scripts/provider"), number, *args,
+             "--url", f"http://127.0.0.1:{port}", "--database-url", database],
+            capture_output=True, text=True, timeout=60, env=env))
+
+    with LiveServer(servers, workers=1, threads=8) as live:  # testing: the dev secret
+        paying = provider_without_secret(live.port, "--pay")
+        assert paying[:2] == ["200 applied", "200 duplicate"]
+        assert all(o.startswith("400 bad-signature") for o in paying[2:]) and len(paying) == 4
+        assert tuple(order_row(servers)) == ("paid", 3600, 0)
+        assert 'id="request-refund"' in client.get(order).text  # the customer's next step
+        refunding = provider_without_secret(live.port, "--refund", "--amount", "1000")
+    assert refunding == ["200 applied"] + ["200 duplicate"] * 5
+    assert tuple(order_row(servers)) == ("paid", 3600, 1000)
 
 
 def test_the_provider_script_says_what_it_takes_and_refuses_an_unknown_order(servers):

@@ -17,10 +17,12 @@ from . import (
     errors,
     health,
     metrics,
+    products_cli,
     redis_urls,
     refunds,
     request_log,
     security,
+    shipping,
     support,
     webhooks,
 )
@@ -73,6 +75,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     metrics.init_app(app)
     request_log.init_app(app)
     support.init_app(app)
+    shipping.init_app(app)
+    products_cli.init_app(app)
 
     @app.get("/")
     def index():

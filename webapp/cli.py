@@ -5,7 +5,8 @@ even when the environment is missing.
     flask --app webapp init-db --demo     ... and the demo catalogue (safe to run twice)
     flask --app webapp init-db --no-demo  ... and never the demo catalogue
 
-Production starts with no products of ours: its catalogue is the shop's own.
+Production starts with no products of ours: its catalogue is the shop's own, stocked
+with the ``products`` commands (webapp/products_cli.py).
 
 Without the environment (no SECRET_KEY, DATABASE_URL …) ``flask --app webapp --help``
 lists the commands, and each one, run, says what to set instead of a traceback:
@@ -79,7 +80,8 @@ def init_db_command(demo: bool | None) -> None:
         click.echo("Database is at the latest migration; demo catalogue seeded.")
     else:
         click.echo("Database is at the latest migration; no demo catalogue "
-                   "(init-db --demo adds it).")
+                   "(init-db --demo adds it). Stock the shop with 'flask --app webapp "
+                   "products import FILE.csv' or 'products add' ('products --help').")
 
 
 def listing_only(error: RuntimeError, create_app: Callable[..., Flask]) -> Flask:
@@ -104,8 +106,14 @@ def listing_only(error: RuntimeError, create_app: Callable[..., Flask]) -> Flask
     def refuse(*_args: object, **_kwargs: object) -> None:
         raise click.ClickException(str(error))
 
+    def stand_in(command: click.Command) -> click.Command:
+        copied = copy.copy(command)  # the command objects are shared by every app
+        if isinstance(copied, click.Group):  # its commands refuse, its help still shows
+            copied.commands = {name: stand_in(sub) for name, sub in copied.commands.items()}
+        else:
+            copied.callback = refuse
+        return copied
+
     for name, command in list(app.cli.commands.items()):
-        stand_in = copy.copy(command)  # the command objects are shared by every app
-        stand_in.callback = refuse
-        app.cli.commands[name] = stand_in
+        app.cli.commands[name] = stand_in(command)
     return app

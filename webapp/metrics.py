@@ -12,7 +12,13 @@ a 404 in production and open in development and testing.
 Every label value comes from a fixed set, so no request can add series: the
 form's kind (the endpoint it is sent to: ``orders.create``, ``cancel.cancel``,
 ``refunds.create``; never the order key that a cancel or refund form's name carries),
-the route's rule (never the path), and the method (anything outside :data:`METHODS` is ``OTHER``).
+the route's rule (never the path), the method (anything outside :data:`METHODS` is
+``OTHER``), and the channel an order came through (:data:`CHANNELS`).
+
+``orders_placed_total{channel}`` counts orders whose INSERT committed, whatever
+placed them: it watches the app's sessions (SQLAlchemy's session events, see
+:func:`init_app`), so the order form and the JSON API are counted alike, a
+rolled-back order is not, and a duplicate (no INSERT) is not.
 
 What the design can tell apart, and what it cannot: a token pasted into another
 session names a Redis key that does not exist (the key is a digest of form,
@@ -38,14 +44,18 @@ from prometheus_client import (
     generate_latest,
 )
 from prometheus_client.multiprocess import MultiProcessCollector
+from sqlalchemy import event
+from sqlalchemy.orm import Session, UOWTransaction
 
 from flask_submit_once import Outcome, signals
 
+from .models import Order
+
 bp = Blueprint("metrics", __name__)
-#: The order form's kind: the endpoint it is sent to.
-ORDER_FORM = "orders.create"
 
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+#: Where an order came from: the HTML order form, or an API client.
+CHANNELS = ("form", "api")
 
 if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     # gunicorn's master imports this package (for webapp.gunicorn_conf) before its
@@ -68,7 +78,12 @@ REJECTED = Counter("submit_once_rejected",
                    "still_running, session_mismatch (caught by the CSRF check), cross_site "
                    "(a forged submit from another site).",
                    ["form", "reason"])
-ORDERS_PLACED = Counter("orders_placed", "Orders committed through the order form.")
+ORDERS_PLACED = Counter("orders_placed", "Orders committed, by channel: form (the order "
+                        "form) or api (the JSON API).", ["channel"])
+for _channel in CHANNELS:  # both series exist from the start, at 0
+    ORDERS_PLACED.labels(_channel)
+#: Where a session keeps the channels of the orders its transaction inserted.
+_PLACED = "metrics.orders_placed"
 REQUEST_SECONDS = Histogram("http_request_duration_seconds", "Request latency by route.",
                             ["method", "route", "status"])
 
@@ -80,6 +95,11 @@ def init_app(app: Flask) -> None:
     app.after_request(_observe_request)
     signals.token_issued.connect(_on_issue, app)
     signals.submit_decided.connect(_on_submit, app)
+    # Orders are counted when their INSERT commits, whichever channel placed them.
+    sessions = app.extensions["db"]  # webapp.db.init_app made it
+    event.listen(sessions, "after_flush", _note_orders)
+    event.listen(sessions, "after_commit", _count_orders)
+    event.listen(sessions, "after_rollback", _forget_orders)
 
 
 def count_session_mismatch(endpoint: str, reason: str | None = None) -> str:
@@ -131,8 +151,6 @@ def _on_submit(app: Flask, *, form: str, outcome: Outcome, seconds: float,
     match outcome:
         case Outcome(kind="created"):
             TOKENS_CONSUMED.labels(form).inc()
-            if form == ORDER_FORM:
-                ORDERS_PLACED.inc()
         case Outcome(kind="duplicate" | "changed", waited=waited):
             DUPLICATES.labels(form, str(waited).lower()).inc()
             if waited:
@@ -145,6 +163,23 @@ def _on_submit(app: Flask, *, form: str, outcome: Outcome, seconds: float,
             REJECTED.labels(form, "expired_or_unknown").inc()
         case Outcome(kind="still_running"):
             REJECTED.labels(form, "still_running").inc()
+
+
+def _note_orders(db: Session, _flush: UOWTransaction) -> None:
+    """Orders this flush inserted (``db.new`` still lists them here), kept until the
+    transaction ends."""
+    placed = db.info.setdefault(_PLACED, [])
+    placed += ["api" if row.api_client_id is not None else "form"
+               for row in db.new if isinstance(row, Order)]
+
+
+def _count_orders(db: Session) -> None:
+    for channel in db.info.pop(_PLACED, ()):
+        ORDERS_PLACED.labels(channel).inc()
+
+
+def _forget_orders(db: Session) -> None:
+    db.info.pop(_PLACED, None)
 
 
 def _start_timer(app: Flask, **_: object) -> None:

@@ -32,6 +32,7 @@ from .order_rules import (
     EMAIL_MAX,
     NAME_MAX,
     ORDER_NUMBER_LENGTH,
+    PRODUCT_NAME_MAX,
     PUBLIC_ID_LENGTH,
     QUANTITY_MAX,
     QUANTITY_MIN,
@@ -40,9 +41,9 @@ from .order_rules import (
     new_public_id,
 )
 
-__all__ = ["ORDER_STATUSES", "PAYMENT_PROBLEMS", "PAYMENT_REFERENCE_LENGTH", "ApiClient",
-           "ApiKey", "Base", "Order", "PaymentEvent", "Product", "RefundRecord", "RefundRequest",
-           "new_payment_reference", "new_public_id"]
+__all__ = ["OPERATOR_MAX", "ORDER_STATUSES", "PAYMENT_PROBLEMS", "PAYMENT_REFERENCE_LENGTH",
+           "ApiClient", "ApiKey", "Base", "Order", "PaymentEvent", "Product", "RefundRecord",
+           "RefundRequest", "new_payment_reference", "new_public_id"]
 
 ORDER_STATUSES = ("placed", "paid", "shipped", "cancelled", "refunded")
 #: Why a payment was recorded but did not pay for its order (payment_events.problem).
@@ -61,6 +62,10 @@ def new_payment_reference() -> str:
     return f"pay_{secrets.token_hex(16)}"
 
 
+#: The longest operator name stored (migration 0013: who shipped an order, changed a
+#: product, reviewed or requeued a refund request; see webapp/operators.py).
+OPERATOR_MAX = 100
+
 #: The length of a submission digest (SHA-256, URL-safe base64 without padding).
 DIGEST_LENGTH = 43
 
@@ -74,10 +79,13 @@ class Product(Base):
 
     id: Mapped[int] = mapped_column(primary_key=True)
     sku: Mapped[str] = mapped_column(String(SKU_MAX), unique=True)
-    name: Mapped[str] = mapped_column(String(120))
+    name: Mapped[str] = mapped_column(String(PRODUCT_NAME_MAX))
     description: Mapped[str] = mapped_column(Text, default="")
     price_cents: Mapped[int] = mapped_column(Integer, CheckConstraint("price_cents >= 0"))
     active: Mapped[bool] = mapped_column(Boolean, default=True)
+    # Migration 0013: who last changed it with a products command, and when.
+    changed_by: Mapped[str | None] = mapped_column(String(OPERATOR_MAX))
+    changed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
 class Order(SubmissionMixin, Base):
@@ -133,6 +141,8 @@ class Order(SubmissionMixin, Base):
     api_client_id: Mapped[int | None] = mapped_column(ForeignKey("api_clients.id"))
     idempotency_key: Mapped[str | None] = mapped_column(String(255))
     api_response: Mapped[dict | None] = mapped_column(JSONB)
+    # Migration 0013: the operator who ran ship-order on it.
+    shipped_by: Mapped[str | None] = mapped_column(String(OPERATOR_MAX))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
@@ -250,3 +260,6 @@ class RefundRequest(SubmissionMixin, Base):
     published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+    # Migration 0013: the operator who approved or rejected it, and who requeued it.
+    reviewed_by: Mapped[str | None] = mapped_column(String(OPERATOR_MAX))
+    requeued_by: Mapped[str | None] = mapped_column(String(OPERATOR_MAX))

@@ -20,7 +20,8 @@ import secrets
 from typing import Protocol
 
 __all__ = ["ADDRESS_MAX", "CURRENCY", "EMAIL_MAX", "NAME_MAX", "NO_SUCH_ORDER",
-           "ORDER_NUMBER_LENGTH", "PUBLIC_ID_PATTERN", "QUANTITY_MAX", "QUANTITY_MIN", "SKU_MAX",
+           "ORDER_NUMBER_LENGTH", "PRODUCT_NAME_MAX", "PUBLIC_ID_PATTERN", "QUANTITY_MAX",
+           "QUANTITY_MIN", "SKU_MAX",
            "has_control_chars", "is_public_id", "new_order_number",
            "new_public_id", "normal_order_number", "placed_through_api"]
 
@@ -29,6 +30,7 @@ EMAIL_MAX = 254  # RFC 5321's limit on a path
 ADDRESS_MAX = 500
 QUANTITY_MIN, QUANTITY_MAX = 1, 99
 SKU_MAX = 32
+PRODUCT_NAME_MAX = 120
 
 #: What :func:`new_public_id` makes: 16 random bytes, URL-safe base64, no padding.
 PUBLIC_ID_LENGTH = 22

@@ -19,6 +19,7 @@ from tests.refunds.conftest import (
     settled,
     wait_until,
 )
+from tests.test_logs import json_lines
 from webapp.refunds.stream import DEAD_LETTERS, GROUP, STREAM
 
 
@@ -102,9 +103,13 @@ def test_a_dead_lettered_request_is_failed_on_the_order_page_then_requeued_and_a
     assert "<strong>not refunded</strong> — we could not apply it after several attempts" in page
 
     cli = app.test_cli_runner()
-    requeued = cli.invoke(args=["refund-dead-letters", "--requeue", letter_id])
+    requeued = cli.invoke(args=["refund-dead-letters", "--requeue", letter_id, "--by", "ada"])
     assert requeued.exit_code == 0, requeued.output
     assert "Requeued: €6.00 for order" in requeued.output
+    with servers.engine.connect() as conn:  # who requeued it, in its row and its log line
+        assert conn.scalar(text("SELECT requeued_by FROM refund_requests")) == "ada"
+    assert [(line["operator"], line["dead_letter"]) for line in json_lines(requeued.stderr)
+            if line.get("action") == "requeue-refund"] == [("ada", letter_id)]
     assert rdb.xlen(DEAD_LETTERS) == 0
     wait_until(lambda: settled(servers) and all_acked(rdb), what="the requeued request applied")
     assert requests_of(servers, order) == [(key, 600, "applied", None)]

@@ -18,6 +18,7 @@ from tests.refunds.conftest import (
     wait_until,
 )
 from tests.refunds.test_refund_form import open_refund_form, refund
+from tests.test_logs import json_lines
 from webapp.order_states import transition
 from webapp.refunds.stream import STREAM
 
@@ -65,7 +66,7 @@ def test_a_refund_on_a_shipped_order_waits_for_an_operator_then_applies_once_app
     assert waiting.exit_code == 0 and f"order {order_id}" in waiting.output
     approved = cli.invoke(args=["approve-refund", str(request_id(servers, order_id))])
     assert approved.exit_code == 0, approved.output
-    assert "Approved: €36.00 for order" in approved.output
+    assert "Approved by " in approved.output and "€36.00 for order" in approved.output
     wait_until(lambda: settled(servers) and refunds_of(servers, order_id)[0] == 1,
                what="the approved request applied")
     assert refunds_of(servers, order_id) == (1, 3600, "refunded")
@@ -112,8 +113,9 @@ def test_approve_and_reject_refuse_what_is_not_waiting_for_review(
     else:
         request(servers, order_id, 100)
         target = str(request_id(servers, order_id))
-        assert cli.invoke(args=["reject-refund", target]).exit_code == 0
-    result = cli.invoke(args=[command, target])
+        assert cli.invoke(args=["reject-refund", target, "--reason", "no"]).exit_code == 0
+    reason = ["--reason", "no"] if command == "reject-refund" else []
+    result = cli.invoke(args=[command, target, *reason])
     assert result.exit_code == 1 and message in result.output, result.output
 
 
@@ -125,3 +127,76 @@ def test_reconcile_counts_requests_waiting_for_review_as_reserved(app, servers, 
     assert "1 pending (1200)" in result.output
     assert "waiting for review:    1 requests (1200 cents)" in result.output
     assert result.output.rstrip().endswith("MATCH")
+
+
+def operator_lines(stderr: str, action: str) -> list[dict]:
+    """The JSON log lines (webapp/operators.py) that say an operator did ``action``."""
+    return [line for line in json_lines(stderr) if line.get("action") == action]
+
+
+@pytest.mark.parametrize("command", ["approve-refund", "reject-refund"])
+def test_approve_and_reject_record_who_did_it_in_the_row_and_the_log(
+        app, servers, shipped, command):
+    order_id, _ = shipped
+    request(servers, order_id, 1000)
+    target = str(request_id(servers, order_id))
+    reason = ["--reason", "the parcel has not come back to us"] if command == "reject-refund" \
+        else []
+    result = app.test_cli_runner().invoke(args=[command, target, *reason,
+                                                "--by", " Grace Hopper "])
+    assert result.exit_code == 0, result.output
+    assert "by Grace Hopper:" in result.stdout
+    with servers.engine.connect() as conn:
+        assert conn.scalar(text("SELECT reviewed_by FROM refund_requests WHERE id = :id"),
+                           {"id": int(target)}) == "Grace Hopper"
+    (line,) = operator_lines(result.stderr, command)
+    assert line["operator"] == "Grace Hopper" and line["refund_request"] == int(target)
+    assert line["logger"] == "webapp.operators" and line["level"] == "INFO"
+
+
+@pytest.mark.parametrize(("env", "recorded"), [
+    ({"SUDO_USER": "alice", "LOGNAME": "root"}, "alice"),  # sudo flask …: the person behind it
+    ({"SUDO_USER": None, "LOGNAME": "bob"}, "bob"),         # the login user (getpass)
+])
+def test_without_by_the_operator_is_sudo_user_else_the_login_user(
+        app, servers, shipped, env, recorded):
+    order_id, _ = shipped
+    request(servers, order_id, 1000)
+    target = str(request_id(servers, order_id))
+    result = app.test_cli_runner().invoke(args=["approve-refund", target], env=env)
+    assert result.exit_code == 0, result.output
+    with servers.engine.connect() as conn:
+        assert conn.scalar(text("SELECT reviewed_by FROM refund_requests WHERE id = :id"),
+                           {"id": int(target)}) == recorded
+    assert operator_lines(result.stderr, "approve-refund")[0]["operator"] == recorded
+
+
+@pytest.mark.parametrize(("reason", "said"), [
+    (None, "--reason is required"),
+    ("   ", "give 1 to 500 printable characters"),
+    ("x" * 501, "give 1 to 500 printable characters"),
+    ("line one\x1b[2J", "give 1 to 500 printable characters"),
+])
+def test_reject_refund_without_a_reason_is_refused_and_changes_nothing(
+        app, servers, shipped, reason, said):
+    """Before: without --reason it succeeded, and the customer read a default text."""
+    order_id, _ = shipped
+    request(servers, order_id, 1000)
+    target = str(request_id(servers, order_id))
+    result = app.test_cli_runner().invoke(
+        args=["reject-refund", target, *(["--reason", reason] if reason is not None else [])])
+    assert result.exit_code == 2, result.output
+    assert said in result.output
+    assert [r[1:] for r in requests_of(servers, order_id)] == [(1000, "review", None)]
+    assert reserved_of(servers, order_id) == 1000
+
+
+@pytest.mark.parametrize("by", ["", "   ", "x" * 101, "eve\nINFO forged line"])
+def test_a_name_that_cannot_be_recorded_is_refused_before_anything_is_written(
+        app, servers, shipped, by):
+    order_id, _ = shipped
+    request(servers, order_id, 1000)
+    result = app.test_cli_runner().invoke(
+        args=["approve-refund", str(request_id(servers, order_id)), "--by", by])
+    assert result.exit_code == 2 and "printable characters" in result.output
+    assert [r[2] for r in requests_of(servers, order_id)] == ["review"]

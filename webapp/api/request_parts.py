@@ -11,15 +11,20 @@ from ..problems import ApiProblem
 from .idempotency import parse_key
 from .keys import authenticated_client
 
-__all__ = ["idempotency_key", "json_body", "require_client"]
+__all__ = ["UNAUTHORIZED", "idempotency_key", "json_body", "require_client"]
+
+UNAUTHORIZED = ("Send 'Authorization: Bearer <API key>' with a key the shop gave you. "
+                "If it was accepted before, it has expired or been revoked: ask the shop "
+                "for a new one.")
 
 
 def require_client() -> int:
-    """The calling client's id; 401 without a valid key."""
+    """The calling client's id; 401 without a valid key. The partner is told what
+    they can do (the shop's own commands are no use to them), and not which of
+    missing, unknown, expired or revoked it was."""
     client = authenticated_client()
     if client is None:
-        raise ApiProblem("unauthorized", "Send 'Authorization: Bearer <API key>'. Keys are "
-                         "made with 'flask --app webapp create-api-key CLIENT'.")
+        raise ApiProblem("unauthorized", UNAUTHORIZED)
     return client
 
 

@@ -1,7 +1,7 @@
 """Operator commands: reconcile refunds, list and requeue dead letters.
 
     flask --app webapp reconcile-refunds
-    flask --app webapp refund-dead-letters [--requeue <dead letter id>]
+    flask --app webapp refund-dead-letters [--requeue <dead letter id> [--by NAME]]
 
 (Approving refunds after shipping: reviews.py.)
 """
@@ -15,6 +15,7 @@ from sqlalchemy import String, cast, exists, func, or_, select, text
 from ..db import sessions
 from ..extensions import submit_once
 from ..models import Order, PaymentEvent, RefundRecord, RefundRequest
+from ..operators import by_option, record
 from .forms import euros
 from .requests import RequeueRefused, requeue_request
 from .stream import DEAD_LETTERS, GROUP, STREAM, short
@@ -131,10 +132,12 @@ def reconcile_refunds() -> None:
 @click.option("--count", default=100, show_default=True, help="Show at most this many.")
 @click.option("--requeue", "requeue_id", metavar="ID",
               help="Put this dead letter's refund request back (once its cause is fixed).")
-def refund_dead_letters(count: int, requeue_id: str | None) -> None:
-    """List refunds the worker gave up on, newest first, with the reason; or requeue one."""
+@by_option
+def refund_dead_letters(count: int, requeue_id: str | None, by: str) -> None:
+    """List refunds the worker gave up on, newest first, with the reason; or requeue one
+    (who requeued it is stored in refund_requests.requeued_by)."""
     if requeue_id is not None:
-        requeue(requeue_id)
+        requeue(requeue_id, by)
         return
     entries = submit_once.redis.xrevrange(DEAD_LETTERS, count=count)
     if not entries:
@@ -148,7 +151,7 @@ def refund_dead_letters(count: int, requeue_id: str | None) -> None:
                    f"deliveries={fields.get('deliveries', '?')}  reason: {fields.get('reason')}")
 
 
-def requeue(entry_id: str) -> None:
+def requeue(entry_id: str, by: str) -> None:
     """Reserve the request's amount again and leave it to the relay to publish;
     then delete the dead letter. Refused (exit 1) with the reason otherwise."""
     try:
@@ -161,8 +164,11 @@ def requeue(entry_id: str) -> None:
     try:
         with sessions()() as db, db.begin():
             request = requeue_request(db, fields.get("key", ""), fields.get("request"))
+            request.requeued_by = by  # in the same transaction as the requeue
     except RequeueRefused as refused:
         raise click.ClickException(f"Not requeued: {refused}.") from None
+    record("requeue-refund", by, refund_request=request.id, dead_letter=entry_id,
+           amount_cents=request.amount_cents)
     # After the commit: should this fail, the letter stays, and requeueing it
     # again is refused because its request is no longer failed.
     submit_once.redis.xdel(DEAD_LETTERS, entry_id)

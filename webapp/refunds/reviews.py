@@ -1,25 +1,31 @@
 """Refunds after shipping need a person: the operator's commands.
 
-    flask --app webapp refund-reviews                       what waits, oldest first
-    flask --app webapp approve-refund <request id>          it is published and applied
-    flask --app webapp reject-refund <request id> [--reason TEXT]   released, not refunded
+    flask --app webapp refund-reviews                            what waits, oldest first
+    flask --app webapp approve-refund <request id> [--by NAME]   it is published and applied
+    flask --app webapp reject-refund <request id> --reason TEXT [--by NAME]
+                                                                 released, not refunded
 
 A request on a shipped order is reserved and waits (requests.py); the worker
-never sees it before it is approved.
+never sees it before it is approved. Who approved or rejected it is stored in
+``refund_requests.reviewed_by`` and logged (webapp/operators.py).
 """
 
 from __future__ import annotations
 
 import click
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from ..db import sessions
 from ..models import Order, RefundRequest
+from ..operators import by_option, record
+from ..order_rules import has_control_chars
 from .forms import euros
 from .requests import ReviewRefused, approve_request, reject_request
 from .views import bp
 
-REJECTED = "our team reviewed it and could not refund it; please contact us"
+#: The longest reason a rejection may give (the customer's order page shows it).
+REASON_MAX = 500
 
 
 @bp.cli.command("refund-reviews")
@@ -42,29 +48,55 @@ def refund_reviews() -> None:
 
 @bp.cli.command("approve-refund")
 @click.argument("request_id", type=int)
-def approve_refund(request_id: int) -> None:
+@by_option
+def approve_refund(request_id: int, by: str) -> None:
     """Approve a refund request that waits for review: the worker applies it."""
     try:
         with sessions()() as db, db.begin():
             request = approve_request(db, request_id)
+            request.reviewed_by = by  # in the same transaction as the approval
+            number = _order_number(db, request)
     except ReviewRefused as refused:  # nothing written
         raise click.ClickException(str(refused)) from None
-    click.echo(f"Approved: {euros(request.amount_cents)} for order {request.order_id} "
+    record("approve-refund", by, refund_request=request.id, order_number=number,
+           amount_cents=request.amount_cents)
+    click.echo(f"Approved by {by}: {euros(request.amount_cents)} for order {number} "
                f"(request {request.id}) will be published and applied by the worker.")
+
+
+def _reason(_context: click.Context, _param: click.Parameter, value: str | None) -> str:
+    """The customer reads it on their order page: it must be said, in words."""
+    if value is None:
+        raise click.UsageError("--reason is required: say why, in words for the customer "
+                               "(their order page shows it), e.g. --reason 'the parcel has "
+                               "not come back to us'.")
+    reason = value.strip()
+    if not reason or len(reason) > REASON_MAX or has_control_chars(reason):
+        raise click.BadParameter(f"give 1 to {REASON_MAX} printable characters")
+    return reason
 
 
 @bp.cli.command("reject-refund")
 @click.argument("request_id", type=int)
-@click.option("--reason", default=REJECTED, show_default=True,
-              help="What the customer's order page says about it.")
-def reject_refund(request_id: int, reason: str) -> None:
+@click.option("--reason", callback=_reason, metavar="TEXT",
+              help="Required: why, as the customer's order page will say it.")
+@by_option
+def reject_refund(request_id: int, reason: str, by: str) -> None:
     """Reject a refund request that waits for review: nothing is refunded and its
     amount is no longer set aside."""
     try:
         with sessions()() as db, db.begin():
             request = reject_request(db, request_id, reason)
+            request.reviewed_by = by
+            number = _order_number(db, request)
     except ReviewRefused as refused:  # nothing written
         raise click.ClickException(str(refused)) from None
-    click.echo(f"Rejected: {euros(request.amount_cents)} for order {request.order_id} "
+    record("reject-refund", by, refund_request=request.id, order_number=number,
+           amount_cents=request.amount_cents, reason=reason)
+    click.echo(f"Rejected by {by}: {euros(request.amount_cents)} for order {number} "
                f"(request {request.id}); the order page says: {reason}")
 
+
+def _order_number(db: Session, request: RefundRequest) -> str | None:
+    """What people quote for the request's order (its id means nothing to them)."""
+    return db.scalar(select(Order.order_number).where(Order.id == request.order_id))
