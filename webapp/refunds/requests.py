@@ -55,15 +55,18 @@ class ReviewRefused(Exception):
     """A request cannot be approved or rejected; the message says why."""
 
 
-def request_refund(db: Session, order_id: int, cents: int) -> RefundRequest:
-    """Insert the request and reserve ``cents`` on the order, in ``db``'s transaction
-    (the protected view's: its flush stamps the request with the submit's digest); on a
-    shipped order it waits for review.
+def request_refund(db: Session, order_id: int, cents: int,
+                   key: str | None = None) -> RefundRequest:
+    """Insert the request and reserve ``cents`` on the order, in ``db``'s transaction;
+    on a shipped order it waits for review. ``key``: its idempotency key (None in the
+    refund form's protected view, whose flush stamps it with the submit's digest).
 
     The INSERT goes first: a key that was already used fails on its UNIQUE column
     before the reservation is tried, so a resubmit of a request that did commit
     lands on it, even when what is left no longer covers a second one."""
     request = RefundRequest(order_id=order_id, amount_cents=cents)
+    if key is not None:
+        request.idempotency_key = key
     db.add(request)
     db.flush()  # a repeated key fails here, inside the transaction
     status = _reserve(db, order_id, cents)
