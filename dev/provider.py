@@ -96,15 +96,17 @@ class Provider:
                     return _error(422, "idempotency_error", "key_reused",
                                   "Keys for idempotent requests can only be used with the "
                                   "same parameters they were first used with.")
-                return stored["status"], stored["body"], {"Idempotent-Replayed": "true"}
-            answer = self._new_charge(state, append, body, key)
-            if answer[0] in (201, 402) and key:
-                append({"t": "key", "key": key, "answer": {
-                    "fingerprint": fingerprint(body), "status": answer[0], "body": answer[1],
-                    "at": state.now()}})
-            if answer[0] == 201 and self.webhook:
-                threading.Thread(target=self._announce, args=(answer[1],), daemon=True).start()
-            if answer[0] in (201, 402):
+                answer = stored["status"], stored["body"], {"Idempotent-Replayed": "true"}
+            else:
+                answer = self._new_charge(state, append, body, key)
+                if answer[0] in (201, 402) and key:
+                    append({"t": "key", "key": key, "answer": {
+                        "fingerprint": fingerprint(body), "status": answer[0],
+                        "body": answer[1], "at": state.now()}})
+                if answer[0] == 201 and self.webhook:
+                    threading.Thread(target=self._announce, args=(answer[1],),
+                                     daemon=True).start()
+            if answer[0] in (201, 402):  # charged (now or before): the answer may be lost
                 if self._take_fault(state, append, "drop_after_charge"):
                     return None
                 if self._take_fault(state, append, "fail_after_charge"):

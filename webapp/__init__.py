@@ -17,6 +17,7 @@ from . import (
     errors,
     health,
     metrics,
+    payments,
     products_cli,
     redis_urls,
     refunds,
@@ -60,6 +61,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=proxies, x_proto=proxies)  # type: ignore[method-assign]
 
     db.init_app(app)
+    payments.init_app(app)
     cli.init_app(app)
     submit_once.init_app(app, sessions=app.extensions["db"],
                          client=redis_urls.make_client(app.config["REDIS_URL"]))

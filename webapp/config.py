@@ -5,15 +5,18 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 #: The only secrets the app accepts without being told them, and only with
 #: APP_ENV=development or testing; production refuses them even when set.
 DEV_SECRET_KEY = "dev-only-not-secret"
 DEV_WEBHOOK_SECRET = "dev-webhook-secret"
+#: The development payment provider's key (dev/provider.py uses the same by default).
+DEV_PROVIDER_SECRET = "dev-provider-secret"
 #: SECRET_KEY signs the session cookie, PAYMENT_WEBHOOK_SECRET the provider's events
 #: ("paid"), METRICS_TOKEN opens /metrics: in production each needs at least this many
 #: bytes (after stripping), more than one character, and no development secret in it.
-SECRETS = ("SECRET_KEY", "PAYMENT_WEBHOOK_SECRET", "METRICS_TOKEN")
+SECRETS = ("SECRET_KEY", "PAYMENT_WEBHOOK_SECRET", "METRICS_TOKEN", "PAYMENT_PROVIDER_SECRET")
 SECRET_MIN_BYTES = 32
 #: The Host names development answers unless TRUSTED_HOSTS says otherwise.
 DEV_HOSTS = ("localhost", "127.0.0.1")
@@ -53,6 +56,11 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
         "MAX_CONTENT_LENGTH": _int(environ, "MAX_CONTENT_LENGTH", 64 * 1024),
         "IDEMPOTENCY_RETENTION": _int(environ, "IDEMPOTENCY_RETENTION", 24 * 3600),
         "PAYMENT_WEBHOOK_SECRET": environ.get("PAYMENT_WEBHOOK_SECRET"),
+        "PAYMENT_PROVIDER_URL": environ.get("PAYMENT_PROVIDER_URL") or None,
+        "PAYMENT_PROVIDER_SECRET": environ.get("PAYMENT_PROVIDER_SECRET") or None,
+        "PAYMENT_PROVIDER_TIMEOUT": number(environ, "PAYMENT_PROVIDER_TIMEOUT", 10.0,
+                                           minimum=0.1),
+        "PAYMENT_PROVIDER_RETRIES": _int(environ, "PAYMENT_PROVIDER_RETRIES", 2),
         "METRICS_TOKEN": environ.get("METRICS_TOKEN") or None,
         "TRUSTED_PROXIES": _int(environ, "TRUSTED_PROXIES", 0),
     }
@@ -103,6 +111,7 @@ def finish(config: dict[str, Any]) -> None:
         # name is rebound to 127.0.0.1 (DNS rebinding) must not be answered.
         config["TRUSTED_HOSTS"] = list(DEV_HOSTS)
     config.setdefault("TRUSTED_PROXIES", 0)
+    payment_provider(config)
     if not isinstance(config["TRUSTED_PROXIES"], int) or config["TRUSTED_PROXIES"] < 0:
         raise RuntimeError("TRUSTED_PROXIES must be a whole number of proxies (0 or more).")
     config.update(
@@ -111,6 +120,29 @@ def finish(config: dict[str, Any]) -> None:
         SESSION_COOKIE_SAMESITE="Lax",
         SESSION_COOKIE_SECURE=env == "production",
     )
+
+
+def payment_provider(config: dict[str, Any]) -> None:
+    """The card provider's settings: none (the checkout charges no card), or a URL and its
+    secret; production wants HTTPS, except to a provider on this machine."""
+    for name, default in (("PAYMENT_PROVIDER_URL", None), ("PAYMENT_PROVIDER_SECRET", None),
+                          ("PAYMENT_PROVIDER_TIMEOUT", 10.0), ("PAYMENT_PROVIDER_RETRIES", 2)):
+        config.setdefault(name, default)
+    url = config["PAYMENT_PROVIDER_URL"]
+    if not url:
+        return
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise RuntimeError(f"PAYMENT_PROVIDER_URL must be an http(s) URL, got {url!r}.")
+    if config["APP_ENV"] == "production" and parts.scheme != "https" \
+            and parts.hostname not in DEV_HOSTS:
+        raise RuntimeError("PAYMENT_PROVIDER_URL must use https:// in production (card "
+                           "payments and the provider's secret travel on it).")
+    if not config["PAYMENT_PROVIDER_SECRET"]:
+        if config["APP_ENV"] == "production":
+            raise RuntimeError("PAYMENT_PROVIDER_URL is set but PAYMENT_PROVIDER_SECRET is "
+                               "not: set the secret key your payment provider gave you.")
+        config["PAYMENT_PROVIDER_SECRET"] = DEV_PROVIDER_SECRET
 
 
 def refuse_weak_secrets(config: Mapping[str, Any]) -> None:
@@ -126,14 +158,15 @@ def refuse_weak_secrets(config: Mapping[str, Any]) -> None:
                 f"{name} {weakness}; set a random one of at least {SECRET_MIN_BYTES} bytes, "
                 "e.g. python -c 'import secrets; print(secrets.token_hex(32))'"
                 + (" (or the one your payment provider gave you)."
-                   if name == "PAYMENT_WEBHOOK_SECRET" else "."))
+                   if name.startswith("PAYMENT_") else "."))
 
 
 def weak_secret(value: str) -> str | None:
     """Why ``value`` is no secret, or None. Read once at start-up, so the substring
     test has no timing for anyone to observe."""
     stripped = value.strip()
-    if any(dev in stripped.lower() for dev in (DEV_SECRET_KEY, DEV_WEBHOOK_SECRET)):
+    if any(dev in stripped.lower()
+           for dev in (DEV_SECRET_KEY, DEV_WEBHOOK_SECRET, DEV_PROVIDER_SECRET)):
         return "contains a public development secret"
     size = len(stripped.encode())
     if size < SECRET_MIN_BYTES:

@@ -42,15 +42,21 @@ from .order_rules import (
 )
 
 __all__ = ["OPERATOR_MAX", "ORDER_STATUSES", "PAYMENT_PROBLEMS", "PAYMENT_REFERENCE_LENGTH",
+           "PROVIDER_ID_MAX",
            "ApiClient", "ApiKey", "Base", "Order", "PaymentEvent", "Product", "RefundRecord",
            "RefundRequest", "new_payment_reference", "new_public_id"]
 
-ORDER_STATUSES = ("placed", "paid", "shipped", "cancelled", "refunded")
+#: ``charging`` (migration 0014): the checkout's card charge is under way (or was
+#: interrupted: a repeat of the submit or the sweeper finishes it); ``declined``: the
+#: bank declined it, nothing was charged, nothing ships.
+ORDER_STATUSES = ("placed", "charging", "paid", "shipped", "cancelled", "refunded", "declined")
 #: Why a payment was recorded but did not pay for its order (payment_events.problem).
 #: The first three keep money with no order to show for it (reconcile-payments lists
-#: them); the last two add it to the order's paid_cents, where it can be refunded.
+#: them); the next two add it to the order's paid_cents, where it can be refunded; the
+#: last (migration 0014) is the event of the checkout's own charge, counted by the order's
+#: charge_id, not again by its event.
 PAYMENT_PROBLEMS = ("amount_mismatch", "currency_mismatch", "order_closed", "after_cancel",
-                    "extra_payment")
+                    "extra_payment", "checkout_charge")
 #: ``pay_`` and 32 hex digits (128 random bits): what :func:`new_payment_reference` makes.
 PAYMENT_REFERENCE_LENGTH = 36
 
@@ -61,6 +67,10 @@ def new_payment_reference() -> str:
     nothing: it is looked up only by the webhook. The prefix tells it apart from a key."""
     return f"pay_{secrets.token_hex(16)}"
 
+
+#: The longest provider id stored (a payment method's ``pm_…``, a charge's ``ch_…``, a
+#: decline code).
+PROVIDER_ID_MAX = 64
 
 #: The longest operator name stored (migration 0013: who shipped an order, changed a
 #: product, reviewed or requeued a refund request; see webapp/operators.py).
@@ -102,6 +112,10 @@ class Order(SubmissionMixin, Base):
                         name="orders_reserved_within_paid"),
         UniqueConstraint("api_client_id", "idempotency_key",
                          name="orders_api_client_idempotency_key"),
+        # Migration 0014: a charge pays one order; an order being charged has a card.
+        UniqueConstraint("charge_id", name="orders_charge_id_key"),
+        CheckConstraint("status <> 'charging' OR payment_method IS NOT NULL",
+                        name="orders_charging_has_card"),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
@@ -143,6 +157,12 @@ class Order(SubmissionMixin, Base):
     api_response: Mapped[dict | None] = mapped_column(JSONB)
     # Migration 0013: the operator who ran ship-order on it.
     shipped_by: Mapped[str | None] = mapped_column(String(OPERATOR_MAX))
+    # Migration 0014, the checkout's card charge (webapp/payments/checkout.py): the
+    # provider's token for the card (never its number), the charge that paid the order
+    # or was declined, and the bank's reason for a decline.
+    payment_method: Mapped[str | None] = mapped_column(String(PROVIDER_ID_MAX))
+    charge_id: Mapped[str | None] = mapped_column(String(PROVIDER_ID_MAX))
+    decline_code: Mapped[str | None] = mapped_column(String(PROVIDER_ID_MAX))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now()

@@ -5,6 +5,13 @@
       └──cancel──────┴──▶ cancelled  │
                 paid|shipped|cancelled ──refund (in full)──▶ refunded
 
+    charging ──charge──▶ paid        the checkout's card charge (webapp/payments/checkout.py)
+        └────decline───▶ declined    nothing charged, nothing ships
+
+A charging order cannot be cancelled: the charge in flight would land on a cancelled
+order. Its own webhook (the provider announcing the charge) may pay it before the
+checkout records it: ``pay`` starts from charging too.
+
 A cancelled order that was paid stays refundable: cancelling must never be the
 step that keeps the customer's money.
 
@@ -29,7 +36,9 @@ __all__ = ["TRANSITIONS", "OrderNotFound", "TransitionRefused", "Transitioned", 
 
 #: action -> (statuses it may start from, status it ends in)
 TRANSITIONS: dict[str, tuple[frozenset[str], str]] = {
-    "pay": (frozenset({"placed"}), "paid"),
+    "pay": (frozenset({"placed", "charging"}), "paid"),
+    "charge": (frozenset({"charging"}), "paid"),
+    "decline": (frozenset({"charging"}), "declined"),
     "ship": (frozenset({"paid"}), "shipped"),
     "cancel": (frozenset({"placed", "paid"}), "cancelled"),
     "refund": (frozenset({"paid", "shipped", "cancelled"}), "refunded"),
@@ -48,7 +57,8 @@ class TransitionRefused(Exception):
         self.action, self.status = action, status
 
 
-_PAST = {"pay": "paid", "ship": "shipped", "cancel": "cancelled", "refund": "refunded"}
+_PAST = {"pay": "paid", "ship": "shipped", "cancel": "cancelled", "refund": "refunded",
+         "charge": "charged", "decline": "declined"}
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,9 @@ class OrderDetails:
     name: str
     email: str
     address: str
+    #: The card's token at the payment provider (the order form's, when it charges one):
+    #: the order is written "charging" and its form's step charges it.
+    payment_method: str | None = None
 
 
 def new_order(db: Session, details: OrderDetails, **recorded: Any) -> Order:
@@ -45,7 +48,8 @@ def new_order(db: Session, details: OrderDetails, **recorded: Any) -> Order:
         raise Refused("product no longer on sale")
     order = Order(public_id=new_public_id(), order_number=new_order_number(),
                   payment_reference=new_payment_reference(), currency=CURRENCY,
-                  status="placed", created_at=datetime.now(UTC),
+                  status="charging" if details.payment_method else "placed",
+                  payment_method=details.payment_method, created_at=datetime.now(UTC),
                   product=product, quantity=details.quantity,
                   unit_price_cents=product.price_cents, customer_name=details.name,
                   email=details.email, shipping_address=details.address, **recorded)

@@ -17,12 +17,13 @@ from sqlalchemy import func, select, text
 from .db import sessions
 from .models import PAYMENT_PROBLEMS, Order, PaymentEvent
 from .order_rules import normal_order_number
-from .webhooks.effect import KEPT_REFUNDABLE
+from .webhooks.effect import CHECKOUT_CHARGE, KEPT_REFUNDABLE
 
 __all__ = ["init_app"]
 
 #: Payments recorded whose money no order's paid_cents shows (not refundable from the shop).
-KEPT_WITHOUT_ORDER = tuple(p for p in PAYMENT_PROBLEMS if p not in KEPT_REFUNDABLE)
+KEPT_WITHOUT_ORDER = tuple(p for p in PAYMENT_PROBLEMS
+                           if p not in KEPT_REFUNDABLE and p != CHECKOUT_CHARGE)
 _PAYMENT = PaymentEvent.type == "payment.succeeded"
 _COUNTED = PaymentEvent.problem.is_(None) | PaymentEvent.problem.in_(KEPT_REFUNDABLE)
 
@@ -60,12 +61,15 @@ def find_order(number: str, link: bool) -> None:
 @click.command("reconcile-payments")
 @with_appcontext
 def reconcile_payments() -> None:
-    """Compare recorded payments with orders.paid_cents and list payments kept
-    without an order to show for them; exit 1 if the totals differ."""
+    """Compare recorded payments (events, and the checkout's own charges: an order's
+    charge_id, for its total) with orders.paid_cents and list payments kept without an
+    order to show for them; exit 1 if the totals differ."""
     with sessions()() as db, db.begin():
         db.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"))
         counted = db.scalar(select(func.coalesce(func.sum(PaymentEvent.amount_cents), 0))
                             .where(_PAYMENT, _COUNTED))
+        charged = db.scalar(select(func.coalesce(func.sum(
+            Order.unit_price_cents * Order.quantity), 0)).where(Order.charge_id.is_not(None)))
         paid = db.scalar(select(func.coalesce(func.sum(Order.paid_cents), 0)))
         kept = db.execute(
             select(PaymentEvent.event_id, PaymentEvent.amount_cents, PaymentEvent.currency,
@@ -74,11 +78,13 @@ def reconcile_payments() -> None:
             .where(_PAYMENT, PaymentEvent.problem.in_(KEPT_WITHOUT_ORDER))
             .order_by(PaymentEvent.id)).all()
     click.echo(f"payments applied:      {counted} cents")
+    click.echo(f"charged at checkout:   {charged} cents")
     click.echo(f"orders.paid_cents:     {paid} cents")
     click.echo(f"kept without an order: {len(kept)} payments (refund them at the provider)")
     for row in kept:
         click.echo(f"  event {row.event_id}: {row.amount_cents} {row.currency} "
                    f"{row.problem}, order {row.order_number} ({row.status})")
-    click.echo(f"result:                {'MATCH' if counted == paid else 'MISMATCH'}")
-    if counted != paid:
+    matched = counted + charged == paid
+    click.echo(f"result:                {'MATCH' if matched else 'MISMATCH'}")
+    if not matched:
         raise SystemExit(1)

@@ -5,8 +5,17 @@ The limits come from :mod:`webapp.order_rules`, which the JSON API reads too.
 
 from __future__ import annotations
 
+import re
+
 from flask_wtf import FlaskForm
-from wtforms import EmailField, IntegerField, SelectField, StringField, TextAreaField
+from wtforms import (
+    EmailField,
+    HiddenField,
+    IntegerField,
+    SelectField,
+    StringField,
+    TextAreaField,
+)
 from wtforms.validators import Email, InputRequired, Length, NumberRange, ValidationError
 
 from ..models import Product
@@ -18,8 +27,19 @@ from ..order_rules import (
     QUANTITY_MIN,
     has_control_chars,
 )
+from ..payments.client import CardRefused, PaymentMethod, ProviderClient, ProviderError
 
-__all__ = ["OrderForm"]
+__all__ = ["CardOrderForm", "OrderForm"]
+
+#: What a payment method's token looks like (checked before it goes into a URL).
+PAYMENT_METHOD = re.compile(r"pm_[A-Za-z0-9]{1,60}")
+TEST_CARDS = ("Test cards: 4242 4242 4242 4242 pays; 4000 0000 0000 0002 is declined; "
+              "4000 0000 0000 0119 pays after the provider's retry.")
+CARD_MISSING = "Enter the card number."
+CARD_SHAPE = "Enter the 12 to 19 digits of the card number."
+CARD_INVALID = "This card number is not valid: check it, or use another card."
+CARD_UNCHECKED = ("We could not reach our payment provider to check your card, so nothing "
+                  "was charged. Submit again in a moment.")
 
 
 def _strip(value: object) -> object:
@@ -83,6 +103,44 @@ class OrderForm(FlaskForm):
 
     def validate_address(self, field: TextAreaField) -> None:
         _printable(field, allow="\r\n")
+
+
+class CardOrderForm(OrderForm):
+    """The order form when the checkout charges a card: the number is turned into the
+    provider's token during validation, before the form token is spent, and only the
+    token (``payment_method``) goes further. A page drawn again carries that token, not
+    the number, so a resubmit of it needs no number typed again."""
+
+    card = StringField("Card number", filters=[lambda v: re.sub(r"[\s-]", "", v or "")])
+    payment_method = HiddenField()
+
+    def __init__(self, products: list[Product], client: ProviderClient, *,
+                 test_cards: bool = False, **kwargs: object) -> None:
+        super().__init__(products, **kwargs)
+        self.client = client
+        self.card.description = TEST_CARDS if test_cards else ""
+        #: The last four digits of the card the token stands for, once checked.
+        self.card_last4: str | None = None
+
+    def validate_card(self, field: StringField) -> None:
+        kept = self.payment_method.data or ""
+        try:
+            if field.data:
+                if not field.data.isdigit() or not 12 <= len(field.data) <= 19:
+                    raise ValidationError(CARD_SHAPE)
+                found: PaymentMethod | None = self.client.create_payment_method(field.data)
+            elif PAYMENT_METHOD.fullmatch(kept):
+                found = self.client.payment_method(kept)
+            else:
+                found = None
+        except CardRefused:
+            raise ValidationError(CARD_INVALID) from None
+        except ProviderError:
+            raise ValidationError(CARD_UNCHECKED) from None
+        if found is None:
+            self.payment_method.data = ""
+            raise ValidationError(CARD_MISSING)
+        self.payment_method.data, self.card_last4 = found.id, found.last4
 
 
 def _printable(field: StringField, allow: str = "") -> None:

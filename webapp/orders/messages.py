@@ -1,8 +1,8 @@
 """What the order form says, in the shop's words, for each outcome (the tests read them
 here too)."""
 
-__all__ = ["CHANGED", "EXPIRED", "FORM", "NOT_CONFIRMED", "NOT_PLACED", "SESSION_LOST",
-           "STILL_RUNNING", "UNAVAILABLE"]
+__all__ = ["CARD_DECLINED", "CHANGED", "EXPIRED", "FORM", "NOT_CONFIRMED", "NOT_PLACED",
+           "PAYMENT_NOT_CONFIRMED", "SESSION_LOST", "STILL_RUNNING", "UNAVAILABLE"]
 
 #: The form's name, the endpoint it is sent to: its tokens are issued and spent for it alone.
 FORM = "orders.create"
@@ -21,3 +21,10 @@ STILL_RUNNING = ("We are still placing the order you sent first: it takes longer
                  "twice.")
 UNAVAILABLE = ("We could not reach our order system just now, so nothing was placed. Your "
                "details are kept — please submit again in a few moments.")
+CARD_DECLINED = ("Your card was declined, so nothing was charged and your order was not "
+                 "placed. Your details are kept: enter the card again or use another one, "
+                 "and press Place order.")
+PAYMENT_NOT_CONFIRMED = ("Your order is saved, but we could not confirm your card payment "
+                         "yet: the payment service did not answer in time. Press Place order "
+                         "again in a few moments to finish it. Submitting again never charges "
+                         "your card twice.")

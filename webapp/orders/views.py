@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Blueprint, abort, redirect, render_template, request, url_for
+from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
@@ -14,15 +14,19 @@ from ..extensions import submit_once
 from ..models import Order
 from ..notices import ALREADY_PLACED, notices_for, notify
 from ..order_rules import NO_SUCH_ORDER, is_public_id, placed_through_api
+from ..payments import provider
+from ..payments.checkout import Declined, charge
 from ..placing import OrderDetails, new_order
 from .catalogue import active_products, last_known_products
-from .forms import OrderForm
+from .forms import CardOrderForm, OrderForm
 from .lookup import find_order
 from .messages import (
+    CARD_DECLINED,
     CHANGED,
     EXPIRED,
     NOT_CONFIRMED,
     NOT_PLACED,
+    PAYMENT_NOT_CONFIRMED,
     SESSION_LOST,
     STILL_RUNNING,
     UNAVAILABLE,
@@ -59,7 +63,11 @@ def order_form() -> OrderForm:
         if request.method != "POST":
             raise  # a page with nothing to sell: the 503 page
         products = last_known_products()
-    return OrderForm(products)
+    client = provider()
+    if client is None:
+        return OrderForm(products)
+    return CardOrderForm(products, client,
+                         test_cards=current_app.config["APP_ENV"] != "production")
 
 
 def answer(outcome: Outcome):
@@ -67,6 +75,9 @@ def answer(outcome: Outcome):
     match outcome:
         case Outcome(kind="duplicate", result=Order() as order):
             notify(order.order_number, ALREADY_PLACED)  # the order's page says so once
+        case Outcome(kind="unconfirmed", result=Order() as order):
+            log.warning("order %s: payment not confirmed yet (%s); a resubmit or the "
+                        "sweeper finishes it", order.order_number, type(outcome.error).__name__)
         case Outcome(kind="unconfirmed"):
             log.warning("order not placed or not confirmed: connection lost")
         case Outcome(kind="failed", error=error):
@@ -74,19 +85,34 @@ def answer(outcome: Outcome):
     return None
 
 
+def refused_words(outcome: Outcome) -> str:
+    """A declined card (now, or a repeat of the submit it was declined for) says so."""
+    declined = isinstance(outcome.error, Declined) or (
+        isinstance(outcome.result, Order) and outcome.result.status == "declined")
+    return CARD_DECLINED if declined else NOT_PLACED
+
+
+def unconfirmed_words(outcome: Outcome) -> str:
+    """The order is saved but its charge has no answer yet; or the COMMIT itself has none."""
+    return PAYMENT_NOT_CONFIRMED if isinstance(outcome.result, Order) else NOT_CONFIRMED
+
+
 @bp.post("/orders")
 @submit_once.form(
     order_form, model=Order, done="orders.show", fields=FINGERPRINTED, answer=answer,
-    template="orders/new.html", fragment="orders/_order_form.html",
+    template="orders/new.html", fragment="orders/_order_form.html", then=charge,
     messages={"changed": lambda outcome: CHANGED.format(number=outcome.result.order_number),
               "expired": lambda outcome: NOT_PLACED if outcome.waited else EXPIRED,
-              "refused": NOT_PLACED, "failed": NOT_PLACED, "unconfirmed": NOT_CONFIRMED,
+              "refused": refused_words, "failed": NOT_PLACED, "unconfirmed": unconfirmed_words,
               "still_running": STILL_RUNNING, "unavailable": UNAVAILABLE,
               "session_lost": SESSION_LOST})
 def create(form: OrderForm, db: Session) -> Order:
-    """Place the order the form asks for (:func:`webapp.placing.new_order`)."""
+    """Place the order the form asks for (:func:`webapp.placing.new_order`); with a card,
+    written "charging", and :func:`~webapp.payments.checkout.charge` charges it once the
+    row is committed."""
+    card = form.payment_method.data if isinstance(form, CardOrderForm) else None
     return new_order(db, OrderDetails(form.product.data, form.quantity.data, form.name.data,
-                                      form.email.data, form.address.data))
+                                      form.email.data, form.address.data, card or None))
 
 
 @bp.get("/orders/<public_id>")

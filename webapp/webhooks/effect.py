@@ -14,11 +14,17 @@ after a cancel or on an order already paid it is added to ``paid_cents``
 for ``reconcile-payments``. Each of these answers 200 ("recorded"): the
 provider did its part, and a 4xx would only make it retry an event that will
 never match, or page someone at the provider instead of us.
+
+The checkout charges cards itself (webapp/payments/checkout.py), and the provider then
+announces the same charge: an event whose ``charge`` is the order's own pays nothing
+more (recorded as ``checkout_charge``); one that arrives while the checkout's charge is
+still being recorded pays the order with it, and the checkout's record then adds nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
@@ -30,8 +36,11 @@ from ..order_states import TransitionRefused, transition
 from ..refunds.effect import record_refund
 from .event import PaymentEvent as Event
 
-__all__ = ["KEPT_REFUNDABLE", "SCOPE", "NotApplicableYet", "Recorded", "UnknownOrder",
-           "apply_event", "payment_problem"]
+__all__ = ["CHECKOUT_CHARGE", "KEPT_REFUNDABLE", "SCOPE", "NotApplicableYet", "Recorded",
+           "UnknownOrder", "apply_event", "payment_problem"]
+
+#: The problem of an event that announces the checkout's own charge (counted once, there).
+CHECKOUT_CHARGE = "checkout_charge"
 
 #: The scope of the claims on event ids (and of the digest a provider's refund is keyed by).
 SCOPE = {"session_id": "provider", "form": "webhook:payments"}
@@ -60,13 +69,17 @@ def apply_event(db: Session, event: Event) -> Recorded:
     effect before it is attempted. The order's row is locked, so a cancel
     committing meanwhile is seen, not raced."""
     order = db.execute(select(Order.id, Order.status, Order.currency, Order.order_number,
+                              Order.charge_id,
                               (Order.unit_price_cents * Order.quantity).label("total"))
                        .where(Order.payment_reference == event.order_id)
                        .with_for_update()).one_or_none()
     if order is None:
         raise UnknownOrder()
     problem = None if event.currency == order.currency else "currency_mismatch"
-    if problem is None and event.type == "payment.succeeded":
+    checkout = checkout_charge(order, event) if problem is None else False
+    if checkout:
+        problem = CHECKOUT_CHARGE
+    elif problem is None and event.type == "payment.succeeded":
         problem = payment_problem(order.status, order.total, event.amount_cents)
     recorded = PaymentEvent(event_id=event.id, type=event.type, order_id=order.id,
                             amount_cents=event.amount_cents, currency=event.currency,
@@ -74,6 +87,12 @@ def apply_event(db: Session, event: Event) -> Recorded:
     db.add(recorded)
     db.flush()
     number = order.order_number
+    if checkout:
+        status = order.status
+        if status == "charging":  # ahead of the checkout's record of the same charge
+            status = transition(db, order.id, "charge", paid_cents=event.amount_cents,
+                                charge_id=event.charge).status
+        return Recorded(status, None, number)  # it paid its order, once
     if problem is not None and problem not in KEPT_REFUNDABLE:
         return Recorded(order.status, problem, number)  # recorded; the order is left as it was
     if problem is not None:
@@ -94,6 +113,16 @@ def apply_event(db: Session, event: Event) -> Recorded:
         return Recorded(applied.status, None, number)
     return Recorded(transition(db, order_id, "pay", paid_cents=event.amount_cents).status,
                     None, number)
+
+
+def checkout_charge(order: Any, event: Event) -> bool:
+    """Whether the event is the checkout's own charge of the order: already recorded
+    (its charge id), or still being recorded (the order is charging, for its total)."""
+    if event.type != "payment.succeeded" or event.charge is None:
+        return False
+    return event.charge == order.charge_id or (
+        order.status == "charging" and order.charge_id is None
+        and event.amount_cents == order.total)
 
 
 #: Problems whose money is added to the order's paid_cents, so it can be refunded.

@@ -27,6 +27,7 @@ MESSAGES = {
     "order_id": "Give 1 to 255 printable characters.",
     "amount_cents": f"Give a whole number of cents from 1 to {MAX_AMOUNT_CENTS}.",
     "currency": "Give the ISO 4217 code of the currency, such as EUR.",
+    "charge": "Give 1 to 255 printable characters.",
 }
 
 
@@ -44,6 +45,9 @@ class PaymentEvent(BaseModel):
     amount_cents: Annotated[int, Field(ge=1, le=MAX_AMOUNT_CENTS)]
     currency: Annotated[Currency | None, Field(
         description="Required on the events that change an order.")] = None
+    charge: Annotated[Name | None, Field(
+        description="The provider's charge a payment is, when it is one: the checkout's "
+                    "own charge pays its order once, whichever of the two records it.")] = None
 
 
 def parse_event() -> PaymentEvent:

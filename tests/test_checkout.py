@@ -1,0 +1,310 @@
+"""The checkout charges the card during the submit, once, whatever the provider does:
+the library's step (``then=charge``) against the dev provider, through the Flask test
+client, on real PostgreSQL and Redis. Each test is a row of the step's failure table."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import text
+
+from flask_submit_once._runner import lock_key
+from flask_submit_once._steps import step_key
+from tests.conftest import VALID, hidden
+from tests.payments import DECLINED, PAYS, RETRY, Provider
+from webapp.extensions import submit_once
+from webapp.orders.forms import CARD_INVALID, CARD_MISSING, CARD_UNCHECKED
+from webapp.orders.messages import CARD_DECLINED, PAYMENT_NOT_CONFIRMED
+from webapp.webhooks.signatures import HEADER, sign
+
+WEBHOOK_SECRET = "whsec-test"
+
+
+@pytest.fixture(scope="module")
+def provider(tmp_path_factory):
+    with Provider(tmp_path_factory.mktemp("provider") / "journal.jsonl") as started:
+        yield started
+
+
+@pytest.fixture(autouse=True)
+def no_faults(provider):
+    provider.faults()
+    yield
+    provider.faults()
+
+
+@pytest.fixture
+def app(make_app, provider):
+    return make_app(**provider.app_config(PAYMENT_PROVIDER_TIMEOUT=2,
+                                          PAYMENT_WEBHOOK_SECRET=WEBHOOK_SECRET))
+
+
+def open_form(client) -> dict[str, str]:
+    page = client.get("/orders/new")
+    assert page.status_code == 200
+    html = page.get_data(as_text=True)
+    assert 'name="card"' in html
+    return {"csrf_token": hidden(html, "csrf_token"), "form_token": hidden(html, "form_token")}
+
+
+def submit(client, tokens: dict[str, str], card: str = PAYS, **fields: str):
+    return client.post("/orders", data={**VALID, **tokens, "card": card, **fields})
+
+
+def order(servers, *where: str) -> dict:
+    with servers.engine.connect() as conn:
+        rows = conn.execute(text(
+            "SELECT id, status, paid_cents, unit_price_cents * quantity AS total, charge_id, "
+            "payment_method, decline_code, submission_step, submission_digest, "
+            "payment_reference, public_id FROM orders ORDER BY id")).mappings().all()
+    assert len(rows) == 1, rows
+    return dict(rows[0])
+
+
+def sweep(app) -> str:
+    """The sweeper, as cron runs it: ``flask submit-once resume``."""
+    result = app.test_cli_runner().invoke(args=["submit-once", "resume"])
+    assert result.exit_code == 0, result.output
+    return result.stdout.strip().splitlines()[-1]
+
+
+def test_a_card_order_is_charged_once_and_lands_on_the_paid_order(client, servers, provider):
+    response = submit(client, open_form(client))
+    assert response.status_code == 303
+    row = order(servers)
+    assert row["status"] == "paid" and row["paid_cents"] == row["total"]
+    assert row["submission_step"] is None and row["payment_method"].startswith("pm_")
+    (charged,) = provider.succeeded(row["payment_reference"])
+    assert charged["id"] == row["charge_id"] and charged["amount"] == row["total"]
+    # The key is the library's, made from the submission's digest: nothing a client chose.
+    assert charged["idempotency_key"] == step_key(row["submission_digest"], "charge")
+    page = client.get(response.headers["Location"]).get_data(as_text=True)
+    assert "Paid" in page and "payment in progress" not in page
+    with servers.engine.connect() as conn:  # the card number is stored nowhere
+        assert conn.scalar(text(f"SELECT count(*) FROM orders WHERE orders::text LIKE "
+                                f"'%{PAYS}%'")) == 0
+
+
+def test_a_double_submit_while_the_provider_is_slow_charges_once_and_both_land(
+        app, servers, provider):
+    provider.faults(slow=1)
+    first = app.test_client()
+    tokens = open_form(first)
+    second = app.test_client()
+    second.set_cookie("session", first.get_cookie("session").value)
+    answers: list = []
+    threads = [threading.Thread(target=lambda c=c: answers.append(submit(c, tokens)))
+               for c in (first, second)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [a.status_code for a in answers] == [303, 303]
+    assert len({a.headers["Location"] for a in answers}) == 1
+    row = order(servers)
+    assert row["status"] == "paid" and len(provider.succeeded(row["payment_reference"])) == 1
+
+
+def test_a_declined_card_shows_the_form_again_with_the_input_and_a_fresh_token(
+        client, servers, provider):
+    tokens = open_form(client)
+    response = submit(client, tokens, card=DECLINED)
+    html = response.get_data(as_text=True)
+    assert response.status_code == 409 and CARD_DECLINED in html
+    assert 'value="Ada Lovelace"' in html and DECLINED not in html
+    assert 'name="payment_method"' not in html  # the declined card is not kept
+    fresh = hidden(html, "form_token")
+    assert fresh != tokens["form_token"]
+    row = order(servers)
+    assert (row["status"], row["decline_code"], row["submission_step"]) == \
+        ("declined", "generic_decline", "refused")
+    assert row["charge_id"] is None and provider.succeeded(row["payment_reference"]) == []
+    again = submit(client, tokens, card=DECLINED)  # the same submit again: declined again
+    assert again.status_code == 409 and CARD_DECLINED in again.get_data(as_text=True)
+    assert provider.requests_for(step_key(row["submission_digest"], "charge")) == 1
+    paid = submit(client, {**tokens, "form_token": fresh}, card=PAYS)
+    assert paid.status_code == 303
+
+
+def test_provider_failing_before_charging_leaves_the_order_to_a_resubmit(
+        client, servers, provider):
+    provider.faults(fail_before_charge=-1)
+    tokens = open_form(client)
+    response = submit(client, tokens)
+    html = response.get_data(as_text=True)
+    assert response.status_code == 503 and PAYMENT_NOT_CONFIRMED in html
+    assert hidden(html, "form_token") == tokens["form_token"]  # the same token: it resumes
+    row = order(servers)
+    assert (row["status"], row["submission_step"]) == ("charging", "charge")
+    assert provider.succeeded(row["payment_reference"]) == []
+    client_page = client.get(f"/orders/{row['public_id']}").get_data(as_text=True)
+    assert "payment in progress" in client_page
+    provider.faults()
+    resubmit = submit(client, {**tokens, "form_token": hidden(html, "form_token")},
+                      card="", payment_method=hidden(html, "payment_method"))
+    assert resubmit.status_code == 303
+    assert order(servers)["status"] == "paid"
+    assert len(provider.succeeded(row["payment_reference"])) == 1
+
+
+@pytest.mark.parametrize("fault", ["fail_after_charge", "slow"])
+def test_a_charge_whose_answer_was_lost_is_recorded_by_the_sweeper_with_the_same_charge(
+        app, client, servers, provider, fault):
+    """A 500 after charging on every retry, or answers slower than the timeout: the
+    provider charged, the shop does not know it; the sweeper's call with the same key
+    gets that charge back."""
+    provider.faults(**{fault: 3 if fault == "slow" else -1})
+    response = submit(client, open_form(client))
+    assert response.status_code == 503
+    row = order(servers)
+    assert row["status"] == "charging"
+    # A slow provider still answers each attempt after the shop gave up on it: wait for
+    # the three (the first charged, the two retries replayed it).
+    key, deadline = step_key(row["submission_digest"], "charge"), time.monotonic() + 30
+    while provider.requests_for(key) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    (charged,) = provider.succeeded(row["payment_reference"])
+    provider.faults()
+    assert sweep(app) == "created=1"
+    row = order(servers)
+    assert (row["status"], row["charge_id"], row["submission_step"]) == \
+        ("paid", charged["id"], None)
+    assert len(provider.succeeded(row["payment_reference"])) == 1
+    assert sweep(app) == "nothing"
+
+
+@pytest.mark.parametrize(("faults", "card", "requests"), [
+    ({"drop_after_charge": 1}, PAYS, 2), ({"fail_after_charge": 1}, PAYS, 2),
+    ({"fail_before_charge": 1}, PAYS, 2), ({}, RETRY, 2)],
+    ids=["dropped-after-charging", "500-after-charging", "500-before-charging", "retry-card"])
+def test_one_lost_answer_is_retried_with_the_same_key_and_pays_at_once(
+        client, servers, provider, faults, card, requests):
+    provider.faults(**faults)
+    assert submit(client, open_form(client), card=card).status_code == 303
+    row = order(servers)
+    assert row["status"] == "paid" and len(provider.succeeded(row["payment_reference"])) == 1
+    assert provider.requests_for(step_key(row["submission_digest"], "charge")) == requests
+
+
+def test_two_sweepers_at_once_charge_a_left_order_once(app, servers, provider):
+    provider.faults(fail_before_charge=-1)
+    client = app.test_client()
+    assert submit(client, open_form(client)).status_code == 503
+    provider.faults()
+    row = order(servers)
+    with servers.engine.connect() as holder:  # a sweeper (or a request) doing it right now
+        holder.execute(text("SELECT pg_advisory_lock(:k)"),
+                       {"k": lock_key(row["submission_digest"])})
+        assert sweep(app) == "still_running=1"
+        assert order(servers)["status"] == "charging"
+        holder.execute(text("SELECT pg_advisory_unlock_all()"))
+    counts: list[dict[str, int]] = []
+
+    def sweeper() -> None:
+        with app.app_context():
+            counts.append(submit_once.resume())
+    threads = [threading.Thread(target=sweeper) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(c.get("created", 0) for c in counts) == 1, counts
+    assert order(servers)["status"] == "paid"
+    assert len(provider.succeeded(row["payment_reference"])) == 1
+
+
+def deliver(client, charge: dict) -> dict:
+    event = {"id": f"evt_{charge['id']}", "type": "payment.succeeded",
+             "order_id": charge["reference"], "amount_cents": charge["amount"],
+             "currency": charge["currency"], "charge": charge["id"]}
+    body = json.dumps(event).encode()
+    answer = client.post("/webhooks/payments", data=body, content_type="application/json",
+                         headers={HEADER: sign(WEBHOOK_SECRET, body)})
+    assert answer.status_code == 200, answer.get_data(as_text=True)
+    return answer.get_json()
+
+
+def reconciled(app) -> str:
+    result = app.test_cli_runner().invoke(args=["reconcile-payments"])
+    return result.output
+
+
+def test_the_providers_event_for_a_charge_the_checkout_recorded_pays_nothing_more(
+        app, client, servers, provider):
+    assert submit(client, open_form(client)).status_code == 303
+    row = order(servers)
+    (charged,) = provider.succeeded(row["payment_reference"])
+    assert deliver(client, charged)["result"] == "applied"
+    assert deliver(client, charged)["result"] == "duplicate"
+    assert order(servers)["paid_cents"] == row["total"]
+    assert "MATCH" in reconciled(app) and "MISMATCH" not in reconciled(app)
+
+
+def test_the_providers_event_arriving_before_the_checkouts_record_pays_the_order_once(
+        app, client, servers, provider):
+    provider.faults(fail_after_charge=-1)
+    assert submit(client, open_form(client)).status_code == 503
+    provider.faults()
+    row = order(servers)
+    (charged,) = provider.succeeded(row["payment_reference"])
+    assert deliver(client, charged)["order_status"] == "paid"
+    assert sweep(app) == "created=1"
+    row = order(servers)
+    assert (row["status"], row["paid_cents"], row["charge_id"]) == \
+        ("paid", row["total"], charged["id"])
+    assert "MISMATCH" not in reconciled(app)
+
+
+def test_an_order_left_longer_than_the_provider_keeps_its_key_is_not_charged_again(
+        app, client, servers, provider):
+    provider.faults(fail_after_charge=-1)
+    assert submit(client, open_form(client)).status_code == 503
+    provider.faults()
+    with servers.engine.begin() as conn:
+        conn.execute(text("UPDATE orders SET created_at = created_at - :age"),
+                     {"age": timedelta(hours=25)})
+    provider.call("POST", "/admin/clock", json={"advance": 25 * 3600})
+    try:
+        assert sweep(app) == "created=1"
+    finally:
+        provider.call("POST", "/admin/clock", json={"advance": -25 * 3600})
+    row = order(servers)
+    assert row["status"] == "paid" and len(provider.succeeded(row["payment_reference"])) == 1
+
+
+@pytest.mark.parametrize(("card", "error"), [("", CARD_MISSING), ("4242424242424241", CARD_INVALID),
+                                             ("4242", "Enter the 12 to 19 digits")])
+def test_a_card_that_cannot_be_used_is_a_field_error_and_spends_nothing(
+        client, servers, card, error):
+    tokens = open_form(client)
+    response = submit(client, tokens, card=card)
+    html = response.get_data(as_text=True)
+    assert response.status_code == 422 and error in html
+    assert hidden(html, "form_token") == tokens["form_token"]
+    with servers.engine.connect() as conn:
+        assert conn.scalar(text("SELECT count(*) FROM orders")) == 0
+
+
+def test_the_provider_away_while_checking_the_card_spends_nothing(make_app, servers):
+    app = make_app(PAYMENT_PROVIDER_URL="http://127.0.0.1:9", PAYMENT_PROVIDER_RETRIES=0,
+                   PAYMENT_PROVIDER_TIMEOUT=1)
+    client = app.test_client()
+    response = submit(client, open_form(client))
+    assert response.status_code == 422 and CARD_UNCHECKED in response.get_data(as_text=True)
+    with servers.engine.connect() as conn:
+        assert conn.scalar(text("SELECT count(*) FROM orders")) == 0
+
+
+def test_a_card_checked_once_is_kept_as_its_token_when_another_field_is_wrong(
+        client, servers, provider):
+    tokens = open_form(client)
+    html = submit(client, tokens, name="").get_data(as_text=True)
+    assert PAYS not in html and "ending 4242" in html
+    kept = hidden(html, "payment_method")
+    assert kept.startswith("pm_")
+    assert submit(client, tokens, card="", payment_method=kept).status_code == 303
+    assert order(servers)["payment_method"] == kept
