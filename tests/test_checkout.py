@@ -4,6 +4,7 @@ client, on real PostgreSQL and Redis. Each test is a row of the step's failure t
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -19,6 +20,7 @@ from tests.payments import DECLINED, PAYS, RETRY, Provider
 from webapp.extensions import submit_once
 from webapp.orders.forms import CARD_INVALID, CARD_MISSING, CARD_UNCHECKED
 from webapp.orders.messages import CARD_DECLINED, PAYMENT_NOT_CONFIRMED
+from webapp.payments.sweeper import sweep_while_running
 from webapp.webhooks.signatures import HEADER, sign
 
 WEBHOOK_SECRET = "whsec-test"
@@ -215,6 +217,24 @@ def test_two_sweepers_at_once_charge_a_left_order_once(app, servers, provider):
     assert sum(c.get("created", 0) for c in counts) == 1, counts
     assert order(servers)["status"] == "paid"
     assert len(provider.succeeded(row["payment_reference"])) == 1
+
+
+def test_the_refund_workers_sweeper_finishes_a_charge_left_to_do(app, servers, provider):
+    provider.faults(fail_before_charge=-1)
+    client = app.test_client()
+    assert submit(client, open_form(client)).status_code == 503
+    provider.faults()
+
+    async def worker_sweeping() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(sweep_while_running(stop, 0.05, make_app=lambda: app))
+        deadline = time.monotonic() + 20
+        while order(servers)["status"] == "charging" and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        stop.set()
+        await asyncio.wait_for(task, 20)
+    asyncio.run(worker_sweeping())
+    assert order(servers)["status"] == "paid"
 
 
 def deliver(client, charge: dict) -> dict:

@@ -32,6 +32,9 @@ class WorkerSettings:
     #: Where /healthz and /metrics are served (host, port); None: not served.
     monitor_bind: tuple[str, int] | None = None
     metrics_token: str | None = None
+    #: How often the worker finishes the card charges submits left (0: never; cron's
+    #: ``flask submit-once resume`` does the same).
+    charge_sweep_seconds: float = 30.0
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] = os.environ) -> WorkerSettings:
@@ -62,6 +65,8 @@ class WorkerSettings:
                                         minimum=1)),
             monitor_bind=monitor_bind(environ.get("REFUND_MONITOR_BIND", "")),
             metrics_token=environ.get("METRICS_TOKEN") or None,
+            charge_sweep_seconds=number(environ, "CHARGE_SWEEP_SECONDS",
+                                        cls.charge_sweep_seconds),
         )
 
 

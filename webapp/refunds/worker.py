@@ -3,9 +3,11 @@ refund once, acks only after the commit.
 
     python -m webapp.refunds.worker          (scripts/run starts one beside the app)
 
-One process runs three asyncio tasks: this consumer, the outbox relay that
-publishes committed refund requests to the stream (relay.py), and the trimmer
-that drops what every group has acked (trim.py). Redis is reached through the
+One process runs four asyncio tasks: this consumer, the outbox relay that
+publishes committed refund requests to the stream (relay.py), the trimmer
+that drops what every group has acked (trim.py), and the sweeper that finishes
+the card charges submits left to do (webapp/payments/sweeper.py). Redis is
+reached through the
 app's URL forms (webapp.redis_urls: one server, Cluster or Sentinel).
 
 Applying a refund moves its reservation to refunded and marks its request
@@ -58,6 +60,7 @@ from psycopg_pool import AsyncConnectionPool
 from redis.exceptions import RedisError, ResponseError
 
 from .. import logs
+from ..payments.sweeper import sweep_while_running
 from ..redis_urls import make_async_client
 from .dead_letters import DeadLetters, in_plain_words
 from .effect import (
@@ -310,7 +313,8 @@ async def serve(settings: WorkerSettings) -> None:
             worker = RefundWorker(settings, client, pool, monitor)
             await worker.ensure_group()
             tasks = [worker.run(stop), Relay(settings, client, pool).run(stop),
-                     trim_while_running(client, settings.trim_seconds, stop)]
+                     trim_while_running(client, settings.trim_seconds, stop),
+                     sweep_while_running(stop, settings.charge_sweep_seconds)]
             if settings.monitor_bind:
                 host, port = settings.monitor_bind
                 tasks.append(monitor.serve(host, port, stop))
