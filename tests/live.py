@@ -27,6 +27,10 @@ from .conftest import VALID, Servers, hidden
 ROOT = Path(__file__).resolve().parent.parent
 
 
+#: The environment variables that ask for tests.paused_app's hooks.
+TEST_HOOKS = ("TEST_PAUSE_", "TEST_KILL_", "TEST_CHARGE_")
+
+
 @dataclass
 class Response:
     status: int
@@ -36,7 +40,8 @@ class Response:
 
 class LiveServer:
     """``gunicorn -w workers`` serving ``webapp:create_app()`` with the test servers;
-    ``tests.paused_app:create_app()`` when ``env`` asks for a ``TEST_PAUSE_*``."""
+    ``tests.paused_app:create_app()`` when ``env`` asks for a ``TEST_PAUSE_*``,
+    ``TEST_KILL_*`` or ``TEST_CHARGE_*`` hook."""
 
     def __init__(self, servers: Servers, *, workers: int = 4, threads: int = 4,
                  **env: str) -> None:
@@ -46,7 +51,7 @@ class LiveServer:
         self.args = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{self.port}",
                      "--workers", str(workers), "--threads", str(threads),
                      "--graceful-timeout", "2", "--chdir", str(ROOT),
-                     "tests.paused_app:create_app()" if any(name.startswith("TEST_PAUSE_")
+                     "tests.paused_app:create_app()" if any(name.startswith(TEST_HOOKS)
                                                             for name in env)
                      else "webapp:create_app()"]
         self.process: subprocess.Popen | None = None

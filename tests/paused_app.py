@@ -3,6 +3,8 @@ gunicorn in tests (see tests/live.py): ``tests.paused_app:create_app()``.
 
     TEST_PAUSE_AFTER_CONSUME=<seconds>   between GETDEL and the insert
     TEST_PAUSE_AFTER_COMMIT=<seconds>    after the commit, before the response
+    TEST_KILL_* / TEST_PAUSE_*_CHARGE / TEST_CHARGE_LOG   around the card charge
+                                         (tests/charge_hooks.py)
 
 Each pause first prints "test hook: paused after <where> in pid N" to stderr.
 These variables mean nothing to the shop itself: only this test factory reads them.
@@ -13,8 +15,9 @@ from __future__ import annotations
 from flask import Flask
 
 import webapp
+from tests import charge_hooks
 from tests.pauses import pause_from_environ
 
 
 def create_app() -> Flask:
-    return pause_from_environ(webapp.create_app())
+    return charge_hooks.install(pause_from_environ(webapp.create_app()))
