@@ -283,6 +283,15 @@ def handler_for(provider: Provider, secret: str) -> type[BaseHTTPRequestHandler]
     return Handler
 
 
+class Server(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return  # the client gave up waiting (a timeout): what a real provider sees too
+        super().handle_error(request, client_address)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=int(os.environ.get("PROVIDER_PORT", PORT)))
@@ -297,8 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     if webhook and not args.webhook_secret:
         parser.error("--webhook-url needs --webhook-secret (or PAYMENT_WEBHOOK_SECRET)")
     provider = Provider(Journal(args.store), webhook)
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), handler_for(provider, args.secret))
-    server.daemon_threads = True
+    server = Server(("127.0.0.1", args.port), handler_for(provider, args.secret))
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
     print(f" * Payment provider on http://127.0.0.1:{server.server_port} "
           f"(state in {args.store})", flush=True)

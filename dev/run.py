@@ -14,8 +14,12 @@ lives where that user can (under /var/lib/pgserver/) and ./instance/postgres is 
 link to it, so everything a run keeps is still reached from ./instance/; no
 folder's mode is changed (see :func:`link_instance`).
 
-``DEV_INSTANCE``, ``DEV_PG_PORT`` and ``DEV_REDIS_PORT`` move the embedded servers
-(tests run a second copy beside yours).
+Unless PAYMENT_PROVIDER_URL is set it also starts the card provider the checkout
+charges (dev/provider.py, its state in ./instance/provider.jsonl, announcing each
+charge to the app's webhook).
+
+``DEV_INSTANCE``, ``DEV_PG_PORT``, ``DEV_REDIS_PORT`` and ``DEV_PROVIDER_PORT`` move
+the embedded servers (tests run a second copy beside yours).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path
 
 from .embedded import EmbeddedPostgres, EmbeddedRedis
 from .ports import holder, in_use
+from .provider import PORT as PROVIDER_PORT
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_PORT, REDIS_PORT = 54329, 63799
@@ -72,6 +77,8 @@ def main() -> int:
             servers.append(redis.start())
             env["REDIS_URL"] = redis.url
             print(f" * Redis 6.2 on 127.0.0.1:{redis_port} (data in {redis.data_dir})")
+        if not env.get("PAYMENT_PROVIDER_URL"):
+            processes.append(start_provider(env, instance, bind))
         subprocess.run([sys.executable, "-m", "flask", "--app", "webapp", "init-db"], env=env,
                        check=True)
         # Sessions of their own: a signal from the terminal reaches this process only,
@@ -103,6 +110,19 @@ def main() -> int:
             server.stop()
 
 
+def start_provider(env: dict[str, str], instance: Path, bind: str) -> subprocess.Popen:
+    """The dev card provider, announcing charges to this run's webhook; sets the URL."""
+    port = int(env.get("DEV_PROVIDER_PORT") or PROVIDER_PORT)
+    env["PAYMENT_PROVIDER_URL"] = f"http://127.0.0.1:{port}"
+    args = [sys.executable, "-m", "dev.provider", "--port", str(port),
+            "--store", str(instance / "provider.jsonl")]
+    if env.get("PAYMENT_WEBHOOK_SECRET") or env.get("APP_ENV") == "development":
+        from webapp.config import DEV_WEBHOOK_SECRET  # what the app accepts under run
+        args += ["--webhook-url", f"http://{bind}/webhooks/payments", "--webhook-secret",
+                 env.get("PAYMENT_WEBHOOK_SECRET") or DEV_WEBHOOK_SECRET]
+    return subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True)
+
+
 def link_instance(postgres: EmbeddedPostgres) -> str | None:
     """Make the folder asked for a link to the data, when the data had to live elsewhere
     (PostgreSQL's user cannot reach the folder, and no folder is opened for it). A folder
@@ -129,6 +149,9 @@ def taken(env: dict[str, str], bind: str, pg_port: int, redis_port: int) -> str 
         wanted.append(("PostgreSQL", "127.0.0.1", pg_port, "DATABASE_URL"))
     if not env.get("REDIS_URL"):
         wanted.append(("Redis", "127.0.0.1", redis_port, "REDIS_URL"))
+    if not env.get("PAYMENT_PROVIDER_URL"):
+        wanted.append(("the card provider", "127.0.0.1",
+                       int(env.get("DEV_PROVIDER_PORT") or PROVIDER_PORT), "PAYMENT_PROVIDER_URL"))
     if not bind.startswith(("unix:", "fd://")):
         host, _, port = bind.rpartition(":")
         if not port.isdigit():  # gunicorn's own default port for a bare host
