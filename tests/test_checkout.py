@@ -328,3 +328,18 @@ def test_a_card_checked_once_is_kept_as_its_token_when_another_field_is_wrong(
     assert kept.startswith("pm_")
     assert submit(client, tokens, card="", payment_method=kept).status_code == 303
     assert order(servers)["payment_method"] == kept
+
+
+def test_a_resubmit_that_no_longer_validates_still_finishes_the_charge(
+        client, servers, provider):
+    """The page that came back lost the card (a reload, another device): the resubmit of
+    the same token is invalid now, and still lands on its order, charged once."""
+    provider.faults(fail_before_charge=-1)
+    tokens = open_form(client)
+    assert submit(client, tokens).status_code == 503
+    provider.faults()
+    again = submit(client, tokens, card="")
+    assert again.status_code == 303
+    row = order(servers)
+    assert (row["status"], row["submission_step"]) == ("paid", None)
+    assert len(provider.succeeded(row["payment_reference"])) == 1

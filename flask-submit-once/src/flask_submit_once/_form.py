@@ -174,6 +174,8 @@ class ProtectedForm:
             Spending.of(st, token, name).take()
         changed = found.fingerprint is not None and found.fingerprint != stored
         outcome = Outcome("changed" if changed else "duplicate", found.result, url=found.url)
+        if self.step is not None and not changed:  # a repeat resumes the step, valid or not
+            outcome = self.after(self.session(st), outcome, st.wait)
         return self.respond(outcome, name, token, form, digest, started)
 
     def respond(self, outcome: Outcome, name: str, token: str, form: object, digest: str,
