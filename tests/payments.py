@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import requests
+from requests.adapters import HTTPAdapter
+from urllib3.util import Retry
 
 from dev.embedded import free_port
 from dev.provider import DEV_SECRET
@@ -28,6 +30,9 @@ class Provider:
         self.process: subprocess.Popen | None = None
         self.http = requests.Session()
         self.http.headers["Authorization"] = f"Bearer {DEV_SECRET}"
+        # A test's calls are safe to repeat (admin switches, reads): ride out a reset.
+        retry = Retry(total=3, backoff_factor=0.1, allowed_methods=None)
+        self.http.mount("http://", HTTPAdapter(max_retries=retry))
 
     @property
     def url(self) -> str:
