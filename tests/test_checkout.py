@@ -9,6 +9,7 @@ import json
 import threading
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import text
@@ -343,3 +344,29 @@ def test_a_resubmit_that_no_longer_validates_still_finishes_the_charge(
     row = order(servers)
     assert (row["status"], row["submission_step"]) == ("paid", None)
     assert len(provider.succeeded(row["payment_reference"])) == 1
+
+
+def test_a_hundred_checkouts_through_one_app_reuse_the_providers_pool(app, servers, provider):
+    """10x the client's pool of 10: eight customers at once, 100 card orders, and the
+    app never holds more than 10 connections to the provider, nor leaves more open."""
+    def to_provider() -> int:
+        """Established connections to the provider's port (only this app makes any)."""
+        lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+        return sum(1 for line in lines if line.split()[2].endswith(f":{provider.port:04X}")
+                   and line.split()[3] == "01")
+
+    seen: list[int] = []
+
+    def customer(n: int) -> None:
+        client = app.test_client()
+        for _ in range(n):
+            assert submit(client, open_form(client)).status_code == 303
+            seen.append(to_provider())
+    threads = [threading.Thread(target=customer, args=(n,)) for n in [13] * 4 + [12] * 4]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    with servers.engine.connect() as conn:
+        assert conn.scalar(text("SELECT count(*) FROM orders WHERE status = 'paid'")) == 100
+    assert len(seen) == 100 and 1 <= max(seen) <= 10 and to_provider() <= 10

@@ -76,7 +76,8 @@ class CardLoad:
                 nexts = []
             else:
                 nexts = [self._submit(customer, p, cookie, dict(fields)) for p in targets]
-            self._follow(customer, targets[0], cookie, fields, [x for x in nexts if x])
+            if rng.random() < 0.8:  # else the customer walks away: the sweeper finishes it
+                self._follow(customer, targets[0], cookie, fields, [x for x in nexts if x])
             with self._lock:
                 self.customers.append(customer)
 
