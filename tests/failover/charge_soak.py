@@ -33,7 +33,7 @@ class Customer:
 @dataclass
 class CardLoad:
     ports: list[int]
-    clients: int = 6
+    clients: int = 8
     customers: list[Customer] = field(default_factory=list)
     form_pages_unavailable: int = 0
     #: Set when the load ends: the threads beside it (killers, fault switches) stop too.

@@ -43,8 +43,9 @@ FAULTS = [{"slow": 3}, {"fail_before_charge": 3}, {"fail_after_charge": 3},
 
 def worker_killer(instances: list[LiveServer], stop: threading.Event, rng: random.Random,
                   killed: list[int]) -> None:
-    """SIGKILL a random worker of a random instance every 1-3 s (any point of any request)."""
-    while not stop.wait(rng.uniform(1, 3)):
+    """SIGKILL a random worker of a random instance every 3-6 s (any point of any request;
+    more often and, on a small machine, the instances spend their time booting workers)."""
+    while not stop.wait(rng.uniform(3, 6)):
         pids = rng.choice(instances).worker_pids()
         if pids:
             with suppress(ProcessLookupError):
