@@ -50,7 +50,8 @@ nitpick_ignore = [
 ]
 nitpick_ignore_regex = [
     # The private aliases a signature names (the parameter's text says what they take).
-    ("py:class", r"(flask_submit_once\._\w+\.)?(Sessions|RedisClient|Fields|Message|Kind|Data)"),
+    ("py:class",
+     r"(flask_submit_once\._\w+\.)?(Sessions|RedisClient|Fields|Message|Kind|Data|Then)"),
 ]
 
 autodoc_member_order = "bysource"
