@@ -38,11 +38,14 @@ control_socket_disable = not os.environ.get("GUNICORN_CONTROL_SOCKET")
 if os.environ.get("GUNICORN_CONTROL_SOCKET"):
     control_socket = os.environ["GUNICORN_CONTROL_SOCKET"]
 # gunicorn's own lines (start, workers booted and killed) as JSON lines like the app's
-# (webapp/logs.py), on stderr; no access log: the app writes its own request line.
+# (webapp/logs.py), on stderr, without a client's address or what it sent; no access
+# log: the app writes its own request line.
 logconfig_dict = {
     "root": {"level": "WARNING", "handlers": ["json"]},
+    "filters": {"no_client_details": {"()": "webapp.logs.NoClientDetails"}},
     "loggers": {
-        "gunicorn.error": {"level": "INFO", "handlers": [], "propagate": True},
+        "gunicorn.error": {"level": "INFO", "handlers": [], "propagate": True,
+                           "filters": ["no_client_details"]},
         "gunicorn.access": {"level": "CRITICAL", "handlers": [], "propagate": False},
     },
     "handlers": {"json": {"class": "logging.StreamHandler", "formatter": "json",
