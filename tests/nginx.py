@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import http.client
 import os
-import re
 import shutil
 import socket
 import ssl
@@ -24,6 +23,7 @@ import pytest
 
 from dev.embedded import free_port
 from tests.conftest import VALID, Servers, hidden
+from tests.deploy_machine import WALKTHROUGH, section_blocks
 from tests.live import ROOT, LiveServer, Response
 from webapp import shipped_folder
 
@@ -40,14 +40,9 @@ DEPLOY = ROOT / "docs" / "DEPLOY.md"
 HOST = "shop.example"
 
 
-def shell_blocks(page: Path = DEPLOY) -> list[str]:
-    """The ```sh blocks of ``page``, in order."""
-    return re.findall(r"^```sh\n(.*?)^```", page.read_text(), re.S | re.M)
-
-
 def main_config_edits() -> list[str]:
     """DEPLOY.md's commands that edit Debian's main config (worker_connections)."""
-    return [line for block in shell_blocks() for line in block.splitlines()
+    return [line for block in section_blocks(DEPLOY, WALKTHROUGH) for line in block.splitlines()
             if line.startswith("sed ") and str(DEBIAN_MAIN) in line]
 
 
@@ -71,6 +66,8 @@ def main_config(prefix: Path, *, raised: bool = True) -> Path:
                      ("/var/log/nginx/", f"{prefix}/"),
                      ("include /etc/nginx/conf.d/", f"include {prefix}/conf.d/"),
                      ("include /etc/nginx/sites-enabled/*;", ""),  # DEPLOY removes it
+                     # Modules load relative to nginx's prefix (-p); the shop needs none.
+                     ("include /etc/nginx/modules-enabled/*.conf;", ""),
                      ("http {", f"http {{\n\t{temp}")]:
         assert old in text, f"Debian's nginx.conf changed shape: no {old!r}"
         text = text.replace(old, new)
@@ -166,22 +163,33 @@ def nginx(prefix: Path, app_port: int, *, monitor_port: int = 0, raised: bool = 
         process.wait(10)
 
 
+class NamedHTTPS(http.client.HTTPConnection):
+    """HTTPS to 127.0.0.1 as to shop.example: that name in SNI and checked against the
+    certificate, whatever the request names as Host (Prometheus names the machine)."""
+
+    def __init__(self, port: int, context: ssl.SSLContext, **options: object) -> None:
+        super().__init__("127.0.0.1", port, **options)  # type: ignore[arg-type]
+        self.context = context
+
+    def connect(self) -> None:
+        super().connect()
+        self.sock = self.context.wrap_socket(self.sock, server_hostname=HOST)
+
+
 def fetch(port: int, method: str, path: str, *, context: ssl.SSLContext | None = None,
           host: str = "127.0.0.1", source: str = "127.0.0.1", cookie: str = "",
           headers: dict[str, str] | None = None, form: dict[str, str] | None = None,
           timeout: float = 10) -> Response:
     """One request to 127.0.0.1:``port`` from ``source`` (another loopback address is
-    another client), over TLS with ``context``, naming ``host`` as its Host."""
+    another client), over TLS with ``context`` when given, naming ``host`` as its Host."""
     sent = {"Host": host, **({"Cookie": cookie} if cookie else {}), **(headers or {})}
     body = None
     if form is not None:
         body = urllib.parse.urlencode(form)
         sent["Content-Type"] = "application/x-www-form-urlencoded"
-    conn: http.client.HTTPConnection = (
-        http.client.HTTPSConnection("127.0.0.1", port, context=context, timeout=timeout,
-                                    source_address=(source, 0)) if context else
-        http.client.HTTPConnection("127.0.0.1", port, timeout=timeout,
-                                   source_address=(source, 0)))
+    conn = (NamedHTTPS(port, context, timeout=timeout, source_address=(source, 0)) if context
+            else http.client.HTTPConnection("127.0.0.1", port, timeout=timeout,
+                                            source_address=(source, 0)))
     try:
         conn.request(method, path, body=body, headers=sent)
         raw = conn.getresponse()

@@ -188,7 +188,7 @@ METRICS_TOKEN = "nginx-test-metrics-token-of-32-bytes-at-least"
 
 def deploy_setting(name: str) -> str:
     """The value DEPLOY.md gives ``name`` (``NAME=value`` in its commands)."""
-    match = re.search(rf"\b{name}=([^\s\\]+)", DEPLOY.read_text())
+    match = re.search(rf"\b{name}=([^\s\\/'\"]+)", DEPLOY.read_text())
     assert match, f"DEPLOY.md sets no {name}"
     return match.group(1)
 

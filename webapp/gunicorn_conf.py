@@ -16,14 +16,17 @@ from pathlib import Path
 # (docs/nginx.conf). Reachable from elsewhere, gunicorn's gthread workers are held by
 # slow clients, and with TRUSTED_PROXIES set a client could choose its own address.
 bind = os.environ.get("BIND", "127.0.0.1:8000")
+# Threads: requests mostly wait on Redis and PostgreSQL, and a duplicate waits for the first
+# submit in its thread, holding no database connection meanwhile.
 workers = int(os.environ.get("WEB_CONCURRENCY", 2 * (os.cpu_count() or 1)))
 threads = int(os.environ.get("WEB_THREADS", 8))
 worker_class = "gthread"
 # Longer than FORM_TOKENS_WAIT_SECONDS (10 s by default): a duplicate waiting for the first
-# submit must not be killed as a hung worker.
+# submit must not be killed as a hung worker. A worker killed mid-submit leaves no half
+# order (one transaction), so the grace period only spares the customer a retry.
 timeout = 30
 graceful_timeout = 20
-keepalive = 5
+keepalive = 5  # below a proxy's idle timeout for connections it keeps open to the app
 accesslog = None  # the app writes one JSON line per request itself (webapp/request_log.py)
 # Trust no forwarded header here: gunicorn would take X-Forwarded-Proto/-Ssl/-Protocol
 # from loopback (or any Unix socket) as HTTPS whatever TRUSTED_PROXIES says. The scheme
