@@ -101,8 +101,10 @@ def test_one_address_holding_1600_idle_connections_leaves_healthz_and_the_form_a
         shop):
     _, site = shop
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if soft < IDLE_CONNECTIONS + 500:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, 4096), hard))
+    if hard != resource.RLIM_INFINITY and hard < IDLE_CONNECTIONS + 500:
+        pytest.skip(f"this process may open {hard} files, fewer than the connections held")
+    if soft != resource.RLIM_INFINITY and soft < IDLE_CONNECTIONS + 500:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (IDLE_CONNECTIONS + 500, hard))
     shopper = Shopper(site, source="127.0.0.3")
     health: list[float | None] = []
     submits: list[float | None] = []
@@ -114,7 +116,7 @@ def test_one_address_holding_1600_idle_connections_leaves_healthz_and_the_form_a
                                               timeout=PROBE_SECONDS).status, 200))
             submits.append(timed(lambda: shopper.place_order(PROBE_SECONDS).status, 303))
         held.append(open_now())
-    print(f"\n{min(held)}-{max(held)} idle connections held from one address; "
+    print(f"\n{min(held)}-{max(held)} connections held silent mid-handshake from one address; "
           f"/healthz: {summary(health)}; the form and its submit: {summary(submits)}")
     assert min(held) >= IDLE_CONNECTIONS - 10, held  # all held, but one just reopened
     assert None not in health and None not in submits
