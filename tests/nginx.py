@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import http.client
 import os
+import re
 import shutil
 import socket
 import ssl
@@ -73,6 +74,13 @@ def main_config(prefix: Path, *, raised: bool = True) -> Path:
         text = text.replace(old, new)
     path.write_text(text)
     return path
+
+
+def deploy_setting(name: str) -> str:
+    """The value DEPLOY.md gives ``name`` (``NAME=value`` in its commands)."""
+    match = re.search(rf"\b{name}=([^\s\\/'\"]+)", DEPLOY.read_text())
+    assert match, f"DEPLOY.md sets no {name}"
+    return match.group(1)
 
 
 @dataclass
