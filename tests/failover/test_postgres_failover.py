@@ -143,7 +143,7 @@ def test_synchronous_standby_promoted_after_a_crash_loses_no_acknowledged_order(
 def test_asynchronous_standby_behind_at_the_crash_loses_acknowledged_orders_and_says_how_many(
         servers, asynchronous_pair, report):
     """Not a guarantee but a figure: the orders committed while the standby was
-    one second behind die with the primary. DEPLOY.md quotes it."""
+    one second behind die with the primary. docs/SCALING.md quotes it."""
     pair = asynchronous_pair
 
     def crash() -> float:
