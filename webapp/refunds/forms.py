@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 
-from flask_wtf import FlaskForm
 from wtforms import StringField
 from wtforms.validators import ValidationError
+
+from ..forms import ShopForm
 
 __all__ = ["RefundForm", "euros", "parse_cents"]
 

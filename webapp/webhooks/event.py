@@ -48,7 +48,10 @@ class PaymentEvent(BaseModel):
 
 def parse_event() -> PaymentEvent:
     """The event in the (already authenticated) body; 400/422 if malformed."""
-    body = request.get_json(silent=True) if request.is_json else None
+    try:
+        body = request.get_json(silent=True) if request.is_json else None
+    except RecursionError:  # nested too deeply for json.loads; silent=True lets it by
+        body = None
     if not isinstance(body, dict):
         raise ApiProblem("malformed-json", NOT_AN_OBJECT)
     try:
