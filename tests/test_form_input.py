@@ -108,6 +108,37 @@ def test_a_file_sent_as_a_cancel_token_is_a_400_and_the_order_is_cancelled_once_
     assert status(servers) == "cancelled"
 
 
+def nameless_part(tokens: dict[str, str]) -> bytes:
+    """A multipart body with the page's tokens and one part without a name, which
+    werkzeug files under the key None (found by tests/test_fuzz.py's long form)."""
+    parts = [f'Content-Disposition: form-data; name="{name}"\r\n\r\n{value}'
+             for name, value in tokens.items()] + ["Content-Disposition: form-data\r\n\r\nx"]
+    return "".join(f"--b\r\n{part}\r\n" for part in parts).encode() + b"--b--\r\n"
+
+
+@pytest.mark.parametrize("csrf", ["with the CSRF token", "without it"])
+@pytest.mark.parametrize("form", ["order", "cancel", "refund"])
+def test_a_multipart_part_without_a_name_is_a_400_and_spends_nothing(client, servers, form,
+                                                                     csrf):
+    """Without the CSRF token, Flask-WTF looked for it under every part's name and
+    called None.endswith: a 500 on every form."""
+    order = None if form == "order" else order_path(submit(client, open_form(client)))
+    if form == "refund":
+        assert deliver(client, paid(reference_of(servers, order))).status_code == 200
+    page, path = {"order": ("/orders/new", "/orders"), "cancel": (f"{order}/cancel",) * 2,
+                  "refund": (f"{order}/refund", f"{order}/refunds")}[form]
+    html = client.get(page).get_data(as_text=True)
+    tokens = {"csrf_token": hidden(html, "csrf_token"), "form_token": hidden(html, "form_token")}
+    sent = tokens if csrf.startswith("with ") else {"form_token": tokens["form_token"]}
+    response = client.post(path, data=nameless_part(sent),
+                           content_type="multipart/form-data; boundary=b")
+    assert response.status_code == 400 and "<h1" in response.text
+    assert order_count(servers) == (0 if form == "order" else 1)
+    assert status(servers) in (None, "placed", "paid") and refund_requests(servers) == 0
+    data = {**tokens, **VALID} if form == "order" else {**tokens, "amount": "1"}
+    assert client.post(path, data=data).status_code == 303  # the form still works, once
+
+
 # --- a fetch() of JSON whose values are not text -----------------------------------------
 
 @pytest.mark.parametrize("value", [True, None, {"first": "Ada"}, ["Ada", "Eve"]],

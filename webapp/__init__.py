@@ -15,6 +15,7 @@ from . import (
     config,
     db,
     errors,
+    forms,
     health,
     metrics,
     refunds,
@@ -59,6 +60,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     db.init_app(app)
     cli.init_app(app)
     form_tokens.init_app(app)
+    forms.init_app(app)  # before the CSRF check, which cannot read a nameless form part
     csrf.init_app(app)
     security.init_app(app)
     errors.init_app(app)

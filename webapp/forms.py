@@ -6,18 +6,20 @@ of a multipart body (a ``FileStorage``), or, from a JSON body, a number, ``true`
 ``len()``, a filter ``.strip()``), so each of those was a 500, and an object reached
 the INSERT (a 503). Here a field sent as anything but one piece of text (a JSON list
 too) is answered like any invalid field: a 422 beside the field, the input and the
-form token kept, nothing spent.
+form token kept, nothing spent. And a multipart body with a part that has no name is
+refused (400) before anything reads the form (:func:`init_app`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from flask import Flask, abort, request
 from flask_wtf import FlaskForm
 from werkzeug.datastructures import MultiDict
 from werkzeug.exceptions import BadRequest
 
-__all__ = ["NOT_TEXT", "ShopForm"]
+__all__ = ["NOT_TEXT", "ShopForm", "init_app"]
 
 #: A field sent as a file, more than once, or as a JSON value that is no string or number.
 NOT_TEXT = "Type this field in the form: send it once, as text."
@@ -69,3 +71,19 @@ class ShopForm(FlaskForm):
         for name in self.not_text:  # its own words, not "Enter your name."
             self[name].errors = [NOT_TEXT]
         return valid and not self.not_text
+
+
+def init_app(app: Flask) -> None:
+    """Call before ``csrf.init_app``: Flask-WTF's CSRF check is a before_request function
+    too, run in the order they were registered, and it reads every name in the form."""
+    app.before_request(refuse_nameless_parts)
+
+
+def refuse_nameless_parts() -> None:
+    """400 for a multipart part without a name: werkzeug files it under the key None,
+    on which Flask-WTF's CSRF check, looking for its token under every name, failed
+    with a 500. No browser sends one."""
+    if request.mimetype == "multipart/form-data" and (None in request.form
+                                                      or None in request.files):
+        abort(400, "Part of this form has no name, so it could not be processed. Open the "
+                   "form again and submit it from there.")
