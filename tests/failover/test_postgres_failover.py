@@ -59,8 +59,7 @@ def asynchronous_pair(tmp_path: Path) -> Iterator[ReplicatedPostgres]:
 
 def orders_on(pair: ReplicatedPostgres) -> dict[str, str]:
     """Every form order on the primary that survived: public id → customer name."""
-    with psycopg.connect(host="127.0.0.1", port=pair.primary.port, user="postgres",
-                         dbname=DATABASE) as conn:
+    with psycopg.connect(pair.primary.conninfo(DATABASE)) as conn:
         assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (False,)
         return dict(conn.execute("SELECT public_id, customer_name FROM orders "
                                  "WHERE api_client_id IS NULL").fetchall())

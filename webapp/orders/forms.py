@@ -5,10 +5,10 @@ The limits come from :mod:`webapp.order_rules`, which the JSON API reads too.
 
 from __future__ import annotations
 
-from flask_wtf import FlaskForm
 from wtforms import EmailField, IntegerField, SelectField, StringField, TextAreaField
 from wtforms.validators import Email, InputRequired, Length, NumberRange, ValidationError
 
+from ..forms import ShopForm
 from ..models import Product
 from ..order_rules import (
     ADDRESS_MAX,
@@ -40,7 +40,7 @@ class _PlainWording:
         return self.gettext(singular if n == 1 else plural)
 
 
-class OrderForm(FlaskForm):
+class OrderForm(ShopForm):
     class Meta:
         def get_translations(self, form: object) -> _PlainWording:
             return _PlainWording()
