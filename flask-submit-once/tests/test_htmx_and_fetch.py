@@ -48,6 +48,17 @@ def test_htmx_in_place_shows_the_result_with_a_fresh_form_for_the_next(once_form
     assert comments(sessions) == ["First!", "Second"]
 
 
+def test_an_htmx_double_click_answered_in_place_shows_the_same_result_twice(
+        once_forms, sessions):
+    page = once_forms.open("/signup", form=1)
+    answers = page.submit_twice({"text": "First!"}, headers=HTMX)
+    assert [answer.status_code for answer in answers] == [201, 200]
+    shown = [re.search(r'<p class="comment".*?</p>', answer.text).group() for answer in answers]
+    assert shown[0] == shown[1] == '<p class="comment" id="comment-1">First!</p>'
+    assert once_forms.assert_once(answers, rows=lambda: len(comments(sessions))) == \
+        "/comments/1"
+
+
 def test_a_script_sends_the_token_in_the_json_body_and_gets_json(once_forms, signups):
     page = once_forms.open("/signup")
     first, second = page.submit_twice(ADA, json=True)
