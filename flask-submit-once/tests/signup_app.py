@@ -104,7 +104,7 @@ COMMENTED = """<p class="comment" id="comment-{{ result.id }}">{{ result.text }}
 PAGE = """<!doctype html><html><title>Sign up</title>
 {% include "_signup_form.html" %}
 {% include "_comment_form.html" %}
-<div id="newsletter" data-token="{{ submit_once.token('subscribe') }}"></div>
+<div id="newsletter" data-token="{{ submit_once.token('subscribe') or '' }}"></div>
 </html>"""
 TEMPLATES = {"page.html": PAGE, "_signup_form.html": SIGNUP_FORM,
              "_comment_form.html": COMMENT_FORM, "_commented.html": COMMENTED}

@@ -122,3 +122,20 @@ def test_with_the_fallback_redis_away_at_submit_lets_the_database_decide_once(
     own_redis.start()
     again = page.submit(ADA, client=another_worker(make_app, once_forms, own_redis.url))
     assert again.headers["Location"] == "/thanks/1" and signups() == ["ada@example.com"]
+
+def test_redis_away_when_a_lost_session_needs_a_fresh_form_keeps_the_input(
+        once_forms, own_redis, signups):
+    """No fresh token can be had for the new session: the form comes back (503) with the
+    input and the token it came with; once Redis is back, that one is told it expired
+    (it was bound to the lost session) with a fresh token, whose submit lands."""
+    page = once_forms.open("/signup")
+    once_forms.client.delete_cookie("session")
+    own_redis.stop()
+    away = page.submit(ADA)
+    kept(away, 503, "could not reach our systems")
+    assert once_forms.page("/signup", away.text).token == page.token
+    own_redis.start()
+    expired = once_forms.page("/signup", away.text).submit(ADA)
+    kept(expired, 409, "had expired or was already used")
+    assert once_forms.page("/signup", expired.text).submit(ADA).status_code == 303
+    assert signups() == ["ada@example.com"]
