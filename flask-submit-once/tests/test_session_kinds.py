@@ -152,6 +152,32 @@ def test_ten_at_once_on_a_pool_of_two_make_one_row_and_all_land_on_it(build, kin
     assert {(a.status, a.headers.get("Location")) for a in answers} == {(303, "/entries/1")}
 
 
+@pytest.mark.parametrize("kind", storm_app.KINDS)
+def test_work_left_in_the_request_session_is_refused_before_the_token_is_spent(
+        build, tables, kind):
+    """Work the app left in the request's session before the submit (here a
+    before_request; the form's read flushes it) would commit with the token's row, or
+    vanish with a duplicate's ROLLBACK: refused loudly (a programming error), nothing
+    committed, and the token still good."""
+    app = build(kind, POOL)
+    topic_model = storm_app.models(kind)[0]
+    dirty = {"on": False}
+
+    @app.before_request
+    def leave_work_behind() -> None:
+        if dirty["on"]:
+            storm_app.submit_once.session.add(topic_model(id=2, name="coffee"))
+    client = app.test_client()
+    token = hidden(client.get("/").text, "form_token")
+    dirty["on"] = True
+    with pytest.raises(RuntimeError, match="unsaved changes"):
+        client.post("/entries", data={"form_token": token, "topic": "1"})
+    dirty["on"] = False
+    assert client.post("/entries", data={"form_token": token, "topic": "1"}).status_code == 303
+    with tables.connect() as conn:
+        assert conn.scalar(select(func.count()).select_from(topic_model.__table__)) == 1
+
+
 @pytest.mark.parametrize("wrong", [object(), "postgresql://", None], ids=["object", "url",
                                                                            "engine"])
 def test_sessions_of_another_kind_are_refused_at_start_saying_what_to_pass(
