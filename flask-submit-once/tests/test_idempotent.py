@@ -43,6 +43,14 @@ def test_one_callers_key_means_nothing_to_anothers(client, signups):
     assert signups() == ["ada@example.com", "ada@example.com"]
 
 
+def test_a_request_without_its_key_is_a_400_problem_and_does_nothing(client, signups, rdb):
+    """The documented key=lambda: request.headers["Idempotency-Key"], header missing."""
+    missing = client.post("/api/signups", json=ADA)
+    assert missing.status_code == 400 and missing.mimetype == "application/problem+json"
+    assert missing.json["reason"] == "missing_key" and missing.json["detail"]
+    assert signups() == [] and rdb.keys("so:*") == []
+
+
 def test_a_retry_while_the_first_still_runs_is_a_409_to_retry_after(app, client, signups):
     holding, release = threading.Event(), threading.Event()
 

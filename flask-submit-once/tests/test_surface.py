@@ -26,7 +26,7 @@ MOST_NAMES = 12
 MOST_LINES = 250
 #: Modules over MOST_LINES now, and why: each fails strictly until it is split (then the
 #: entry goes, or the test fails as an unexpected pass).
-OVER = {"flask_submit_once._extension": "282 lines: settings, the Redis client, both "
+OVER = {"flask_submit_once._extension": "over 280 lines: settings, the Redis client, both "
                                         "decorators and the lost-session answer"}
 #: What the library may import: the standard library, what pyproject.toml declares, and
 #: what those bring (Werkzeug, Jinja's MarkupSafe, pytest for the plugin, Flask-WTF's
