@@ -84,6 +84,13 @@ def test_the_root_exports_a_handful_of_names_each_there_and_documented():
     assert undocumented == []
 
 
+def test_every_public_method_is_documented():
+    undocumented = [f"{name}{member}" for name, thing in public_names()
+                    for member, function in members(thing)
+                    if member not in ("", ".__init__") and not inspect.getdoc(function)]
+    assert undocumented == []
+
+
 def test_no_public_signature_shows_a_private_type():
     """What a user passes or gets back is a public name or someone else's (Flask's,
     SQLAlchemy's, redis-py's): never a class of a ``_`` module that the root does not
