@@ -13,36 +13,53 @@ def token_keys(rdb) -> list[str]:
     return [key for key in rdb.keys("so:*") if not key.startswith("so:issued:")]
 
 
+def until_refused(open_page, most: int) -> list[int]:
+    """The statuses of up to ``most`` pages, stopping at the first refused."""
+    statuses: list[int] = []
+    while len(statuses) < most and 429 not in statuses:
+        statuses.append(open_page())
+    return statuses
+
+
+# A cap counts in windows aligned to the clock, so any span of one window holds at most
+# twice the cap: the tests open pages until well over that, and so never depend on where
+# in its window they run.
+
 def test_a_session_over_its_cap_is_told_when_to_come_back_and_gets_no_token(make_app, rdb):
-    client = make_app(SUBMIT_ONCE_MAX_PER_SESSION=6).test_client()
-    # The first page has no session yet: its tokens are counted with the second.
-    assert [client.get(SIGNUP).status_code for _ in range(2)] == [200, 200]
-    before = token_keys(rdb)
-    refused = client.get(SIGNUP)
-    assert refused.status_code == 429 and 0 < int(refused.headers["Retry-After"]) <= 3600
+    client = make_app(SUBMIT_ONCE_MAX_PER_SESSION=6).test_client()  # two pages' worth
+    answers = []
+
+    def open_page() -> int:
+        before = token_keys(rdb)
+        answers.append((client.get(SIGNUP), before))
+        return answers[-1][0].status_code
+    statuses = until_refused(open_page, most=6)
+    assert statuses[:2] == [200, 200] and statuses[-1] == 429
+    refused, before = answers[-1]
+    assert 0 < int(refused.headers["Retry-After"]) <= 3600
     assert "very many times" in refused.text and "Traceback" not in refused.text
     assert token_keys(rdb) == before
 
 
-def test_an_address_over_its_cap_is_refused_and_another_address_is_not(make_app, rdb):
+def test_an_address_over_its_cap_is_refused_and_another_address_is_not(make_app):
     app = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=6)
 
     def opens(address: str) -> int:  # a client that keeps no cookie: a new session each time
         return app.test_client().get(SIGNUP, environ_base={"REMOTE_ADDR": address}).status_code
-    assert [opens("192.0.2.1") for _ in range(3)] == [200, 200, 429]
+    statuses = until_refused(lambda: opens("192.0.2.1"), most=5)
+    assert statuses[:2] == [200, 200] and statuses[-1] == 429
     assert opens("192.0.2.2") == 200
-    assert len(token_keys(rdb)) == 9
 
 
 def test_an_ipv6_subscriber_is_one_client_and_its_neighbours_are_not(make_app):
-    app = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=3)
+    app = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=3)  # one page's worth
 
     def opens(address: str) -> int:
         return app.test_client().get(SIGNUP, environ_base={"REMOTE_ADDR": address}).status_code
-    # Every address of one /64 is one subscriber's: one budget.
-    assert [opens("2001:db8:1:1::1"), opens("2001:db8:1:1::ffff")] == [200, 429]
+    # Every address of one /64 is one subscriber's: one budget (at most two pages).
+    assert 429 in [opens(f"2001:db8:1:1::{n}") for n in (1, 2, 3)]
     assert opens("2001:db8:1:2::1") == 200  # another /64 of the same /48
-    assert opens("::ffff:192.0.2.9") == 200 and opens("192.0.2.9") == 429  # one IPv4 client
+    assert 429 in [opens(address) for address in ("::ffff:192.0.2.9", "192.0.2.9") * 2]
 
 
 def test_a_live_app_caps_per_address_by_default_and_a_test_app_does_not(make_app):
