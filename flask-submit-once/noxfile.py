@@ -4,8 +4,9 @@
 ``nox -s matrix`` runs every one of the 16 combinations, ``nox -l`` lists them. Each
 session installs the library from a wheel built once per run (never editable) with its
 ``test`` extra and the versions pinned, then runs ``tests/`` against real servers.
-``nox -s sdist`` builds the sdist, unpacks it, installs it with its ``test`` extra into
-a fresh venv and runs the suite it carries, from another folder.
+``nox -s sdist`` builds the sdist, unpacks it, installs it with its ``test`` and
+``docs`` extras into a fresh venv and runs the whole suite it carries (the docs' test
+too), from another folder.
 
 The servers: ``SUBMIT_ONCE_TEST_REDIS_URL`` and ``SUBMIT_ONCE_TEST_DATABASE_URL`` when
 set; otherwise, when nox itself can import the suite's ``tests/servers.py`` and the
@@ -163,8 +164,9 @@ def matrix(session: nox.Session, redis: str, sqlalchemy: str, flask: str, psycop
 @nox.session
 def sdist(session: nox.Session) -> None:
     """The sdist carries its suite: built, unpacked into a temporary folder, installed
-    with its test extra (newest versions) into this session's fresh venv, and its
-    ``tests/`` run from yet another folder."""
+    with its test and docs extras (newest versions) into this session's fresh venv, and
+    its whole ``tests/`` (the docs build and the code the docs show too) run from yet
+    another folder."""
     work = Path(tempfile.mkdtemp(prefix="submit-once-sdist-"))
     atexit.register(shutil.rmtree, work, ignore_errors=True)
     session.install("build")
@@ -174,11 +176,10 @@ def sdist(session: nox.Session) -> None:
         tar.extractall(work / "unpacked", **({"filter": "data"}
                                              if hasattr(tarfile, "data_filter") else {}))
     (source,) = (work / "unpacked").iterdir()
-    session.install(f"{source}[test]")
+    session.install(f"{source}[test,docs]")
     elsewhere = work / "elsewhere"
     elsewhere.mkdir()
     session.chdir(elsewhere)
     check_installed_copy(session)
     session.run("python", "-m", "pytest", "-p", "no:cacheprovider", str(source / "tests"),
-                f"--ignore={source / 'tests' / 'test_docs.py'}", *session.posargs,
-                env=server_urls(session))
+                *session.posargs, env=server_urls(session))
