@@ -353,8 +353,6 @@ def test_the_htmx_example_answers_the_question_in_place_with_a_fresh_form(
     assert following.submit({"text": "Is it free?"}, headers=HTMX).status_code == 201
 
 
-@pytest.mark.xfail(strict=True, reason="library: a repeat this process saw land is answered "
-                   "in place with result=None (_form.py, the settled path)")
 def test_the_htmx_example_answers_a_repeated_question_in_place_with_its_result(
         example: Callable[[str], Flask]) -> None:
     app = example("htmx_signup")

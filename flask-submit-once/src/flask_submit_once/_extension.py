@@ -239,7 +239,8 @@ class SubmitOnce:
         A view that raises, refuses or fails gives the key back, so the caller can retry
         it; an unconfirmed COMMIT keeps it, so the retry lands on the row or makes it.
 
-        :param key: gives the key (raise an HTTP error for a missing or malformed one).
+        :param key: gives the key (raise an HTTP error for a malformed one; a
+            ``LookupError``, as of a header not sent, is a 400 problem).
         :param scope: gives whose key it is (an API client): one caller's key means
             nothing to another's.
         :param model: the :class:`~flask_submit_once.SubmissionMixin` model of the rows.

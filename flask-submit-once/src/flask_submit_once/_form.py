@@ -29,7 +29,7 @@ from ._fingerprint import fingerprint
 from ._issuing import session_id
 from ._model import SubmissionMixin, stamped
 from ._outcome import Outcome
-from ._requests import cross_site, form_name, json_body, submitted_token
+from ._requests import cross_site, form_name, json_body, request_kind, submitted_token
 from ._runner import Landing, lock_key, run_once
 from ._sessions import Sessions, request_session
 from ._signed import SignedExpired, is_signed
@@ -112,9 +112,11 @@ class ProtectedForm:
             with suppress(RedisError):
                 spend.take()
             outcome, form = Outcome("duplicate", url=known.url), None
-            if self.answer is not None:
-                # The hook may read the result (from this request's session) and whatever
-                # the form's maker prepared for it; no validation.
+            if self.answer is not None or (self.page.result_fragment is not None
+                                           and request_kind() == "htmx"):
+                # The hook, or the result's fragment htmx swaps in, reads the result
+                # (from this request's session); the hook may also read whatever the
+                # form's maker prepared for it. No validation.
                 form = self.form() if self.form is not None else None
                 found = self.find(self.session(st), digest)
                 outcome = Outcome("duplicate", found.result if found else None, url=known.url)
@@ -202,8 +204,12 @@ class ProtectedForm:
         if cross_site():
             raise CrossSite()
         form = self.form() if self.form is not None else None
+        try:  # drawn again only if Redis cannot give a fresh one: then told it expired
+            sent: str | None = submitted_token(state().field)
+        except BadFormToken:
+            sent = None
         return again(self.page, form_name(request.endpoint or "", request.view_args),
-                     "session_lost", sent=None, form=form)
+                     "session_lost", sent=sent, form=form)
 
     def check(self, st: State, name: str) -> Response:
         """What became of the submit of this token, spending nothing: ``done`` (and where),

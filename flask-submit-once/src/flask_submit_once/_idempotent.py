@@ -69,8 +69,12 @@ class IdempotentView:
 
     def handle(self, view_args: Mapping[str, Any]) -> Response:
         st = state()
-        scope = self.scope() if self.scope is not None else ""  # who asks, before what
-        key = self.key()
+        try:
+            scope = self.scope() if self.scope is not None else ""  # who asks, before what
+            key = self.key()
+        except LookupError:  # key=lambda: request.headers["Idempotency-Key"], none sent
+            return _problem(400, "missing_key", "This request needs its key (an "
+                            "Idempotency-Key, an event id); nothing was done.")
         name = form_name(self.name or request.endpoint or self.view.__name__, view_args)
         digest = st.store.digest(key, session_id=scope, form=name)
         stored = self.fingerprint() if self.fingerprint is not None else request_fingerprint()
@@ -141,10 +145,15 @@ def problem(outcome: Outcome) -> Response:
     status, detail = _PROBLEMS.get(outcome.kind, _PROBLEMS["failed"])
     if outcome.kind == "refused" and str(outcome.error):
         detail = str(outcome.error)
-    response = jsonify(type="about:blank", title=outcome.kind.replace("_", " "),
-                       status=status, detail=detail, reason=outcome.kind)
-    response.status_code = status
-    response.mimetype = "application/problem+json"
+    response = _problem(status, outcome.kind, detail)
     if status in (409, 503):
         response.headers["Retry-After"] = "1" if status == 409 else "5"
+    return response
+
+
+def _problem(status: int, reason: str, detail: str) -> Response:
+    response = jsonify(type="about:blank", title=reason.replace("_", " "), status=status,
+                       detail=detail, reason=reason)
+    response.status_code = status
+    response.mimetype = "application/problem+json"
     return response
