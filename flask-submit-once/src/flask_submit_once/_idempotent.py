@@ -10,6 +10,7 @@ a webhook's event id (what :meth:`SubmitOnce.idempotent
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
@@ -66,6 +67,13 @@ class IdempotentView:
             model, find
         self.respond, self.answer, self.fingerprint = respond, answer, fingerprint
         self.ttl, self.wait, self.name, self.sessions = ttl, wait, name, sessions
+
+    def view_function(self) -> Any:
+        """The Flask view: this view, once per key."""
+        @functools.wraps(self.view)
+        def once(**view_args: Any) -> Response:
+            return self.handle(view_args)
+        return once
 
     def handle(self, view_args: Mapping[str, Any]) -> Response:
         st = state()
