@@ -14,7 +14,7 @@ from setuptools import find_packages, setup
 from setuptools.command.build_py import build_py
 
 #: Folders at the top of the repository that ship inside the package, and what of them.
-DATA_FOLDERS = {"templates": ("*.html",), "static": ("*.css", "*.js")}
+DATA_FOLDERS = {"templates": ("*.html",), "static": ("*.css", "*.js", "*.html")}
 
 
 def data_files(folder: str) -> list[Path]:

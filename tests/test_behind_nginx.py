@@ -1,33 +1,29 @@
-"""Production as docs/DEPLOY.md describes it: gunicorn on loopback behind Debian's nginx,
-with docs/nginx.conf as shipped (issue 22, findings 2 and 5). nginx is started here on
-127.0.0.1 like the other servers; without it these tests are skipped, saying how to get it."""
+"""Production as docs/DEPLOY.md describes it: gunicorn on loopback behind Debian's nginx
+with docs/nginx.conf as shipped (tests/nginx.py): slow clients and X-Forwarded-For (issue
+22), the shop's own page with the app stopped (issue 31). The same nginx over TLS is
+tests/test_nginx_https.py's, its logs and limits tests/test_nginx_logs.py's and
+tests/test_nginx_limits.py's."""
 
 from __future__ import annotations
 
-import os
-import re
-import shutil
+import importlib
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from http.cookies import SimpleCookie
-from pathlib import Path
-
-import pytest
 
 from dev.embedded import free_port
-from tests.conftest import VALID, Servers, hidden
-from tests.live import ROOT, LiveServer, request
-
-NGINX = shutil.which("nginx") or next(
-    (path for path in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(path, os.X_OK)),
-    None)
-needs_nginx = pytest.mark.skipif(
-    NGINX is None, reason="nginx is not installed: scripts/test installs Debian's as root, "
-                          "or run 'apt-get install nginx'")
+from tests.conftest import VALID, hidden
+from tests.live import ROOT, request
+from tests.nginx import (
+    Shopper,
+    fetch,
+    needs_nginx,
+    nginx,
+    production_gunicorn,
+)
 
 SLOW_CLIENTS = 50
 TRICKLE_SECONDS = 5.0
@@ -36,8 +32,6 @@ TRICKLE_SECONDS = 5.0
 def test_gunicorn_listens_on_loopback_unless_told_otherwise(monkeypatch):
     """Only the proxy on the same machine can reach the app port: no slow client holds a
     gthread worker, and no client sends the X-Forwarded-For that TRUSTED_PROXIES trusts."""
-    import importlib
-
     from webapp import gunicorn_conf
     monkeypatch.delenv("BIND", raising=False)
     assert importlib.reload(gunicorn_conf).bind == "127.0.0.1:8000"
@@ -45,51 +39,6 @@ def test_gunicorn_listens_on_loopback_unless_told_otherwise(monkeypatch):
     assert importlib.reload(gunicorn_conf).bind == "10.0.3.7:8000"
     monkeypatch.delenv("BIND")
     importlib.reload(gunicorn_conf)
-
-
-def shipped_config(listen_port: int, app_port: int) -> str:
-    """docs/nginx.conf with a plain listen on 127.0.0.1 for its TLS lines."""
-    conf = (ROOT / "docs" / "nginx.conf").read_text()
-    conf, listens = re.subn(r"listen 443 ssl;", f"listen 127.0.0.1:{listen_port};", conf)
-    conf, certs = re.subn(r"\n\s*ssl_certificate(_key)? [^;]*;", "", conf)
-    conf, upstreams = re.subn(r"server 127\.0\.0\.1:8000;", f"server 127.0.0.1:{app_port};",
-                              conf)
-    assert (listens, certs, upstreams) == (1, 2, 1), "docs/nginx.conf changed shape"
-    return conf
-
-
-@contextmanager
-def nginx(prefix: Path, app_port: int) -> Iterator[int]:
-    """nginx in the foreground with docs/nginx.conf, every file under ``prefix``; its port."""
-    assert NGINX is not None
-    port = free_port()
-    (prefix / "webapp.conf").write_text(shipped_config(port, app_port))
-    temp = " ".join(f"{kind}_temp_path {prefix / kind};"
-                    for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
-    # As root the workers would run as nobody, who cannot enter pytest's private tmp.
-    (prefix / "nginx.conf").write_text(
-        f"{'user root;' if os.geteuid() == 0 else ''}\n"
-        f"daemon off;\nworker_processes 1;\npid {prefix / 'nginx.pid'};\n"
-        f"error_log {prefix / 'error.log'} warn;\nevents {{ worker_connections 1024; }}\n"
-        f"http {{\n  access_log {prefix / 'access.log'};\n  {temp}\n"
-        f"  include {prefix / 'webapp.conf'};\n}}\n")
-    process = subprocess.Popen([NGINX, "-p", f"{prefix}/", "-e", str(prefix / "error.log"),
-                                "-c", str(prefix / "nginx.conf")],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 10
-        while True:
-            assert process.poll() is None, (prefix / "error.log").read_text()
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline, "nginx did not listen within 10 s"
-                time.sleep(0.05)
-        yield port
-    finally:
-        process.terminate()
-        process.wait(10)
 
 
 def slow_request(index: int) -> tuple[bytes, bytes]:
@@ -169,20 +118,11 @@ def open_form_within(port: int, timeout: float) -> tuple[str, dict[str, str]]:
         "form_token": hidden(page.body, "form_token")}
 
 
-@contextmanager
-def production_gunicorn(servers: Servers, **env: str) -> Iterator[LiveServer]:
-    """gunicorn with webapp/gunicorn_conf.py, one worker of 4 threads (so a handful of slow
-    clients would be enough to hold every thread)."""
-    live = LiveServer(servers, workers=1, threads=4, **env)
-    live.args[3:3] = ["-c", "python:webapp.gunicorn_conf"]
-    with live:
-        yield live
-
-
 @needs_nginx
 def test_50_slow_clients_leave_healthz_and_a_submit_answering_within_a_second(
         servers, tmp_path):
-    with production_gunicorn(servers) as live, nginx(tmp_path, live.port) as port:
+    with production_gunicorn(servers) as live, nginx(tmp_path, live.port) as site:
+        port = site.ports.plain
         # The same slow clients straight at gunicorn hold its threads: this is what
         # nginx is for, and shows the slow clients here are slow enough to matter.
         with trickling(live.port):
@@ -223,9 +163,29 @@ def test_behind_nginx_a_client_sent_x_forwarded_for_does_not_choose_the_bucket(
         time.sleep(61 - time.time() % 60)
     with production_gunicorn(servers, TRUSTED_PROXIES="1",
                              SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE="4") as live, \
-            nginx(tmp_path, live.port) as port:
-        through_nginx = form_views(port, ["203.0.113.1", "198.51.100.2"] * 2)
+            nginx(tmp_path, live.port) as site:
+        through_nginx = form_views(site.ports.plain, ["203.0.113.1", "198.51.100.2"] * 2)
         direct = form_views(live.port, ["203.0.113.7", "198.51.100.8"] * 2)
     # LiveServer's own readiness check spent one view of 127.0.0.1's four.
     assert through_nginx == [200, 200, 200, 429], through_nginx
     assert direct == [200, 200, 200, 200], direct
+
+
+@needs_nginx
+def test_with_the_app_stopped_nginx_answers_with_the_shops_own_page_and_no_version(tmp_path):
+    """Issue 31: nginx's own "502 Bad Gateway / nginx/1.22.1" page, version included.
+    Nothing listens on the app's port, as when gunicorn is stopped or restarting."""
+    with nginx(tmp_path, app_port=free_port()) as site:
+        shopper = Shopper(site)
+        answers = {"the order form": shopper.send("GET", "/orders/new"),
+                   "its submit": shopper.send("POST", "/orders", referer="/orders/new",
+                                              form=VALID),
+                   "a health check": fetch(site.ports.plain, "GET", "/healthz")}
+    page = (ROOT / "static" / "errors" / "unavailable.html").read_text()
+    for what, answer in answers.items():
+        assert (answer.status, answer.body == page) == (502, True), (what, answer.body[:300])
+        assert answer.headers["server"] == "nginx", what  # server_tokens off
+        assert answer.headers["content-type"] == "text/html", what
+        assert answer.headers["retry-after"] == "30", what
+        assert "default-src 'none'" in answer.headers["content-security-policy"], what
+    assert "nginx" not in page and "We are briefly unavailable" in page

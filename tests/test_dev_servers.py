@@ -51,13 +51,12 @@ def test_postgres_asked_to_keep_its_data_in_a_private_folder_works_and_opens_no_
     before = modes(private_folder)
     try:
         postgres.start()
-        with psycopg.connect(host="127.0.0.1", port=postgres.port, user="postgres",
-                             autocommit=True) as conn:
+        with psycopg.connect(postgres.conninfo(), autocommit=True) as conn:
             conn.execute("CREATE TABLE kept (n int)")
             conn.execute("INSERT INTO kept VALUES (42)")
         postgres.stop()
         postgres.start()  # the data survives a restart, wherever it lives
-        with psycopg.connect(host="127.0.0.1", port=postgres.port, user="postgres") as conn:
+        with psycopg.connect(postgres.conninfo()) as conn:
             assert conn.execute("SELECT n FROM kept").fetchone() == (42,)
         assert modes(private_folder) == before
         home, binaries = postgres.home, postgres.bin
@@ -68,6 +67,61 @@ def test_postgres_asked_to_keep_its_data_in_a_private_folder_works_and_opens_no_
         assert home is not None and not home.is_relative_to(private_folder)
         assert not binaries.is_relative_to(private_folder)
         assert not home.exists(), "the throwaway cluster's folder was left behind"
+
+
+def connect_without_the_password(postgres: EmbeddedPostgres, **password: str):
+    return psycopg.connect(host="127.0.0.1", port=postgres.port, user="postgres",
+                           dbname="postgres", connect_timeout=5, **password)
+
+
+def groups_of_the_servers_programs(postgres: EmbeddedPostgres) -> list[str]:
+    """What a superuser's COPY ... FROM PROGRAM runs as: the ids of its groups."""
+    with psycopg.connect(postgres.conninfo(), autocommit=True) as conn:
+        conn.execute("CREATE TEMP TABLE ran (line text)")
+        conn.execute("COPY ran FROM PROGRAM 'id -G'")
+        return conn.execute("SELECT line FROM ran").fetchone()[0].split()
+
+
+@pytest.fixture
+def postgres(tmp_path: Path):
+    server = EmbeddedPostgres(tmp_path / "postgres", fast=True, throwaway=True)
+    yield server.start()
+    server.remove()
+
+
+@pytest.mark.parametrize("password", [{}, {"password": "postgres"}, {"password": ""}],
+                         ids=["none", "a guess", "empty"])
+def test_postgres_refuses_a_connection_without_its_password(postgres, password):
+    """Before, every local user was a trusted superuser: COPY ... TO PROGRAM 'id' ran
+    uid=1001(pgserver) gid=0(root) for anyone on the machine."""
+    with pytest.raises(psycopg.OperationalError, match="password"):
+        connect_without_the_password(postgres, **password).close()
+    with psycopg.connect(postgres.conninfo()) as conn:  # what url() and conninfo() carry
+        assert conn.execute("SELECT current_user").fetchone() == ("postgres",)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root's server runs as another user")
+def test_as_root_postgres_runs_with_its_users_group_not_roots(postgres):
+    assert postgres.user == "pgserver"
+    assert "0" not in groups_of_the_servers_programs(postgres)
+
+
+def test_a_cluster_that_trusted_everyone_gets_a_password_and_keeps_its_data(postgres):
+    """A cluster kept by an earlier scripts/run (made with --auth=trust) is secured at
+    its next start, its data kept."""
+    with psycopg.connect(postgres.conninfo(), autocommit=True) as conn:
+        conn.execute("CREATE TABLE kept (n int)")
+        conn.execute("INSERT INTO kept VALUES (7)")
+    postgres.stop()
+    (postgres.data_dir / "embedded-password").unlink()
+    (postgres.data_dir / "pg_hba.conf").write_text("host all all 127.0.0.1/32 trust\n")
+    old_password = postgres.password
+    postgres.start()
+    assert postgres.password != old_password
+    with pytest.raises(psycopg.OperationalError, match="password"):
+        connect_without_the_password(postgres).close()
+    with psycopg.connect(postgres.conninfo()) as conn:
+        assert conn.execute("SELECT n FROM kept").fetchone() == (7,)
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root's PostgreSQL runs as another user")
@@ -199,6 +253,33 @@ def test_closing_the_terminal_stops_everything_as_ctrl_c_and_sigterm_do(dev_run,
         time.sleep(0.1)
     assert [pid for pid in started if alive(pid)] == [], run.output()
     assert not in_use("127.0.0.1", run.port) and not in_use("127.0.0.1", run.redis_port)
+
+
+def test_scripts_run_serves_on_its_own_postgres_with_the_password_and_finds_it_again(
+        dev_run):
+    # A folder the server's user can reach, so the data stays in it (not /var/lib/pgserver).
+    instance = Path(tempfile.mkdtemp(prefix="dev-run-", dir="/tmp"))
+    instance.chmod(0o755)
+    pg_port = free_port()
+    try:
+        run = dev_run(DATABASE_URL="", DEV_PG_PORT=str(pg_port), DEV_INSTANCE=str(instance))
+        output = run.wait_serving()
+        assert f"PostgreSQL 16 on 127.0.0.1:{pg_port}" in output
+        assert request(run.port, "GET", "/readyz").status == 200  # the app's URL works
+        os.kill(run.process.pid, signal.SIGTERM)
+        assert run.process.wait(60) == 0, run.output()
+        postgres = EmbeddedPostgres(instance / "postgres", pg_port).start()  # the next run
+        try:
+            assert postgres.data_dir == instance / "postgres"
+            assert postgres.password is not None and postgres.password not in output
+            with psycopg.connect(postgres.conninfo("webapp")) as conn:
+                assert conn.execute("SELECT count(*) FROM products").fetchone()[0] > 0
+            with pytest.raises(psycopg.OperationalError, match="password"):
+                connect_without_the_password(postgres).close()
+        finally:
+            postgres.stop()
+    finally:
+        shutil.rmtree(instance, ignore_errors=True)
 
 
 def test_it_refuses_to_start_over_a_redis_it_did_not_start_and_says_what_to_do(

@@ -1,9 +1,9 @@
-"""The docs a developer copies from cannot drift from the code.
+"""The shop's docs cannot drift from the code.
 
-The library's narrative is flask-submit-once/docs/pattern.md, part of its Sphinx docs (built
-with warnings as errors by flask-submit-once/tests/test_docs.py); the shop's docs link to it.
-Every page a reader is sent to names only files that exist, settings that something reads,
-and columns that the models have.
+The library's docs (flask-submit-once/README.md and docs/, its Sphinx site) are kept true by
+the library's own flask-submit-once/tests/test_docs.py, which runs the code they show; the
+shop's pages link to them. Every page of the shop a reader is sent to names only files that
+exist, settings that something reads, and columns that the models have.
 """
 
 from __future__ import annotations
@@ -16,17 +16,15 @@ import pytest
 import redis
 from flask import Flask
 
-from submit_once import FormTokens
+from flask_submit_once import TokenStore
 from webapp.config import RENAMED
 from webapp.models import Base
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "flask-submit-once"
-PATTERN = LIBRARY / "docs/pattern.md"
-#: The pages a reader is sent to. Not CHANGELOG.md: history names what things were.
+#: The shop's pages a reader is sent to. Not CHANGELOG.md: history names what things were.
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
-         ROOT / "bench/results/README.md", ROOT / "examples/README.md", PATTERN,
-         LIBRARY / "README.md", LIBRARY / "docs/index.md"]
+         ROOT / "bench/results/README.md"]
 by_name = pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
 
 
@@ -38,58 +36,12 @@ def test_the_shop_docs_point_at_the_library_docs_not_the_pages_they_replaced():
             assert gone not in text, f"{page.name} still names {gone}"
 
 
-def test_pattern_doc_links_resolve():
-    text = PATTERN.read_text()
-    for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text):
-        if not re.match(r"[a-z]+://", target):
-            assert (PATTERN.parent / target).exists(), target
-    # The files the copy table lists are the package's own.
-    listed = set(re.findall(r"^\| `(submit_once/\w+\.py)` \|", text, re.M))
-    assert {"submit_once/tokens.py", "submit_once/runner.py", "submit_once/extension.py",
-            "submit_once/signals.py", "submit_once/redis_urls.py"} <= listed
-    for path in listed:
-        assert (LIBRARY / "src" / path).exists(), path
-    assert (ROOT / "examples/newsletter/app.py").exists() and "examples/newsletter/app.py" in text
-    assert "```mermaid" in text and "sequenceDiagram" in text
-
-
-def test_pattern_doc_names_every_setting_the_extension_reads_and_only_those():
-    """One spelling everywhere: the settings table is the extension's own keys."""
-    text = PATTERN.read_text()
-    source = (LIBRARY / "src/submit_once/extension.py").read_text()
-    read = set(re.findall(r'setdefault\("(SUBMIT_ONCE_\w+)"', source))
-    assert len(read) == 9
-    assert set(re.findall(r"`(SUBMIT_ONCE_\w+)`", text)) == read
-    for old in ("FORM_TOKEN_TTL", "SUBMIT_WAIT_SECONDS", "MAX_FORMS_PER_SESSION",
-                "SUBMIT_ONCE_WAIT`", "three small files"):
-        assert old not in text
-
-
-def test_pattern_doc_gives_the_defaults_init_app_sets():
-    app = Flask(__name__)
-    FormTokens(app, client=redis.Redis())  # no command is sent: nothing needs to listen
-    table = dict(re.findall(r"^\| `(SUBMIT_ONCE_\w+)` \| `([^`]*)` \|", PATTERN.read_text(),
-                            re.M))
-    assert table.pop("SUBMIT_ONCE_REDIS_URL") == "REDIS_URL"
-    assert table == {key: str(app.config[key]) for key in table}
-    assert len(table) == 8
-
-
-def test_pattern_doc_lists_every_package_a_copier_needs():
-    text = PATTERN.read_text()
-    for package in ("flask", "flask-wtf", "email-validator", "redis", "sqlalchemy", "psycopg",
-                    "blinker"):
-        assert f"`{package}" in text, package
-
-
 # A path as the pages write one: a top-level folder of the repository (or of the library),
 # then anything up to a space or punctuation. "…", "<…>" and "{…}" are placeholders.
 PATH = re.compile(r"(?<![\w/.-])((?:\.ci|bench|dev|docs|examples|flask-submit-once|scripts"
-                  r"|static|templates|tests|webapp|src|submit_once)/[\w./*<>{}…-]*[\w*/])")
+                  r"|static|templates|tests|webapp|src)/[\w./*<>{}…-]*[\w*/])")
 #: Paths the pages name that are not in the repository, on purpose.
 NOT_IN_THE_REPOSITORY = {
-    "docs/_build": "what the Sphinx command in flask-submit-once/README.md writes",
-    "static/signup.js": "the reader's own script, in examples/README.md",
 }
 
 
@@ -112,12 +64,12 @@ def test_every_file_a_page_names_exists(page):
 
 
 def test_the_path_check_reads_paths_as_the_pages_write_them():
-    text = ("`webapp/orders/views.py`, (tests/faults/), bench/app.py. `submit_once/tokens.py`;"
+    text = ("`webapp/orders/views.py`, (tests/faults/), bench/app.py. `examples/newsletter/`;"
             " webapp.orders.views, templates/orders/*.html, webapp/static/app.css")
     assert PATH.findall(text) == ["webapp/orders/views.py", "tests/faults/", "bench/app.py",
-                                  "submit_once/tokens.py", "templates/orders/*.html",
+                                  "examples/newsletter/", "templates/orders/*.html",
                                   "webapp/static/app.css"]
-    assert all(exists(PATTERN, path) for path in PATH.findall(text))
+    assert all(exists(ROOT / "docs/SHOP.md", path) for path in PATH.findall(text))
     assert not exists(ROOT / "README.md", "webapp/order_rules/find_order.py")
 
 
@@ -143,9 +95,16 @@ def names_in_use() -> set[str]:
     return names - set(RENAMED) - {"SUBMIT_ONCE_WAIT"}
 
 
+#: Upper-case names the pages give to other programs, on purpose.
+OTHER_PROGRAMS_NAMES = {
+    "ON_ERROR_STOP": "psql's variable, in DEPLOY.md's database step",
+}
+
+
 @by_name
 def test_every_setting_a_page_names_is_one_the_code_reads(page):
-    unknown = sorted(set(NAME.findall(page.read_text())) - names_in_use())
+    unknown = sorted(set(NAME.findall(page.read_text())) - names_in_use()
+                     - set(OTHER_PROGRAMS_NAMES))
     assert unknown == [], f"{page.name} names settings nothing reads (renamed or gone)"
 
 
@@ -156,9 +115,6 @@ def test_the_setting_check_refuses_an_old_name():
 
 
 COLUMNS = {table.name: set(table.columns.keys()) for table in Base.metadata.tables.values()}
-#: The example apps' columns (the library's pages use them, as a copier would).
-EXAMPLE_COLUMNS = {name for app in ROOT.glob("examples/*/app.py")
-                   for name in re.findall(r"^\s+(\w+): Mapped\[", app.read_text(), re.M)}
 
 
 def columns_named(text: str) -> set[tuple[str | None, str]]:
@@ -183,18 +139,10 @@ def columns_named(text: str) -> set[tuple[str | None, str]]:
 
 @by_name
 def test_every_column_a_page_names_is_in_the_models(page):
-    """The shop's columns; on the library's pages the examples' too, but not in a diagram:
-    the diagrams draw the shop's order form."""
     ours = set().union(*COLUMNS.values())
-    text = page.read_text()
-    diagrams = "\n".join(re.findall(r"```mermaid\n(.*?)```", text, re.S))
-    prose = re.sub(r"```mermaid\n.*?```", "", text, flags=re.S)
-    shared = page.is_relative_to(LIBRARY) or page.parent.name == "examples"
     wrong = sorted(f"{table or '?'}.{column}"
-                   for part, allowed in ((diagrams, ours),
-                                         (prose, ours | EXAMPLE_COLUMNS if shared else ours))
-                   for table, column in columns_named(part)
-                   if column not in (COLUMNS[table] if table else allowed))
+                   for table, column in columns_named(page.read_text())
+                   if column not in (COLUMNS[table] if table else ours))
     assert wrong == [], f"{page.name} names columns the models do not have"
 
 
@@ -235,9 +183,12 @@ def test_every_setting_the_shop_reads_is_in_the_readme_configuration_table():
     assert sorted(read - documented) == []
 
 
-def test_deploys_capacity_figures_are_the_latest_benchs():
+SCALING = ROOT / "docs/SCALING.md"
+
+
+def test_the_capacity_figures_are_the_latest_benchs():
     latest = (ROOT / "bench/results/latest.md").read_text()
-    text = DEPLOY.read_text()
+    text = SCALING.read_text()
     commit = re.search(r"code: (\w+)", latest).group(1)
     cpu = float(re.search(r"^\| app CPU per order[^|]*\| ([\d.]+) ", latest, re.M).group(1))
     orders = re.search(r"^\| orders/s, full cycle[^|]*\| ([\d.]+) ", latest, re.M).group(1)
@@ -248,13 +199,12 @@ def test_deploys_capacity_figures_are_the_latest_benchs():
     assert f"| {float(trips):g} (`EVALSHA` at render, `GETDEL` at submit) |" in text
 
 
-def test_deploys_redis_memory_per_token_is_what_a_real_redis_uses(tmp_path):
+def test_the_redis_memory_per_token_is_what_a_real_redis_uses(tmp_path):
     """INFO memory before and after issuing tokens through the library's TokenStore."""
     from dev.embedded import EmbeddedRedis
-    from submit_once import TokenStore
 
     stated = int(re.search(r"^\| Redis `used_memory` per live token \| (\d+) B \|",
-                           DEPLOY.read_text(), re.M).group(1))
+                           SCALING.read_text(), re.M).group(1))
     server = EmbeddedRedis(tmp_path / "redis", persist=False).start()
     try:
         with redis.Redis.from_url(server.url) as client:

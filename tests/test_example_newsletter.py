@@ -1,30 +1,34 @@
-"""The example app in examples/newsletter, which the pattern doc quotes, really works."""
+"""The library's plain-POST example (flask-submit-once/examples/newsletter, which its
+plain-forms guide shows) works on the shop's servers, through its public surface only."""
 
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
-import redis
 from sqlalchemy import text
 
-from dev.embedded import free_port
-from examples.newsletter.app import create_app
+from dev.embedded import EmbeddedRedis
 from tests.conftest import hidden, lose_the_commit_reply
 
 ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "flask-submit-once/examples"
+sys.path.insert(0, str(EXAMPLES))  # the examples run from their folder: `newsletter.app`
+from newsletter.app import create_app, submit_once  # noqa: E402
 
 
 @pytest.fixture
 def newsletter(servers):
     app = create_app({"SECRET_KEY": "test", "DATABASE_URL": servers.database_url,
-                      "SUBMIT_ONCE_REDIS_URL": servers.redis.url})
+                      "REDIS_URL": servers.redis.url})
     yield app.test_client()
-    app.extensions["newsletter_db"].kw["bind"].dispose()
+    with app.test_request_context():
+        submit_once.session.get_bind().dispose()
+        submit_once.redis.close()
     with servers.engine.begin() as conn:
         conn.execute(text("DROP TABLE newsletter_subscriptions"))
-    app.extensions["submit_once"].store.client.close()
 
 
 def subscriptions(servers) -> int:
@@ -96,38 +100,46 @@ def test_a_typo_keeps_the_token_and_the_fix_subscribes(newsletter, servers):
     assert subscriptions(servers) == 1
 
 
-def test_the_pattern_doc_shows_the_example_from_the_file_itself():
+def test_the_plain_forms_guide_shows_the_example_from_the_file_itself():
     """Included by Sphinx (literalinclude), not pasted: the page cannot drift from it."""
-    doc = ROOT / "flask-submit-once/docs/pattern.md"
-    include = re.search(r"```\{literalinclude\} (\S+)\n:language: python\n```", doc.read_text())
-    assert include, "pattern.md no longer includes examples/newsletter/app.py"
-    assert (doc.parent / include.group(1)).resolve() == ROOT / "examples/newsletter/app.py"
+    doc = ROOT / "flask-submit-once/docs/plain.md"
+    included = re.findall(r"```\{literalinclude\} (\S+)", doc.read_text())
+    assert EXAMPLES / "newsletter/app.py" in {(doc.parent / path).resolve() for path in included}
 
 
-def test_the_example_imports_only_submit_once_of_this_repository():
-    source = (ROOT / "examples/newsletter/app.py").read_text()
-    ours = set(re.findall(r"^(?:from|import) (submit_once|webapp|dev|tests)\b", source, re.M))
-    assert ours == {"submit_once"}
+def test_the_example_imports_only_flask_submit_once_of_this_repository():
+    source = (EXAMPLES / "newsletter/app.py").read_text()
+    ours = set(re.findall(r"^(?:from|import) (\w+)", source, re.M)) & {
+        "flask_submit_once", "submit_once", "webapp", "dev", "tests"}
+    assert ours == {"flask_submit_once"}
 
 
 def test_redis_unreachable_before_the_token_is_spent_keeps_the_input_and_the_token(
-        newsletter, servers):
-    data = open_form(newsletter)
-    store = newsletter.application.extensions["submit_once"].store
-    working, store.client = store.client, redis.Redis(port=free_port())  # nothing listens
+        servers, tmp_path):
+    own = EmbeddedRedis(tmp_path / "redis", persist=True).start()  # stopped, then back
+    app = create_app({"SECRET_KEY": "test", "DATABASE_URL": servers.database_url,
+                      "REDIS_URL": own.url})
+    newsletter = app.test_client()
     try:
+        data = open_form(newsletter)
+        own.stop()
         away = newsletter.post("/subscribe", data=data)
-        again = newsletter.get("/")  # no token for a new form: the app's 503 page
+        again = newsletter.get("/")  # no token for a new form: the library's 503 page
+        own.start()
+        page = away.get_data(as_text=True)
         assert again.status_code == 503 and "could not reach" in again.get_data(as_text=True)
+        assert away.status_code == 503 and "nothing was saved" in page
+        assert hidden(page, "form_token") == data["form_token"]
+        assert 'value="reader@example.com"' in page
+        later = newsletter.post("/subscribe", data=data)  # the same token, Redis back
+        assert later.status_code == 303 and subscriptions(servers) == 1
     finally:
-        store.client.close()
-        store.client = working
-    page = away.get_data(as_text=True)
-    assert away.status_code == 503 and "nothing was saved" in page
-    assert hidden(page, "form_token") == data["form_token"]
-    assert 'value="reader@example.com"' in page
-    assert newsletter.post("/subscribe", data=data).status_code == 303  # the same token, later
-    assert subscriptions(servers) == 1
+        with app.test_request_context():
+            submit_once.session.get_bind().dispose()
+            submit_once.redis.close()
+        own.kill()
+        with servers.engine.begin() as conn:
+            conn.execute(text("DROP TABLE newsletter_subscriptions"))
 
 
 @pytest.mark.parametrize("committed", [True, False], ids=["commit-landed", "commit-lost"])

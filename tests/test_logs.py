@@ -4,13 +4,18 @@ level, logger and request id, that a log pipeline reads without a parser of its 
 from __future__ import annotations
 
 import json
+import logging
 import re
+import socket
+import sys
 from datetime import datetime
 
 from sqlalchemy import text
 
 from tests.conftest import VALID, hidden
+from tests.live import LiveServer
 from tests.pauses import after_consume
+from webapp.logs import JsonLines, NoClientDetails
 
 TIME = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z")
 
@@ -65,3 +70,51 @@ def test_a_views_warning_is_a_json_line_with_time_level_logger_and_the_request_i
     everything = json.dumps(lines)
     assert form["form_token"] not in everything and form["csrf_token"] not in everything
     assert VALID["email"] not in everything and "test-secret" not in everything
+
+
+#: Request lines gunicorn refuses (issue 30: each was logged with the client's address and
+#: up to ~4 KB of what it sent). Each holds "attacker" where gunicorn would echo it.
+MALFORMED = [
+    b"<script>attacker</script>" * 160,           # no method, no version: 4,000 bytes
+    b"G\x01T /orders/attacker HTTP/1.1",            # a method of control characters
+    b"GET /orders/attacker HTTP/9.attacker",       # no such version
+    b"GET /orders/attacker\x00 HTTP/1.1",           # a NUL in the path
+    b"GET /" + b"attacker" * 700 + b" HTTP/1.1",   # longer than limit_request_line
+]
+
+
+def test_gunicorn_logs_a_malformed_request_without_the_client_address_or_what_it_sent(
+        servers):
+    live = LiveServer(servers, workers=1, threads=2)
+    live.args[3:3] = ["-c", "python:webapp.gunicorn_conf"]  # the production settings
+    with live:
+        for line in MALFORMED:
+            # From 127.0.0.2: gunicorn's own "Listening at" line names 127.0.0.1.
+            with socket.create_connection(("127.0.0.1", live.port), timeout=10,
+                                          source_address=("127.0.0.2", 0)) as sock:
+                sock.sendall(line + b"\r\n\r\n")
+                answer = sock.recv(100)  # gunicorn logs before it answers
+            assert answer.startswith((b"HTTP/1.1 400", b"HTTP/1.1 414")), answer
+        output = live.output()
+    lines = json_lines(output)
+    refused = [line for line in lines if line["message"].lower().startswith("invalid request")]
+    print(*(line["message"] for line in refused), sep="\n")
+    assert len(refused) == len(MALFORMED)
+    assert all(line["logger"] == "gunicorn.error" and line["level"] == "WARNING"
+               for line in refused)
+    assert "127.0.0.2" not in output and "attacker" not in output
+
+
+def test_gunicorns_error_handling_a_request_line_keeps_its_traceback_but_not_the_path():
+    """What gunicorn logs when the app itself raised (Flask answers 500 before that, so
+    this is a filter's test, not a server's): the path may hold an order's key."""
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        record = logging.getLogger("gunicorn.error").makeRecord(
+            "gunicorn.error", logging.ERROR, __file__, 1, "Error handling request %s %s",
+            ("GET", "/orders/Xk3-private-key-of-22"), sys.exc_info())
+    assert NoClientDetails().filter(record)
+    line = json.loads(JsonLines().format(record))
+    assert line["message"] == "error handling a request" and line["error"] == "RuntimeError"
+    assert "private-key" not in json.dumps(line)

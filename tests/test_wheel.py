@@ -20,6 +20,7 @@ import re
 import secrets
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import time
@@ -33,7 +34,9 @@ import pytest
 
 from dev.embedded import free_port
 from tests.conftest import Servers
+from tests.deploy_machine import WALKTHROUGH, Machine, section_blocks
 from tests.live import open_form, request
+from tests.nginx import DEPLOY, NGINX, Nginx, Ports, Shopper, fetch, needs_nginx
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "flask-submit-once"
@@ -105,11 +108,14 @@ def wheels(tmp_path_factory: pytest.TempPathFactory) -> Wheels:
         (source / name).parent.mkdir(exist_ok=True)
         (source / name).write_bytes(b"# not an asset\n")
     started = time.monotonic()
-    subprocess.run([sys.executable, "-m", "pip", "wheel", *PIP, "--no-deps",
-                    "--wheel-dir", str(base / "dist"), str(source / LIBRARY.name), str(source)],
-                   check=True, timeout=180)
-    (shop,) = (base / "dist").glob("webapp-*.whl")
-    (library,) = (base / "dist").glob("flask_submit_once-*.whl")
+    # DEPLOY.md's own command, in the copy, with this venv's python.
+    (build,) = [block for block in section_blocks(DEPLOY, WALKTHROUGH) if "pip wheel" in block]
+    subprocess.run(["bash", "-euo", "pipefail", "-c", build], cwd=source, check=True,
+                   timeout=180, env={**os.environ, "PIP_QUIET": "1",
+                                     "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+                                     "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    (shop,) = (source / "dist").glob("webapp-*.whl")
+    (library,) = (source / "dist").glob("flask_submit_once-*.whl")
     print(f"wheels built in {time.monotonic() - started:.1f} s")
     return Wheels(shop, library, source)
 
@@ -332,3 +338,72 @@ def test_a_checkout_runs_without_installing_the_shop(installed, wheels, environm
     assert (Path(templates), Path(static)) == (wheels.source / "templates",
                                                wheels.source / "static")
     assert statuses == ["200", "404"]
+
+
+def stand_ins(servers: Servers, ports: dict[str, int], venv: Path) -> dict[str, str]:
+    """What the walk-through names that the suite's servers, ports and venv stand in for."""
+    return {"/srv/shop/venv": str(venv),
+            "@localhost/shop": f"@127.0.0.1:{servers.postgres.port}/shop",
+            "redis://localhost:6379/0": servers.redis.url,
+            "shop.example:443:127.0.0.1": f"shop.example:{ports['443']}:127.0.0.1",
+            "https://shop.example/": f"https://shop.example:{ports['443']}/"}
+
+
+@needs_nginx
+def test_deploys_walk_through_ends_in_a_stocked_shop_behind_nginx_with_tls(
+        installed, wheels, servers, tmp_path):
+    """Every command of DEPLOY.md's walk-through, in order, on a machine in tmp_path
+    (tests/deploy_machine.py). Its venv is the one this module's fixture made from the same
+    dist/: venv and pip run on it again, and find nothing to fetch."""
+    ports = {name: free_port() for name in ("443", "80", "8000", "9108")}
+    machine = Machine(tmp_path, ports=ports, nginx=str(NGINX), postgres={
+        "host": "127.0.0.1", "port": str(servers.postgres.port), "user": "postgres",
+        "bin": str(servers.postgres.bin)})
+    (machine.root / "srv/shop").mkdir()
+    release = tmp_path / "release"  # the folder the operator runs it in
+    (release / "docs").mkdir(parents=True)
+    (release / "dist").symlink_to(wheels.shop.parent)
+    shutil.copy(wheels.source / "docs" / "nginx.conf", release / "docs")
+    script = "\n".join(block for block in section_blocks(DEPLOY, WALKTHROUGH)
+                       if "pip wheel" not in block)
+    for old, new in stand_ins(servers, ports, installed.venv).items():
+        assert old in script, old
+        script = script.replace(old, new)
+    started = time.monotonic()
+    try:
+        ran = machine.run(script, cwd=release,
+                          path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+        print(f"walk-through: {time.monotonic() - started:.1f} s; the stand-ins were asked:\n"
+              f"{machine.commands()}")
+        assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
+        for sku in ("SENCHA-100", "ASSAM-250", "GIFT-BOX"):
+            assert sku in ran.stdout, ran.stdout  # products list
+        # certbot's hook copied its certificate and reloaded nginx: trust only that one now.
+        issued = machine.root / "etc/letsencrypt/live/shop.example/fullchain.pem"
+        site = Nginx(machine.root / "var/log/nginx", Ports(ports["443"], 0, ports["80"]),
+                     ssl.create_default_context(cafile=str(issued)))
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                placed = Shopper(site).place_order()
+                break
+            except ssl.SSLError:  # the old certificate until nginx has reloaded
+                assert time.monotonic() < deadline, "nginx still serves the first certificate"
+                time.sleep(0.1)
+        assert placed.status == 303, placed.body[:300]
+        worker = fetch(ports["443"], "GET", "/refund-worker/healthz", context=site.context,
+                       host=f"app-a:{ports['443']}")
+        assert worker.status == 200 and '"status": "ok"' in worker.body
+        with psycopg.connect(servers.postgres.url("shop").replace("+psycopg", "")) as conn:
+            assert conn.execute("SELECT p.sku, o.quantity FROM orders o JOIN products p "
+                                "ON p.id = o.product_id").fetchall() == [("SENCHA-100", 2)]
+    finally:
+        machine.stop()
+    key = placed.headers["location"].rsplit("/", 1)[1]
+    for log in ("access.log", "error.log"):
+        assert key not in (machine.root / "var/log/nginx" / log).read_text(), log
+        with psycopg.connect(servers.postgres.url().replace("+psycopg", ""),
+                             autocommit=True) as conn:
+            conn.execute("DROP DATABASE IF EXISTS shop WITH (FORCE)")
+            conn.execute("DROP ROLE IF EXISTS shop")
+    print(f"walk-through and the order after it: {time.monotonic() - started:.1f} s")

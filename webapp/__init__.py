@@ -15,6 +15,7 @@ from . import (
     config,
     db,
     errors,
+    forms,
     health,
     metrics,
     payments,
@@ -65,6 +66,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     cli.init_app(app)
     submit_once.init_app(app, sessions=app.extensions["db"],
                          client=redis_urls.make_client(app.config["REDIS_URL"]))
+    forms.init_app(app)  # before the CSRF check, which cannot read a nameless form part
     csrf.init_app(app)
     security.init_app(app)
     errors.init_app(app)

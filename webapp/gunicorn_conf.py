@@ -16,14 +16,17 @@ from pathlib import Path
 # (docs/nginx.conf). Reachable from elsewhere, gunicorn's gthread workers are held by
 # slow clients, and with TRUSTED_PROXIES set a client could choose its own address.
 bind = os.environ.get("BIND", "127.0.0.1:8000")
+# Threads: requests mostly wait on Redis and PostgreSQL, and a duplicate waits for the first
+# submit in its thread, holding no database connection meanwhile.
 workers = int(os.environ.get("WEB_CONCURRENCY", 2 * (os.cpu_count() or 1)))
 threads = int(os.environ.get("WEB_THREADS", 8))
 worker_class = "gthread"
 # Longer than SUBMIT_ONCE_WAIT_SECONDS (10 s by default): a duplicate waiting for the first
-# submit must not be killed as a hung worker.
+# submit must not be killed as a hung worker. A worker killed mid-submit leaves no half
+# order (one transaction), so the grace period only spares the customer a retry.
 timeout = 30
 graceful_timeout = 20
-keepalive = 5
+keepalive = 5  # below a proxy's idle timeout for connections it keeps open to the app
 accesslog = None  # the app writes one JSON line per request itself (webapp/request_log.py)
 # Trust no forwarded header here: gunicorn would take X-Forwarded-Proto/-Ssl/-Protocol
 # from loopback (or any Unix socket) as HTTPS whatever TRUSTED_PROXIES says. The scheme
@@ -38,11 +41,14 @@ control_socket_disable = not os.environ.get("GUNICORN_CONTROL_SOCKET")
 if os.environ.get("GUNICORN_CONTROL_SOCKET"):
     control_socket = os.environ["GUNICORN_CONTROL_SOCKET"]
 # gunicorn's own lines (start, workers booted and killed) as JSON lines like the app's
-# (webapp/logs.py), on stderr; no access log: the app writes its own request line.
+# (webapp/logs.py), on stderr, without a client's address or what it sent; no access
+# log: the app writes its own request line.
 logconfig_dict = {
     "root": {"level": "WARNING", "handlers": ["json"]},
+    "filters": {"no_client_details": {"()": "webapp.logs.NoClientDetails"}},
     "loggers": {
-        "gunicorn.error": {"level": "INFO", "handlers": [], "propagate": True},
+        "gunicorn.error": {"level": "INFO", "handlers": [], "propagate": True,
+                           "filters": ["no_client_details"]},
         "gunicorn.access": {"level": "CRITICAL", "handlers": [], "propagate": False},
     },
     "handlers": {"json": {"class": "logging.StreamHandler", "formatter": "json",

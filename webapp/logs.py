@@ -10,12 +10,15 @@ the worker's ``message_id``, ``order_number`` …) and, for an exception, ``erro
 
 What is logged is chosen where it is logged: never a token, a secret, a form field
 or an order's private key (tests/test_security.py and tests/test_logs.py look).
+gunicorn's own lines are the exception, chosen in gunicorn: :class:`NoClientDetails`
+takes out what they would carry of a client.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -23,7 +26,7 @@ from datetime import UTC, datetime
 from flask import Flask, g, has_request_context
 from flask.logging import default_handler
 
-__all__ = ["JsonLines", "bind", "configure", "init_app"]
+__all__ = ["JsonLines", "NoClientDetails", "bind", "configure", "init_app"]
 
 #: Fields every line of this context carries (an asyncio task's, a thread's): the
 #: refund worker binds the message it handles. Replaced, never mutated.
@@ -65,6 +68,32 @@ class JsonLines(logging.Formatter):
             line["error"] = record.exc_info[0].__name__
             line["traceback"] = self.formatException(record.exc_info)
         return json.dumps(line, default=str, separators=(",", ":"), ensure_ascii=False)
+
+
+#: gunicorn's own words at the start of its reason for refusing a request ("Invalid HTTP
+#: request line", "Request Line is too large"), up to the quote, colon or number after
+#: which it repeats what the client sent.
+_GUNICORN_WORDS = re.compile(r"[A-Za-z][A-Za-z ]{0,60}")
+
+
+class NoClientDetails(logging.Filter):
+    """gunicorn's lines about a request it could not serve, without the client's address
+    and without what the client sent (webapp/gunicorn_conf.py sets it on gunicorn.error).
+
+    ``Invalid request from ip=<address>: <reason and up to ~4 KB of the request line>``
+    becomes ``invalid request refused: <gunicorn's words for the reason>``, and ``Error
+    handling request <method> <path>`` (a path may hold an order's key) loses its path;
+    the traceback stays."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message.startswith("Invalid request from ip="):
+            reason = _GUNICORN_WORDS.match(message.partition(": ")[2])
+            record.msg = "invalid request refused: %s"
+            record.args = (reason.group().strip() if reason else "unreadable",)
+        elif message.startswith("Error handling request"):
+            record.msg, record.args = "error handling a request", ()
+        return True
 
 
 class _Stderr(logging.StreamHandler):

@@ -11,13 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 from flask import Response, json
-from pydantic import AfterValidator, ValidationError
+from pydantic import AfterValidator, BeforeValidator, ValidationError
 from pydantic_core import PydanticCustomError
 from werkzeug.exceptions import HTTPException
 
 from .order_rules import has_control_chars
 
 __all__ = ["NOT_AN_OBJECT", "PROBLEMS", "ApiProblem", "field_errors", "printable", "problem",
+           "whole_number",
            "problem_for_http_error", "problem_type"]
 
 #: slug -> (status, title). Slugs are part of the API: never rename one.
@@ -89,6 +90,16 @@ def problem_for_http_error(error: HTTPException) -> Response:
 
 
 NOT_AN_OBJECT = "The body must be a JSON object."
+
+
+def whole_number() -> BeforeValidator:
+    """Takes ``2.0`` as 2: JSON Schema's "integer" is any number without a fraction, and
+    the document says "integer". Other floats, ``true`` and ``"2"`` stay refused."""
+    def whole(value: object) -> object:
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
+    return BeforeValidator(whole)
 
 
 def printable(allow: str = "") -> AfterValidator:

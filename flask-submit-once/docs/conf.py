@@ -1,26 +1,32 @@
-"""Sphinx configuration: the narrative (pattern.md) and the API from the docstrings.
+"""Sphinx configuration: the narrative pages (Markdown) and the API from the docstrings.
 
 Build, warnings as errors (tests/test_docs.py does the same)::
 
-    python -m sphinx -W --keep-going -b html flask-submit-once/docs build/docs
+    python -m sphinx -W --keep-going -b html docs docs/_build
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Any
 
 from docutils import nodes
 from sphinx.addnodes import pending_xref
 from sphinx.application import Sphinx
 from sphinx.environment import BuildEnvironment
+from sphinx.ext.intersphinx import missing_reference
 from werkzeug.exceptions import HTTPException
 
-import submit_once
+import flask_submit_once
+
+# autodoc reads the mixin's declared attributes off the mixin itself, which SQLAlchemy warns
+# about (they are meant for the models that use it).
+warnings.filterwarnings("ignore", "Unmanaged access of declarative attribute")
 
 project = "Flask-Submit-Once"
 copyright = "the submit-once developers"
-release = version = submit_once.__version__
+release = version = flask_submit_once.__version__
 
 extensions = [
     "sphinx.ext.autodoc",
@@ -35,26 +41,31 @@ html_title = f"Flask-Submit-Once {release}"
 # Every reference must resolve: a typo in a docstring's :class:`...` fails the build.
 nitpicky = True
 nitpick_ignore = [
-    # The type variables of the generic outcomes and callables (create returns a T,
-    # Created[T] carries it): placeholders, with nothing to link to.
-    ("py:class", "submit_once.runner.T"),
-    ("py:obj", "submit_once.runner.T"),
-    ("py:class", "submit_once.forms.T"),
-    ("py:class", "submit_once.extension.T"),
-    ("py:class", "T"),  # the same, where a signature could only be read as written
+    # Type variables and private aliases in signatures: placeholders, nothing to link to.
+    ("py:class", "View"),
+    ("py:class", "T"),
+    ("py:class", "flask_submit_once._model.T"),
+    ("py:class", "flask.typing.ResponseReturnValue"),
+    ("py:class", "ResponseReturnValue"),
+]
+nitpick_ignore_regex = [
+    # The private aliases a signature names (the parameter's text says what they take).
+    ("py:class",
+     r"(flask_submit_once\._\w+\.)?(Sessions|RedisClient|Fields|Message|Kind|Data|Then)"),
 ]
 
 autodoc_member_order = "bysource"
 add_module_names = False
 python_use_unqualified_type_names = True
-# String type aliases, so signatures name them instead of failing to evaluate them in a
-# module that does not import what they stand for.
 autodoc_type_aliases = {
-    "RedisClient": "submit_once.tokens.RedisClient",
-    "Sessions": "submit_once.runner.Sessions",
+    "RedisClient": "flask_submit_once._tokens.RedisClient",
+    "Sessions": "flask_submit_once._sessions.Sessions",
+    "Fields": "flask_submit_once._form.Fields",
+    "Message": "flask_submit_once._answers.Message",
+    "Kind": "flask_submit_once._outcome.Kind",
 }
 
-# GitHub-style anchors, so pattern.md's [what to copy](#what-to-copy) links resolve here too.
+# GitHub-style anchors, so a page's [text](#a-heading) links resolve here too.
 myst_heading_anchors = 3
 # ```mermaid fences (as GitHub renders them) become diagrams.
 myst_fence_as_directive = ["mermaid"]
@@ -75,26 +86,28 @@ intersphinx_mapping = {
     }.items()
 }
 
-#: The modules the root re-exports from, where each name is documented.
-_HOMES = ["submit_once.extension", "submit_once.forms", "submit_once.runner",
-          "submit_once.tokens", "submit_once.signals"]
+
+#: Names that signatures show as written (their annotations could not be evaluated), and
+#: what they are.
+_AS_WRITTEN = {"Session": "sqlalchemy.orm.Session"}
 
 
 def _root_names(app: Sphinx, env: BuildEnvironment, node: pending_xref,
                 contnode: nodes.TextElement) -> nodes.Element | None:
-    """``submit_once.Name`` (how docstrings name what the root re-exports) resolves to
-    the module ``Name`` is documented in."""
+    """``flask_submit_once._module.Name`` (where a signature's annotation finds a root
+    name: its ``__module__``) resolves to ``flask_submit_once.Name``, where it is
+    documented; a bare ``Session`` to SQLAlchemy's."""
     target = node.get("reftarget", "")
-    if node.get("refdomain") != "py" or not target.startswith("submit_once."):
+    if node.get("refdomain") != "py":
         return None
-    rest = target.removeprefix("submit_once.")
-    domain = env.domains["py"]
-    for home in _HOMES:
-        found = domain.resolve_xref(env, node["refdoc"], app.builder, node["reftype"],
-                                    f"{home}.{rest}", node, contnode)
-        if found is not None:
-            return found
-    return None
+    if target in _AS_WRITTEN:
+        node["reftarget"] = _AS_WRITTEN[target]
+        return missing_reference(app, env, node, contnode)
+    found = re.fullmatch(r"flask_submit_once\._\w+\.(\w+(?:\.\w+)?)", target)
+    if not found:
+        return None
+    return env.domains["py"].resolve_xref(env, node["refdoc"], app.builder, node["reftype"],
+                                         f"flask_submit_once.{found.group(1)}", node, contnode)
 
 
 def _signature(app: Sphinx, what: str, name: str, obj: Any, options: Any,

@@ -69,6 +69,8 @@ INVENTORIES: dict[str, tuple[str, str, list[tuple[str, str, str]]]] = {
          "exceptions/#werkzeug.exceptions.TooManyRequests"),
         ("werkzeug.exceptions.Forbidden", "py:exception",
          "exceptions/#werkzeug.exceptions.Forbidden"),
+        ("werkzeug.exceptions.ServiceUnavailable", "py:exception",
+         "exceptions/#werkzeug.exceptions.ServiceUnavailable"),
         ("werkzeug.test.TestResponse", "py:class", "test/#werkzeug.test.TestResponse"),
     ]),
     "markupsafe": ("MarkupSafe", "stable", [

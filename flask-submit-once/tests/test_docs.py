@@ -1,38 +1,567 @@
-"""The Sphinx docs build with warnings as errors, and document the whole public surface."""
+"""The library's docs are true.
+
+Sphinx builds them with warnings as errors and documents every public name; every
+``flask_submit_once`` name, setting and template attribute a page mentions exists; the
+pages name nothing outside this folder; and the code they show runs against the suite's
+real Redis and PostgreSQL: the README's quick start (as a plain POST, Turbo, htmx and
+fetch send it), each guide's files on top of it, the testing guide's suite under pytest,
+and the examples the guides include.
+"""
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import importlib
 import re
+import runpy
 import subprocess
 import sys
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import pytest
+import redis
+from flask import Flask
+from sqlalchemy import Engine, create_engine, text
+from werkzeug.test import TestResponse
 
-import submit_once
+import flask_submit_once
+from flask_submit_once import SubmitOnce, signals, testing
+from flask_submit_once.testing import FormPage, OnceForms, landed_on
 
-DOCS = Path(__file__).resolve().parent.parent / "docs"
+LIBRARY = Path(__file__).resolve().parents[1]
+DOCS, EXAMPLES = LIBRARY / "docs", LIBRARY / "examples"
+README, CHANGELOG = LIBRARY / "README.md", LIBRARY / "CHANGELOG.md"
+PAGES = [README, EXAMPLES / "README.md", *sorted(DOCS.glob("*.md")), DOCS / "api.rst"]
+by_page = pytest.mark.parametrize("page", PAGES, ids=lambda page: page.name)
+ADA, GRACE = "ada@example.com", "grace@example.com"
+#: What Turbo Drive sends as Accept with a form.
+TURBO_ACCEPT = "text/vnd.turbo-stream.html, text/html, application/xhtml+xml"
+HTMX = {"HX-Request": "true"}
 
+
+# --- The code the pages show --------------------------------------------------------------
+
+FENCE = re.compile(r"^ *```([\w+-]+)\n(.*?)^ *```$", re.S | re.M)
+#: A block that is a file names it on its first line: ``# app.py``, ``{# templates/x.html #}``.
+FILE_NAME = re.compile(r"\A(?:# (\S+\.py)|\{# (\S+) #\})\n")
+#: Every Python file a page shows, and the page: each is run by a test below.
+RUN = {"app.py": README, "seats.py": DOCS / "plain.md", "api.py": DOCS / "fetch.md",
+       "conftest.py": DOCS / "testing.md", "test_signup.py": DOCS / "testing.md",
+       "token_store.py": DOCS / "pattern.md"}
+
+
+def files_of(page: Path) -> dict[str, str]:
+    """The files a page's code blocks are, by name."""
+    files = {}
+    for _, body in FENCE.findall(page.read_text()):
+        named = FILE_NAME.match(body)
+        if named:
+            files[named.group(1) or named.group(2)] = body
+    return files
+
+
+def test_every_python_block_is_a_file_that_a_test_here_runs() -> None:
+    shown: dict[str, Path] = {}
+    for page in [*PAGES, CHANGELOG]:
+        for language, body in FENCE.findall(page.read_text()):
+            if language == "python":
+                named = FILE_NAME.match(body)
+                assert named, f"{page.name}: a Python block that names no file:\n{body}"
+                shown[named.group(1)] = page
+    assert shown == RUN
+
+
+@dataclass
+class QuickStart:
+    """The README's quick start, written out as a user would, imported as ``app``."""
+    folder: Path
+    module: ModuleType
+
+    @property
+    def app(self) -> Flask:
+        return self.module.app  # type: ignore[no-any-return]
+
+    def forms(self) -> OnceForms:
+        return OnceForms(self.app.test_client())
+
+    def add(self, page: Path, name: str) -> ModuleType:
+        """A guide's files beside the quick start, and its module ``name`` imported."""
+        write(self.folder, files_of(page))
+        return importlib.import_module(name)
+
+    def count(self, model: Any = None) -> Callable[[], int]:
+        """``rows()``: how many rows of ``model`` (default: the quick start's ``Signup``)."""
+        db, model = self.module.db, model or self.module.Signup
+
+        def rows() -> int:
+            with self.app.app_context():
+                return int(db.session.scalar(db.select(db.func.count()).select_from(model)))
+        return rows
+
+
+def write(folder: Path, files: dict[str, str]) -> None:
+    for name, body in files.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(body)
+
+
+def quick_start_env(monkeypatch: pytest.MonkeyPatch, redis_url: str, database_url: str) -> None:
+    """What the quick start reads (``app.config.from_prefixed_env()``)."""
+    monkeypatch.setenv("FLASK_SECRET_KEY", "docs")
+    monkeypatch.setenv("FLASK_SQLALCHEMY_DATABASE_URI", database_url)
+    monkeypatch.setenv("FLASK_REDIS_URL", redis_url)
+
+
+@pytest.fixture
+def quick_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str,
+                database_url: str) -> Iterator[QuickStart]:
+    write(tmp_path, files_of(README))
+    quick_start_env(monkeypatch, redis_url, database_url)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    for name in RUN:
+        sys.modules.pop(name.removesuffix(".py"), None)
+    module = importlib.import_module("app")
+    yield QuickStart(tmp_path, module)
+    for name in RUN:
+        sys.modules.pop(name.removesuffix(".py"), None)
+    with module.app.app_context():
+        module.db.session.remove()
+        module.db.drop_all()
+        module.db.engine.dispose()
+        module.submit_once.redis.close()
+
+
+def test_the_quick_start_makes_one_signup_of_a_double_click(quick_start: QuickStart) -> None:
+    forms = quick_start.forms()
+    shown = forms.client.get("/signup")
+    page = forms.page("/signup", shown.text)
+    # Back shows the form as it was, spent token and all: cached, and posted elsewhere.
+    assert shown.headers["Cache-Control"] == "private, no-cache"
+    assert "Cookie" not in shown.headers.get("Vary", "") and page.url.endswith("/signup/send")
+    answers = page.submit_twice({"email": ADA})
+    assert [answer.status_code for answer in answers] == [303, 303]
+    where = forms.assert_once(answers, rows=quick_start.count())
+    assert f"{ADA} is signed up" in forms.client.get(where).text
+
+
+def fetch_headers(page: FormPage) -> dict[str, str]:
+    """The headers the fetch guide's script sends, with the values it reads from the form."""
+    (script,) = (body for language, body in FENCE.findall((DOCS / "fetch.md").read_text())
+                 if language == "js")
+    sent = dict(re.findall(r'"(X-[\w-]+)": field\("(\w+)"\)\.value', script))
+    assert set(sent) == {"X-CSRFToken", "X-Submit-Once-Token"}, sent
+    values = {**page.hidden, "form_token": page.token}
+    return {header: str(values[field]) for header, field in sent.items()}
+
+
+def test_the_quick_start_answers_turbo_htmx_and_fetch_from_the_same_code(
+        quick_start: QuickStart) -> None:
+    forms = quick_start.forms()
+    turbo = forms.open("/signup").submit_twice({"email": ADA},
+                                               headers={"Accept": TURBO_ACCEPT})
+    htmx = forms.open("/signup").submit_twice({"email": GRACE}, headers=HTMX)
+    page = forms.open("/signup")
+    fetched = [forms.client.post(page.url, json={"email": "lin@example.com"},
+                                 headers=fetch_headers(page)) for _ in range(2)]
+    assert [a.status_code for a in turbo] == [303, 303]
+    assert [a.status_code for a in htmx] == [200, 200] and "HX-Redirect" in htmx[0].headers
+    assert [a.status_code for a in fetched] == [201, 200]
+    assert [a.json["status"] for a in fetched] == ["created", "duplicate"]  # type: ignore[index]
+    places = [forms.assert_once(answers, rows=lambda: 1) for answers in (turbo, htmx, fetched)]
+    assert len(set(places)) == 3 and quick_start.count()() == 3
+
+
+def test_the_quick_start_keeps_what_the_user_typed_and_says_why(quick_start: QuickStart) -> None:
+    forms = quick_start.forms()
+    page = forms.open("/signup")
+    typo = page.submit({"email": "ada@"})
+    assert typo.status_code == 422 and forms.page("/signup", typo.text).token == page.token
+    page.submit({"email": ADA})
+    edited = page.submit({"email": GRACE})  # Back, edit, submit
+    assert edited.status_code == 409 and f'value="{GRACE}"' in edited.text
+    assert forms.page("/signup", edited.text).token not in (None, page.token)
+    script = page.submit({"email": GRACE}, json=True)
+    assert script.status_code == 409 and script.json["reason"] == "changed"  # type: ignore[index]
+    assert script.json["existing"] == landed_on(page.submit({"email": ADA}))  # type: ignore[index]
+    lost = forms.open("/signup")
+    lost_answer = lost.submit({"email": GRACE, "csrf_token": "expired"})
+    assert lost_answer.status_code == 400 and f'value="{GRACE}"' in lost_answer.text
+    assert forms.page("/signup", lost_answer.text).token != lost.token
+    assert quick_start.count()() == 1
+
+
+def test_the_plain_guides_seats_book_once_refuse_and_say_so(quick_start: QuickStart) -> None:
+    seats = quick_start.add(DOCS / "plain.md", "seats")
+    with quick_start.app.app_context():
+        seats.db.session.add_all([seats.Event(id=1, seats_left=5),
+                                  seats.Event(id=2, seats_left=5)])
+        seats.db.session.commit()
+    forms, bookings = quick_start.forms(), quick_start.count(seats.Booking)
+    page = forms.open("/events/1")
+    where = forms.assert_once(page.submit_twice({"seats": "3"}), rows=bookings)
+    assert "Booked: 3 seats." in forms.client.get(where).text  # flashed once, for the first
+    assert "Booked: " not in forms.client.get(where).text
+    refused = forms.open("/events/1").submit({"seats": "3"})
+    assert refused.status_code == 409 and "Not that many seats" in refused.text
+    assert "2 seats left" in refused.text and 'value="3"' in refused.text
+    elsewhere = forms.open("/events/1").submit({"seats": "1"}, to="/events/2/book")
+    assert elsewhere.status_code == 409 and bookings() == 1  # each event's form is its own
+
+
+def test_the_fetch_guides_api_takes_each_key_once(quick_start: QuickStart) -> None:
+    quick_start.add(DOCS / "fetch.md", "api")
+    client = quick_start.app.test_client()
+
+    def send(key: str | None, body: object) -> TestResponse:
+        return client.post("/api/signups", json=body,
+                           headers={"Idempotency-Key": key} if key else {})
+    first, again = send("key-000001", {"email": ADA}), send("key-000001", {"email": ADA})
+    assert (first.status_code, again.status_code) == (201, 201)
+    assert again.headers["Idempotent-Replayed"] == "true"
+    assert first.headers["Location"] == again.headers["Location"]
+    assert send("key-000001", {"email": GRACE}).status_code == 422  # another request
+    assert send(None, {"email": GRACE}).status_code == 400
+    assert send("key-000002", {"mail": GRACE}).status_code == 422  # the key is given back
+    assert send("key-000002", {"email": GRACE}).status_code == 201
+    assert quick_start.count()() == 2
+
+
+def test_the_testing_guides_suite_passes_against_the_quick_start(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str, database_url: str,
+        database: Engine) -> None:
+    write(tmp_path, {**files_of(README), **files_of(DOCS / "testing.md")})
+    quick_start_env(monkeypatch, redis_url, database_url)
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                          "-W", "error", str(tmp_path)], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0 and re.search(r"\b5 passed", run.stdout), run.stdout + run.stderr
+    drop_tables(database, "signup")
+
+
+@pytest.fixture
+def database(database_url: str) -> Iterator[Engine]:
+    """An engine on the suite's database, to count and drop what a page's code made."""
+    engine = create_engine(database_url)
+    yield engine
+    engine.dispose()
+
+
+def drop_tables(engine: Engine, *tables: str) -> None:
+    with engine.begin() as conn:
+        for table in tables:
+            conn.execute(text(f"DROP TABLE IF EXISTS {table}"))
+
+
+def rows(engine: Engine, table: str) -> Callable[[], int]:
+    def count() -> int:
+        with engine.connect() as conn:
+            return int(conn.scalar(text(f"SELECT count(*) FROM {table}")))
+    return count
+
+
+def test_the_pattern_pages_token_store_runs(tmp_path: Path, redis_url: str,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    write(tmp_path, files_of(DOCS / "pattern.md"))
+    monkeypatch.setenv("REDIS_URL", redis_url)
+    ran = runpy.run_path(str(tmp_path / "token_store.py"))  # its asserts are the test
+    assert ran["store"].ttl == 3600
+
+
+# --- The examples the guides include ------------------------------------------------------
+
+@pytest.fixture
+def example(redis_url: str, database_url: str, database: Engine,
+            monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], Flask]]:
+    """``example(name)``: ``examples/<name>/app.py``'s app, imported as its folder runs it."""
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    made: list[tuple[ModuleType, Flask]] = []
+
+    def make(name: str) -> Flask:
+        module = importlib.import_module(f"{name}.app")
+        app: Flask = module.create_app({"SECRET_KEY": "docs", "DATABASE_URL": database_url,
+                                        "SQLALCHEMY_DATABASE_URI": database_url,
+                                        "REDIS_URL": redis_url, "TESTING": True})
+        made.append((module, app))
+        return app
+    yield make
+    for module, app in made:
+        with app.test_request_context():
+            module.submit_once.session.get_bind().dispose()
+            module.submit_once.redis.close()
+        metadata = module.Base.metadata if hasattr(module, "Base") else module.db.metadata
+        drop_tables(database, *(table.name for table in reversed(metadata.sorted_tables)))
+
+
+def test_the_newsletter_example_subscribes_once_as_a_plain_form(
+        example: Callable[[str], Flask], database: Engine) -> None:
+    app = example("newsletter")
+    forms = OnceForms(app.test_client())
+    answers = forms.open("/").submit_twice({"email": ADA})
+    assert [answer.status_code for answer in answers] == [303, 303]
+    forms.assert_once(answers, rows=rows(database, "newsletter_subscriptions"))
+
+
+def test_the_turbo_example_answers_turbo_as_a_plain_form(
+        example: Callable[[str], Flask], database: Engine) -> None:
+    app = example("turbo_signup")
+    forms, turbo = OnceForms(app.test_client()), {"Accept": TURBO_ACCEPT}
+    page = forms.open("/")
+    typo = page.submit({"email": "ada@"}, headers=turbo)
+    assert typo.status_code == 422 and "Invalid email address." in typo.text
+    answers = page.submit_twice({"email": ADA}, headers=turbo)
+    assert [answer.status_code for answer in answers] == [303, 303]
+    forms.assert_once(answers, rows=rows(database, "turbo_signups"))
+
+
+def test_the_htmx_example_redirects_the_signup_and_keeps_two_forms_apart(
+        example: Callable[[str], Flask], database: Engine) -> None:
+    app = example("htmx_signup")
+    forms = OnceForms(app.test_client())
+    shown = forms.client.get("/").text
+    signup, question = forms.page("/", shown), forms.page("/", shown, form=1)
+    assert signup.url.endswith("/signup") and question.url.endswith("/questions")
+    typo = signup.submit({"email": "ada@"}, headers=HTMX)  # the sign-up's fragment alone
+    assert typo.status_code == 422 and typo.text.count("<form") == 1 and 'role="alert"' in typo.text
+    plain = signup.submit({"email": "ada@"})  # the whole page: the message on its form only
+    assert plain.text.count("<form") == 2 and plain.text.count('role="alert"') == 1
+    assert plain.text.index('role="alert"') < plain.text.index('action="/questions"')
+    answers = signup.submit_twice({"email": ADA}, headers=HTMX)
+    assert [answer.status_code for answer in answers] == [200, 200]
+    assert all("HX-Redirect" in answer.headers for answer in answers)
+    forms.assert_once(answers, rows=rows(database, "htmx_signups"))
+    asked = question.submit({"text": ""})  # without htmx: the question's own page
+    assert asked.status_code == 422 and "<h1>Your question</h1>" in asked.text
+
+
+def test_the_htmx_example_answers_the_question_in_place_with_a_fresh_form(
+        example: Callable[[str], Flask], database: Engine) -> None:
+    app = example("htmx_signup")
+    forms = OnceForms(app.test_client())
+    question = forms.open("/", form=1)
+    answer = question.submit({"text": "When does it open?"}, headers=HTMX)
+    assert answer.status_code == 201 and "When does it open?" in answer.text
+    following = forms.page("/", answer.text)  # the form for the next question
+    assert following.token not in (None, question.token)
+    assert landed_on(answer) == answer.headers["Content-Location"]
+    forms.assert_once([answer], rows=rows(database, "htmx_questions"))
+    assert following.submit({"text": "Is it free?"}, headers=HTMX).status_code == 201
+
+
+def test_the_htmx_example_answers_a_repeated_question_in_place_with_its_result(
+        example: Callable[[str], Flask]) -> None:
+    app = example("htmx_signup")
+    question = OnceForms(app.test_client()).open("/", form=1)
+    answers = question.submit_twice({"text": "When does it open?"}, headers=HTMX)
+    assert [answer.status_code for answer in answers] == [201, 200]
+    assert all("When does it open?" in answer.text for answer in answers)
+
+
+# --- Names, settings and paths ------------------------------------------------------------
+
+def extension_and_template_object() -> tuple[Flask, object]:
+    app = Flask(__name__)
+    SubmitOnce(app, client=redis.Redis())  # sends no command: nothing needs to listen
+    return app, app.jinja_env.globals["submit_once"]
+
+
+#: Names of other projects the pages mention, in backticks.
+ELSEWHERE = {"CSRFProtect", "CSRFError", "FlaskForm", "ProxyFix", "RedisCluster", "Sentinel",
+             "Location", "Content-Location", "HX-Redirect", "HX-Request", "Retry-After",
+             "Vary", "Cache-Control", "Accept", "Idempotency-Key", "Idempotent-Replayed",
+             "GETDEL", "SET", "EVALSHA", "INCRBY", "EXPIRE", "ROLLBACK", "COMMIT", "INSERT",
+             "SELECT", "DEL", "TESTING", "REDIS_URL", "SECRET_KEY", "DATABASE_URL",
+             "WTF_CSRF_TIME_LIMIT", "X-CSRFToken", "X-Submit-Once-Token",
+             "X-Submit-Once-Check", "Vary: Cookie", "SignUpForm", "Signup", "Booking",
+             "Event", "Question", "None", "True", "False"}
+#: Words of the old API that no page may use any more (the CHANGELOG names them on purpose).
+STALE = [r"\bFormTokens", r"\bOnceForm\b", r"\bform_token_input\b", r"\bFORM_TOKENS_",
+         r"\bBackShowsTheFormAsSent\b", r"the one Failed", r"already placed", r"X-Form-Token",
+         r"\b(import|from) submit_once\b", r"submit_once\.redis_urls", r"\.\./\.\./",
+         r"(?<![\w.])once\.(message|existing_url|tokens)\b"]
+
+
+@by_page
+def test_no_page_uses_a_word_of_the_old_api(page: Path) -> None:
+    text = page.read_text()
+    assert [word for word in STALE if re.search(word, text)] == []
+
+
+def resolves(dotted: str) -> bool:
+    """Whether ``flask_submit_once.<...>`` names something that exists."""
+    parts, obj = dotted.split("."), None
+    for cut in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:cut]))
+        except ImportError:
+            continue
+        for attr in parts[cut:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def unknown_names(text: str) -> list[str]:
+    """The names ``text`` mentions as the library's that it does not have: dotted
+    ``flask_submit_once`` paths, the extension's or the template object's attributes
+    (``submit_once.x``), a root name's attributes, ``once_forms.x``, settings, outcome kinds,
+    and backticked names in the prose that are neither the library's nor other projects'."""
+    app, template_object = extension_and_template_object()
+    kinds = typing.get_args(typing.get_type_hints(flask_submit_once.Outcome)["kind"])
+    roots = "|".join(name for name in flask_submit_once.__all__ if name != "signals")
+    prose = FENCE.sub("", text)
+    return [
+        *(name for name in re.findall(r"flask_submit_once(?:\.\w+)+", text)
+          if not resolves(name)),
+        *(f"submit_once.{attr}" for attr in re.findall(r"(?<![\w.])submit_once\.(\w+)", text)
+          if not hasattr(SubmitOnce, attr) and not hasattr(type(template_object), attr)),
+        *(f"{owner}.{attr}" for owner, attr in re.findall(rf"\b({roots})\.(\w+)", text)
+          if not hasattr(getattr(flask_submit_once, owner), attr)),
+        *(f"once_forms.{attr}" for attr in re.findall(r"\bonce_forms\.(\w+)", text)
+          if not hasattr(OnceForms, attr)),
+        *(setting for setting in re.findall(r"SUBMIT_ONCE_\w+", text)
+          if setting not in app.config and not setting.startswith("SUBMIT_ONCE_TEST_")),
+        *(kind for kind in re.findall(r'kind(?:=| == )"(\w+)"', text) if kind not in kinds),
+        *(name for name in re.findall(r"`([A-Z]\w*(?:-[\w-]+)?)`", prose)
+          if name not in flask_submit_once.__all__ and name not in ELSEWHERE
+          and not name.startswith(("SUBMIT_ONCE_", "FLASK_"))),
+    ]
+
+
+@by_page
+def test_every_library_name_a_page_mentions_exists(page: Path) -> None:
+    assert unknown_names(page.read_text()) == []
+
+
+def test_the_name_check_sees_names_that_are_not_there() -> None:
+    text = ('`FormTokens`, `SubmitOnce`, submit_once.form, submit_once.message, submit_once.nope, '
+            "flask_submit_once.testing.landed_on, flask_submit_once.Nope, Outcome.landed, "
+            'TokenStore.issue_many, once_forms.open, once_forms.nope, SUBMIT_ONCE_TTL, '
+            'SUBMIT_ONCE_NOPE, kind="created", kind == "placed"')
+    assert unknown_names(text) == ["flask_submit_once.Nope", "submit_once.nope",
+                                   "TokenStore.issue_many", "once_forms.nope",
+                                   "SUBMIT_ONCE_NOPE", "placed", "FormTokens"]
+
+
+def test_the_testing_guide_names_every_helper_of_the_plugin() -> None:
+    text = (DOCS / "testing.md").read_text()
+    helpers = {*testing.__all__, *(f"once_forms.{name}" for name in ("open", "page", "clone",
+                                                                     "assert_once")),
+               *(f"page.{name}" for name in ("submit", "submit_twice", "submit_concurrently",
+                                             "fields"))}
+    assert sorted(helper for helper in helpers if helper not in text) == []
+    public = {name for cls in (OnceForms, FormPage) for name in vars(cls)
+              if not name.startswith("_") and callable(getattr(cls, name))}
+    assert public == {"open", "page", "clone", "assert_once", "submit", "submit_twice",
+                      "submit_concurrently", "fields"}, "a helper the guide does not name"
+    assert "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE" in text and "429" in text
+
+
+def test_the_settings_page_gives_every_setting_and_its_default() -> None:
+    app, _ = extension_and_template_object()
+    table = dict(re.findall(r"^\| `(SUBMIT_ONCE_\w+)` \| `([^`]*)` \|",
+                            (DOCS / "settings.md").read_text(), re.M))
+    assert table.pop("SUBMIT_ONCE_REDIS_URL") == "REDIS_URL"
+    assert table == {key: str(app.config[key]) for key in app.config
+                     if key.startswith("SUBMIT_ONCE_") and key != "SUBMIT_ONCE_REDIS_URL"}
+
+
+def test_the_plain_guide_gives_each_reasons_status_and_token() -> None:
+    from flask_submit_once._answers import AGAIN  # the library's own table: what it answers
+    rows = re.findall(r"^\|[^|]*\(`(\w+)`\)[^|]*\| (\d{3})[^|]*\|[^|]*\| (the same|a fresh one|"
+                      r"the same: [^|]*|fresh ones[^|]*) \|", (DOCS / "plain.md").read_text(), re.M)
+    shown = {reason: (int(status), "same" if token.startswith("the same") else "fresh")
+             for reason, status, token in rows}
+    assert shown == dict(AGAIN)
+
+
+def test_the_pattern_page_lists_every_signal_and_every_kind_it_sends() -> None:
+    text = (DOCS / "pattern.md").read_text()
+    table = re.findall(r"^\| `(\w+)` \|([^\n]*)$", text, re.M)
+    assert {name for name, _ in table} == set(signals.__all__)
+    decided = dict(table)["submit_decided"]
+    kinds = typing.get_args(typing.get_type_hints(flask_submit_once.Outcome)["kind"])
+    assert [kind for kind in kinds if f"`{kind}`" not in decided] == []
+
+
+def test_the_upgrade_note_maps_old_names_to_names_that_exist() -> None:
+    note = CHANGELOG.read_text().split("### Upgrading from 0.9", 1)[1].split("\n## ", 1)[0]
+    app, template_object = extension_and_template_object()
+    for old, new in re.findall(r"^\| (.+?) \| (.+?) \|$", note, re.M)[2:]:
+        for name in re.findall(r"`([A-Z]\w+)`", old):
+            assert not hasattr(flask_submit_once, name) and name not in app.config, name
+        for name in re.findall(r"`([A-Z][A-Za-z]+|SUBMIT_ONCE_\w+)`", new):
+            assert name in flask_submit_once.__all__ or name in app.config, name
+        for attr in re.findall(r"(?<![\w.])submit_once\.(\w+)", new):
+            assert hasattr(SubmitOnce, attr) or hasattr(type(template_object), attr), attr
+    assert "SubmissionMixin" in note and "client=" in note and "endpoint" in note
+
+
+# A path as a page writes one; what may not appear at all is the shop's around this folder.
+PATH = re.compile(r"(?<![\w/.-])((?:bench|scripts|webapp|dev|\.ci|static|tests|docs|examples|"
+                  r"src)/[\w./*-]*[\w*/])")
+NOT_HERE = {"docs/_build": "what the README's Sphinx command writes",
+            "static/signup.js": "the reader's own script, in fetch.md"}
+
+
+@by_page
+def test_a_page_names_nothing_outside_this_folder(page: Path) -> None:
+    text = page.read_text()
+    outside = [path for path in PATH.findall(text)
+               if path.split("/")[0] in ("bench", "scripts", "webapp", "dev", ".ci")]
+    missing = [path for path in PATH.findall(text) if path not in NOT_HERE and not any(
+        (base / path).exists() for base in (LIBRARY, page.parent, EXAMPLES))]
+    included = re.findall(r"```\{(?:literal)?include\} (\S+)", text)
+    linked = [target for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+              if not re.match(r"[a-z]+://", target)]
+    escaping = [target for target in included + linked
+                if not (page.parent / target).resolve().is_relative_to(LIBRARY)
+                or not (page.parent / target).exists()]
+    assert (outside, missing, escaping) == ([], [], [])
+
+
+@pytest.mark.parametrize(("page", "copy", "version"), [
+    ("htmx.md", "htmx_signup/static/htmx.min.js", 'version:"2.0.11"'),
+    ("turbo.md", "turbo_signup/static/turbo.es2017-umd.js", "Turbo 8.0.23"),
+])
+def test_the_guides_say_which_script_to_get_and_its_hash_is_the_shipped_copys(
+        page: str, copy: str, version: str) -> None:
+    text, shipped = (DOCS / page).read_text(), (EXAMPLES / copy).read_bytes()
+    digest = base64.b64encode(hashlib.sha384(shipped).digest()).decode()
+    assert f'integrity="sha384-{digest}"' in text and version.encode() in shipped
+    assert re.sub(r"\D+", ".", version).strip(".") in text
+
+
+# --- The build ----------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
 def api_page(tmp_path_factory: pytest.TempPathFactory) -> str:
     out = tmp_path_factory.mktemp("html")
-    # -W: a warning (an unresolved reference, a docstring that is not valid reST) fails it.
+    # -W: a warning (an unresolved reference, a docstring that is not valid reST, an
+    # include whose lines moved) fails it.
     build = subprocess.run(
         [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
-         str(DOCS), str(out)], capture_output=True, text=True)
+         str(DOCS), str(out)], capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stderr
     return (out / "api.html").read_text()
 
 
 def test_the_docs_build_without_a_warning(api_page: str) -> None:
-    assert "The Flask extension" in api_page
+    assert "The extension" in api_page
 
 
-@pytest.mark.parametrize("name", sorted(set(submit_once.__all__) - {"__version__"}))
-def test_every_name_the_root_exports_is_documented(api_page: str, name: str) -> None:
+@pytest.mark.parametrize("name", [*sorted(set(flask_submit_once.__all__) - {"signals"}),
+                                  *(f"testing.{name}" for name in testing.__all__)])
+def test_every_public_name_is_documented(api_page: str, name: str) -> None:
     # Documented means an entry of its own (its anchor), not a mention in passing.
-    assert re.search(rf'id="submit_once\.\w+\.{re.escape(name)}"', api_page), name
+    assert f'id="flask_submit_once.{name}"' in api_page, name
 
 
 def test_the_shipped_inventories_are_what_make_inventories_writes() -> None:

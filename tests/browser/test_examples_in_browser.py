@@ -1,6 +1,8 @@
-"""The apps in examples/ in headless Chromium, each served by gunicorn on 127.0.0.1 over
-the suite's Redis and PostgreSQL: the same sign-up form sent as a plain POST, by htmx 2,
-under Turbo Drive and by fetch() takes effect once, and a changed resubmit is told.
+"""The library's example apps (flask-submit-once/examples/) in headless Chromium, each
+served by gunicorn on 127.0.0.1 over the suite's Redis and PostgreSQL: the same sign-up
+form sent as a plain POST, by htmx 2 (redirected, and a second form answered in place),
+under Turbo Drive and by the fetch guide's own script takes effect once, and a changed
+resubmit is told.
 
 Each test checks what the user sees, the status codes the browser received, how many
 POSTs the server read, and the rows in PostgreSQL; the figures are in the messages.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import re
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -18,33 +21,51 @@ from pathlib import Path
 
 import pytest
 from playwright.sync_api import Locator, Page, Route, expect
-from sqlalchemy import text
+from sqlalchemy import MetaData, text
 
 from tests.conftest import Servers
 from tests.live import LiveServer
 
 ROOT = Path(__file__).resolve().parents[2]
+LIBRARY = ROOT / "flask-submit-once"
+EXAMPLES = LIBRARY / "examples"
 THANKS_URL = re.compile(r"/thanks/[\w-]{22}$")
 #: gunicorn's debug line for a POST of a form, logged when the request is read.
-FORM_POST = re.compile(r"\[DEBUG\] POST /(subscribe|signup)$", re.MULTILINE)
+FORM_POST = re.compile(r"\[DEBUG\] POST /(subscribe|signup|questions)$", re.MULTILINE)
 ADA, GRACE = "ada@example.com", "grace@example.com"
 #: The button and the confirmation's heading of each example.
 SUBMIT = {"newsletter": "Subscribe", "htmx_signup": "Sign up", "turbo_signup": "Sign up"}
 DONE = {"newsletter": "You are subscribed", "htmx_signup": "You are on the list",
         "turbo_signup": "You are on the list"}
+#: The table of each example's sign-ups.
+SIGNUPS = {"newsletter": "newsletter_subscriptions", "htmx_signup": "htmx_signups",
+           "turbo_signup": "turbo_signups"}
+
+
+def example(name: str):
+    """The example's module, imported as its folder runs it (``newsletter.app``)."""
+    if str(EXAMPLES) not in sys.path:
+        sys.path.insert(0, str(EXAMPLES))
+    return importlib.import_module(f"{name}.app")
+
+
+def metadata_of(module) -> MetaData:
+    """The example's tables: a declarative Base's, or Flask-SQLAlchemy's ``db``'s."""
+    return module.Base.metadata if hasattr(module, "Base") else module.db.metadata
 
 
 class ExampleServer(LiveServer):
-    """gunicorn serving ``examples.<name>.app:create_app()`` (2 workers, so that
-    repeats meet another process too), logging each request as it is read."""
+    """gunicorn serving ``<name>.app:create_app()`` from the examples folder (2 workers,
+    so that repeats meet another process too), logging each request as it is read."""
 
     ready_path = "/"
 
     def __init__(self, servers: Servers, name: str) -> None:
         super().__init__(servers, workers=2, threads=8)
-        self.args[-1:] = ["--log-level", "debug", f"examples.{name}.app:create_app()"]
+        self.args[-1:] = ["--pythonpath", str(EXAMPLES), "--log-level", "debug",
+                          f"{name}.app:create_app()"]
         self.name, self.servers = name, servers
-        self.metadata = importlib.import_module(f"examples.{name}.app").Base.metadata
+        self.metadata = metadata_of(example(name))
 
     @property
     def url(self) -> str:
@@ -68,15 +89,17 @@ class ExampleServer(LiveServer):
 
     def emails(self) -> list[str]:
         """The sign-ups in PostgreSQL, oldest first."""
-        (table,) = self.metadata.sorted_tables
+        return self.column(SIGNUPS[self.name], "email")
+
+    def column(self, table: str, column: str) -> list[str]:
         with self.servers.engine.connect() as conn:
-            return list(conn.scalars(text(f"SELECT email FROM {table.name} ORDER BY id")))
+            return list(conn.scalars(text(f"SELECT {column} FROM {table} ORDER BY id")))
 
     def cleared(self) -> ExampleServer:
-        (table,) = self.metadata.sorted_tables
-        self.metadata.create_all(self.servers.engine)  # another test may have dropped it
+        self.metadata.create_all(self.servers.engine)  # another test may have dropped them
+        names = ", ".join(table.name for table in self.metadata.sorted_tables)
         with self.servers.engine.begin() as conn:
-            conn.execute(text(f"TRUNCATE {table.name} RESTART IDENTITY"))
+            conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY"))
         return self
 
 
@@ -127,8 +150,8 @@ def open_form(page: Page, server: ExampleServer) -> str:
     return token_on(page)
 
 
-def token_on(page: Page) -> str:
-    return page.locator("input[name=form_token]").input_value()
+def token_on(page: Page, form: int = 0) -> str:
+    return page.locator("form").nth(form).locator("input[name=form_token]").input_value()
 
 
 def submit(page: Page, server: ExampleServer, email: str) -> int:
@@ -145,7 +168,6 @@ def expect_confirmation(page: Page, server: ExampleServer, email: str) -> str:
     expect(page.get_by_role("heading", level=1)).to_have_text(DONE[server.name])
     expect(page.get_by_text(email)).to_be_visible()
     return page.url.removeprefix(server.url[:-1])
-
 
 
 def click_twice(page: Page, button: Locator, *, gap_ms: int = 20) -> None:
@@ -173,7 +195,7 @@ def test_htmx_double_click_signs_up_once_and_the_page_lands_on_one_confirmation(
     server = serve("htmx_signup")
     open_form(page, server)
     if not comfort:  # what the server alone guarantees: htmx then sends the second click too
-        page.locator("form").evaluate("form => form.removeAttribute('hx-disabled-elt')")
+        page.locator("form").first.evaluate("form => form.removeAttribute('hx-disabled-elt')")
     page.get_by_label("Email").fill(ADA)
     statuses = post_statuses(page)
     mark = server.posts_received()
@@ -274,36 +296,104 @@ def test_turbo_renders_the_409_when_a_rendering_whose_answer_was_lost_is_sent_ed
     expect_confirmation(page, server, ADA)
 
 
-def test_fetch_sends_json_twice_with_one_token_and_one_row_is_made(page, serve):
-    server = serve("htmx_signup")
+def fetch_guide_script() -> str:
+    """The script the fetch guide gives (docs/fetch.md's one ``js`` block), as written."""
+    (script,) = re.findall(r"```js\n(.*?)```", (LIBRARY / "docs/fetch.md").read_text(), re.S)
+    return script
+
+
+def test_the_fetch_guides_script_double_clicked_signs_up_once_and_lands_on_it(page, serve):
+    server = serve("newsletter")  # a plain form: the guide's script is all the JavaScript
     open_form(page, server)
+    page.add_script_tag(content=fetch_guide_script())
+    page.get_by_label("Email").fill(ADA)
+    answers: list[tuple[int, str]] = []
+    page.on("response", lambda r: answers.append((r.status, r.headers.get("content-type", "")))
+            if r.request.method == "POST" else None)
     mark = server.posts_received()
-    answers = page.evaluate("""async (email) => {
-        const value = (name) => document.querySelector(`input[name=${name}]`).value;
-        const send = () => fetch("/signup", {
-            method: "POST", body: JSON.stringify({email}),
-            headers: {"Content-Type": "application/json", "X-Form-Token": value("form_token"),
-                      "X-CSRFToken": value("csrf_token")},
-        }).then(async (response) => ({status: response.status, body: await response.json()}));
-        return Promise.all([send(), send()]);  // both at once, one token
-    }""", ADA)
+    click_twice(page, page.get_by_role("button", name="Subscribe"))
+    expect_confirmation(page, server, ADA)
     posts = server.posts_since(mark, at_least=2)
     figures = f"answers {answers}, {posts} POSTs, rows {server.emails()}"
-    assert sorted(a["status"] for a in answers) == [200, 201], figures
-    assert len({a["body"]["location"] for a in answers}) == 1, figures
     assert posts == 2 and server.emails() == [ADA], figures
+    # The page leaves for the result with the first answer: the other may never reach it.
+    assert answers and {status for status, _ in answers} <= {200, 201}, figures
+    assert all(kind.startswith("application/json") for _, kind in answers), figures
+
+
+def test_the_fetch_guides_script_shows_a_typo_and_keeps_the_token(page, serve):
+    server = serve("newsletter")
+    token = open_form(page, server)
+    page.add_script_tag(content=fetch_guide_script())
+    status = submit(page, server, "ada@example")
+    expect(page.get_by_role("alert")).to_contain_text("Invalid email address.")
+    assert status == 422 and token_on(page) == token and server.emails() == []
+    assert submit(page, server, ADA) == 201
+    expect_confirmation(page, server, ADA)
+
+
+# Not strict: the bug shows only when the retry reaches the worker that saw the first land.
+@pytest.mark.xfail(strict=False, reason="library: an in-place answer to a repeat this "
+                   "process saw land is drawn with result=None (_form.py's settled path)")
+def test_htmx_question_whose_answer_was_lost_is_answered_in_place_once(page, serve):
+    # htmx drops a second request from a form while the first is in flight, so the repeat
+    # an in-place form meets is a retry after a lost answer: the same rendering, sent again.
+    server = serve("htmx_signup")
+    open_form(page, server)
+    first = token_on(page, form=1)
+    lost: list[int] = []
+
+    def lose_the_first_answer(route: Route) -> None:
+        if lost:
+            route.continue_()
+            return
+        lost.append(route.fetch().status)  # made on the server
+        route.abort("connectionreset")    # the answer never arrives
+
+    page.route("**/questions", lose_the_first_answer)
+    page.get_by_label("Your question").fill("When does it open?")
+    page.get_by_role("button", name="Ask").click()
+    expect(page.get_by_role("button", name="Ask")).to_be_enabled()  # htmx gave up
+    assert lost == [201] and server.column("htmx_questions", "text") == ["When does it open?"]
+    with page.expect_response(lambda r: r.request.method == "POST") as answer:
+        page.get_by_role("button", name="Ask").click()
+    expect(page.get_by_role("status")).to_be_visible()
+    note = page.get_by_role("status").inner_text()
+    figures = f"answers {lost[0]} (lost) then {answer.value.status}, note {note!r}"
+    assert answer.value.status == 200 and "When does it open?" in note, figures
+    assert server.column("htmx_questions", "text") == ["When does it open?"], figures
+    assert token_on(page, form=1) not in ("", first), "the next question needs a fresh token"
+
+
+def test_htmx_question_answered_in_place_once_with_the_button_disabled(page, serve):
+    server = serve("htmx_signup")
+    open_form(page, server)
+    first = token_on(page, form=1)
+    page.get_by_label("Your question").fill("When does it open?")
+    mark = server.posts_received()
+    click_twice(page, page.get_by_role("button", name="Ask"))
+    expect(page.get_by_role("status")).to_contain_text("When does it open?")
+    posts = server.posts_since(mark, at_least=1)
+    assert posts == 1 and server.column("htmx_questions", "text") == ["When does it open?"]
+    assert page.url == server.url and server.emails() == []
+    assert token_on(page, form=1) not in ("", first), "the next question needs a fresh token"
+    page.get_by_label("Your question").fill("Is it free?")
+    page.get_by_role("button", name="Ask").click()
+    expect(page.get_by_role("status").last).to_contain_text("Is it free?")
+    assert server.column("htmx_questions", "text") == ["When does it open?", "Is it free?"]
 
 
 @pytest.mark.parametrize("name", list(SUBMIT))
-def test_each_example_imports_only_submit_once_of_this_repository(name):
-    source = (ROOT / "examples" / name / "app.py").read_text()
-    ours = set(re.findall(r"^(?:from|import) (submit_once|webapp|dev|tests)\b", source, re.M))
-    assert ours == {"submit_once"}
+def test_each_example_imports_only_flask_submit_once_of_this_repository(name):
+    source = (EXAMPLES / name / "app.py").read_text()
+    ours = set(re.findall(r"^(?:from|import) (\w+)", source, re.M)) & {
+        "flask_submit_once", "submit_once", "webapp", "dev", "tests"}
+    assert ours == {"flask_submit_once"}
 
 
 @pytest.mark.parametrize(("name", "asset"), [("htmx_signup", "htmx.min.js"),
                                              ("turbo_signup", "turbo.es2017-umd.js")])
 def test_each_example_carries_the_vendored_copy_of_its_library(name, asset):
-    copy = ROOT / "examples" / name / "static" / asset
+    copy = EXAMPLES / name / "static" / asset
     assert copy.read_bytes() == (ROOT / "static/vendor" / asset).read_bytes(), \
         f"{copy.relative_to(ROOT)} is not static/vendor/{asset}: run scripts/vendor-js"

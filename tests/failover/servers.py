@@ -1,8 +1,8 @@
 """A PostgreSQL primary and a streaming standby from the pgserver binaries.
 
 Built only from :class:`dev.embedded.EmbeddedPostgres`'s public surface
-(``start``/``stop``/``_run``/``data_dir``/``port``/``url``), so each instance
-runs as that class runs it (as the ``pgserver`` user when we are root)::
+(``start``/``stop``/``_run``/``data_dir``/``port``/``password``/``conninfo``), so each
+instance runs as that class runs it (as the ``pgserver`` user when we are root)::
 
     primary:  initdb, started; ALTER SYSTEM for replication (and synchronous_standby_names)
     standby:  pg_basebackup -R from the primary into its own data folder, own port
@@ -49,8 +49,9 @@ class ReplicatedPostgres:
         self.synchronous = synchronous
 
     def url(self, database: str) -> str:
-        """A multi-host URL: libpq tries each host and keeps the one that takes writes."""
-        return (f"postgresql+psycopg://postgres@/{database}"
+        """A multi-host URL: libpq tries each host and keeps the one that takes writes.
+        One password for both: a standby is a copy of its primary, roles and all."""
+        return (f"postgresql+psycopg://postgres:{self.primary.password}@/{database}"
                 f"?host=127.0.0.1:{self.primary.port}&host=127.0.0.1:{self.standby.port}"
                 "&target_session_attrs=read-write")
 
@@ -97,16 +98,17 @@ class ReplicatedPostgres:
                 shutil.rmtree(child)
             else:
                 child.unlink()
+        # -R writes this connection string, password included, for the standby to stream
+        # with; the copy brings the primary's password file, which the standby's start reads.
         result = self.standby._run(
-            "pg_basebackup", "-h", "127.0.0.1", "-p", str(self.primary.port), "-U", "postgres",
+            "pg_basebackup", "-d", self.primary.conninfo(),
             "-D", str(self.standby.data_dir), "-R", "-X", "stream", "-c", "fast", check=False)
         if result.returncode != 0:
             raise RuntimeError(f"pg_basebackup failed:\n{result.stdout}")
 
     def _sql(self, server: EmbeddedPostgres, *statements: str) -> list[tuple] | None:
         """Run ``statements`` (autocommit: ALTER SYSTEM wants it); the last one's rows."""
-        with psycopg.connect(host="127.0.0.1", port=server.port, user="postgres",
-                             dbname="postgres", autocommit=True, connect_timeout=3) as conn:
+        with psycopg.connect(server.conninfo(), autocommit=True, connect_timeout=3) as conn:
             rows = None
             for statement in statements:
                 cursor = conn.execute(statement)

@@ -59,8 +59,7 @@ def asynchronous_pair(tmp_path: Path) -> Iterator[ReplicatedPostgres]:
 
 def orders_on(pair: ReplicatedPostgres) -> dict[str, str]:
     """Every form order on the primary that survived: public id → customer name."""
-    with psycopg.connect(host="127.0.0.1", port=pair.primary.port, user="postgres",
-                         dbname=DATABASE) as conn:
+    with psycopg.connect(pair.primary.conninfo(DATABASE)) as conn:
         assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (False,)
         return dict(conn.execute("SELECT public_id, customer_name FROM orders "
                                  "WHERE api_client_id IS NULL").fetchall())
@@ -143,7 +142,7 @@ def test_synchronous_standby_promoted_after_a_crash_loses_no_acknowledged_order(
 def test_asynchronous_standby_behind_at_the_crash_loses_acknowledged_orders_and_says_how_many(
         servers, asynchronous_pair, report):
     """Not a guarantee but a figure: the orders committed while the standby was
-    one second behind die with the primary. DEPLOY.md quotes it."""
+    one second behind die with the primary. docs/SCALING.md quotes it."""
     pair = asynchronous_pair
 
     def crash() -> float:

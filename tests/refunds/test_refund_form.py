@@ -125,6 +125,8 @@ def test_the_same_form_resubmitted_with_another_amount_is_told_not_merged(client
     ("36.01", "You can refund at most €36.00."),
     ("99999999999", "You can refund at most €36.00."),     # past any order, and past INTEGER
     ("9" * 5000, "You can refund at most €36.00."),        # past int()'s digit limit too
+    ("0" * 5000 + "1", "Enter an amount like 12.50."),     # €1, padded past int()'s limit
+    ("0" * 8 + "1", "Enter an amount like 12.50."),        # nine euro digits: no amount
 ])
 def test_bad_amount_gets_422_with_the_input_kept_and_the_same_token(client, servers, order,
                                                                      amount, message):

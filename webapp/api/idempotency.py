@@ -2,7 +2,8 @@
 
 What this module decides, framework-free:
 
-* the key's shape: 1-255 printable ASCII characters, sent either as a
+* the key's shape (:data:`KEY_PATTERN`, published as is in the OpenAPI
+  document): 1-255 printable ASCII characters, sent either as a
   structured-field string (``"abc"``, the draft's form) or bare (``abc``,
   without commas, which would be ambiguous with a repeated header);
 * how long a result is replayed, and the ``Idempotency-Key-Expires`` value
@@ -18,23 +19,29 @@ import re
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
-__all__ = ["MAX_KEY_LENGTH", "expires_at", "http_date", "parse_key"]
+__all__ = ["KEY_PATTERN", "MAX_KEY_LENGTH", "expires_at", "http_date", "parse_key"]
 
 MAX_KEY_LENGTH = 255
-# No comma in the bare form: two Idempotency-Key headers arrive joined by ", ".
-_BARE = re.compile(r"[\x21-\x2b\x2d-\x7e][\x20-\x2b\x2d-\x7e]*")
-_QUOTED = re.compile(r'"((?:[\x20\x21\x23-\x5b\x5d-\x7e]|\\["\\])*)"')
+#: The header's whole shape, in the regex dialect Python and JSON Schema share: the code
+#: checks a key with the very pattern the OpenAPI document publishes, so neither admits
+#: what the other refuses. Optional blanks around it (HTTP's OWS); then either
+#:
+#: * bare: 1-255 printable ASCII characters, no comma (two Idempotency-Key headers
+#:   arrive joined by ", "), neither starting with a quote nor ending with a blank;
+#: * quoted, as a structured-field string: 1-255 characters, ``\"`` and ``\\`` escaped,
+#:   not all blanks.
+KEY_PATTERN = (r'^[ \t]*(?:([!#-+\--~](?:[ -+\--~]{0,253}[!-+\--~])?)'
+               r'|"((?! *")(?:[ !#-\[\]-~]|\\["\\]){1,255})")[ \t]*$')
+_KEY = re.compile(KEY_PATTERN)
 
 
 def parse_key(header: str) -> str | None:
     """The key in an ``Idempotency-Key`` header value, or None if malformed."""
-    value = header.strip()
-    quoted = _QUOTED.fullmatch(value)
-    if quoted:
-        value = re.sub(r'\\(["\\])', r"\1", quoted.group(1))
-    elif not _BARE.fullmatch(value) or value.startswith('"'):
+    match = _KEY.fullmatch(header)
+    if match is None:
         return None
-    return value if 1 <= len(value) <= MAX_KEY_LENGTH and value.strip() else None
+    bare, quoted = match.groups()
+    return bare if bare is not None else re.sub(r'\\(["\\])', r"\1", quoted)
 
 
 def expires_at(created: datetime, retention_seconds: int) -> datetime:

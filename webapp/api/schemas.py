@@ -2,7 +2,8 @@
 shape responses, and give the OpenAPI document its schemas (webapp.api.openapi).
 
 The limits come from :mod:`webapp.order_rules`, as the HTML form's do.
-Whether the product is on sale is asked of PostgreSQL in :func:`validate_order`.
+Whether the product is on sale is asked of PostgreSQL in :func:`validate_order`;
+:func:`skus_on_sale` gives the document the same list.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from email_validator import EmailNotValidError, validate_email
+from email_validator import SPECIAL_USE_DOMAIN_NAMES, EmailNotValidError, validate_email
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -33,9 +34,10 @@ from ..order_rules import (
     QUANTITY_MIN,
     SKU_MAX,
 )
-from ..problems import field_errors, printable
+from ..problems import field_errors, printable, whole_number
 
-__all__ = ["OrderBody", "OrderRequest", "Problem", "order_json", "validate_order"]
+__all__ = ["OrderBody", "OrderRequest", "Problem", "order_json", "skus_on_sale",
+           "validate_order"]
 
 def _email(value: str) -> str:
     try:
@@ -46,21 +48,69 @@ def _email(value: str) -> str:
     return value  # as typed: the same as the HTML form stores it
 
 
-def _text(limit: int) -> StringConstraints:
-    return StringConstraints(strip_whitespace=True, min_length=1, max_length=limit)
+#: What pydantic's strip_whitespace takes off the ends: Unicode's White_Space, which is
+#: Python's isspace() but for U+001C-U+001F. Every one but the space is also refused inside
+#: a field, as are the C0 and C1 controls (printable()).
+_BLANKS = frozenset(c for c in range(0x10000) if chr(c).isspace()) - frozenset(range(0x1C, 0x20))
+_CONTROLS = frozenset(range(0x20)) | frozenset(range(0x7F, 0xA0))
+
+
+def _char_class(codes: frozenset[int], *, negate: bool) -> str:
+    """A regex class of ``codes`` (``\\uXXXX`` ranges: Python and JSON Schema alike)."""
+    ranges: list[list[int]] = []
+    for code in sorted(codes):
+        if ranges and code == ranges[-1][1] + 1:
+            ranges[-1][1] = code
+        else:
+            ranges.append([code, code])
+    body = "".join(f"\\u{a:04x}" if a == b else f"\\u{a:04x}-\\u{b:04x}" for a, b in ranges)
+    return f"[{'^' if negate else ''}{body}]"
+
+
+def _text_pattern(limit: int, allow: str) -> str:
+    """The field as validated: blanks at the ends ignored, then 1 to ``limit`` characters
+    with no control character (but ``allow``) and no blank at either end."""
+    refused = (_CONTROLS | _BLANKS) - {ord(" ")} - {ord(c) for c in allow}
+    inner, edge = _char_class(refused, negate=True), _char_class(refused | _BLANKS, negate=True)
+    blanks = _char_class(_BLANKS, negate=False)
+    return f"^{blanks}*{edge}(?:{inner}{{0,{limit - 2}}}{edge})?{blanks}*$"
+
+
+def _text(limit: int, allow: str = "") -> Any:
+    """A text field: stripped, 1 to ``limit`` characters, printable. Documented by a
+    pattern, not min/maxLength, which would count the blanks the strip takes off."""
+    def document(schema: dict[str, Any]) -> None:
+        schema.pop("minLength", None)
+        schema.pop("maxLength", None)
+        schema["pattern"] = _text_pattern(limit, allow)
+    return Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
+                                            max_length=limit),
+                     printable(allow), Field(json_schema_extra=document)]
+
+
+def _no_special_use_domain() -> str:
+    """email_validator refuses the special-use domains (``.test``, ``.localhost``, ...)
+    that format "email" admits: a pattern says so, any letter case."""
+    names = "|".join("".join(f"[{c.upper()}{c}]" if c.isalpha() else c for c in name)
+                     for name in SPECIAL_USE_DOMAIN_NAMES)
+    return f"^(?!.*[@.](?:{names})$)"
 
 
 class OrderRequest(BaseModel):
     """The body of POST /api/orders. Strict types: "2" is not a quantity."""
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
-    product: Annotated[str, Field(max_length=SKU_MAX, description="SKU, e.g. MUG-STONE"),
-                       printable()]
-    quantity: Annotated[int, Field(ge=QUANTITY_MIN, le=QUANTITY_MAX)]
-    name: Annotated[str, _text(NAME_MAX), printable()]
-    email: Annotated[str, _text(EMAIL_MAX), AfterValidator(_email),
-                     Field(json_schema_extra={"format": "email"})]
-    address: Annotated[str, _text(ADDRESS_MAX), printable("\r\n")]
+    # The document lists the SKUs on sale (openapi.py): only those are accepted.
+    product: Annotated[str, Field(min_length=1, max_length=SKU_MAX,
+                                  description="SKU, e.g. MUG-STONE"), printable()]
+    quantity: Annotated[int, Field(ge=QUANTITY_MIN, le=QUANTITY_MAX), whole_number()]
+    name: _text(NAME_MAX)  # type: ignore[valid-type]
+    email: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
+                                            max_length=EMAIL_MAX),
+                     AfterValidator(_email),
+                     Field(json_schema_extra={"format": "email",
+                                              "pattern": _no_special_use_domain()})]
+    address: _text(ADDRESS_MAX, "\r\n")  # type: ignore[valid-type]
 
 
 #: The message for a field that fails a rule without a message of its own.
@@ -128,6 +178,11 @@ def validate_order(db: Session, body: object) -> tuple[OrderRequest | None, dict
 def _on_sale(db: Session, sku: object) -> bool:
     return isinstance(sku, str) and db.scalar(
         select(Product.id).where(Product.sku == sku, Product.active)) is not None
+
+
+def skus_on_sale(db: Session) -> list[str]:
+    """What ``product`` may be now, in catalogue order (the OpenAPI document's enum)."""
+    return list(db.scalars(select(Product.sku).where(Product.active).order_by(Product.id)))
 
 
 def order_json(order: Order) -> dict[str, Any]:

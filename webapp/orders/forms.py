@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import re
 
-from flask_wtf import FlaskForm
 from wtforms import (
     EmailField,
     HiddenField,
@@ -18,6 +17,7 @@ from wtforms import (
 )
 from wtforms.validators import Email, InputRequired, Length, NumberRange, ValidationError
 
+from ..forms import ShopForm
 from ..models import Product
 from ..order_rules import (
     ADDRESS_MAX,
@@ -60,7 +60,7 @@ class _PlainWording:
         return self.gettext(singular if n == 1 else plural)
 
 
-class OrderForm(FlaskForm):
+class OrderForm(ShopForm):
     class Meta:
         def get_translations(self, form: object) -> _PlainWording:
             return _PlainWording()

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import re
 
-from flask_wtf import FlaskForm
 from wtforms import StringField
 from wtforms.validators import ValidationError
+
+from ..forms import ShopForm
 
 __all__ = ["RefundForm", "euros", "parse_cents"]
 
@@ -16,7 +17,8 @@ __all__ = ["RefundForm", "euros", "parse_cents"]
 #: and "1e-999999999" became 0 cents that only the database's CHECK refused.
 AMOUNT = re.compile(r"([0-9]*)(?:[.,]([0-9]*))?")
 #: More euro digits than this is more than any order holds (amounts are INTEGER cents),
-#: so the number is not even converted (int() refuses strings past 4,300 digits).
+#: so the number is not even converted (int() refuses strings past 4,300 digits). Zeros
+#: in front count too: "0" * 5000 + "1" is no amount anyone types, and was a 500.
 MAX_EURO_DIGITS = 8
 
 LIKE = "Enter an amount like 12.50."
@@ -37,10 +39,12 @@ def parse_cents(text: str) -> int | None:
         raise ValidationError("Use at most two decimals (whole cents).")
     if len(whole.lstrip("0")) > MAX_EURO_DIGITS:
         return None
+    if len(whole) > MAX_EURO_DIGITS:
+        raise ValidationError(LIKE)
     return int(whole or "0") * 100 + int(decimals.ljust(2, "0"))
 
 
-class RefundForm(FlaskForm):
+class RefundForm(ShopForm):
     amount = StringField("Amount to refund (€)",
                          filters=[lambda v: v.strip() if isinstance(v, str) else v])
 

@@ -8,7 +8,7 @@ from typing import Annotated
 from flask import request
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 
-from ..problems import NOT_AN_OBJECT, ApiProblem, field_errors, printable
+from ..problems import NOT_AN_OBJECT, ApiProblem, field_errors, printable, whole_number
 
 __all__ = ["EFFECTS", "PaymentEvent", "parse_event"]
 
@@ -42,7 +42,7 @@ class PaymentEvent(BaseModel):
     order_id: Annotated[Name, Field(description="The order's payment reference "
                                     "(payment_reference): what the shop gave the provider "
                                     "for the payment. Never the order's key or number.")]
-    amount_cents: Annotated[int, Field(ge=1, le=MAX_AMOUNT_CENTS)]
+    amount_cents: Annotated[int, Field(ge=1, le=MAX_AMOUNT_CENTS), whole_number()]
     currency: Annotated[Currency | None, Field(
         description="Required on the events that change an order.")] = None
     charge: Annotated[Name | None, Field(
@@ -52,7 +52,10 @@ class PaymentEvent(BaseModel):
 
 def parse_event() -> PaymentEvent:
     """The event in the (already authenticated) body; 400/422 if malformed."""
-    body = request.get_json(silent=True) if request.is_json else None
+    try:
+        body = request.get_json(silent=True) if request.is_json else None
+    except RecursionError:  # nested too deeply for json.loads; silent=True lets it by
+        body = None
     if not isinstance(body, dict):
         raise ApiProblem("malformed-json", NOT_AN_OBJECT)
     try:

@@ -14,10 +14,15 @@ import hashlib
 import hmac
 import time
 
-__all__ = ["HEADER", "TOLERANCE_SECONDS", "BadSignature", "sign", "verify"]
+__all__ = ["HEADER", "HEADER_PATTERN", "MAX_HEADER_LENGTH", "TOLERANCE_SECONDS",
+           "BadSignature", "sign", "verify"]
 
 HEADER = "Payment-Signature"
 TOLERANCE_SECONDS = 300
+MAX_HEADER_LENGTH = 1000
+#: The header as :func:`sign` writes it (the OpenAPI document publishes it). ``verify``
+#: also takes blanks around the parts and several ``v1=`` (a provider rotating secrets).
+HEADER_PATTERN = r"^t=[0-9]{1,12},v1=[0-9a-f]{64}$"
 
 
 class BadSignature(ValueError):
@@ -37,7 +42,7 @@ def sign(secret: str, body: bytes, *, timestamp: int | None = None) -> str:
 def verify(secret: str, header: str | None, body: bytes, *,
            tolerance: int = TOLERANCE_SECONDS, now: float | None = None) -> None:
     """Raise :class:`BadSignature` unless ``header`` signs ``body`` and is recent."""
-    if not header or len(header) > 1000:
+    if not header or len(header) > MAX_HEADER_LENGTH:
         raise BadSignature(f"missing {HEADER} header")
     parts: dict[str, list[str]] = {}
     for item in header.split(","):

@@ -7,7 +7,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from flask import Response, jsonify, render_template
+from flask import Response, current_app, jsonify, render_template, request, url_for
 
 from ._errors import Unavailable
 from ._issuing import issue, issued, keep
@@ -16,7 +16,7 @@ from ._requests import request_kind
 from ._state import state
 from ._templating import Answering, answer_with
 
-__all__ = ["MESSAGES", "Page", "again", "landed"]
+__all__ = ["MESSAGES", "Page", "again", "check_done", "landed", "result_url"]
 
 #: What the user is told, by reason; a form's ``messages`` replace any of them.
 MESSAGES: Mapping[str, str] = {
@@ -141,7 +141,9 @@ def again(page: Page, name: str, reason: str, *, sent: str | None, form: object 
     if kind == "json" or template is None:
         response = _problem(name, reason, status, form, existing_url)
     else:
-        response = Response(render_template(template, form=form, **_context(page)), status)
+        # The form as sent, unless the form's context draws another ``form`` on purpose.
+        response = Response(render_template(template, **{"form": form, **_context(page)}),
+                            status)
     if reason in _RETRY:
         response.headers["Retry-After"] = _RETRY[reason]
     response.vary.update(("HX-Request", "Accept"))
@@ -163,11 +165,51 @@ def _problem(name: str, reason: str, status: int, form: object,
     token = issued(name)
     if token:
         body[state().field] = token
+    if reason == "session_lost":  # a script has no page to read a new CSRF token from
+        body.update(_new_csrf_token())
     response = jsonify(body)
     response.status_code = status
     response.mimetype = "application/problem+json"
     return response
 
 
+def _new_csrf_token() -> dict[str, str]:
+    try:
+        from flask_wtf.csrf import generate_csrf  # type: ignore[import-untyped,unused-ignore]
+    except ImportError:
+        return {}
+    return {"csrf_token": str(generate_csrf())}
+
+
 def _context(page: Page) -> Mapping[str, Any]:
     return page.context() if page.context else {}
+
+
+def result_url(done: str | Callable[[Any], str] | None, result: object) -> str | None:
+    """Where ``result`` is shown: ``done(result)``, or the URL of the endpoint ``done``
+    with its values taken from the result's attributes, else from this request's URL."""
+    if done is None or callable(done):
+        return done(result) if done else None
+    here = request.view_args or {}
+    return url_for(done, **{arg: getattr(result, arg) if hasattr(result, arg) else here[arg]
+                            for arg in _arguments(done)})
+
+
+def check_done(done: str | Callable[[Any], str] | None, model: type | None) -> None:
+    """Before any token is spent: every value of ``done``'s URL must come from the model's
+    attributes or this request's URL (else each submit would spend its token and fail)."""
+    if not isinstance(done, str) or model is None:
+        return
+    missing = [arg for arg in _arguments(done)
+               if not hasattr(model, arg) and arg not in (request.view_args or {})]
+    if missing:
+        raise RuntimeError(f"done={done!r}: its URL needs {', '.join(missing)}, which "
+                           f"{model.__name__} has no attribute for and the form's URL does "
+                           "not carry; pass done=lambda row: url_for(...) instead.")
+
+
+def _arguments(endpoint: str) -> set[str]:
+    rules = list(current_app.url_map.iter_rules(endpoint))
+    if not rules:
+        raise RuntimeError(f"done={endpoint!r} is not an endpoint of this app.")
+    return set(rules[0].arguments)

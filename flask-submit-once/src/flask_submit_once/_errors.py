@@ -29,6 +29,9 @@ class Unavailable(SubmitOnceError, ServiceUnavailable):
     description = ("We could not reach our systems just now, so nothing was saved. "
                    "Please try again in a moment.")
 
+    def __init__(self, description: str | None = None) -> None:
+        super().__init__(description, retry_after=5)
+
 
 class BadFormToken(SubmitOnceError, BadRequest):
     """The submitted form token is missing, repeated, or not a shape we issue (400)."""

@@ -2,54 +2,40 @@
 
 from __future__ import annotations
 
-import functools
-import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
-import click
 from flask import Flask, Response, current_app, request
-from flask.cli import AppGroup
-from flask.sessions import SecureCookieSessionInterface
 from flask.typing import ResponseReturnValue
 from sqlalchemy.orm import Session
 
 from ._answers import Message, Page
 from ._errors import CrossSite
-from ._form import Fields, ProtectedForm
-from ._history import BackFriendlySessionInterface
+from ._form import Fields, ProtectedForm, protected_form
 from ._idempotent import IdempotentView
 from ._issuing import issue
 from ._limits import Issuer
 from ._model import SubmissionMixin
 from ._outcome import Outcome
 from ._redis import client_for
-from ._requests import NAME_ATTRIBUTE, form_name
-from ._sessions import Sessions, check, close_request_session, new_session, request_session
-from ._signed import SignedTokens
+from ._requests import form_name
+from ._sessions import Sessions, check, close_request_session, request_session
+from ._setup import (
+    answer_lost_sessions,
+    back_shows_forms,
+    commands,
+    csrf_lives_as_long,
+    read_settings,
+    signed_tokens,
+)
 from ._state import EXTENSION, State, state
-from ._steps import Then
+from ._steps import Then, resume_all
 from ._templating import TemplateHelper
 from ._tokens import RedisClient, TokenStore
 
 __all__ = ["SubmitOnce"]
 
 View = TypeVar("View", bound=Callable[..., Any])
-_FORM = "_submit_once_form"
-
-#: Every setting, with its default (``SUBMIT_ONCE_`` + the name).
-DEFAULTS: Mapping[str, Any] = {
-    "TTL": 3600,
-    "WAIT_SECONDS": 10.0,
-    "MAX_PER_SESSION": 200,
-    "MAX_PER_CLIENT_PER_MINUTE": 120,
-    "REDIS_DOWN_FALLBACK": False,
-    "PREFIX": "so",
-    "FIELD": "form_token",
-    "BACK_SHOWS_FORM": True,
-    "SIGNED_WHEN_REDIS_AWAY": False,
-}
-
 
 class SubmitOnce:
     """The extension: ``submit_once = SubmitOnce(app, sessions=db)``, or ``SubmitOnce()``
@@ -74,14 +60,7 @@ class SubmitOnce:
                  sessions: Sessions | None = None) -> None:
         """Read the ``SUBMIT_ONCE_*`` settings, and make the app's Redis client (or take
         ``client``)."""
-        old = sorted(key for key in app.config if key.startswith("FORM_TOKENS_"))
-        if old:
-            raise RuntimeError(f"{old[0]} was renamed: set SUBMIT_ONCE_{old[0][12:]} instead.")
-        app.config.setdefault("SUBMIT_ONCE_REDIS_URL", app.config.get("REDIS_URL"))
-        for name, default in DEFAULTS.items():
-            # A test app's own suite opens many forms from one address.
-            fallback = 0 if name == "MAX_PER_CLIENT_PER_MINUTE" and app.testing else default
-            app.config.setdefault(f"SUBMIT_ONCE_{name}", fallback)
+        read_settings(app)
         sessions = sessions if sessions is not None else self._sessions
         if sessions is not None:
             check(sessions)
@@ -95,17 +74,13 @@ class SubmitOnce:
             field=app.config["SUBMIT_ONCE_FIELD"],
             wait=float(app.config["SUBMIT_ONCE_WAIT_SECONDS"]),
             redis_down_fallback=bool(app.config["SUBMIT_ONCE_REDIS_DOWN_FALLBACK"]),
-            signed=_signed_tokens(app, store.ttl))
-        _csrf_lives_as_long(app, store.ttl)
+            signed=signed_tokens(app, store.ttl))
+        csrf_lives_as_long(app, store.ttl)
         app.jinja_env.globals["submit_once"] = TemplateHelper()
         app.teardown_request(close_request_session)
-        _answer_lost_sessions(app, self)
-        app.cli.add_command(_commands(self))
-        # Back shows a submitted form as it was (see _history.py); only in place of
-        # Flask's own session interface, never one the app chose.
-        if (app.config["SUBMIT_ONCE_BACK_SHOWS_FORM"]
-                and type(app.session_interface) is SecureCookieSessionInterface):
-            app.session_interface = BackFriendlySessionInterface()
+        answer_lost_sessions(app, self.session_lost)
+        app.cli.add_command(commands(self.resume))
+        back_shows_forms(app)
 
     @property
     def redis(self) -> RedisClient:
@@ -170,48 +145,38 @@ class SubmitOnce:
             rows are of: a repeat finds the row by its digest.
         :param find: instead of ``model``, ``find(db, digest)`` gives what the first
             submit made, or None (when a submit changes rows rather than adding one).
-        :param done: where the result is shown: an endpoint, whose URL values are taken
-            from the result's attributes (else from the request's URL), or
-            ``done(result) -> url``. A plain POST is sent there (303), htmx too
-            (``HX-Redirect``) unless ``result_fragment`` is given, a script gets it as
-            ``Location``.
-        :param template: the page the form is on, drawn again when the form is shown
-            again (with ``form`` and the template object ``submit_once``); None for a
-            form answered only in JSON.
+        :param done: where the result is shown (303, ``HX-Redirect``, ``Location``): an
+            endpoint, its URL values from the result's attributes (else the request's
+            URL), or ``done(result) -> url``.
+        :param template: the page the form is on, drawn again with ``form`` when the form
+            is shown again; None for a form answered only in JSON.
         :param fragment: the part of the page htmx swaps, when it posts the form.
         :param result_fragment: answer htmx in place: this template, with ``result``
             (and a fresh token for the next submit through ``submit_once.input``).
         :param fields: the fields that make a submission what it is (default: all but
             CSRF and buttons), or ``fields(form) -> mapping`` of what it is: a repeat
             with any of them changed is told so (409).
-        :param messages: the words for any reason the form is shown again (the keys of
-            ``MESSAGES`` in the API reference): a text, or ``words(outcome) -> text``.
+        :param messages: the words, a text or ``words(outcome) -> text``, for a reason the
+            form is shown again: ``invalid``, ``changed``, ``expired``, ``refused``,
+            ``failed``, ``unconfirmed``, ``still_running``, ``unavailable``,
+            ``session_lost``.
         :param answer: ``answer(outcome)`` runs before every default answer: return a
             response to answer that outcome yourself, or None for the default.
         :param context: more template context, ``context() -> mapping``.
         :param name: what tokens are bound to (default: the endpoint and its URL values).
         :param sessions: this form's sessions, instead of the extension's.
-        :param then: a step outside the database, done once per submission after its row
-            is committed: ``then(db, row, key)`` calls elsewhere (a card charge) with
-            ``key`` as its idempotency key and writes the result to ``row``; raise
-            :class:`~flask_submit_once.Refused` to refuse (a declined card: the form again,
-            input kept). Interrupted, it is resumed by a repeat of the submit or by
-            :meth:`resume` (needs ``model``, whose ``submission_step`` says what is to do).
+        :param then: a step outside the database once per submission, after its row's
+            COMMIT: ``then(db, row, key)`` calls elsewhere (a card charge) with ``key`` as
+            its idempotency key and writes the result to ``row``; it raises
+            :class:`~flask_submit_once.Refused` to refuse (the form again). Interrupted,
+            a repeat of the submit or :meth:`resume` resumes it (needs ``model``).
         """
         page = Page(template, fragment, result_fragment, dict(messages or {}), context)
 
         def decorate(view: View) -> View:
-            protected = ProtectedForm(view, form=form, model=model, find=find, done=done,
-                                      fields=fields, page=page, answer=answer,
-                                      sessions=sessions, then=then)
-
-            @functools.wraps(view)
-            def submit(**view_args: Any) -> Response:
-                return protected.handle(view_args)
-            setattr(submit, _FORM, protected)
-            if name:
-                setattr(submit, NAME_ATTRIBUTE, name)
-            return submit  # type: ignore[return-value]
+            return cast(View, ProtectedForm(
+                view, form=form, model=model, find=find, done=done, fields=fields, page=page,
+                answer=answer, sessions=sessions, then=then).view_function(name))
         return decorate
 
     def idempotent(self, *, key: Callable[[], str], respond: Callable[[Any], ResponseReturnValue],
@@ -239,7 +204,8 @@ class SubmitOnce:
         A view that raises, refuses or fails gives the key back, so the caller can retry
         it; an unconfirmed COMMIT keeps it, so the retry lands on the row or makes it.
 
-        :param key: gives the key (raise an HTTP error for a missing or malformed one).
+        :param key: gives the key (raise an HTTP error for a malformed one; a
+            ``LookupError``, as of a header not sent, is a 400 problem).
         :param scope: gives whose key it is (an API client): one caller's key means
             nothing to another's.
         :param model: the :class:`~flask_submit_once.SubmissionMixin` model of the rows.
@@ -252,15 +218,10 @@ class SubmitOnce:
         :param answer: as for :meth:`form`.
         """
         def decorate(view: View) -> View:
-            idempotent = IdempotentView(view, key=key, scope=scope, model=model, find=find,
-                                        respond=respond, answer=answer,
-                                        fingerprint=fingerprint, ttl=ttl, wait=wait,
-                                        name=name, sessions=sessions)
-
-            @functools.wraps(view)
-            def once(**view_args: Any) -> Response:
-                return idempotent.handle(view_args)
-            return once  # type: ignore[return-value]
+            return cast(View, IdempotentView(
+                view, key=key, scope=scope, model=model, find=find, respond=respond,
+                answer=answer, fingerprint=fingerprint, ttl=ttl, wait=wait, name=name,
+                sessions=sessions).view_function())
         return decorate
 
     def resume(self, *, wait: float = 0.0) -> dict[str, int]:
@@ -269,22 +230,10 @@ class SubmitOnce:
         request holds (it is doing the step right now) is left to it. Returns how many
         rows ended in each outcome kind."""
         st = state()
-        counts: dict[str, int] = {}
-        for view in list(current_app.view_functions.values()):
-            protected = getattr(view, _FORM, None)
-            if not isinstance(protected, ProtectedForm) or protected.step is None:
-                continue
-            db = new_session(protected.sessions or st.sessions)
-            try:
-                rows = protected.step.to_do(db)
-                engine = db.get_bind()
-                db.rollback()
-                for row in rows:
-                    done = protected.step.resume(engine, row, wait=wait)
-                    counts[done.kind] = counts.get(done.kind, 0) + 1
-            finally:
-                db.close()
-        return counts
+        steps = [(protected.step, protected.sessions or st.sessions)
+                 for protected in map(protected_form, current_app.view_functions.values())
+                 if protected is not None and protected.step is not None]
+        return resume_all(steps, wait=wait)
 
     def session_lost(self, error: Exception) -> Response | None:
         """The answer to a failed CSRF check on a protected form's submit, or None when
@@ -292,59 +241,10 @@ class SubmitOnce:
         ``CSRFError`` unless the app has a handler of its own, which should call it first:
         another site's post gets a 403 that echoes nothing; the user's own lost session
         gets the form again, input kept, with fresh tokens (400)."""
-        view = current_app.view_functions.get(request.endpoint or "")
-        protected = getattr(view, _FORM, None)
-        if not isinstance(protected, ProtectedForm):
+        protected = protected_form(current_app.view_functions.get(request.endpoint or ""))
+        if protected is None:
             return None
         try:
             return protected.session_lost()
         except CrossSite as refused:
             return current_app.make_response(current_app.handle_http_exception(refused))
-
-
-def _commands(extension: SubmitOnce) -> AppGroup:
-    """``flask submit-once resume``: the sweeper, for cron or a worker."""
-    group = AppGroup("submit-once", help="Flask-Submit-Once's commands.")
-
-    @group.command("resume")
-    @click.option("--wait", default=0.0, show_default=True,
-                  help="Seconds to wait for a row a request is working on.")
-    def resume(wait: float) -> None:
-        """Do the steps outside the database that submits left to do."""
-        counts = extension.resume(wait=wait)
-        click.echo(" ".join(f"{kind}={n}" for kind, n in sorted(counts.items())) or "nothing")
-    return group
-
-
-def _signed_tokens(app: Flask, ttl: int) -> SignedTokens | None:
-    if not app.config["SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY"]:
-        return None
-    if not app.secret_key:
-        raise RuntimeError("SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY signs tokens with the app's "
-                           "secret key: set SECRET_KEY before init_app.")
-    return SignedTokens(app.secret_key, ttl)
-
-
-def _csrf_lives_as_long(app: Flask, ttl: int) -> None:
-    """A CSRF token should live as long as the form token it travels with. A limit the
-    app set is its own: kept, with a warning if shorter (CSRFProtect.init_app sets 3600
-    itself: with a longer TTL, init this extension first, or set the limit)."""
-    limit = app.config.setdefault("WTF_CSRF_TIME_LIMIT", ttl)
-    if limit is not None and int(limit) < ttl:
-        warnings.warn(f"WTF_CSRF_TIME_LIMIT ({limit} s) is shorter than SUBMIT_ONCE_TTL "
-                      f"({ttl} s): a form open longer fails Flask-WTF's check although its "
-                      "form token is still good. Set both to one value.", stacklevel=3)
-
-
-def _answer_lost_sessions(app: Flask, extension: SubmitOnce) -> None:
-    """Answer Flask-WTF's CSRFError on protected forms, unless the app answers it itself."""
-    try:
-        from flask_wtf.csrf import CSRFError  # type: ignore[import-untyped]
-    except ImportError:
-        return
-    if CSRFError in app.error_handler_spec.get(None, {}).get(400, {}):
-        return
-
-    def lost(error: Exception) -> ResponseReturnValue:
-        return extension.session_lost(error) or error  # type: ignore[return-value]
-    app.register_error_handler(CSRFError, lost)

@@ -12,63 +12,42 @@ What :meth:`SubmitOnce.form <flask_submit_once.SubmitOnce.form>` puts around a v
 
 from __future__ import annotations
 
+import functools
 import time
-from collections.abc import Callable, Mapping, Sequence
+import weakref
+from collections.abc import Callable, Mapping
 from contextlib import suppress
-from typing import Any, NamedTuple
+from typing import Any
 
-from flask import Response, current_app, make_response, request, url_for
+from flask import Flask, Response, make_response, request
 from flask.typing import ResponseReturnValue
 from redis.exceptions import RedisError
 from sqlalchemy.orm import Session
 
 from . import signals
-from ._answers import Page, again, landed
+from ._answers import Page, again, check_done, landed, result_url
 from ._errors import BadFormToken, CrossSite, Unavailable
 from ._fingerprint import fingerprint
-from ._issuing import session_id
 from ._model import SubmissionMixin, stamped
 from ._outcome import Outcome
-from ._requests import cross_site, form_name, json_body, submitted_token
-from ._runner import Landing, lock_key, run_once
+from ._requests import (
+    NAME_ATTRIBUTE,
+    cross_site,
+    form_name,
+    request_kind,
+    submitted_token,
+)
+from ._runner import Landing, run_once
+from ._sent import Fields, csrf_field, sent_fingerprint, submission_values
 from ._sessions import Sessions, request_session
-from ._signed import SignedExpired, is_signed
+from ._signed import SignedExpired
+from ._spending import CHECK_HEADER, Spending, status_of
 from ._state import Settled, State, state
 from ._steps import Step, Then, settled
 
-__all__ = ["CHECK_HEADER", "Fields", "ProtectedForm"]
+__all__ = ["CHECK_HEADER", "Fields", "ProtectedForm", "protected_form"]
+_FORM = "_submit_once_form"
 
-#: A script asking what became of a submit it could not see answered, without spending
-#: anything: the same POST with this header set to 1.
-CHECK_HEADER = "X-Submit-Once-Check"
-_NOT_DATA = ("CSRFTokenField", "SubmitField")
-#: What makes a submission what it is: some of the form's fields, or a mapping made from it.
-Fields = Sequence[str] | Callable[[Any], Mapping[str, object]]
-
-
-class Spending(NamedTuple):
-    """How this request's token is spent: an issued token by its GETDEL; a signed one
-    (drawn while Redis was away) by claiming its digest, or, with Redis still away, by
-    the lock and the UNIQUE column alone."""
-    digest: str
-    take: Callable[[], bool]
-    put_back: Callable[[], object]
-    redis_down_fallback: bool
-
-    @staticmethod
-    def of(st: State, token: str, name: str) -> Spending:
-        sid = session_id()
-        store = st.store
-        if not is_signed(token):
-            digest = store.digest(token, session_id=sid, form=name)
-            return Spending(digest, lambda: store.consume_digest(digest),
-                            lambda: store.claim(digest), st.redis_down_fallback)
-        if st.signed is None:
-            raise BadFormToken()
-        digest = store.digest(st.signed.nonce(token, session_id=sid, form=name),
-                              session_id=sid, form=name)
-        return Spending(digest, lambda: store.claim(digest), lambda: store.release(digest),
-                        True)
 
 
 class ProtectedForm:
@@ -89,7 +68,18 @@ class ProtectedForm:
         self.view, self.form, self.model, self.find_result = view, form, model, find
         self.done, self.fields, self.page, self.answer = done, fields, page, answer
         self.sessions = sessions
+        self.checked: weakref.WeakSet[Flask] = weakref.WeakSet()
         self.step = Step(then.__name__, then, model) if then and model else None
+
+    def view_function(self, name: str | None) -> Any:
+        """The Flask view: this form's submit, found again by :func:`protected_form`."""
+        @functools.wraps(self.view)
+        def submit(**view_args: Any) -> Response:
+            return self.handle(view_args)
+        setattr(submit, _FORM, self)
+        if name:
+            setattr(submit, NAME_ATTRIBUTE, name)
+        return submit
 
     def handle(self, view_args: Mapping[str, Any]) -> Response:
         st = state()
@@ -97,6 +87,9 @@ class ProtectedForm:
         if request.headers.get(CHECK_HEADER) == "1":
             return self.check(st, name)
         token = submitted_token(st.field)
+        if st.app not in self.checked:  # once an app: every value of done's URL is known
+            check_done(self.done, self.model)
+            self.checked.add(st.app)
         started = time.perf_counter()
         try:
             spend = Spending.of(st, token, name)
@@ -104,7 +97,7 @@ class ProtectedForm:
             return self.respond(Outcome("expired"), name, token, self.make_form(), "",
                                 started)
         digest = spend.digest
-        raw = self.raw_fingerprint(st.field)
+        raw = sent_fingerprint(st.field)
         known = st.settled.get(digest)
         if known is not None and known.raw == raw:
             # The token is spent and its row committed: no validation or SQL can change
@@ -112,9 +105,11 @@ class ProtectedForm:
             with suppress(RedisError):
                 spend.take()
             outcome, form = Outcome("duplicate", url=known.url), None
-            if self.answer is not None:
-                # The hook may read the result (from this request's session) and whatever
-                # the form's maker prepared for it; no validation.
+            if self.answer is not None or (self.page.result_fragment is not None
+                                           and request_kind() == "htmx"):
+                # The hook, or the result's fragment htmx swaps in, reads the result
+                # (from this request's session); the hook may also read whatever the
+                # form's maker prepared for it. No validation.
                 form = self.form() if self.form is not None else None
                 found = self.find(self.session(st), digest)
                 outcome = Outcome("duplicate", found.result if found else None, url=known.url)
@@ -124,7 +119,7 @@ class ProtectedForm:
         stored = None
         if form is not None:
             valid = form.validate()
-            if not valid and set(form.errors) == {_csrf_field(form)}:
+            if not valid and set(form.errors) == {csrf_field(form)}:
                 return self.session_lost()
             stored = fingerprint(self.values(form))
             if not valid:
@@ -204,25 +199,16 @@ class ProtectedForm:
         if cross_site():
             raise CrossSite()
         form = self.form() if self.form is not None else None
+        try:  # drawn again only if Redis cannot give a fresh one: then told it expired
+            sent: str | None = submitted_token(state().field)
+        except BadFormToken:
+            sent = None
         return again(self.page, form_name(request.endpoint or "", request.view_args),
-                     "session_lost", sent=None, form=form)
+                     "session_lost", sent=sent, form=form)
 
     def check(self, st: State, name: str) -> Response:
-        """What became of the submit of this token, spending nothing: ``done`` (and where),
-        ``running``, or ``not_done`` (nothing was made: submitting it is safe)."""
-        try:
-            digest = Spending.of(st, submitted_token(st.field), name).digest
-        except SignedExpired:
-            return make_response({"status": "not_done", "location": None})
-        db = self.session(st)
-        try:
-            free = db.connection().exec_driver_sql(
-                "SELECT pg_try_advisory_xact_lock(%(key)s)", {"key": lock_key(digest)}).scalar()
-            found = self.find(db, digest) if free else None
-        finally:
-            db.rollback()
-        status = "done" if found else "not_done" if free else "running"
-        return make_response({"status": status, "location": found.url if found else None})
+        """What became of the submit of this token, spending nothing (``CHECK_HEADER``)."""
+        return status_of(st, name, self.session(st), self.find)
 
     def create(self, db: Session, digest: str, form: object, view_args: Mapping[str, Any],
                stored: str | None) -> Landing:
@@ -241,32 +227,10 @@ class ProtectedForm:
         return Landing(found, self.url_of(found), getattr(found, "submission_fingerprint", None))
 
     def url_of(self, result: object) -> str | None:
-        """Where ``result`` is shown: ``done(result)``, or the URL of the endpoint ``done``
-        with its values taken from the result's attributes, else from this request's URL."""
-        if self.done is None or callable(self.done):
-            return self.done(result) if self.done else None
-        rule = next(current_app.url_map.iter_rules(self.done))
-        here = request.view_args or {}
-        return url_for(self.done, **{arg: getattr(result, arg) if hasattr(result, arg)
-                                     else here[arg] for arg in rule.arguments})
+        return result_url(self.done, result)
 
     def values(self, form: Any) -> Mapping[str, object]:
-        """What the submission is: the form's data after its filters and coercion (what
-        would be stored), or what ``fields(form)`` says it is."""
-        if callable(self.fields):
-            return self.fields(form)
-        try:
-            fields = {field.name: field.data for field in form if field.type not in _NOT_DATA}
-        except TypeError:  # not a WTForms form: its data
-            fields = dict(form.data)
-        return {k: v for k, v in fields.items() if self.fields is None or k in self.fields}
-
-    def raw_fingerprint(self, token_field: str) -> str:
-        """A digest of what was sent, as sent: how a repeat of the same bytes (a double
-        click, a retry) is known before validation."""
-        body = json_body()
-        sent: Mapping[str, Any] = body if body is not None else request.form.to_dict(flat=False)
-        return fingerprint({k: v for k, v in sent.items() if k != token_field})
+        return submission_values(form, self.fields)
 
     def session(self, st: State) -> Session:
         sessions = self.sessions if self.sessions is not None else st.sessions
@@ -276,6 +240,7 @@ class ProtectedForm:
         return request_session(sessions)
 
 
-def _csrf_field(form: Any) -> str:
-    meta = getattr(form, "meta", None)
-    return str(getattr(meta, "csrf_field_name", "csrf_token"))
+def protected_form(view: object) -> ProtectedForm | None:
+    """The protected form a view function is, if it is one."""
+    protected = getattr(view, _FORM, None)
+    return protected if isinstance(protected, ProtectedForm) else None

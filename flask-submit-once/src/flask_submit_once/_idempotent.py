@@ -10,6 +10,7 @@ a webhook's event id (what :meth:`SubmitOnce.idempotent
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
@@ -67,10 +68,21 @@ class IdempotentView:
         self.respond, self.answer, self.fingerprint = respond, answer, fingerprint
         self.ttl, self.wait, self.name, self.sessions = ttl, wait, name, sessions
 
+    def view_function(self) -> Any:
+        """The Flask view: this view, once per key."""
+        @functools.wraps(self.view)
+        def once(**view_args: Any) -> Response:
+            return self.handle(view_args)
+        return once
+
     def handle(self, view_args: Mapping[str, Any]) -> Response:
         st = state()
-        scope = self.scope() if self.scope is not None else ""  # who asks, before what
-        key = self.key()
+        try:
+            scope = self.scope() if self.scope is not None else ""  # who asks, before what
+            key = self.key()
+        except LookupError:  # key=lambda: request.headers["Idempotency-Key"], none sent
+            return _problem(400, "missing_key", "This request needs its key (an "
+                            "Idempotency-Key, an event id); nothing was done.")
         name = form_name(self.name or request.endpoint or self.view.__name__, view_args)
         digest = st.store.digest(key, session_id=scope, form=name)
         stored = self.fingerprint() if self.fingerprint is not None else request_fingerprint()
@@ -141,10 +153,15 @@ def problem(outcome: Outcome) -> Response:
     status, detail = _PROBLEMS.get(outcome.kind, _PROBLEMS["failed"])
     if outcome.kind == "refused" and str(outcome.error):
         detail = str(outcome.error)
-    response = jsonify(type="about:blank", title=outcome.kind.replace("_", " "),
-                       status=status, detail=detail, reason=outcome.kind)
-    response.status_code = status
-    response.mimetype = "application/problem+json"
+    response = _problem(status, outcome.kind, detail)
     if status in (409, 503):
         response.headers["Retry-After"] = "1" if status == 409 else "5"
+    return response
+
+
+def _problem(status: int, reason: str, detail: str) -> Response:
+    response = jsonify(type="about:blank", title=reason.replace("_", " "), status=status,
+                       detail=detail, reason=reason)
+    response.status_code = status
+    response.mimetype = "application/problem+json"
     return response

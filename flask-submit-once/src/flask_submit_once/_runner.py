@@ -47,7 +47,12 @@ log = logging.getLogger("flask_submit_once")
 #: lock or statement timeout), or an empty pool.
 UNREACHABLE = (RedisError, OperationalError, PoolTimeout)
 
-_TRY_LOCK = "SELECT pg_try_advisory_xact_lock(%(key)s)"
+#: The lock, and whether this transaction wrote already (PostgreSQL gives a transaction
+#: an id at its first write, and only then): flushed work the app left in the session.
+_TRY_LOCK = ("SELECT pg_try_advisory_xact_lock(%(key)s), "
+             "pg_current_xact_id_if_assigned() IS NOT NULL")
+_UNSAVED = ("The session has unsaved changes before the submit's own transaction: make "
+            "them in the view, where they commit once with the token.")
 
 
 class Landing(NamedTuple):
@@ -82,12 +87,12 @@ def run_once(db: Session, *, digest: str, take: Callable[[], bool],
     deadline = time.monotonic() + wait
     delay, waited = 0.005, False
     if db.new or db.dirty or db.deleted:
-        raise RuntimeError("The session has unsaved changes before the submit's own "
-                           "transaction: make them in the view, where they commit once "
-                           "with the token.")
+        raise RuntimeError(_UNSAVED)
     while True:
         try:
-            locked = bool(db.connection().exec_driver_sql(_TRY_LOCK, {"key": key}).scalar())
+            locked, wrote = db.connection().exec_driver_sql(_TRY_LOCK, {"key": key}).one()
+            if wrote:  # only the first attempt can find any: each one ends in a ROLLBACK
+                raise RuntimeError(_UNSAVED)
             if locked:
                 taken = _take(take, redis_down_fallback, digest)
                 if not taken:

@@ -29,7 +29,7 @@ import base64
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import suppress
 from typing import Any
 
@@ -41,8 +41,9 @@ from ._errors import Refused
 from ._model import SubmissionMixin
 from ._outcome import Outcome
 from ._runner import lock_key
+from ._sessions import Sessions, new_session
 
-__all__ = ["REFUSED", "Step", "settled", "step_key"]
+__all__ = ["REFUSED", "Step", "resume_all", "settled", "step_key"]
 
 log = logging.getLogger("flask_submit_once")
 #: What submission_step holds once the step refused the submission.
@@ -148,3 +149,21 @@ def _unlock(conn: Any, key: int) -> None:
         conn.commit()
     except SQLAlchemyError:
         conn.invalidate()
+
+
+def resume_all(steps: Iterable[tuple[Step, Sessions | None]], *, wait: float) -> dict[str, int]:
+    """Each step's rows left to do, done where no request holds their lock; how many
+    ended in each outcome kind."""
+    counts: dict[str, int] = {}
+    for step, sessions in steps:
+        db = new_session(sessions)
+        try:
+            rows = step.to_do(db)
+            bind = db.get_bind()
+            db.rollback()
+            for row in rows:
+                kind = step.resume(bind, row, wait=wait).kind
+                counts[kind] = counts.get(kind, 0) + 1
+        finally:
+            db.close()
+    return counts

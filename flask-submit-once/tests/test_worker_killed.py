@@ -1,0 +1,60 @@
+"""A worker process killed (SIGKILL) after its submit spent the token with GETDEL, inside
+the transaction: nothing of that submit is left, and the user's resubmit recovers."""
+
+from __future__ import annotations
+
+import http.client
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from live import Browser, hidden
+from servers import free_port
+
+ADA = {"email": "ada@example.com", "name": "Ada Lovelace", "quantity": "2"}
+SERVE = Path(__file__).with_name("serve_signup.py")
+
+
+def token_keys(rdb) -> list[str]:
+    return [key for key in rdb.keys("so:*") if not key.startswith("so:issued:")]
+
+
+def test_a_worker_killed_after_the_getdel_leaves_no_half_row_and_a_resubmit_recovers(
+        make_app, redis_url, database_url, signups, rdb):
+    port = free_port()
+    with subprocess.Popen([sys.executable, str(SERVE), str(port), redis_url, database_url],
+                          stdout=subprocess.PIPE, text=True, cwd=SERVE.parent) as worker:
+        assert worker.stdout is not None and worker.stdout.readline() == "serving\n"
+        browser = Browser(port)
+        page = browser.get("/signup").body
+        form = {"csrf_token": hidden(page, "csrf_token"),
+                "form_token": hidden(page, "form_token"), **ADA}
+        issued = token_keys(rdb)
+        lost: list[BaseException] = []
+
+        def submit() -> None:
+            try:
+                browser.post("/signup/send", form)
+            except (OSError, http.client.HTTPException) as error:
+                lost.append(error)  # what the browser shows as a network error
+        posting = threading.Thread(target=submit)
+        posting.start()
+        consumed = worker.stdout.readline()
+        worker.send_signal(signal.SIGKILL)  # whatever it said: never left running
+        worker.wait(10)
+        posting.join(30)
+    assert consumed == f"consumed {worker.pid}\n"
+    assert lost and signups() == []  # no half row: its transaction died with it
+    assert len(token_keys(rdb)) == len(issued) - 1  # spent, and not given back
+    # The user resubmits; another worker answers (the same browser session).
+    client = make_app().test_client()
+    client.set_cookie("session", browser.cookies["session"])
+    reload = client.post("/signup/send", data=form)
+    assert reload.status_code == 409 and "had expired or was already used" in reload.text
+    assert 'value="Ada Lovelace"' in reload.text
+    fresh = hidden(reload.text, "form_token")
+    assert fresh != form["form_token"]
+    done = client.post("/signup/send", data={**form, "form_token": fresh})
+    assert done.status_code == 303 and signups() == ["ada@example.com"]
