@@ -111,8 +111,11 @@ def create(form: OrderForm, db: Session) -> Order:
     written "charging", and :func:`~webapp.payments.checkout.charge` charges it once the
     row is committed."""
     card = form.payment_method.data if isinstance(form, CardOrderForm) else None
-    return new_order(db, OrderDetails(form.product.data, form.quantity.data, form.name.data,
-                                      form.email.data, form.address.data, card or None))
+    order = new_order(db, OrderDetails(form.product.data, form.quantity.data, form.name.data,
+                                       form.email.data, form.address.data, card or None))
+    if not card:
+        order.submission_step = None  # no card to charge: no step (the webhook pays it)
+    return order
 
 
 @bp.get("/orders/<public_id>")

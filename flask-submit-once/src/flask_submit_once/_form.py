@@ -22,6 +22,7 @@ from typing import Any
 from flask import Flask, Response, make_response, request
 from flask.typing import ResponseReturnValue
 from redis.exceptions import RedisError
+from sqlalchemy import inspect
 from sqlalchemy.orm import Session
 
 from . import signals
@@ -151,7 +152,10 @@ class ProtectedForm:
         assert self.step is not None
         row = outcome.result
         if self.step.pending(row):
-            done = self.step.resume(db.get_bind(), row, wait=wait, url_of=self.url_of)
+            identity, digest = inspect(row).identity, row.submission_digest
+            db.rollback()  # reading the row began a transaction: none is open during the step
+            done = self.step.resume(db.get_bind(), identity, digest, wait=wait,
+                                    url_of=self.url_of)
             if done.kind == "created" and outcome.kind == "duplicate":
                 return Outcome("duplicate", done.result, waited=True, url=done.url)
             return done

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from sqlalchemy import String, event, select
+from sqlalchemy import String, event, inspect, select
 from sqlalchemy.orm import Mapped, Session, declared_attr, mapped_column
 
 __all__ = ["DIGEST_LENGTH", "SubmissionMixin", "stamped"]
@@ -28,8 +28,9 @@ class SubmissionMixin:
     UNIQUE column (the last line of defence when Redis gives a spent token back);
     ``submission_fingerprint``, what the submission was (so that a repeat with other
     input is told apart); and ``submission_step``, the step outside the database still
-    to do for it, if its form has one (``then=``), else NULL. The protected view fills
-    them: it only returns the row. In a migration they are ``VARCHAR(43) NOT NULL
+    to do for it, if its form has one (``then=``), else NULL (a view sets it to None
+    itself for a row that needs no step). The protected view fills them: it only returns
+    the row. In a migration they are ``VARCHAR(43) NOT NULL
     UNIQUE``, ``VARCHAR(43)`` and ``VARCHAR(64)``.
     """
 
@@ -61,7 +62,10 @@ def stamped(db: Session, digest: str, fingerprint: str | None, view: Callable[[]
     try:
         result = view()
         if isinstance(result, SubmissionMixin):
-            result.submission_step = step
+            # A view that set submission_step itself (None: this row needs no step) is
+            # left to it.
+            if not inspect(result).attrs.submission_step.history.has_changes():
+                result.submission_step = step
             db.add(result)
         db.flush()
     finally:

@@ -69,19 +69,18 @@ class Step:
     def pending(self, row: object) -> bool:
         return getattr(row, "submission_step", None) == self.name
 
-    def resume(self, bind: Engine | Connection, row: Any, *, wait: float,
+    def resume(self, bind: Engine | Connection, identity: Any, digest: str, *, wait: float,
                url_of: Callable[[Any], str | None] = lambda _: None) -> Outcome:
-        """Do the step for ``row`` if it is still to do, holding its lock on a connection
-        of its own from ``bind``'s engine: created (done now), duplicate (done by whoever
-        held the lock before), refused, unconfirmed (left to do), or still_running
-        (another holder past ``wait``)."""
+        """Do the step for the row of ``identity`` (its primary key) and ``digest`` if it
+        is still to do, holding its lock on a connection of its own from ``bind``'s
+        engine: created (done now), duplicate (done by whoever held the lock before),
+        refused, unconfirmed (left to do), or still_running (another holder past
+        ``wait``)."""
         engine = bind if isinstance(bind, Engine) else bind.engine
-        identity = inspect(row).identity
-        digest = row.submission_digest
         key = lock_key(digest)
         with engine.connect() as conn:
             if not _lock(conn, key, wait):
-                return Outcome("still_running", row, waited=True)
+                return Outcome("still_running", waited=True)
             try:
                 with Session(bind=conn, expire_on_commit=False) as db:
                     return self._do(db, identity, digest, url_of)
@@ -112,10 +111,11 @@ class Step:
         db.commit()
         return Outcome("created", row, url=url_of(row))
 
-    def to_do(self, db: Session) -> list[Any]:
-        """The rows whose step is still to do."""
+    def to_do(self, db: Session) -> list[tuple[Any, str]]:
+        """(identity, digest) of the rows whose step is still to do."""
         model: Any = self.model
-        return list(db.scalars(select(model).where(model.submission_step == self.name)))
+        rows = db.scalars(select(model).where(model.submission_step == self.name))
+        return [(inspect(row).identity, row.submission_digest) for row in rows]
 
 
 def settled(row: Any, url_of: Callable[[Any], str | None]) -> Outcome:
@@ -161,8 +161,8 @@ def resume_all(steps: Iterable[tuple[Step, Sessions | None]], *, wait: float) ->
             rows = step.to_do(db)
             bind = db.get_bind()
             db.rollback()
-            for row in rows:
-                kind = step.resume(bind, row, wait=wait).kind
+            for identity, digest in rows:
+                kind = step.resume(bind, identity, digest, wait=wait).kind
                 counts[kind] = counts.get(kind, 0) + 1
         finally:
             db.close()
