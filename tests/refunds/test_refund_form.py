@@ -14,7 +14,6 @@ from tests.api_owned import hand_to_api_client
 from tests.conftest import flashed, hidden, lose_the_commit_reply, token_keys
 from tests.pauses import after_consume
 from tests.refunds.conftest import requests_of, wait_until
-from webapp.extensions import submit_once
 from webapp.refunds.stream import DEAD_LETTERS, STREAM
 
 
@@ -40,8 +39,9 @@ def open_refund_form(client, public_id: str) -> dict[str, str]:
 def refund_digest(app, client, public_id: str, token: str) -> str:
     """The digest the app keys this refund form's token by, in this client's session."""
     with app.test_request_context(), client.session_transaction() as session:
-        return form_tokens.store.digest(token, session_id=session["_submit_once_sid"],
-                                        form=f"refund:{public_id}")
+        return app.extensions["submit_once"].store.digest(
+            token, session_id=session["_submit_once_sid"],
+            form=f"refunds.create:public_id={public_id}")
 
 
 def refund(client, public_id: str, tokens: dict[str, str], amount: str):
@@ -311,7 +311,8 @@ def test_refund_applied_while_the_submit_runs_is_refused_with_a_fresh_token(
     after_consume(app, lambda: time.sleep(5))
     client = app.test_client()
     tokens = open_refund_form(client, public_id)
-    token_key = "ft:" + refund_digest(app, client, public_id, tokens["form_token"])
+    token_key = app.extensions["submit_once"].store.key(
+        refund_digest(app, client, public_id, tokens["form_token"]))
     assert rdb.exists(token_key)
     result = {}
     submit = threading.Thread(target=lambda: result.update(
@@ -360,7 +361,8 @@ def test_a_request_reserved_while_the_submit_runs_is_refused_with_the_amount_kep
     after_consume(app, lambda: time.sleep(3))
     client = app.test_client()
     tokens = open_refund_form(client, public_id)
-    token_key = "ft:" + refund_digest(app, client, public_id, tokens["form_token"])
+    token_key = app.extensions["submit_once"].store.key(
+        refund_digest(app, client, public_id, tokens["form_token"]))
     result = {}
     submit = threading.Thread(target=lambda: result.update(
         response=refund(client, public_id, tokens, "30")))
