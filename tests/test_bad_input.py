@@ -187,6 +187,8 @@ CASES = {
     "script-in-address": (fields(address=SCRIPT, quantity="0"), 422, ESCAPED),
     "quantity-sent-twice": (fields(quantity=["1", "2"]), 400, REPEATED),
     "name-sent-twice": (fields(name=["Ada", "Eve"]), 400, REPEATED),
+    "field-sent-twice-without-csrf": (fields(csrf_token=None, quantity=["1", "2"]), 400,
+                                      REPEATED),
     # the request itself
     "json-body": (body(b'{"product": 1}', "application/json"), 415, "not as another kind"),
     "text-body": (body(b"product=1", "text/plain"), 415, "not as another kind"),

@@ -11,9 +11,9 @@ from flask import Flask, Response, current_app, request
 from flask.sessions import SecureCookieSessionInterface
 from flask.typing import ResponseReturnValue
 from sqlalchemy.orm import Session
+from werkzeug.exceptions import HTTPException
 
 from ._answers import Message, Page
-from ._errors import CrossSite
 from ._form import Fields, ProtectedForm
 from ._history import BackFriendlySessionInterface
 from ._idempotent import IdempotentView
@@ -253,7 +253,9 @@ class SubmitOnce:
             return None
         try:
             return protected.session_lost()
-        except CrossSite as refused:
+        except HTTPException as refused:
+            # CrossSite, or the form's own maker refusing the request (an unknown order's
+            # 404, a field sent twice): raised inside an error handler it would be a 500.
             return current_app.make_response(current_app.handle_http_exception(refused))
 
 
