@@ -11,7 +11,6 @@ from flask import Flask, Response, current_app, request
 from flask.sessions import SecureCookieSessionInterface
 from flask.typing import ResponseReturnValue
 from sqlalchemy.orm import Session
-from werkzeug.exceptions import HTTPException
 
 from ._answers import Message, Page
 from ._form import Fields, ProtectedForm
@@ -253,10 +252,11 @@ class SubmitOnce:
             return None
         try:
             return protected.session_lost()
-        except HTTPException as refused:
-            # CrossSite, or the form's own maker refusing the request (an unknown order's
-            # 404, a field sent twice): raised inside an error handler it would be a 500.
-            return current_app.make_response(current_app.handle_http_exception(refused))
+        except Exception as raised:
+            # CrossSite, or what the form's maker raises (an unknown order's 404, a field
+            # sent twice, a database that is away): raised inside an error handler it
+            # would be a 500, so it is answered as the app answers it from a view.
+            return current_app.make_response(current_app.handle_user_exception(raised))
 
 
 def _csrf_lives_as_long(app: Flask, ttl: int) -> None:
