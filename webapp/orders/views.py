@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from contextlib import suppress
 
 from flask import Blueprint, abort, redirect, render_template, request, url_for
 from sqlalchemy.exc import SQLAlchemyError
@@ -58,6 +59,10 @@ def order_form() -> OrderForm:
     except SQLAlchemyError:
         if request.method != "POST":
             raise  # a page with nothing to sell: the 503 page
+        # The failed read left this request's session in an aborted transaction, the
+        # one the submit runs in next: end it, so the submit starts clean.
+        with suppress(SQLAlchemyError):
+            submit_once.session.rollback()
         products = last_known_products()
     return OrderForm(products)
 
