@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from . import signals
 from ._answers import Page, again, landed
-from ._errors import CrossSite, Unavailable
+from ._errors import BadFormToken, CrossSite, Unavailable
 from ._fingerprint import fingerprint
 from ._issuing import session_id
 from ._model import SubmissionMixin, stamped
@@ -145,13 +145,19 @@ class ProtectedForm:
     def session_lost(self) -> Response:
         """The answer to a failed session check (Flask-WTF's CSRF): another site's post
         is refused, echoing nothing and setting no cookie; the user's own lost session
-        gets the form again, input kept, with fresh tokens for the session it has now."""
+        gets the form again, input kept, with fresh tokens for the session it has now
+        (when Redis cannot give one, with the token it was sent with: never a form with
+        no token, whose submit would be a dead end)."""
         if cross_site():
             raise CrossSite()
         form = self.form() if self.form is not None else None
+        try:
+            sent: str | None = submitted_token(state().field)
+        except BadFormToken:
+            sent = None
         return again(self.page, self.name or form_name(request.endpoint or "",
                                                        request.view_args),
-                     "session_lost", sent=None, form=form)
+                     "session_lost", sent=sent, form=form)
 
     def check(self, st: State, name: str) -> Response:
         """What became of the submit of this token, spending nothing: ``done`` (and where),
