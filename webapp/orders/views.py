@@ -54,16 +54,23 @@ def order_form() -> OrderForm:
     the submit reads the product again inside its transaction)."""
     if request.method == "POST":
         reject_repeated_fields()
+    db = submit_once.session
     try:
-        products = active_products(submit_once.session)
+        products = active_products(db)
     except SQLAlchemyError:
         if request.method != "POST":
             raise  # a page with nothing to sell: the 503 page
         # The failed read left this request's session in an aborted transaction, the
         # one the submit runs in next: end it, so the submit starts clean.
         with suppress(SQLAlchemyError):
-            submit_once.session.rollback()
+            db.rollback()
         products = last_known_products()
+    # The catalogue read is cached for every request of the process: its products must
+    # not stay in this request's session, whose ROLLBACK would expire them under the
+    # other requests (and whose loads they would then run from other threads).
+    for product in products:
+        if product in db:
+            db.expunge(product)
     return OrderForm(products)
 
 
