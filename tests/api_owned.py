@@ -14,6 +14,6 @@ def hand_to_api_client(servers: Servers, order_id: int | None = None) -> None:
             "INSERT INTO api_clients (name) VALUES ('partner') "
             "ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING id"))
         conn.execute(text("UPDATE orders SET api_client_id = :c, idempotency_key = 'k', "
-                          "request_fingerprint = 'f' "
+                          "submission_fingerprint = 'f' "
                           "WHERE CAST(:id AS bigint) IS NULL OR id = :id"),
                      {"c": client_id, "id": order_id})

@@ -161,7 +161,7 @@ def lose_the_commit_reply(monkeypatch, *, committed: bool) -> None:
 
 def token_keys(rdb, pattern: str = "*") -> list[str]:
     """The live form tokens among ``rdb``'s keys matching ``pattern``: every key but
-    the issuance counts (``ft:issued:…``, one per session and client a window)."""
+    the issuance counts (``so:issued:…``, one per session and client a window)."""
     return [key for key in rdb.keys(pattern) if ":issued:" not in str(key)]
 
 

@@ -20,7 +20,7 @@ from sqlalchemy import text
 from werkzeug.datastructures import MultiDict
 
 from tests.conftest import VALID, Servers, flashed, hidden, order_count
-from webapp.orders import EXPIRED
+from webapp.orders import EXPIRED, FORM
 
 SCRIPT = '<script>alert("x")</script>'
 ESCAPED = "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;"
@@ -46,7 +46,7 @@ class User:
         data = {**VALID, **self.tokens, **changes}
         return {k: v for k, v in data.items() if v is not None}
 
-    def other_token(self, *, form: str = "order") -> str:
+    def other_token(self, *, form: str = FORM) -> str:
         """A second live token of this session (for ``form``), not the one on the page."""
         with self.client.session_transaction() as session:
             sid = session["_submit_once_sid"]
@@ -55,7 +55,8 @@ class User:
     def key_of(self, token: str) -> str:
         with self.client.session_transaction() as session:
             sid = session["_submit_once_sid"]
-        return self.app.extensions["submit_once"].store.key(token, session_id=sid, form="order")
+        store = self.app.extensions["submit_once"].store
+        return store.key(store.digest(token, session_id=sid, form=FORM))
 
 
 def fields(**changes: object) -> Callable[[User], object]:
@@ -186,6 +187,8 @@ CASES = {
     "script-in-address": (fields(address=SCRIPT, quantity="0"), 422, ESCAPED),
     "quantity-sent-twice": (fields(quantity=["1", "2"]), 400, REPEATED),
     "name-sent-twice": (fields(name=["Ada", "Eve"]), 400, REPEATED),
+    "field-sent-twice-without-csrf": (fields(csrf_token=None, quantity=["1", "2"]), 400,
+                                      REPEATED),
     # the request itself
     "json-body": (body(b'{"product": 1}', "application/json"), 415, "not as another kind"),
     "text-body": (body(b"product=1", "text/plain"), 415, "not as another kind"),

@@ -1,5 +1,5 @@
 """The benchmark is a client of the library like any other: it imports only public names
-of ``submit_once``, and it stays smaller than the library it measures."""
+of ``flask_submit_once``, and it stays smaller than the library it measures."""
 
 from __future__ import annotations
 
@@ -8,19 +8,19 @@ import importlib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-LIBRARY = ROOT / "flask-submit-once/src/submit_once"
+LIBRARY = ROOT / "flask-submit-once/src/flask_submit_once"
 
 
 def library_names_imported(path: Path) -> set[tuple[str, str]]:
-    """(module, name) for every ``from submit_once... import name`` in ``path``."""
+    """(module, name) for every ``from flask_submit_once... import name`` in ``path``."""
     return {(node.module, alias.name) for node in ast.walk(ast.parse(path.read_text()))
             if isinstance(node, ast.ImportFrom) and node.level == 0
-            and (node.module or "").split(".")[0] == "submit_once" for alias in node.names}
+            and (node.module or "").split(".")[0] == "flask_submit_once" for alias in node.names}
 
 
 def test_the_benchmark_imports_only_public_names_of_the_library():
     imported = set().union(*map(library_names_imported, ROOT.glob("bench/*.py")))
-    assert ("submit_once", "TokenStore") in imported  # the walk found the imports
+    assert ("flask_submit_once", "TokenStore") in imported  # the walk found the imports
     for module, name in sorted(imported):
         public = getattr(importlib.import_module(module), "__all__", ())
         assert name in public, f"bench imports {module}.{name}, which is not public"

@@ -40,3 +40,20 @@ def test_without_the_cache_every_form_reads_the_catalogue(make_app):
                  lambda conn, cursor, sql, *args: statements.append(sql))
     client.get("/orders/new")
     assert [sql for sql in statements if "FROM products" in sql]
+
+
+def test_a_submit_that_rolls_back_leaves_the_cached_catalogue_usable(make_app, servers):
+    """The cache is shared by every request of the process: what it holds must not
+    belong to one request's session. A submit that ends in a ROLLBACK (here an unknown
+    token, "expired") expires what its session loaded; the next form drawn from the
+    cache must still show the catalogue, not fail on an expired, detached product."""
+    app = make_app(CATALOGUE_CACHE_SECONDS=0)
+    client = app.test_client()
+    page = client.get("/orders/new").get_data(as_text=True)
+    expired = client.post("/orders", data={  # reads the catalogue: the cache's products
+        **VALID, "csrf_token": hidden(page, "csrf_token"), "form_token": "A" * 43})
+    assert expired.status_code == 409
+    app.config["CATALOGUE_CACHE_SECONDS"] = 60  # from now on, drawn from that read
+    again = client.get("/orders/new")
+    assert again.status_code == 200, again.get_data(as_text=True)[:300]
+    assert "Stoneware mug" in again.get_data(as_text=True)

@@ -1,13 +1,12 @@
 """A used order form resubmitted with other details (Back + edit, a duplicated tab, a
 Turbo snapshot) is told so with those details back, and places nothing by itself.
-Written with the library's pytest plugin (submit_once.testing's ``once_forms``)."""
+Written with the library's pytest plugin (flask_submit_once.testing's ``once_forms``)."""
 
 from __future__ import annotations
 
 from sqlalchemy import text
 
-from flask_submit_once.testing import hidden_value
-from tests.conftest import VALID, flashed, order_count
+from tests.conftest import VALID, flashed, hidden, order_count
 
 EDITED = {**VALID, "quantity": "5", "address": "1 Other Street\nLeeds LS1 1AA"}
 
@@ -27,7 +26,7 @@ def test_back_edit_and_submit_is_told_and_the_new_details_are_kept(once_forms, s
     assert "already used for order" in html and "nothing new was placed" in html
     assert placed.headers["Location"] in html  # a link to the order already placed
     assert "1 Other Street" in html and 'value="5"' in html
-    fresh = hidden_value(html, "form_token")
+    fresh = hidden(html, "form_token")
     assert fresh and fresh != page.token and order_count(servers) == 1
     # Submitting that form is what places the second order, with the new details.
     second = once_forms.page("/orders/new", html).submit(EDITED)

@@ -12,9 +12,9 @@ import redis
 from redis.cluster import RedisCluster
 
 from dev.embedded import EmbeddedRedis, free_port
-from webapp.redis_urls import make_client
 from tests.conftest import VALID, flashed, hidden, order_count, token_keys
 from tests.live import LiveServer, open_form, request
+from webapp.redis_urls import make_client
 
 
 def _port_with_free_bus() -> int:

@@ -22,7 +22,7 @@ def test_every_status_werkzeug_can_raise_has_a_title_of_ours():
 
 @pytest.mark.parametrize(("method", "path", "status", "says"), [
     ("GET", "/admin", 404, "There is no page at this address."),
-    ("GET", "/orders", 405, "This address cannot be opened that way"),
+    ("DELETE", "/orders", 405, "This address cannot be opened that way"),
     ("PUT", "/orders/new", 405, "This address cannot be opened that way"),
 ])
 def test_404_and_405_pages_speak_the_shops_words(client, method, path, status, says):

@@ -35,10 +35,11 @@ def test_120_cookieless_form_views_from_one_client_leave_at_most_the_limit(make_
     away_from_a_minute_boundary()
     statuses = [client.get("/orders/new").status_code for _ in range(120)]
     assert statuses == [200] * LIMIT + [429] * (120 - LIMIT)
-    assert len(token_keys(rdb, "ft:*")) == LIMIT  # rejected views left no live key behind
+    assert len(token_keys(rdb, "so:*")) == LIMIT  # rejected views left no live key behind
     refused = client.get("/orders/new")
     assert refused.status_code == 429 and 0 < int(refused.headers["Retry-After"]) <= 60
-    assert "Please wait a minute" in refused.text and 'name="form_token"' not in refused.text
+    assert "Very many forms were opened from your network" in refused.text
+    assert 'id="try-again"' in refused.text and 'name="form_token"' not in refused.text
     # Another address has its own count.
     assert client.get("/orders/new", environ_base={"REMOTE_ADDR": "192.0.2.7"}).status_code \
         == 200
@@ -62,7 +63,7 @@ def test_the_limit_is_off_at_zero_and_the_session_cap_stays(make_app, rdb):
                       SUBMIT_ONCE_MAX_PER_SESSION=5).test_client()
     assert [client.get("/orders/new").status_code for _ in range(6)] == [200] * 5 + [429]
     # One key for the session's count beside the five tokens.
-    assert len(rdb.keys("ft:issued:*")) == 1 and len(token_keys(rdb, "ft:*")) == 5
+    assert len(rdb.keys("so:issued:*")) == 1 and len(token_keys(rdb, "so:*")) == 5
 
 
 def test_a_user_within_the_limit_orders_as_before(make_app, servers):
@@ -122,10 +123,10 @@ def test_a_redis_that_forgot_the_counting_script_is_taught_it_again(make_app, rd
     assert client.get("/orders/new").status_code == 200
     rdb.script_flush()
     assert client.get("/orders/new").status_code == 200
-    assert len(token_keys(rdb, "ft:*")) == 2
+    assert len(token_keys(rdb, "so:*")) == 2
     # Both count both forms (the session's first, issued before it had an id, with its
     # second).
-    assert sorted(int(rdb.get(key)) for key in rdb.keys("ft:issued:*")) == [2, 2]
+    assert sorted(int(rdb.get(key)) for key in rdb.keys("so:issued:*")) == [2, 2]
 
 
 def test_a_cookieless_view_makes_no_per_session_counter(make_app, rdb):
@@ -134,7 +135,7 @@ def test_a_cookieless_view_makes_no_per_session_counter(make_app, rdb):
     client = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=LIMIT).test_client(use_cookies=False)
     away_from_a_minute_boundary()
     assert {client.get("/orders/new").status_code for _ in range(10)} == {200}
-    assert len(rdb.keys("ft:issued:*")) == 1  # the client's count, no session's
+    assert len(rdb.keys("so:issued:*")) == 1  # the client's count, no session's
 
 
 @pytest.mark.parametrize("first, second, shared", [

@@ -15,7 +15,8 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TREES = {"webapp": ROOT / "webapp", "submit_once": ROOT / "flask-submit-once/src/submit_once"}
+TREES = {"webapp": ROOT / "webapp",
+         "flask_submit_once": ROOT / "flask-submit-once/src/flask_submit_once"}
 
 
 def modules() -> dict[str, Path]:
@@ -104,6 +105,7 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_no_module_of_the_shop_or_the_library_imports_itself_through_others():
     graph = import_graph()
     assert len(graph) > 50  # the walk found the shop and the library
+    assert {name.split(".")[0] for name in graph} == set(TREES)
     assert circles(graph) == []
 
 
@@ -119,7 +121,7 @@ def test_the_check_sees_a_circle_held_by_an_import_inside_a_function(tmp_path, m
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .models import Order\n"
         "def find_order():\n    from .db import sessions\n")
     monkeypatch.setitem(TREES, "webapp", package)
-    monkeypatch.setitem(TREES, "submit_once", tmp_path / "none")
+    monkeypatch.setitem(TREES, "flask_submit_once", tmp_path / "none")
     assert circles(import_graph()) == [["webapp.db", "webapp.models", "webapp.order_rules"]]
 
 
@@ -137,14 +139,29 @@ def test_the_check_sees_a_circle_through_a_package_on_the_way(tmp_path, monkeypa
             (package / folder / name).write_text(text)
     (package / "__init__.py").write_text("")
     monkeypatch.setitem(TREES, "webapp", package)
-    monkeypatch.setitem(TREES, "submit_once", tmp_path / "none")
+    monkeypatch.setitem(TREES, "flask_submit_once", tmp_path / "none")
     assert circles(import_graph()) == [["webapp.api", "webapp.api.openapi",
                                         "webapp.webhooks.event"]]
 
 
+def test_the_check_sees_a_circle_in_the_library(tmp_path, monkeypatch):
+    """The circle issue 28 found in the old library: the extension used its form helper,
+    which called back into the extension."""
+    package = tmp_path / "flask_submit_once"
+    package.mkdir()
+    (package / "__init__.py").write_text("from ._extension import SubmitOnce\n")
+    (package / "_extension.py").write_text("from ._form import ProtectedForm\n")
+    (package / "_form.py").write_text("def handle():\n    from . import _extension\n")
+    monkeypatch.setitem(TREES, "webapp", tmp_path / "none")
+    monkeypatch.setitem(TREES, "flask_submit_once", package)
+    assert circles(import_graph()) == [["flask_submit_once._extension",
+                                        "flask_submit_once._form"]]
+
+
 def feature(module: str) -> str:
     """``webapp.orders.views`` → ``webapp.orders``; the library is one feature."""
-    return "submit_once" if module.startswith("submit_once") else ".".join(module.split(".")[:2])
+    return "flask_submit_once" if module.startswith("flask_submit_once") \
+        else ".".join(module.split(".")[:2])
 
 
 if __name__ == "__main__":

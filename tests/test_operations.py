@@ -15,6 +15,7 @@ from tests.api_client import ORDER, new_api_key, place
 from tests.conftest import VALID, hidden, lose_the_commit_reply, order_count
 from tests.live import LiveServer, open_form, request
 from tests.test_logs import json_lines
+from webapp.orders import FORM
 from webapp.request_log import LOGGER
 from webapp.request_log import json_lines as formatter
 
@@ -82,13 +83,13 @@ def test_metrics_count_tokens_orders_duplicates_and_rejects(client, rdb):
         return value(after, name, **labels) - value(before, name, **labels)
 
     # four forms rendered, and the CSRF refusal gives its form back with a fresh token
-    assert delta("form_tokens_issued_total", form="order") == 5
-    assert delta("form_tokens_consumed_total", form="order") == 1
+    assert delta("submit_once_tokens_issued_total", form=FORM) == 5
+    assert delta("submit_once_tokens_consumed_total", form=FORM) == 1
     assert delta("orders_placed_total", channel="form") == 1
+    assert delta("submit_once_duplicates_total", form=FORM, waited="false") == 1
+    assert delta("submit_once_rejected_total", form=FORM, reason="expired_or_unknown") == 1
+    assert delta("submit_once_rejected_total", form=FORM, reason="session_mismatch") == 1
     assert delta("orders_placed_total", channel="api") == 0
-    assert delta("form_submit_duplicates_total", form="order", waited="false") == 1
-    assert delta("form_tokens_rejected_total", form="order", reason="expired_or_unknown") == 1
-    assert delta("form_tokens_rejected_total", form="order", reason="session_mismatch") == 1
     assert delta("http_request_duration_seconds_count",
                  method="POST", route="/orders", status="303") == 2
 
@@ -139,18 +140,18 @@ def test_metrics_add_up_over_gunicorn_workers_and_time_duplicates_that_waited(
         output = live.output()
     for page in pages:
         assert value(page, "orders_placed_total", channel="form") == 1
-        waited = value(page, "form_submit_duplicates_total", form="order", waited="true")
-        assert waited + value(page, "form_submit_duplicates_total", form="order",
+        waited = value(page, "submit_once_duplicates_total", form=FORM, waited="true")
+        assert waited + value(page, "submit_once_duplicates_total", form=FORM,
                               waited="false") == 19
         assert waited >= 1, "a 1 s pause after GETDEL makes some duplicates wait"
-        assert value(page, "form_submit_duplicate_wait_seconds_count", form="order") == waited
+        assert value(page, "submit_once_duplicate_wait_seconds_count", form=FORM) == waited
     # gunicorn's own lines too: every one is JSON (but the test pauses' own prints)
     lines = json_lines("\n".join(line for line in output.splitlines()
                                  if not line.startswith("test hook:")))
     assert any(line["logger"] == "gunicorn.error" for line in lines)
     posts = [line for line in lines if line.get("route") == "/orders"]
     assert len(posts) == 20
-    assert sorted(line["outcome"] for line in posts) == ["Created"] + ["Duplicate"] * 19
+    assert sorted(line["outcome"] for line in posts) == ["created"] + ["duplicate"] * 19
     assert form["form_token"] not in output and VALID["email"] not in output
     assert order_count(servers) == 1
 
@@ -201,10 +202,10 @@ def test_one_json_line_per_request_with_id_route_status_and_hashed_token_only(
         ["/orders/new", "/orders", "/orders/<public_id>"]
     submit = log_lines[1]
     digest = app.extensions["submit_once"].store.digest(
-        form["form_token"], session_id=_session_id(client, app), form="order")
+        form["form_token"], session_id=_session_id(client, app), form=FORM)
     assert submit["request_id"] == response.headers["X-Request-ID"] == "lb-1234abcd"
     assert submit["token"] == digest[:12]
-    assert submit["status"] == 303 and submit["outcome"] == "Created"
+    assert submit["status"] == 303 and submit["outcome"] == "created"
     assert submit["method"] == "POST" and submit["ms"] >= 0
     number = re.search(r'data-order-number="([^"]+)"', shown.text).group(1)
     assert log_lines[2]["order_number"] == number  # the number, never the order's key

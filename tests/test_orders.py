@@ -9,6 +9,7 @@ from sqlalchemy import text
 
 from tests.conftest import VALID, flashed, hidden, order_count, token_keys
 from tests.pauses import after_consume
+from webapp.orders.messages import STILL_RUNNING
 
 
 def open_form(client) -> dict[str, str]:
@@ -30,6 +31,13 @@ def order_path(response) -> str:
 def test_home_leads_to_the_order_form(client):
     response = client.get("/")
     assert response.status_code == 302 and response.headers["Location"] == "/orders/new"
+
+
+def test_the_address_a_form_shown_again_leaves_opens_the_form(client):
+    """A form shown again after a plain POST (422, 409, 503) leaves /orders in the address
+    bar: opening it later, or from history, is the order form (it was a 405)."""
+    response = client.get("/orders")
+    assert response.status_code == 303 and response.headers["Location"] == "/orders/new"
 
 
 def test_form_carries_a_single_use_token_stored_with_a_ttl(client, rdb):
@@ -191,7 +199,11 @@ def test_duplicate_in_flight_waits_for_the_first_and_lands_on_its_order(make_app
     assert order_count(servers) == 1
 
 
-def test_duplicate_waits_only_up_to_the_bound_then_is_told_to_reload(make_app, servers):
+def test_duplicate_waits_only_up_to_the_bound_then_gets_the_form_back_to_submit_again(
+        make_app, servers):
+    """Past the wait bound the duplicate gets the form again (503), its input and its
+    token kept, saying the first submit is still being placed; submitting that same
+    token again lands on the one order."""
     app = make_app(SUBMIT_ONCE_WAIT_SECONDS=0.3)
     consumed, release = threading.Event(), threading.Event()
     after_consume(app, lambda: (consumed.set(), release.wait(5)))
@@ -205,7 +217,9 @@ def test_duplicate_waits_only_up_to_the_bound_then_is_told_to_reload(make_app, s
         other.set_cookie("session", client.get_cookie("session").value)
         response = submit(other, tokens)
         assert response.status_code == 503 and response.headers["Retry-After"] == "2"
-        assert "still placing your order" in response.get_data(as_text=True)
+        html = response.get_data(as_text=True)
+        assert STILL_RUNNING in html and 'value="Ada Lovelace"' in html
+        assert hidden(html, "form_token") == tokens["form_token"]
     finally:
         release.set()
         first.join(5)

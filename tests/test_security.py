@@ -17,7 +17,7 @@ from sqlalchemy import text
 from tests.conftest import VALID, hidden, order_count, token_keys
 from tests.pauses import after_consume
 from tests.test_hardening import KEY
-from webapp.orders import EXPIRED
+from webapp.orders import EXPIRED, FORM
 from webapp.request_log import json_lines
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -121,12 +121,12 @@ def test_no_token_csrf_value_or_session_id_is_ever_logged(make_app, servers, cap
     with client.session_transaction() as session:
         secrets_seen.add(session["_submit_once_sid"])
     digests = {app.extensions["submit_once"].store.digest(
-        t, session_id=session["_submit_once_sid"], form="order") for t in secrets_seen}
+        t, session_id=session["_submit_once_sid"], form=FORM) for t in secrets_seen}
 
     # Every line with everything it carries: as JSON lines, extra fields included.
     as_json = json_lines()
     logged = "\n".join(f"{as_json.format(r)} {r.exc_text or ''}" for r in caplog.records)
-    assert '"outcome":"Created"' in logged and "order not placed" in logged
+    assert '"outcome":"created"' in logged and "order not placed" in logged
     for secret in secrets_seen | digests:  # digests appear only as a 12-character prefix
         assert secret not in logged
     assert VALID["email"] not in logged and "Lovelace" not in logged
@@ -179,7 +179,7 @@ def test_happy_path_costs_one_command_to_render_and_one_getdel_in_redis(make_app
 def test_a_live_token_costs_at_most_120_bytes_in_redis(client, rdb):
     open_form(client), open_form(client)
     tokens = token_keys(rdb)
-    counts = rdb.keys("ft:issued:*")
+    counts = rdb.keys("so:issued:*")
     assert len(tokens) == 2 and len(counts) == 1  # the session cap's count: one per session
     assert all(rdb.memory_usage(key, samples=0) <= 120 for key in tokens + counts)
 
@@ -196,7 +196,7 @@ def test_reloading_the_form_past_the_cap_is_refused_with_a_page_and_adds_no_key(
     assert len(token_keys(rdb)) == 5
     assert submit(client, live[2]).status_code == 303  # the open forms still work
     later = time.time() + 3600  # an hour later: a new window
-    monkeypatch.setattr("submit_once.tokens.time.time", lambda: later)
+    monkeypatch.setattr(time, "time", lambda: later)
     assert client.get("/orders/new").status_code == 200
 
 

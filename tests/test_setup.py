@@ -12,7 +12,7 @@ from sqlalchemy import text
 
 from flask_submit_once.signals import submit_committed, token_consumed
 from tests.test_hardening import KEY
-from webapp import api, create_app, db, health, webhooks
+from webapp import api, create_app, db, health, redis_urls, webhooks
 from webapp.config import DEV_SECRET_KEY, RENAMED
 from webapp.extensions import submit_once
 from webapp.webhooks.signatures import HEADER, sign
@@ -100,8 +100,10 @@ def test_there_are_no_test_hook_settings(environ):
     assert not [*token_consumed.receivers_for(app), *submit_committed.receivers_for(app)]
     # SQLAlchemy's session event "after_commit" (webapp/metrics.py counts orders on it)
     # is no test hook.
+    packages = (ROOT / "webapp", ROOT / "flask-submit-once/src/flask_submit_once")
+    assert all(package.is_dir() for package in packages)
     offenders = [f"{path.relative_to(ROOT)}: {word}"
-                 for package in ("webapp", "submit_once") for path in (ROOT / package).rglob("*.py")
+                 for package in packages for path in package.rglob("*.py")
                  for word in ("TEST_", "test_hooks", "after_consume", "after_commit")
                  if word in path.read_text().replace('"after_commit"', "")]
     assert offenders == []
@@ -126,15 +128,17 @@ def test_testing_set_by_create_app_reads_the_catalogue_afresh_and_production_cac
 
 
 def test_blueprints_take_redis_when_they_use_it_so_init_order_carries_no_meaning(servers):
-    """The API and the webhook register before FormTokens, which owns the Redis
-    client; they ask it for the client per request, so both still work."""
+    """The API and the webhook register before SubmitOnce, which owns the Redis
+    client; they ask it for the client per request, so both still work. SubmitOnce is
+    given the client and the sessions as the factory gives them (webapp/__init__.py)."""
     app = Flask(__name__)
     app.config.update(servers.config(SUBMIT_ONCE_WAIT_SECONDS=1))
     api.init_app(app)
     webhooks.init_app(app)
     app.register_blueprint(health.bp)
     db.init_app(app)
-    form_tokens.init_app(app)
+    submit_once.init_app(app, sessions=app.extensions["db"],
+                         client=redis_urls.make_client(app.config["REDIS_URL"]))
     try:
         client = app.test_client()
         assert client.get("/readyz").get_json()["checks"]["redis"]["status"] == "up"

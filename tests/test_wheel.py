@@ -153,17 +153,18 @@ def test_the_shop_wheel_ships_its_modules_templates_and_assets_and_nothing_else(
                                f"slipped in: {sorted(names - expected)}")
 
 
-def test_the_library_wheel_ships_submit_once_and_its_metadata_only(wheels):
+def test_the_library_wheel_ships_flask_submit_once_and_its_metadata_only(wheels):
     names = names_in(wheels.library)
     print("the library's wheel:", *names, sep="\n  ")
-    package = LIBRARY / "src" / "submit_once"
-    source = {f"submit_once/{path.relative_to(package).as_posix()}"
+    package = LIBRARY / "src" / "flask_submit_once"
+    source = {f"flask_submit_once/{path.relative_to(package).as_posix()}"
               for path in package.rglob("*")
               if path.is_file() and "__pycache__" not in path.parts}
-    assert {name for name in names if name.startswith("submit_once/")} == source
+    assert {name for name in names if name.startswith("flask_submit_once/")} == source
     version = wheels.library.name.split("-")[1]
     info = f"flask_submit_once-{version}.dist-info/"
-    assert [name for name in names if not name.startswith(("submit_once/", info))] == []
+    assert [name for name in names
+            if not name.startswith(("flask_submit_once/", info))] == []
     assert {f"{info}{name}" for name in ("METADATA", "WHEEL", "RECORD", "licenses/LICENSE")} \
         <= set(names)
 
@@ -188,8 +189,8 @@ def test_both_wheels_pass_twine_check_and_the_shop_requires_the_library_by_name(
 def test_the_pattern_imports_without_the_shop(installed):
     where = subprocess.run(
         [installed.command("python"), "-c",
-         "import submit_once, sys; assert 'webapp' not in sys.modules; "
-         "print(submit_once.__file__)"],
+         "import flask_submit_once, sys; assert 'webapp' not in sys.modules; "
+         "print(flask_submit_once.__file__)"],
         cwd=installed.outside, check=True, timeout=60, capture_output=True, text=True).stdout
     assert Path(where.strip()).is_relative_to(installed.venv), where
     subprocess.run([installed.command("python"), "-m", "pip", "check", *PIP],

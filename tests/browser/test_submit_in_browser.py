@@ -20,6 +20,7 @@ from tests.browser.shop import (
     submit_spaced,
 )
 from tests.conftest import token_keys
+from webapp.orders.messages import STILL_RUNNING
 
 
 def place_order_button(page):
@@ -89,21 +90,25 @@ def test_reload_while_the_submit_is_in_flight_gives_back_the_form_as_sent(page, 
     assert slow_shop.orders() == [number]
 
 
-def test_reload_of_the_still_placing_page_sends_the_form_again_and_lands_on_the_order(
+def test_a_duplicate_past_the_wait_gets_the_form_as_sent_and_submitting_again_lands_on_it(
         servers, new_page):
-    # The first submit outlasts how long a duplicate waits for it: the duplicate
-    # gets "we are still placing your order", whose advice is to reload.
+    # The first submit outlasts how long a duplicate waits for it: the duplicate gets
+    # the form back (503) as sent, same token, saying the order is still being placed
+    # and to press Place order again (before 0.10: a page of its own, "reload").
     with Shop(servers, TEST_PAUSE_AFTER_CONSUME="4", SUBMIT_ONCE_WAIT_SECONDS="0.5") as shop:
         page = new_page()
         open_form(page, shop)
         fill_form(page)
+        sent_token = page.locator("input[name=form_token]").input_value()
         mark = shop.posts_received()
         submit_spaced(page, 2, 300)
-        expect(page.get_by_role("heading", level=1)).to_have_text(
-            "We are still placing your order")
+        expect(page.locator("#form-message")).to_contain_text(STILL_RUNNING)
+        expect(page.get_by_label("Full name")).to_have_value(CUSTOMER["name"])
+        expect(page.get_by_label("Shipping address")).to_have_value(CUSTOMER["address"])
+        assert page.locator("input[name=form_token]").input_value() == sent_token
         assert shop.posts_since(mark, at_least=2) == 2
-        assert len(shop.wait_for_orders(1)) == 1  # "reload in a few seconds"
-        page.reload()  # the page is the answer to a POST: reloading sends it again
+        assert len(shop.wait_for_orders(1)) == 1  # "press Place order again in a few seconds"
+        place_order_button(page).click()
         number = expect_confirmation(page, already_placed=True)
         assert shop.posts_since(mark, at_least=3) == 3
         assert shop.orders() == [number]

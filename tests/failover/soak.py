@@ -21,6 +21,7 @@ from http.cookies import SimpleCookie
 from tests.conftest import VALID, flashed, hidden
 from tests.failover.api_soak import ApiTraffic
 from tests.live import Response, request
+from webapp.orders.messages import STILL_RUNNING
 
 PUBLIC_ID_LENGTH = 22
 
@@ -161,7 +162,7 @@ class Load:
             answer.repeat = "already_placed" in flashed(response)
             answer.kept_input = (f'value="{form.name}"' in response.body
                                  and 'value="ada@example.com"' in response.body)
-            answer.still_running = "We are still placing your order" in response.body
+            answer.still_running = STILL_RUNNING in response.body
             answer.unsure = "We could not confirm your order" in response.body
             if answer.kept_input and response.status in (409, 503):
                 answer.token_offered = hidden(response.body, "form_token")
@@ -179,7 +180,7 @@ class Verdict:
     duplicates: list[str]     # forms with more than one order
     split: list[str]          # forms whose 303s lead to different orders
     not_placed_with_input: int  # 409/503 pages giving the typed values back
-    still_running: int        # 503 "still placing": reload lands on the order
+    still_running: int        # 503 "still placing" without the input: resubmit lands on it
     bad: list[tuple[str, int]]  # any other answer (a 500, no input, no answer)
     placed_but_told_not: int  # no 303, yet an order exists (the commit's answer was lost)
     unsure: int               # answered "could not confirm" (connection lost mid-transaction)

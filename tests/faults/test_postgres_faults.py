@@ -10,9 +10,9 @@ import threading
 import time
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
-from tests.conftest import flashed
+from tests.conftest import flashed, hidden
 from tests.faults.steps import (
     assert_told_orders_exist,
     form_kept,
@@ -24,6 +24,7 @@ from tests.faults.steps import (
 )
 from tests.pauses import after_consume
 from webapp.orders import NOT_CONFIRMED, NOT_PLACED, UNAVAILABLE
+from webapp.orders.messages import STILL_RUNNING
 
 WAITING = 3
 
@@ -119,8 +120,9 @@ def test_8_a_table_lock_held_past_every_timeout_gets_bounded_answers_and_no_pool
     retry_tokens = set()
     for response in responses:
         html = response.get_data(as_text=True)
-        if "still placing your order" in html:
-            continue  # a reload re-sends the form, input and all
+        if STILL_RUNNING in html:  # the form again, input and token kept (503)
+            retry_tokens.add(form_kept(response, 503, STILL_RUNNING))
+            continue
         retry_tokens.add(form_kept(response, response.status_code,
                                    NOT_PLACED if response.status_code == 409 or
                                    NOT_PLACED in html else UNAVAILABLE))
@@ -168,4 +170,51 @@ def test_8_every_pooled_connection_busy_gives_a_503_with_the_input_not_a_500(
     assert form_kept(response, 503, UNAVAILABLE) == tokens["form_token"]
     done = submit(client, tokens)  # the token was never spent
     assert "already_placed" not in flashed(done)
+    assert len(placed(fault_servers)) == 1
+
+
+def test_a_lost_session_on_the_cancel_form_while_postgres_is_down_is_a_503_not_a_500(
+        fault_app, fault_servers):
+    """The session cookie is gone (CSRF fails) and PostgreSQL is down: giving the cancel
+    form back needs the order, which cannot be read. The answer is the 503 page that
+    says to try again, never a 500 from inside the CSRF handler."""
+    app = fault_app(PROPAGATE_EXCEPTIONS=False)  # a handler's error is a 500, as in production
+    client = app.test_client()
+    path = order_path(submit(client, open_form(client)))
+    html = client.get(f"{path}/cancel").get_data(as_text=True)
+    tokens = {name: hidden(html, name) for name in ("csrf_token", "form_token")}
+    client.delete_cookie("session")
+    fault_servers.postgres.stop("immediate")
+    response = client.post(f"{path}/cancellation", data=tokens)
+    fault_servers.postgres.start()
+    assert response.status_code == 503, response.get_data(as_text=True)[:500]
+    assert response.headers["Retry-After"] == "5" and "try again" in response.text
+
+
+def test_a_duplicate_answered_just_before_postgres_goes_away_still_lands_on_its_order(
+        fault_app, fault_servers):
+    """A double click that reaches another app instance (its own memory of settled
+    submits: the transaction finds the order) while PostgreSQL dies right after that
+    transaction: the answer is made from what the transaction read, so the customer
+    lands on the order, told it was already placed, not on a 503 without their input."""
+    first_instance, second_instance = fault_app(), fault_app()
+    client = first_instance.test_client()
+    tokens = open_form(client)
+    placed_at = order_path(submit(client, tokens))
+    other = same_browser(second_instance, client)
+    stopped: list[bool] = []
+
+    def failover(*_: object) -> None:  # after the repeat's ROLLBACK, no server
+        if not stopped:
+            stopped.append(True)
+            fault_servers.postgres.stop("immediate")
+
+    event.listen(second_instance.extensions["db"], "after_rollback", failover)
+    try:
+        again = submit(other, tokens)
+    finally:
+        fault_servers.postgres.start()
+    assert stopped
+    assert order_path(again) == placed_at
+    assert flashed(again) == ["already_placed"]
     assert len(placed(fault_servers)) == 1

@@ -23,7 +23,7 @@ import redis
 from tests.conftest import flashed
 from tests.faults.steps import assert_told_orders_exist, form_kept, order_path, placed, submit
 from tests.live import LiveServer, open_form
-from webapp.orders import EXPIRED, NOT_PLACED
+from webapp.orders import EXPIRED, FORM, NOT_PLACED
 
 
 def paused_pid(live: LiveServer, where: str, timeout: float = 30) -> int:
@@ -66,8 +66,8 @@ def token_is_live(app, cookie: str, token: str) -> bool:
     """Whether the Redis key of ``token``, as bound to this session, exists."""
     data = app.session_interface.get_signing_serializer(app).loads(
         cookie.removeprefix("session="))
-    key = app.extensions["submit_once"].store.key(
-        token, session_id=data["_submit_once_sid"], form="order")
+    store = app.extensions["submit_once"].store
+    key = store.key(store.digest(token, session_id=data["_submit_once_sid"], form=FORM))
     with redis.Redis.from_url(app.config["REDIS_URL"]) as rdb:
         return rdb.exists(key) == 1
 

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 import redis
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.orm import Session
 
+from webapp.models import RefundRequest
 from webapp.order_states import transition
 from webapp.refunds.requests import request_refund
 from webapp.refunds.stream import GROUP, STREAM, RefundMessage, queue_refund
@@ -173,8 +174,23 @@ def request(servers, order_id: int, amount_cents: int, key: str | None = None) -
     NOTIFY, one transaction); returns its key."""
     key = key or new_key()
     with Session(servers.engine) as db, db.begin():
-        request_refund(db, order_id, amount_cents, key)
+        request_refund_keyed(db, order_id, amount_cents, key)
     return key
+
+
+def request_refund_keyed(db: Session, order_id: int, cents: int, key: str) -> RefundRequest:
+    """``request_refund`` in ``db`` as the refund form's submit runs it, where the
+    protected view's flush stamps the new request with the submit's digest: here with
+    ``key``, by a before_flush listener on this session for this call only."""
+    def stamp(session: Session, *_: object) -> None:
+        for row in session.new:
+            if isinstance(row, RefundRequest) and row.idempotency_key is None:
+                row.idempotency_key = key
+    event.listen(db, "before_flush", stamp)
+    try:
+        return request_refund(db, order_id, cents)
+    finally:
+        event.remove(db, "before_flush", stamp)
 
 
 def reserved_of(servers, order_id: int) -> int:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from webapp.redis_urls import make_client
 from tests.refunds.conftest import all_acked, new_key, refunds_of, requests_of, settled, wait_until
 from tests.refunds.test_refund_form import open_refund_form, refund
 from tests.test_cluster import cluster, cluster_url  # noqa: F401 - the fixtures
+from webapp.redis_urls import make_client
 from webapp.refunds.stream import DEAD_LETTERS, STREAM
 
 

@@ -11,8 +11,15 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from tests.refunds.conftest import all_acked, new_key, published, settled, wait_until
-from webapp.refunds.requests import NotEnoughLeft, request_refund
+from tests.refunds.conftest import (
+    all_acked,
+    new_key,
+    published,
+    request_refund_keyed,
+    settled,
+    wait_until,
+)
+from webapp.refunds.requests import NotEnoughLeft
 from webapp.refunds.stream import STREAM, RefundMessage, queue_refund
 
 STREAM_MAX, BATCH = 300, 50
@@ -46,10 +53,10 @@ def test_refund_requests_through_two_workers_reconcile_with_reservations_and_a_s
             order = paid_order(sum(amounts) + (0 if n < refunds // 100 else 1000))
             with Session(servers.engine) as db, db.begin():
                 for amount in amounts:
-                    request_refund(db, order, amount, new_key())
+                    request_refund_keyed(db, order, amount, new_key())
             try:
                 with Session(servers.engine) as db, db.begin():
-                    request_refund(db, order, 1001, new_key())
+                    request_refund_keyed(db, order, 1001, new_key())
             except NotEnoughLeft:
                 refused += 1
             expected += sum(amounts)

@@ -14,7 +14,6 @@ from tests.api_owned import hand_to_api_client
 from tests.conftest import flashed, hidden, lose_the_commit_reply, token_keys
 from tests.pauses import after_consume
 from tests.refunds.conftest import requests_of, wait_until
-from webapp.extensions import submit_once
 from webapp.refunds.stream import DEAD_LETTERS, STREAM
 
 
@@ -40,8 +39,9 @@ def open_refund_form(client, public_id: str) -> dict[str, str]:
 def refund_digest(app, client, public_id: str, token: str) -> str:
     """The digest the app keys this refund form's token by, in this client's session."""
     with app.test_request_context(), client.session_transaction() as session:
-        return form_tokens.store.digest(token, session_id=session["_submit_once_sid"],
-                                        form=f"refund:{public_id}")
+        return app.extensions["submit_once"].store.digest(
+            token, session_id=session["_submit_once_sid"],
+            form=f"refunds.create:public_id={public_id}")
 
 
 def refund(client, public_id: str, tokens: dict[str, str], amount: str):
@@ -242,18 +242,27 @@ def test_with_htmx_a_refused_amount_is_swapped_in_place_and_a_request_redirects(
     assert whole.text == ""
 
 
-def test_with_htmx_a_lost_session_or_an_outage_reloads_the_page_not_swaps_one_in(
+def test_with_htmx_a_lost_session_swaps_the_form_back_and_an_outage_reloads_the_page(
         client, servers, order, make_app):
-    """The app's own error pages (CSRF, Redis away) are whole pages: under htmx they
-    answer HX-Refresh, so the refund page reloads and says what is wrong as a page,
-    instead of a page with its header and footer swapped into the refund form."""
-    _, public_id = order
+    """A lost session under htmx gets the refund form's fragment back in place (400): the
+    amount kept, fresh tokens, never a whole page with its header and footer inside the
+    form (before 0.10 the shop answered HX-Refresh, losing the amount). The app's own
+    503 page (Redis away) is a whole page: htmx is told to reload (HX-Refresh)."""
+    order_id, public_id = order
     tokens = open_refund_form(client, public_id)
     htmx = {"HX-Request": "true"}
     lost = client.post(f"/orders/{public_id}/refunds", headers=htmx,
                        data={**tokens, "csrf_token": "stale", "amount": "10"})
-    assert lost.status_code == 400 and lost.headers["HX-Refresh"] == "true"
-    assert lost.text == ""
+    assert lost.status_code == 400 and "HX-Refresh" not in lost.headers
+    assert lost.text.lstrip().startswith('<div id="refund-form-area">')
+    assert "<html" not in lost.text and 'value="10"' in lost.text
+    assert "Your session had expired" in lost.text and requests_of(servers, order_id) == []
+    fresh = {name: hidden(lost.text, name) for name in ("csrf_token", "form_token")}
+    assert fresh["form_token"] != tokens["form_token"]
+    again = client.post(f"/orders/{public_id}/refunds", headers=htmx,
+                        data={**fresh, "amount": "10"})
+    assert again.headers["HX-Redirect"] == f"/orders/{public_id}"
+    assert [r[1:3] for r in requests_of(servers, order_id)] == [(1000, "requested")]
     nothing_there = make_app(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0").test_client()
     away = nothing_there.get(f"/orders/{public_id}/refund", headers=htmx)
     assert away.status_code == 503 and away.headers["HX-Refresh"] == "true"
@@ -313,7 +322,8 @@ def test_refund_applied_while_the_submit_runs_is_refused_with_a_fresh_token(
     after_consume(app, lambda: time.sleep(5))
     client = app.test_client()
     tokens = open_refund_form(client, public_id)
-    token_key = "ft:" + refund_digest(app, client, public_id, tokens["form_token"])
+    token_key = app.extensions["submit_once"].store.key(
+        refund_digest(app, client, public_id, tokens["form_token"]))
     assert rdb.exists(token_key)
     result = {}
     submit = threading.Thread(target=lambda: result.update(
@@ -362,7 +372,8 @@ def test_a_request_reserved_while_the_submit_runs_is_refused_with_the_amount_kep
     after_consume(app, lambda: time.sleep(3))
     client = app.test_client()
     tokens = open_refund_form(client, public_id)
-    token_key = "ft:" + refund_digest(app, client, public_id, tokens["form_token"])
+    token_key = app.extensions["submit_once"].store.key(
+        refund_digest(app, client, public_id, tokens["form_token"]))
     result = {}
     submit = threading.Thread(target=lambda: result.update(
         response=refund(client, public_id, tokens, "30")))

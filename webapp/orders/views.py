@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from contextlib import suppress
 
 from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
 from sqlalchemy.exc import SQLAlchemyError
@@ -57,12 +58,23 @@ def order_form() -> OrderForm:
     the submit reads the product again inside its transaction)."""
     if request.method == "POST":
         reject_repeated_fields()
+    db = submit_once.session
     try:
-        products = active_products(submit_once.session)
+        products = active_products(db)
     except SQLAlchemyError:
         if request.method != "POST":
             raise  # a page with nothing to sell: the 503 page
+        # The failed read left this request's session in an aborted transaction, the
+        # one the submit runs in next: end it, so the submit starts clean.
+        with suppress(SQLAlchemyError):
+            db.rollback()
         products = last_known_products()
+    # The catalogue read is cached for every request of the process: its products must
+    # not stay in this request's session, whose ROLLBACK would expire them under the
+    # other requests (and whose loads they would then run from other threads).
+    for product in products:
+        if product in db:
+            db.expunge(product)
     client = provider()
     if client is None:
         return OrderForm(products)

@@ -90,7 +90,8 @@ def refund_form() -> RefundForm:
     order = g.refund_order = get_order_or_404((request.view_args or {})["public_id"])
     if placed_through_api(order):
         abort(make_response(through_the_api(order)))
-    return RefundForm(refundable_cents(order))
+    form = g.refund_form = RefundForm(refundable_cents(order))
+    return form
 
 
 def amount_sent(form: RefundForm) -> dict[str, object]:
@@ -116,8 +117,12 @@ def answer(outcome: Outcome):
 
 
 def order_now() -> dict[str, object]:
-    """The order as it is now, for the form drawn again (what is left may have changed)."""
-    return {"order": get_order_or_404(g.refund_order.public_id)}
+    """The order as it is now, for the form drawn again: what is left may have changed
+    since the form was validated (a refund applied or requested meanwhile is why this
+    one was refused), and the amount's hint says what is left now."""
+    order = get_order_or_404(g.refund_order.public_id)
+    g.refund_form.left_cents = refundable_cents(order)
+    return {"order": order}
 
 
 @bp.post("/orders/<public_id>/refunds")

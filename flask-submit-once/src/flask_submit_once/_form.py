@@ -199,11 +199,13 @@ class ProtectedForm:
     def session_lost(self) -> Response:
         """The answer to a failed session check (Flask-WTF's CSRF): another site's post
         is refused, echoing nothing and setting no cookie; the user's own lost session
-        gets the form again, input kept, with fresh tokens for the session it has now."""
+        gets the form again, input kept, with fresh tokens for the session it has now
+        (when Redis cannot give one, with the token it was sent with: never a form with
+        no token, whose submit would be a dead end)."""
         if cross_site():
             raise CrossSite()
         form = self.form() if self.form is not None else None
-        try:  # drawn again only if Redis cannot give a fresh one: then told it expired
+        try:
             sent: str | None = submitted_token(state().field)
         except BadFormToken:
             sent = None
