@@ -12,7 +12,8 @@ Applying a refund moves its reservation to refunded and marks its request
 applied in the same transaction (effect.py), and only if the refund_requests
 row the message names says the same (requested, same order, same amount): a
 message with no request behind it is dead-lettered as forged, with a warning
-naming the message id, and its request (if it names one) is left alone.
+naming the message id, and its request (if it names one) is left alone. One
+whose order shipped while it waited goes to review, still reserved, and is acked.
 
 Giving up on one (dead letter) first marks its request failed and releases the
 reservation in PostgreSQL, then appends the dead letter, then acks: killed
@@ -60,17 +61,9 @@ from redis.exceptions import RedisError, ResponseError
 from .. import logs
 from ..redis_urls import make_async_client
 from .dead_letters import DeadLetters, in_plain_words
-from .effect import (
-    AlreadyApplied,
-    Applied,
-    Forged,
-    Rejected,
-    RequestFailed,
-    apply_refund,
-    fail_request,
-    order_number,
-)
+from .effect import apply_refund, fail_request, order_number
 from .monitor import Monitor
+from .outcomes import AlreadyApplied, Applied, Forged, NeedsReview, Rejected, RequestFailed
 from .relay import Relay
 from .settings import WorkerSettings
 from .stream import ERRORS, GROUP, STREAM, MalformedRefund, NamesNoRequest, RefundMessage, short
@@ -235,6 +228,10 @@ class RefundWorker:
             case AlreadyApplied():
                 log.info("refund %s key=%s already applied: acked", message_id,
                          short(refund.key), extra={"outcome": "already_applied"})
+            case NeedsReview(status):
+                log.warning("refund %s key=%s waits for review: the order is %s, nothing "
+                            "refunded (flask --app webapp refund-reviews)", message_id,
+                            short(refund.key), status, extra={"outcome": "review"})
 
     async def bury_forged(self, message_id: str, fields: dict[str, str], why: str,
                           deliveries: int) -> None:
