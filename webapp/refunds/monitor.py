@@ -6,7 +6,8 @@
                    restarting the worker does not bring a server back.
     GET /metrics   refund_worker_processed_total, _applied_total, _dead_lettered_total,
                    _lag_messages and _lag_seconds (the oldest message not yet acked).
-                   With METRICS_TOKEN set, only with ``Authorization: Bearer <it>``.
+                   With METRICS_TOKEN set, only with ``Authorization: Bearer <it>``;
+                   unset, a 404 in production, as the app's (secret_rules.py).
 
 A small HTTP/1.0 server in the worker's own event loop: one request per connection,
 bounded in size and time, so nothing a client sends can hold the worker up.
@@ -15,7 +16,6 @@ bounded in size and time, so nothing a client sends can hold the worker up.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import time
 
@@ -30,6 +30,7 @@ from prometheus_client import (
 from psycopg_pool import AsyncConnectionPool
 from redis.exceptions import RedisError, ResponseError
 
+from ..secret_rules import metrics_access
 from .stream import GROUP, STREAM
 
 __all__ = ["Monitor"]
@@ -44,9 +45,9 @@ class Monitor:
     """The worker's counters, and the server that shows them."""
 
     def __init__(self, client: aioredis.Redis, pool: AsyncConnectionPool, consumer: str,
-                 metrics_token: str | None = None) -> None:
+                 metrics_token: str | None = None, environment: str = "production") -> None:
         self.redis, self.pool, self.consumer = client, pool, consumer
-        self.metrics_token = metrics_token
+        self.metrics_token, self.environment = metrics_token, environment
         self.registry = CollectorRegistry()
         self.processed = Counter("refund_worker_processed", "Deliveries this process handled, "
                                  "whatever came of them (applied, acked as done, dead-lettered, "
@@ -102,22 +103,20 @@ class Monitor:
                     "checks": checks}
             return "200 OK", "application/json", json.dumps(body).encode()
         if path == "/metrics":
-            if not self._authorized(lines[1:]):
+            access = metrics_access(self.metrics_token, self.environment,
+                                    _header(lines[1:], "authorization"))
+            if access == "off":
+                return "404 Not Found", "text/plain", b"not found\n"
+            if access == "refused":
                 return "401 Unauthorized", "text/plain", b"A bearer token is required.\n"
             await self.measure_lag()
             return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.registry)
         return "404 Not Found", "text/plain", b"not found\n"
 
-    def _authorized(self, headers: list[str]) -> bool:
-        if not self.metrics_token:
-            return True
-        for header in headers:
-            name, _, value = header.partition(":")
-            if name.strip().lower() == "authorization":
-                scheme, _, given = value.strip().partition(" ")
-                return scheme.lower() == "bearer" and hmac.compare_digest(
-                    given.strip().encode(), self.metrics_token.encode())
-        return False
+    @property
+    def serves_metrics(self) -> bool:
+        """False in production without METRICS_TOKEN: /metrics is a 404 there."""
+        return metrics_access(self.metrics_token, self.environment, "") != "off"
 
     async def measure_lag(self) -> None:
         """Set the lag gauges from the stream (left as they were if Redis is away)."""
@@ -151,6 +150,15 @@ class Monitor:
     async def _ping_postgres(self) -> None:
         async with self.pool.connection(timeout=3) as conn:
             await conn.execute("SELECT 1")
+
+
+def _header(lines: list[str], wanted: str) -> str:
+    """The value of the first header named ``wanted`` (lower case), or ""."""
+    for line in lines:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == wanted:
+            return value.strip()
+    return ""
 
 
 async def _probe(check) -> dict[str, object]:

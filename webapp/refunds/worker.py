@@ -303,7 +303,8 @@ async def serve(settings: WorkerSettings) -> None:
                            " -c statement_timeout=15s"})
     try:
         async with pool:
-            monitor = Monitor(client, pool, settings.consumer, settings.metrics_token)
+            monitor = Monitor(client, pool, settings.consumer, settings.metrics_token,
+                              settings.environment)
             worker = RefundWorker(settings, client, pool, monitor)
             await worker.ensure_group()
             tasks = [worker.run(stop), Relay(settings, client, pool).run(stop),
@@ -311,8 +312,10 @@ async def serve(settings: WorkerSettings) -> None:
             if settings.monitor_bind:
                 host, port = settings.monitor_bind
                 tasks.append(monitor.serve(host, port, stop))
-                log.info("refund worker %s serving /healthz and /metrics on %s:%d",
-                         settings.consumer, host, port)
+                log.info("refund worker %s serving %s on %s:%d", settings.consumer,
+                         "/healthz and /metrics" if monitor.serves_metrics else
+                         "/healthz (/metrics off: METRICS_TOKEN is unset in production)",
+                         host, port)
             log.info("refund worker %s reading %s as group %s", settings.consumer, STREAM, GROUP)
             await asyncio.gather(*tasks)
     finally:
