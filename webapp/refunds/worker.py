@@ -85,7 +85,7 @@ class RefundWorker:
                  pool: AsyncConnectionPool, monitor: Monitor | None = None) -> None:
         self.settings, self.redis, self.pool = settings, client, pool
         self.dead_letters = DeadLetters(client, settings.dead_letters_max)
-        self.monitor = monitor or Monitor(client, pool, settings.consumer)
+        self.monitor = monitor or Monitor(client, pool)
         self.claim_cursor = "0-0"
 
     async def ensure_group(self) -> None:
@@ -303,8 +303,7 @@ async def serve(settings: WorkerSettings) -> None:
                            " -c statement_timeout=15s"})
     try:
         async with pool:
-            monitor = Monitor(client, pool, settings.consumer, settings.metrics_token,
-                              settings.environment)
+            monitor = Monitor(client, pool, settings.metrics_token, settings.environment)
             worker = RefundWorker(settings, client, pool, monitor)
             await worker.ensure_group()
             tasks = [worker.run(stop), Relay(settings, client, pool).run(stop),
