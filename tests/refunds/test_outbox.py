@@ -56,6 +56,8 @@ def test_relay_killed_between_xadd_and_its_mark_publishes_twice_and_refunds_once
     # first, the request would not have been published again.
     wait_until(lambda: row_unlocked(servers), what="the killed relay's lock released")
     with servers.engine.connect() as hold:
+        # As long as a worker takes to start: not cut short by the engine's 30 s.
+        hold.execute(text("SET LOCAL idle_in_transaction_session_timeout = 0"))
         hold.execute(text("SELECT 1 FROM orders WHERE id = :id FOR UPDATE"), {"id": order})
         second = start_worker(REFUND_CLAIM_IDLE_MS="0", REFUND_LOCK_TIMEOUT_MS="600000",
                               REFUND_MAX_DELIVERIES="1000")  # a statement timeout is retried

@@ -71,6 +71,8 @@ def test_an_order_shipping_while_the_worker_waits_for_its_row_is_seen_shipped(
     order = paid_order(3600)
     key = request(servers, order, 1800)
     with Session(servers.engine) as db, db.begin():
+        # As long as a worker takes to start: not cut short by the engine's 30 s.
+        db.execute(text("SET LOCAL idle_in_transaction_session_timeout = 0"))
         transition(db, order, "ship")  # holds the order's row until this commits
         worker = start_worker(REFUND_LOCK_TIMEOUT_MS="600000")
         wait_until(lambda: lock_waiters(servers) == 1, what="the worker waiting for the row")
