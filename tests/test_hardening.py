@@ -13,12 +13,14 @@ from tests.live import Connection, LiveServer
 from tests.test_cancel import cancel_form
 from tests.test_orders import open_form, order_path, submit
 from webapp import create_app
-from webapp.config import DEV_SECRET_KEY, DEV_WEBHOOK_SECRET, finish, from_environ
+from webapp.config import finish, from_environ
 from webapp.metrics import METHODS
+from webapp.secret_rules import DEV_SECRET_KEY, DEV_WEBHOOK_SECRET
 
 #: Secrets production accepts (random, 32 bytes and more).
 KEY = secrets.token_hex(32)
-TOKEN = secrets.token_hex(20)
+TOKEN = secrets.token_hex(32)
+OTHER = secrets.token_hex(32)
 SCRIPT = '<script>alert("x")</script>'
 
 
@@ -187,10 +189,17 @@ def production(**settings: str) -> dict:
      "must not be negative"),
     ({"SECRET_KEY": KEY, "MAX_FORMS_PER_CLIENT_PER_MINUTE": "40"},
      "renamed: set SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"),
+    # One value for several secrets: whoever holds the metrics token signs sessions.
+    ({"SECRET_KEY": KEY, "PAYMENT_WEBHOOK_SECRET": KEY, "METRICS_TOKEN": KEY},
+     "^SECRET_KEY and PAYMENT_WEBHOOK_SECRET are the same value"),
+    ({"SECRET_KEY": KEY, "METRICS_TOKEN": KEY}, "^SECRET_KEY and METRICS_TOKEN are the same"),
+    ({"SECRET_KEY": KEY, "PAYMENT_WEBHOOK_SECRET": OTHER, "METRICS_TOKEN": f" {OTHER}\n"},
+     "^PAYMENT_WEBHOOK_SECRET and METRICS_TOKEN are the same"),  # padding is not key
 ])
 def test_production_refuses_bad_settings(settings, message):
-    with pytest.raises(RuntimeError, match=message):
+    with pytest.raises(RuntimeError, match=message) as refused:
         production(**settings)
+    assert KEY not in str(refused.value) and OTHER not in str(refused.value)
 
 
 @pytest.mark.parametrize("name, value, message", [
@@ -210,6 +219,15 @@ def test_production_refuses_bad_settings(settings, message):
     ("METRICS_TOKEN", "m" * 40, "one character repeated"),
     ("METRICS_TOKEN", DEV_SECRET_KEY * 2, "development secret"),
     ("METRICS_TOKEN", DEV_WEBHOOK_SECRET.upper() * 2, "development secret"),
+    # Long enough, but a pattern or a handful of characters (issue 30 item 7).
+    ("SECRET_KEY", "password" * 4, "repeats a pattern of 8 characters"),
+    ("SECRET_KEY", "ab" * 16, "repeats a pattern of 2 characters"),
+    ("SECRET_KEY", "x" * 31 + "y", "has only 2 different characters; production needs at "
+                                   "least 10"),
+    ("PAYMENT_WEBHOOK_SECRET", "0123456789abcdef" * 2, "pattern of 16 characters"),
+    ("PAYMENT_WEBHOOK_SECRET", "abcdefghijk" * 3 + "abc", "pattern of 11"),  # not whole repeats
+    ("METRICS_TOKEN", "password" * 4, "pattern of 8"),
+    ("METRICS_TOKEN", "abcdefgh" + "i" * 24, "has only 9 different characters"),
 ])
 def test_production_refuses_a_weak_secret_and_names_it_without_showing_it(name, value, message):
     with pytest.raises(RuntimeError, match=f"^{name} .*{message}") as refused:

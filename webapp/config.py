@@ -7,17 +7,9 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-#: The only secrets the app accepts without being told them, and only with
-#: APP_ENV=development or testing; production refuses them even when set.
-DEV_SECRET_KEY = "dev-only-not-secret"
-DEV_WEBHOOK_SECRET = "dev-webhook-secret"
-#: The development payment provider's key (dev/provider.py uses the same by default).
-DEV_PROVIDER_SECRET = "dev-provider-secret"
-#: SECRET_KEY signs the session cookie, PAYMENT_WEBHOOK_SECRET the provider's events
-#: ("paid"), METRICS_TOKEN opens /metrics: in production each needs at least this many
-#: bytes (after stripping), more than one character, and no development secret in it.
-SECRETS = ("SECRET_KEY", "PAYMENT_WEBHOOK_SECRET", "METRICS_TOKEN", "PAYMENT_PROVIDER_SECRET")
-SECRET_MIN_BYTES = 32
+# The rules production secrets follow are the worker's too: one module for both.
+from .secret_rules import DEV_PROVIDER_SECRET, DEV_SECRET_KEY, refuse_weak_secrets
+
 #: The Host names development answers unless TRUSTED_HOSTS says otherwise.
 DEV_HOSTS = ("localhost", "127.0.0.1")
 #: Form views per client address per minute, unless SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE says.
@@ -143,37 +135,6 @@ def payment_provider(config: dict[str, Any]) -> None:
             raise RuntimeError("PAYMENT_PROVIDER_URL is set but PAYMENT_PROVIDER_SECRET is "
                                "not: set the secret key your payment provider gave you.")
         config["PAYMENT_PROVIDER_SECRET"] = DEV_PROVIDER_SECRET
-
-
-def refuse_weak_secrets(config: Mapping[str, Any]) -> None:
-    """Production starts only with secrets of its own, and long enough: ``SECRET_KEY``
-    always, ``PAYMENT_WEBHOOK_SECRET`` and ``METRICS_TOKEN`` when set (unset, the
-    webhook and /metrics are off). The message names the setting, never its value."""
-    for name in SECRETS:
-        value = config.get(name)
-        if value is None or value == "":  # SECRET_KEY is never: finish() refused that
-            continue
-        if weakness := weak_secret(str(value)):
-            raise RuntimeError(
-                f"{name} {weakness}; set a random one of at least {SECRET_MIN_BYTES} bytes, "
-                "e.g. python -c 'import secrets; print(secrets.token_hex(32))'"
-                + (" (or the one your payment provider gave you)."
-                   if name.startswith("PAYMENT_") else "."))
-
-
-def weak_secret(value: str) -> str | None:
-    """Why ``value`` is no secret, or None. Read once at start-up, so the substring
-    test has no timing for anyone to observe."""
-    stripped = value.strip()
-    if any(dev in stripped.lower()
-           for dev in (DEV_SECRET_KEY, DEV_WEBHOOK_SECRET, DEV_PROVIDER_SECRET)):
-        return "contains a public development secret"
-    size = len(stripped.encode())
-    if size < SECRET_MIN_BYTES:
-        return f"is {size} bytes; production needs at least {SECRET_MIN_BYTES}"
-    if len(set(stripped)) == 1:
-        return "is one character repeated"
-    return None
 
 
 def refuse_renamed(settings: Mapping[str, Any]) -> None:

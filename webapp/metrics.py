@@ -30,7 +30,6 @@ or different *and* whose CSRF check therefore fails is counted as
 
 from __future__ import annotations
 
-import hmac
 import os
 import time
 
@@ -50,6 +49,7 @@ from sqlalchemy.orm import Session, UOWTransaction
 from flask_submit_once import Outcome, signals
 
 from .models import Order
+from .secret_rules import metrics_access
 
 bp = Blueprint("metrics", __name__)
 
@@ -128,14 +128,11 @@ def metrics():
 
 
 def _authorize() -> None:
-    token = current_app.config.get("METRICS_TOKEN")
-    if not token:
-        if current_app.config["APP_ENV"] == "production":
-            abort(404)
-        return
-    scheme, _, given = request.headers.get("Authorization", "").partition(" ")
-    if not (scheme.lower() == "bearer"
-            and hmac.compare_digest(given.strip().encode(), str(token).encode())):
+    access = metrics_access(current_app.config.get("METRICS_TOKEN"),
+                            current_app.config["APP_ENV"], request.headers.get("Authorization", ""))
+    if access == "off":
+        abort(404)
+    if access == "refused":
         abort(Response("A bearer token is required.\n", 401,
                        {"WWW-Authenticate": 'Bearer realm="metrics"', "Cache-Control": "no-store",
                         "Content-Type": "text/plain; charset=utf-8"}))

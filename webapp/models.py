@@ -253,7 +253,9 @@ class RefundRequest(SubmissionMixin, Base):
     reserved on the order from the submit until the worker applies it
     (``applied``), gives up on it (``failed``, with the reason in plain words)
     or an operator rejects it (``rejected``). The worker applies only what this
-    row says; a stream message names it by ``id``."""
+    row says; a stream message names it by ``id``. ``reason`` says why it failed
+    or was rejected; an approved one's is ``refunds.requests.APPROVED``, which
+    lets the worker apply it on a shipped order."""
     __tablename__ = "refund_requests"
     __table_args__ = (
         CheckConstraint("amount_cents > 0", name="refund_requests_amount_positive"),

@@ -49,12 +49,21 @@ def test_relay_killed_between_xadd_and_its_mark_publishes_twice_and_refunds_once
             "SELECT published_at FROM refund_requests").scalar() is None
     assert refunds_of(servers, order) == (0, 0, "paid")
 
-    # Once the killed relay's row lock is gone, the next relay publishes the row
-    # again at once; its consumer applies that copy, then claims the first one
-    # when it has been idle 3 s. (Sooner, it could apply the first copy before the
-    # relay looks, and the relay does not publish a request already applied.)
+    # Once the killed relay's row lock is gone, the next worker's relay publishes the
+    # row again. A lock, not a window, puts that first: the test holds the order's row,
+    # so the new consumer, which claims the first copy at once (claim idle 0), waits at
+    # its INSERT (the foreign key's check) until the relay has published. Applied
+    # first, the request would not have been published again.
     wait_until(lambda: row_unlocked(servers), what="the killed relay's lock released")
-    second = start_worker(REFUND_CLAIM_IDLE_MS="3000")
+    with servers.engine.connect() as hold:
+        # As long as a worker takes to start: not cut short by the engine's 30 s.
+        hold.execute(text("SET LOCAL idle_in_transaction_session_timeout = 0"))
+        hold.execute(text("SELECT 1 FROM orders WHERE id = :id FOR UPDATE"), {"id": order})
+        second = start_worker(REFUND_CLAIM_IDLE_MS="0", REFUND_LOCK_TIMEOUT_MS="600000",
+                              REFUND_MAX_DELIVERIES="1000")  # a statement timeout is retried
+        wait_until(lambda: rdb.xlen(STREAM) == 2 and published(servers),
+                   what="the row published again")
+        hold.rollback()
     wait_until(lambda: settled(servers) and all_acked(rdb) and "already applied"
                in second.output(), what="both copies settled")
     assert refunds_of(servers, order) == (1, 1000, "paid")
@@ -63,6 +72,11 @@ def test_relay_killed_between_xadd_and_its_mark_publishes_twice_and_refunds_once
     log = second.output()
     assert "relay published 1 refund requests" in log
     assert log.count(" applied ") == 1 and log.count("already applied") == 1
+
+
+def published(servers) -> bool:
+    with servers.engine.connect() as conn:
+        return conn.scalar(text("SELECT published_at IS NOT NULL FROM refund_requests"))
 
 
 def row_unlocked(servers) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import fields, replace
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from webapp.refunds.settings import WorkerSettings
 
 URLS = {"DATABASE_URL": "postgresql+psycopg://u@h/db", "REDIS_URL": "redis://h:6379/0"}
+KEY = secrets.token_hex(32)
 
 
 def test_defaults_and_the_libpq_url():
@@ -25,10 +27,24 @@ def test_defaults_and_the_libpq_url():
     ({**URLS, "REFUND_DEAD_LETTERS_MAX": "0"}, "REFUND_DEAD_LETTERS_MAX must be at least 1"),
     ({**URLS, "REFUND_RELAY_POLL_SECONDS": "0"}, "REFUND_RELAY_POLL_SECONDS must be at least"),
     ({**URLS, "REDIS_URL": "memcached://h:11211"}, "scheme 'memcached' is not one of"),
+    # The app's secret rules (webapp/secret_rules.py); APP_ENV unset is production.
+    ({**URLS, "APP_ENV": "staging"}, "APP_ENV='staging' is not one of production"),
+    ({**URLS, "METRICS_TOKEN": "x"}, "^METRICS_TOKEN is 1 bytes; production needs at least 32"),
+    ({**URLS, "APP_ENV": "production", "METRICS_TOKEN": "ab" * 16},
+     "^METRICS_TOKEN repeats a pattern of 2 characters"),
+    ({**URLS, "METRICS_TOKEN": "x" * 31 + "y"}, "^METRICS_TOKEN has only 2 different characters"),
+    ({**URLS, "METRICS_TOKEN": KEY, "SECRET_KEY": KEY},
+     "^SECRET_KEY and METRICS_TOKEN are the same value"),
 ])
 def test_bad_environment_is_refused_with_a_clear_message(environ, message):
     with pytest.raises(RuntimeError, match=message):
         WorkerSettings.from_environ(environ)
+
+
+@pytest.mark.parametrize("env", ["development", "testing"])
+def test_outside_production_any_metrics_token_will_do_as_in_the_app(env):
+    settings = WorkerSettings.from_environ({**URLS, "APP_ENV": env, "METRICS_TOKEN": "x"})
+    assert (settings.environment, settings.metrics_token) == (env, "x")
 
 
 def test_the_worker_has_no_test_settings():
@@ -38,7 +54,7 @@ def test_the_worker_has_no_test_settings():
     for env in ("production", "testing"):
         assert WorkerSettings.from_environ({**URLS, "APP_ENV": env,
                                             "TEST_REFUND_PAUSE_BEFORE_ACK": "5"}) == \
-            replace(plain, consumer=plain.consumer)
+            replace(plain, consumer=plain.consumer, environment=env)
     assert not [f.name for f in fields(WorkerSettings) if "pause" in f.name]
 
 

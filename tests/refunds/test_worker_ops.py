@@ -4,6 +4,7 @@ a health check, and Prometheus metrics (processed, applied, dead-lettered, lag).
 from __future__ import annotations
 
 import json
+import secrets
 import urllib.error
 import urllib.request
 
@@ -92,6 +93,30 @@ def test_the_worker_serves_health_and_metrics_processed_applied_dead_lettered_an
     assert metric(after, "refund_worker_lag_seconds") == 0
     assert scrape(port, "/nothing")[0] == 404
     assert worker.stop() == 0
+
+
+def served(port: int, path: str, token: str | None = None) -> tuple[int, str] | None:
+    """``scrape``, or None while the monitor is not listening yet."""
+    try:
+        return scrape(port, path, token)
+    except urllib.error.URLError:  # connection refused: the server is starting
+        return None
+
+
+def test_in_production_the_workers_metrics_need_metrics_token(servers, start_worker):
+    port = free_port()
+    worker = start_worker(APP_ENV="production", REFUND_MONITOR_BIND=str(port))
+    log = worker.wait_for("reading refunds")
+    assert "/metrics off: METRICS_TOKEN is unset in production" in log
+    assert wait_until(lambda: served(port, "/healthz"), what="the monitor")[0] == 200
+    assert scrape(port, "/metrics") == (404, "not found\n")  # as the app's: no open door
+
+    token = secrets.token_hex(32)
+    strong = start_worker(APP_ENV="production", REFUND_MONITOR_BIND=str(port := free_port()),
+                          METRICS_TOKEN=token)
+    assert "serving /healthz and /metrics" in strong.wait_for("reading refunds")
+    assert wait_until(lambda: served(port, "/metrics"), what="the monitor")[0] == 401
+    assert scrape(port, "/metrics", token)[0] == 200
 
 
 def test_without_refund_monitor_bind_the_worker_serves_nothing(servers, rdb, start_worker):

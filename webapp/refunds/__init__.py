@@ -10,6 +10,7 @@ to a Redis Stream by an outbox relay, applied once by an asyncio worker
     relay.py     the outbox relay: committed requests -> XADD (a task in the worker)
     effect.py    the refund transaction: only what a request row says (UNIQUE key,
                  reservation -> refunded, CHECK); a message with no row is forged
+    outcomes.py  what came of a delivery: applied, already, forged, rejected, failed, review
     worker.py    the consumer-group worker: claim, apply, ack, dead-letter
     trim.py      XTRIM MINID past what every group has acked (a task in the worker)
     dead_letters.py  the dead-letter stream; the reason in plain words

@@ -152,8 +152,9 @@ def refund_dead_letters(count: int, requeue_id: str | None, by: str) -> None:
 
 
 def requeue(entry_id: str, by: str) -> None:
-    """Reserve the request's amount again and leave it to the relay to publish;
-    then delete the dead letter. Refused (exit 1) with the reason otherwise."""
+    """Reserve the request's amount again and leave it to the relay to publish (or
+    for review, if the order has shipped); then delete the dead letter. Refused
+    (exit 1) with the reason otherwise."""
     try:
         entries = submit_once.redis.xrange(DEAD_LETTERS, entry_id, entry_id)
     except RedisError as error:  # e.g. an id that is not a stream id
@@ -172,9 +173,11 @@ def requeue(entry_id: str, by: str) -> None:
     # After the commit: should this fail, the letter stays, and requeueing it
     # again is refused because its request is no longer failed.
     submit_once.redis.xdel(DEAD_LETTERS, entry_id)
+    then = ("waits for review, since the order has shipped: flask --app webapp "
+            f"approve-refund {request.id} (or reject-refund)" if request.status == "review"
+            else "will be published to the stream by the relay")
     click.echo(f"Requeued: {euros(request.amount_cents)} for order {request.order_id} "
-               f"(key {short(request.idempotency_key)}) is reserved again and will be "
-               "published to the stream by the relay.")
+               f"(key {short(request.idempotency_key)}) is reserved again and {then}.")
 
 
 def _stream_summary() -> str:

@@ -10,6 +10,7 @@
                       status = 'refunded' when that makes it whole
      WHERE id = order AND status IN ('paid', 'shipped', 'cancelled')
        AND the request was just marked applied
+       AND (status <> 'shipped' OR the request was approved after review)
     COMMIT
 
 The database decides: a message refunds only what its refund_requests row says
@@ -17,6 +18,11 @@ The database decides: a message refunds only what its refund_requests row says
 append a message; one with no such row behind it applies nothing and is
 :class:`Forged`, whatever order and amount it names. One whose request has
 failed (dead-lettered, reservation released) applies nothing: :class:`RequestFailed`.
+
+A refund after shipping needs a person (requests.py), and an order can ship
+while its request waits for the worker: the UPDATE reads the status on the row
+it locks, so a request whose order is shipped by now, and that no operator
+approved, applies nothing and goes to review, still reserved: :class:`NeedsReview`.
 
 The reservation the submit made moves to refunded, and the request is marked
 applied, in the refund's own transaction: the order page and reconcile-refunds
@@ -33,17 +39,18 @@ on orders refuses the UPDATE whatever the worker believed about the order.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 from psycopg import AsyncConnection, errors
 from sqlalchemy import (
     Connection,
+    all_,
     and_,
     any_,
     bindparam,
     case,
     func,
     insert,
+    or_,
     select,
     update,
 )
@@ -51,12 +58,22 @@ from sqlalchemy.dialects.postgresql import psycopg as postgresql_psycopg
 
 from ..models import Order, RefundRecord, RefundRequest
 from ..order_states import TRANSITIONS
+from .outcomes import (
+    AlreadyApplied,
+    Applied,
+    Forged,
+    NeedsReview,
+    Outcome,
+    Rejected,
+    RequestFailed,
+)
+from .requests import APPROVED, NEEDS_REVIEW
 from .stream import RefundMessage
 
-__all__ = ["AlreadyApplied", "Applied", "Forged", "Rejected", "RequestFailed", "apply_refund",
-           "fail_request", "order_number", "record_refund"]
+__all__ = ["apply_refund", "fail_request", "order_number", "record_refund"]
 
 _REFUNDABLE = sorted(TRANSITIONS["refund"][0])
+_NEEDS_REVIEW = sorted(NEEDS_REVIEW)
 _FULLY_REFUNDED = TRANSITIONS["refund"][1]
 
 # The statements are built from the models, so table and column names have one
@@ -82,13 +99,16 @@ _MATCHES = and_(RefundRequest.status == "requested", RefundRequest.order_id == b
 _REQUEST = (
     update(RefundRequest).where(_THIS_REQUEST, _MATCHES)
     .values(status="applied", updated_at=func.now())
-    .returning(RefundRequest.id)
+    .returning(RefundRequest.id, RefundRequest.reason)
     .cte("request")
 )
+# On the order's row as locked (a ship committed meanwhile is seen), not in the CTE.
+_NEEDS_NO_REVIEW = or_(Order.status != all_(bindparam("needs_review")),
+                       select(_REQUEST.c.id).where(_REQUEST.c.reason == APPROVED).exists())
 _UPDATE = (
     update(Order)
     .add_cte(_REQUEST)
-    .where(_REFUNDABLE_ORDER, select(_REQUEST.c.id).exists())
+    .where(_REFUNDABLE_ORDER, select(_REQUEST.c.id).exists(), _NEEDS_NO_REVIEW)
     .values(reserved_cents=Order.reserved_cents - bindparam("amount"), **_REFUND_VALUES)
     .returning(Order.refunded_cents, Order.status, Order.order_number)
 )
@@ -100,8 +120,16 @@ _REPORTED = (
 _STATUS = select(Order.status).where(Order.id == bindparam("order"))
 _NUMBER = select(Order.order_number).where(Order.id == bindparam("order"))
 _REQUEST_ROW = select(RefundRequest.status, RefundRequest.idempotency_key,
-                      RefundRequest.order_id, RefundRequest.amount_cents).where(
-    RefundRequest.id == bindparam("request"))
+                      RefundRequest.order_id, RefundRequest.amount_cents,
+                      RefundRequest.reason).where(RefundRequest.id == bindparam("request"))
+# Sending a request to review: still reserved, only if its order is (still) shipped.
+_TO_REVIEW = (
+    update(RefundRequest)
+    .where(_THIS_REQUEST, _MATCHES, RefundRequest.reason.is_distinct_from(APPROVED),
+           select(Order.id).where(Order.id == bindparam("order"),
+                                  Order.status == any_(bindparam("needs_review"))).exists())
+    .values(status="review", updated_at=func.now())
+)
 _REQUEST_STATUS = select(RefundRequest.status).where(_THIS_REQUEST)
 # Giving up on a request: mark it failed and release its reservation, together.
 _FAILED = (
@@ -131,48 +159,13 @@ def _psycopg_sql(statement: object) -> _Sql:
 
 
 (_INSERT_SQL, _UPDATE_SQL, _STATUS_SQL, _NUMBER_SQL, _REQUEST_ROW_SQL, _REQUEST_STATUS_SQL,
- _RELEASE_SQL) = map(_psycopg_sql, (_INSERT, _UPDATE, _STATUS, _NUMBER, _REQUEST_ROW,
-                                    _REQUEST_STATUS, _RELEASE))
+ _RELEASE_SQL, _TO_REVIEW_SQL) = map(_psycopg_sql, (_INSERT, _UPDATE, _STATUS, _NUMBER,
+                                                    _REQUEST_ROW, _REQUEST_STATUS, _RELEASE,
+                                                    _TO_REVIEW))
 
 
 async def _execute(conn: AsyncConnection, sql: _Sql, params: dict[str, object]):
     return await conn.execute(sql, {**sql.literals, **params})
-
-
-@dataclass(frozen=True)
-class Applied:
-    refunded_cents: int
-    status: str
-    order_number: str | None = None  # what the worker's log names the order by
-
-
-@dataclass(frozen=True)
-class AlreadyApplied:
-    """The key is in refund_records: an earlier delivery committed this refund."""
-
-
-@dataclass(frozen=True)
-class Rejected:
-    """The refund can never apply (unknown order, wrong status, more than is
-    left); nothing was written. Retrying would give the same answer."""
-    reason: str
-
-
-@dataclass(frozen=True)
-class Forged:
-    """No refund request says what the message says: nobody asked for this refund.
-    Nothing was written, and the request it names (if any) is left alone."""
-    reason: str
-
-
-@dataclass(frozen=True)
-class RequestFailed:
-    """The message's refund request was given up on (failed, its reservation
-    released): this delivery applies nothing. Another copy of it, or one that
-    met the request's failing half-way."""
-
-
-Outcome = Applied | AlreadyApplied | Forged | Rejected | RequestFailed
 
 
 async def apply_refund(
@@ -194,8 +187,9 @@ async def apply_refund(
             await _execute(conn, _INSERT_SQL, params)
             row = await (await _execute(conn, _UPDATE_SQL, params)).fetchone()
             if row is None:
-                # Raising rolls the insert back with the transaction.
-                raise _NotRefundable(await _why_not(conn, refund))
+                # Rolls back the insert, and the request's mark the CTE made: why
+                # it matched nothing is read after, on the rows as they are.
+                raise _NotApplied
             if before_commit is not None:
                 await before_commit()
     except errors.UniqueViolation:
@@ -204,12 +198,8 @@ async def apply_refund(
         return Rejected("the amount is more than is left to refund")
     except errors.ForeignKeyViolation:  # every request's order exists: none is behind this
         return Forged("no such order, so no refund request")
-    except _RequestFailed:
-        return RequestFailed()
-    except _Forged as forged:
-        return Forged(str(forged))
-    except _NotRefundable as refused:
-        return Rejected(str(refused))
+    except _NotApplied:
+        return await _why_not(conn, params)
     return Applied(*row)
 
 
@@ -260,33 +250,32 @@ def record_refund(connection: Connection, *, key: str, order_id: int, amount_cen
 def _params(refund: RefundMessage, message_id: str) -> dict[str, object]:
     return {"request": refund.request_id, "key": refund.key, "order": refund.order_id,
             "amount": refund.amount_cents, "message": message_id,
-            "refunded": _FULLY_REFUNDED, "refundable": _REFUNDABLE}
+            "refunded": _FULLY_REFUNDED, "refundable": _REFUNDABLE,
+            "needs_review": _NEEDS_REVIEW}
 
 
-class _NotRefundable(Exception):
+class _NotApplied(Exception):
     pass
 
 
-class _RequestFailed(Exception):
-    pass
-
-
-class _Forged(Exception):
-    pass
-
-
-async def _why_not(conn: AsyncConnection, refund: RefundMessage) -> str:
-    """Why the UPDATE matched nothing: raises :class:`_Forged` or
-    :class:`_RequestFailed`, or returns why a real request cannot apply."""
-    row = await (await _execute(conn, _REQUEST_ROW_SQL, {"request": refund.request_id})).fetchone()
-    if row is None or row[1] != refund.key:
-        raise _Forged("no refund request behind it")
-    status, _, order_id, amount_cents = row
-    if (order_id, amount_cents) != (refund.order_id, refund.amount_cents):
-        raise _Forged("it does not say what its refund request says")
+async def _why_not(conn: AsyncConnection, params: dict[str, object]) -> Outcome:
+    """Why the UPDATE matched nothing, read outside its (rolled back) transaction;
+    a request whose order has shipped is sent to review here."""
+    row = await (await _execute(conn, _REQUEST_ROW_SQL, params)).fetchone()
+    if row is None or row[1] != params["key"]:
+        return Forged("no refund request behind it")
+    status, _, order_id, amount_cents, reason = row
+    if (order_id, amount_cents) != (params["order"], params["amount"]):
+        return Forged("it does not say what its refund request says")
     if status == "failed":
-        raise _RequestFailed
-    if status != "requested":  # waiting for review or rejected: never published
-        raise _Forged(f"its refund request is {status}, not to be applied")
-    order = await (await _execute(conn, _STATUS_SQL, {"order": refund.order_id})).fetchone()
-    return f"the order is {order[0]}"
+        return RequestFailed()
+    if status == "applied":  # another copy committed it meanwhile
+        return AlreadyApplied()
+    order = await (await _execute(conn, _STATUS_SQL, params)).fetchone()
+    # "review": another copy of a message whose request went to review already.
+    if status in ("requested", "review") and order[0] in NEEDS_REVIEW and reason != APPROVED:
+        await _execute(conn, _TO_REVIEW_SQL, params)  # autocommit: its own transaction
+        return NeedsReview(order[0])
+    if status != "requested":  # rejected, or review on an order that never shipped
+        return Forged(f"its refund request is {status}, not to be applied")
+    return Rejected(f"the order is {order[0]}")

@@ -3,19 +3,26 @@
 
     GET /healthz   200 while the worker runs; the JSON body says whether Redis and
                    PostgreSQL answer ("ok" or "degraded"), as the app's /healthz does:
-                   restarting the worker does not bring a server back.
+                   restarting the worker does not bring a server back. It names no
+                   host or process (the consumer's default name is host-pid).
     GET /metrics   refund_worker_processed_total, _applied_total, _dead_lettered_total,
                    _lag_messages and _lag_seconds (the oldest message not yet acked).
-                   With METRICS_TOKEN set, only with ``Authorization: Bearer <it>``.
+                   With METRICS_TOKEN set, only with ``Authorization: Bearer <it>``;
+                   unset, a 404 in production, as the app's (secret_rules.py).
 
-A small HTTP/1.0 server in the worker's own event loop: one request per connection,
-bounded in size and time, so nothing a client sends can hold the worker up.
+HEAD answers a GET's headers alone. A small HTTP/1.0 server in the worker's own
+event loop: one request per connection, bounded in size and time, so nothing a
+client sends can hold the worker up; at most :data:`MAX_CONNECTIONS` at once (more
+are answered 503 before anything is read), so idle connections cannot take the
+worker's file descriptors. Only a ``Host`` that no DNS answer can point elsewhere
+is answered (an IP address or localhost, any port; 400 otherwise): a web page
+whose name an attacker rebinds to this address gets nothing. Scrape it by address.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
+import ipaddress
 import json
 import time
 
@@ -30,10 +37,13 @@ from prometheus_client import (
 from psycopg_pool import AsyncConnectionPool
 from redis.exceptions import RedisError, ResponseError
 
+from ..secret_rules import metrics_access
 from .stream import GROUP, STREAM
 
-__all__ = ["Monitor"]
+__all__ = ["MAX_CONNECTIONS", "Monitor"]
 
+#: Connections served at once; a Prometheus scrape and a health probe need two.
+MAX_CONNECTIONS = 64
 _MAX_HEAD = 8192
 _READ_SECONDS = 5.0
 #: Counting the messages not yet delivered stops here (Redis before 7 has no "lag").
@@ -43,10 +53,11 @@ _LAG_COUNT_MAX = 100_000
 class Monitor:
     """The worker's counters, and the server that shows them."""
 
-    def __init__(self, client: aioredis.Redis, pool: AsyncConnectionPool, consumer: str,
-                 metrics_token: str | None = None) -> None:
-        self.redis, self.pool, self.consumer = client, pool, consumer
-        self.metrics_token = metrics_token
+    def __init__(self, client: aioredis.Redis, pool: AsyncConnectionPool,
+                 metrics_token: str | None = None, environment: str = "production") -> None:
+        self.redis, self.pool = client, pool
+        self.metrics_token, self.environment = metrics_token, environment
+        self.connections = 0
         self.registry = CollectorRegistry()
         self.processed = Counter("refund_worker_processed", "Deliveries this process handled, "
                                  "whatever came of them (applied, acked as done, dead-lettered, "
@@ -70,23 +81,26 @@ class Monitor:
             await stop.wait()
 
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self.connections >= MAX_CONNECTIONS:  # before reading: it costs nothing more
+            await _reply(writer, "503 Service Unavailable", "text/plain", b"busy\n")
+            return
+        self.connections += 1
+        try:
+            await self._answer_one(reader, writer)
+        finally:
+            self.connections -= 1
+
+    async def _answer_one(self, reader: asyncio.StreamReader,
+                          writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_SECONDS)
             status, content_type, body = await self._route(head[:_MAX_HEAD])
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
-            status, content_type, body = "400 Bad Request", "text/plain", b"bad request\n"
+            head, (status, content_type, body) = b"", _BAD_REQUEST
         except OSError:  # the client reset the connection before its request was read
             writer.close()
             return
-        try:
-            writer.write(f"HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\n"
-                         f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\n"
-                         "Connection: close\r\n\r\n".encode() + body)
-            await writer.drain()
-        except OSError:
-            pass  # the client went away
-        finally:
-            writer.close()
+        await _reply(writer, status, content_type, body, with_body=not head.startswith(b"HEAD "))
 
     async def _route(self, head: bytes) -> tuple[str, str, bytes]:
         lines = head.decode("latin-1").split("\r\n")
@@ -94,30 +108,29 @@ class Monitor:
         path = rest.partition(" ")[0].partition("?")[0]
         if method not in ("GET", "HEAD"):
             return "405 Method Not Allowed", "text/plain", b"GET only\n"
+        if not _cannot_be_rebound(_header(lines[1:], "host")):
+            return "400 Bad Request", "text/plain", b"unknown Host: use an IP address\n"
         if path == "/healthz":
             checks = {"redis": await _probe(self._ping_redis),
                       "postgres": await _probe(self._ping_postgres)}
             up = all(check["status"] == "up" for check in checks.values())
-            body = {"status": "ok" if up else "degraded", "consumer": self.consumer,
-                    "checks": checks}
+            body = {"status": "ok" if up else "degraded", "checks": checks}
             return "200 OK", "application/json", json.dumps(body).encode()
         if path == "/metrics":
-            if not self._authorized(lines[1:]):
+            access = metrics_access(self.metrics_token, self.environment,
+                                    _header(lines[1:], "authorization"))
+            if access == "off":
+                return "404 Not Found", "text/plain", b"not found\n"
+            if access == "refused":
                 return "401 Unauthorized", "text/plain", b"A bearer token is required.\n"
             await self.measure_lag()
             return "200 OK", CONTENT_TYPE_LATEST, generate_latest(self.registry)
         return "404 Not Found", "text/plain", b"not found\n"
 
-    def _authorized(self, headers: list[str]) -> bool:
-        if not self.metrics_token:
-            return True
-        for header in headers:
-            name, _, value = header.partition(":")
-            if name.strip().lower() == "authorization":
-                scheme, _, given = value.strip().partition(" ")
-                return scheme.lower() == "bearer" and hmac.compare_digest(
-                    given.strip().encode(), self.metrics_token.encode())
-        return False
+    @property
+    def serves_metrics(self) -> bool:
+        """False in production without METRICS_TOKEN: /metrics is a 404 there."""
+        return metrics_access(self.metrics_token, self.environment, "") != "off"
 
     async def measure_lag(self) -> None:
         """Set the lag gauges from the stream (left as they were if Redis is away)."""
@@ -151,6 +164,49 @@ class Monitor:
     async def _ping_postgres(self) -> None:
         async with self.pool.connection(timeout=3) as conn:
             await conn.execute("SELECT 1")
+
+
+_BAD_REQUEST = ("400 Bad Request", "text/plain", b"bad request\n")
+
+
+async def _reply(writer: asyncio.StreamWriter, status: str, content_type: str, body: bytes,
+                 with_body: bool = True) -> None:
+    """Write the answer (HEAD: the headers a GET gets, no body) and close."""
+    try:
+        writer.write(f"HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\n"
+                     f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\n"
+                     "Connection: close\r\n\r\n".encode() + (body if with_body else b""))
+        await asyncio.wait_for(writer.drain(), _READ_SECONDS)  # a client that never reads
+    except (OSError, TimeoutError):
+        pass  # the client went away, or would not take the answer
+    finally:
+        writer.close()
+
+
+def _cannot_be_rebound(host: str) -> bool:
+    """Whether ``host`` (a Host header) is an IP address or localhost, with or without
+    a port: names that no attacker's DNS answer can point at this server."""
+    name = host.strip()
+    if name.startswith("["):
+        name = name[1:].partition("]")[0]
+    elif name.count(":") == 1:
+        name = name.partition(":")[0]
+    if name.lower() == "localhost":
+        return True
+    try:
+        ipaddress.ip_address(name)
+    except ValueError:
+        return False
+    return True
+
+
+def _header(lines: list[str], wanted: str) -> str:
+    """The value of the first header named ``wanted`` (lower case), or ""."""
+    for line in lines:
+        name, _, value = line.partition(":")
+        if name.strip().lower() == wanted:
+            return value.strip()
+    return ""
 
 
 async def _probe(check) -> dict[str, object]:

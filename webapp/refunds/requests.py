@@ -13,6 +13,9 @@ shipped, the request is ``review`` instead, reserved all the same, and nothing
 is NOTIFYed: the relay publishes requested rows only, so the worker never sees
 it until an operator approves it (:func:`approve_request`, ``flask --app webapp
 approve-refund``) or rejects it (:func:`reject_request`, its reservation released).
+The same rule holds wherever the money moves, since an order can ship while its
+request waits: the worker's transaction sends a request whose order shipped
+meanwhile to review (effect.py), and so does a requeue.
 
 Nothing here writes to Redis: the request exists once the transaction commits
 and not before, and the relay (relay.py) publishes it afterwards. A request over
@@ -31,8 +34,8 @@ from sqlalchemy.orm import Session
 from ..models import Order, RefundRequest
 from ..order_states import TRANSITIONS
 
-__all__ = ["CHANNEL", "NEEDS_REVIEW", "NotEnoughLeft", "RequeueRefused", "ReviewRefused",
-           "approve_request", "reject_request",
+__all__ = ["APPROVED", "CHANNEL", "NEEDS_REVIEW", "NotEnoughLeft", "RequeueRefused",
+           "ReviewRefused", "approve_request", "reject_request",
            "request_refund", "requeue_request", "requests_of"]
 
 #: The LISTEN/NOTIFY channel the relay wakes on.
@@ -40,6 +43,9 @@ CHANNEL = "refund_requests"
 REFUNDABLE = TRANSITIONS["refund"][0]
 #: Order statuses whose refund requests wait for an operator before they apply.
 NEEDS_REVIEW = frozenset({"shipped"})
+#: The reason an approved request carries while requested: the one mark the
+#: worker's transaction reads to apply it on a shipped order (effect.py).
+APPROVED = "approved after review"
 _LEFT = Order.paid_cents - Order.refunded_cents - Order.reserved_cents
 
 
@@ -92,8 +98,9 @@ def requests_of(db: Session, order_id: int) -> list[RefundRequest]:
 
 def requeue_request(db: Session, key: str, request_id: str | None = None) -> RefundRequest:
     """Put a failed request back: reserve its amount again and leave it for the
-    relay to publish. The dead letter's key (and request id, when it has one)
-    must name the request. :class:`RequeueRefused` says why it cannot be."""
+    relay to publish (or for review, if its order has shipped). The dead letter's
+    key (and request id, when it has one) must name the request.
+    :class:`RequeueRefused` says why it cannot be."""
     request = db.scalar(select(RefundRequest).where(RefundRequest.idempotency_key == key)
                         .with_for_update())
     if request is None or request_id is not None and str(request.id) != request_id:
@@ -102,21 +109,27 @@ def requeue_request(db: Session, key: str, request_id: str | None = None) -> Ref
     if request.status != "failed":
         raise RequeueRefused(f"the request is {request.status}, not failed: "
                              "it was requeued or applied already")
-    if _reserve(db, request.order_id, request.amount_cents) is None:
+    status = _reserve(db, request.order_id, request.amount_cents)
+    if status is None:
         left = db.scalar(select(_LEFT).where(Order.id == request.order_id))
         raise RequeueRefused(f"order {request.order_id} has {left} cents left to refund, "
                              f"less than the {request.amount_cents} requested")
-    request.status, request.reason, request.published_at = "requested", None, None
-    request.updated_at = func.now()
-    wake_relay(db)
+    request.reason, request.published_at, request.updated_at = None, None, func.now()
+    if status in NEEDS_REVIEW:  # shipped since it failed: a person decides, as on a submit
+        request.status = "review"
+    else:
+        request.status = "requested"
+        wake_relay(db)
     return request
 
 
 def approve_request(db: Session, request_id: int) -> RefundRequest:
     """Let a request that waits for review be applied: it becomes requested (still
-    reserved) and the relay is woken to publish it."""
+    reserved), marked :data:`APPROVED`, and the relay is woken to publish it (again,
+    if the worker sent it to review after publishing it)."""
     request = _waiting_for_review(db, request_id)
-    request.status, request.updated_at = "requested", func.now()
+    request.status, request.reason, request.published_at = "requested", APPROVED, None
+    request.updated_at = func.now()
     wake_relay(db)
     return request
 

@@ -7,8 +7,9 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..config import number
+from ..config import ENVIRONMENTS, number
 from ..redis_urls import check_url
+from ..secret_rules import refuse_weak_secrets
 
 __all__ = ["WorkerSettings", "monitor_bind"]
 
@@ -35,15 +36,27 @@ class WorkerSettings:
     #: How often the worker finishes the card charges submits left (0: never; cron's
     #: ``flask submit-once resume`` does the same).
     charge_sweep_seconds: float = 30.0
+    #: APP_ENV, as the app reads it: in production /metrics needs METRICS_TOKEN.
+    environment: str = "production"
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str] = os.environ) -> WorkerSettings:
-        """Read the ``REFUND_*`` variables (see README.md); RuntimeError says what to fix."""
+        """Read the ``REFUND_*`` variables (see README.md); RuntimeError says what to fix.
+
+        In production (``APP_ENV``, production unless set) the secrets it is given
+        follow the app's rules (secret_rules.py): ``METRICS_TOKEN`` strong and none
+        the same as ``SECRET_KEY`` or ``PAYMENT_WEBHOOK_SECRET``."""
         database_url, redis_url = environ.get("DATABASE_URL"), environ.get("REDIS_URL")
         if not database_url or not redis_url:
             raise RuntimeError("The refund worker needs DATABASE_URL and REDIS_URL set "
                                "(scripts/run sets both and starts the worker for you).")
         check_url(redis_url)  # the app's URL forms: one server, Cluster, Sentinel
+        environment = environ.get("APP_ENV", "production")
+        if environment not in ENVIRONMENTS:
+            raise RuntimeError(f"APP_ENV={environment!r} is not one of "
+                               f"{', '.join(ENVIRONMENTS)}.")
+        if environment == "production":
+            refuse_weak_secrets(environ)
         return cls(
             # psycopg takes a libpq URL, not SQLAlchemy's "+psycopg" dialect form.
             database_url=database_url.replace("postgresql+psycopg://", "postgresql://", 1),
@@ -67,6 +80,7 @@ class WorkerSettings:
             metrics_token=environ.get("METRICS_TOKEN") or None,
             charge_sweep_seconds=number(environ, "CHARGE_SWEEP_SECONDS",
                                         cls.charge_sweep_seconds),
+            environment=environment,
         )
 
 

@@ -14,7 +14,8 @@ Applying a refund moves its reservation to refunded and marks its request
 applied in the same transaction (effect.py), and only if the refund_requests
 row the message names says the same (requested, same order, same amount): a
 message with no request behind it is dead-lettered as forged, with a warning
-naming the message id, and its request (if it names one) is left alone.
+naming the message id, and its request (if it names one) is left alone. One
+whose order shipped while it waited goes to review, still reserved, and is acked.
 
 Giving up on one (dead letter) first marks its request failed and releases the
 reservation in PostgreSQL, then appends the dead letter, then acks: killed
@@ -63,17 +64,9 @@ from .. import logs
 from ..payments.sweeper import sweep_while_running
 from ..redis_urls import make_async_client
 from .dead_letters import DeadLetters, in_plain_words
-from .effect import (
-    AlreadyApplied,
-    Applied,
-    Forged,
-    Rejected,
-    RequestFailed,
-    apply_refund,
-    fail_request,
-    order_number,
-)
+from .effect import apply_refund, fail_request, order_number
 from .monitor import Monitor
+from .outcomes import AlreadyApplied, Applied, Forged, NeedsReview, Rejected, RequestFailed
 from .relay import Relay
 from .settings import WorkerSettings
 from .stream import ERRORS, GROUP, STREAM, MalformedRefund, NamesNoRequest, RefundMessage, short
@@ -95,7 +88,7 @@ class RefundWorker:
                  pool: AsyncConnectionPool, monitor: Monitor | None = None) -> None:
         self.settings, self.redis, self.pool = settings, client, pool
         self.dead_letters = DeadLetters(client, settings.dead_letters_max)
-        self.monitor = monitor or Monitor(client, pool, settings.consumer)
+        self.monitor = monitor or Monitor(client, pool)
         self.claim_cursor = "0-0"
 
     async def ensure_group(self) -> None:
@@ -238,6 +231,10 @@ class RefundWorker:
             case AlreadyApplied():
                 log.info("refund %s key=%s already applied: acked", message_id,
                          short(refund.key), extra={"outcome": "already_applied"})
+            case NeedsReview(status):
+                log.warning("refund %s key=%s waits for review: the order is %s, nothing "
+                            "refunded (flask --app webapp refund-reviews)", message_id,
+                            short(refund.key), status, extra={"outcome": "review"})
 
     async def bury_forged(self, message_id: str, fields: dict[str, str], why: str,
                           deliveries: int) -> None:
@@ -309,7 +306,7 @@ async def serve(settings: WorkerSettings) -> None:
                            " -c statement_timeout=15s"})
     try:
         async with pool:
-            monitor = Monitor(client, pool, settings.consumer, settings.metrics_token)
+            monitor = Monitor(client, pool, settings.metrics_token, settings.environment)
             worker = RefundWorker(settings, client, pool, monitor)
             await worker.ensure_group()
             tasks = [worker.run(stop), Relay(settings, client, pool).run(stop),
@@ -318,8 +315,10 @@ async def serve(settings: WorkerSettings) -> None:
             if settings.monitor_bind:
                 host, port = settings.monitor_bind
                 tasks.append(monitor.serve(host, port, stop))
-                log.info("refund worker %s serving /healthz and /metrics on %s:%d",
-                         settings.consumer, host, port)
+                log.info("refund worker %s serving %s on %s:%d", settings.consumer,
+                         "/healthz and /metrics" if monitor.serves_metrics else
+                         "/healthz (/metrics off: METRICS_TOKEN is unset in production)",
+                         host, port)
             log.info("refund worker %s reading %s as group %s", settings.consumer, STREAM, GROUP)
             await asyncio.gather(*tasks)
     finally:

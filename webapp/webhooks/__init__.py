@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from flask import Flask
 
-from ..config import DEV_WEBHOOK_SECRET as DEV_SECRET
 from ..extensions import csrf
+from ..secret_rules import DEV_WEBHOOK_SECRET as DEV_SECRET
 from .views import bp
 
 __all__ = ["DEV_SECRET", "init_app"]
