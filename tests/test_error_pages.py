@@ -31,7 +31,7 @@ def test_404_and_405_pages_speak_the_shops_words(client, method, path, status, s
     assert response.status_code == status
     assert says in response.text
     assert WERKZEUG_WORDING[status] not in response.text
-    assert f"<h1>{TITLES[status]}</h1>" in response.text
+    assert f'<h1 id="error-title">{TITLES[status]}</h1>' in response.text
 
 
 def test_an_error_about_an_order_links_back_to_it(client):

@@ -200,13 +200,15 @@ def _server_error(error: Exception):
 
 
 def render_error(code: int, description: str | None, headers: dict[str, str] | None = None):
+    headers = dict(headers or {})
     if request.headers.get("HX-Request") == "true":
-        # htmx expects a form to swap, not a whole page (a lost session or an outage on
-        # the refund form): it reloads the page it is on, whose GET says what is wrong.
-        return "", code, {**(headers or {}), "HX-Refresh": "true"}
+        # htmx expects a form to swap, not a whole page (a refusal, a lost session or an
+        # outage on the order or refund form): swap nothing; static/submit-once.js shows
+        # the page's words above the form, which keeps what was typed.
+        headers["HX-Reswap"] = "none"
     title = TITLES.get(code, "Something went wrong on our side" if code >= 500
                        else "This request could not be processed")
     if description is None or description == WERKZEUG_WORDING.get(code):
         description = WORDS.get(code, description)
     return render_template("errors/error.html", code=code, title=title, description=description,
-                           retry_after=(headers or {}).get("Retry-After")), code, headers or {}
+                           retry_after=headers.get("Retry-After")), code, headers

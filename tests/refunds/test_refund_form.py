@@ -240,22 +240,25 @@ def test_with_htmx_a_refused_amount_is_swapped_in_place_and_a_request_redirects(
     assert whole.text == ""
 
 
-def test_with_htmx_a_lost_session_or_an_outage_reloads_the_page_not_swaps_one_in(
+def test_with_htmx_a_lost_session_or_an_outage_swaps_nothing_into_the_form(
         client, servers, order, make_app):
     """The app's own error pages (CSRF, Redis away) are whole pages: under htmx they
-    answer HX-Refresh, so the refund page reloads and says what is wrong as a page,
-    instead of a page with its header and footer swapped into the refund form."""
+    answer HX-Reswap: none, so no page with its header and footer is swapped into the
+    refund form; static/submit-once.js shows the page's words above the form, which keeps
+    the amount (issue 31: a reload said nothing of what went wrong and lost the amount)."""
     _, public_id = order
     tokens = open_refund_form(client, public_id)
     htmx = {"HX-Request": "true"}
     lost = client.post(f"/orders/{public_id}/refunds", headers=htmx,
                        data={**tokens, "csrf_token": "stale", "amount": "10"})
-    assert lost.status_code == 400 and lost.headers["HX-Refresh"] == "true"
-    assert lost.text == ""
+    assert lost.status_code == 400 and lost.headers["HX-Reswap"] == "none"
+    assert "HX-Refresh" not in lost.headers
+    assert 'id="error-description">Your session expired' in lost.text
     nothing_there = make_app(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0").test_client()
     away = nothing_there.get(f"/orders/{public_id}/refund", headers=htmx)
-    assert away.status_code == 503 and away.headers["HX-Refresh"] == "true"
+    assert away.status_code == 503 and away.headers["HX-Reswap"] == "none"
     assert away.headers["Retry-After"] == "5"
+    assert 'id="error-title">We are briefly unavailable' in away.text
 
 
 def test_an_api_clients_order_is_not_refunded_through_the_html_pages(client, servers, order):
