@@ -79,6 +79,10 @@ WORDS = {
     500: "Something broke on our side, so we could not finish this; nothing you did caused "
          "it. Please try again in a few moments, or write to orders@fernleaf.example.",
 }
+#: Said on a 429 page whatever the refusal's own words: the library's name a wait of their
+#: own ("a minute"), and the page names one wait only, the one Retry-After gives.
+TOO_MANY_FORMS = ("Very many forms were opened from your browser or your network, so we are "
+                  "not opening another one just yet.")
 
 
 #: What a dependency that did not answer raises: Unavailable before the token was spent
@@ -208,7 +212,9 @@ def render_error(code: int, description: str | None, headers: dict[str, str] | N
         headers["HX-Reswap"] = "none"
     title = TITLES.get(code, "Something went wrong on our side" if code >= 500
                        else "This request could not be processed")
-    if description is None or description == WERKZEUG_WORDING.get(code):
+    if code == 429:
+        description = TOO_MANY_FORMS
+    elif description is None or description == WERKZEUG_WORDING.get(code):
         description = WORDS.get(code, description)
     return render_template("errors/error.html", code=code, title=title, description=description,
                            retry_after=headers.get("Retry-After")), code, headers

@@ -242,7 +242,7 @@ def test_a_403_says_what_happened_and_never_to_see_an_order_that_does_not_exist(
 def shop_refusal(make_app, status: int) -> tuple[str, str]:
     """The shop's own answer to an htmx request refused with ``status``: its error page
     (htmx swaps none of it) and the sentence that says when to try again, if any."""
-    client = make_app(FORM_TOKENS_MAX_PER_CLIENT_PER_MINUTE=1).test_client()
+    client = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=1).test_client()
     client.get("/orders/new")
     answer = client.get("/orders/new" if status == 429 else "/no-such-page",
                         headers={"HX-Request": "true"})
@@ -253,8 +253,9 @@ def shop_refusal(make_app, status: int) -> tuple[str, str]:
 
 @pytest.mark.parametrize(("status", "says"), [
     (413, "The shop did not accept this form."),
+    (429, "Too many forms opened. Very many forms were opened"),
     (404, "Page not found. There is no page at this address."),
-], ids=["413-proxy", "404-shop"])
+], ids=["413-proxy", "429-shop", "404-shop"])
 def test_every_other_refusal_says_what_happened(page, shop, make_app, status, says):
     """A refusal of the shop's is said in its words (its error page's), a proxy's in the
     form's; the order was not placed either way."""
