@@ -169,7 +169,8 @@ def test_shipped_then_fully_refunded_order_offers_no_refund_and_refuses_a_stale_
                      refund(client, public_id, tokens, "1")):
         assert response.status_code == 409
         assert "<title>This order is refunded in full" in response.text
-        assert "Everything paid for this order, €36.00, was refunded" in response.text
+        assert "You paid €36.00. All of it was refunded to you." in response.text
+        assert "There is nothing left to refund." in response.text
         assert f'id="back-to-order" href="/orders/{public_id}"' in response.text
         assert "Something went wrong" not in response.text
     assert requests_of(servers, order_id) == []
@@ -182,7 +183,8 @@ def test_the_refund_page_of_an_unpaid_order_says_nothing_was_paid(client, server
                      {"id": order_id})
     page = client.get(f"/orders/{public_id}/refund")
     assert page.status_code == 409 and "<h1>Nothing to refund on this order</h1>" in page.text
-    assert "nothing was paid for it" in page.text
+    assert "Payment due: €36.00." in page.text
+    assert "There is nothing to refund until the order is paid." in page.text
     assert f'href="/orders/{public_id}"' in page.text
 
 
@@ -330,7 +332,8 @@ def test_refund_applied_while_the_submit_runs_is_refused_with_a_fresh_token(
     assert 'value="20"' in response.text
     # The old token is spent: the form comes back with a fresh one.
     assert hidden(response.text, "form_token") != tokens["form_token"]
-    assert "Up to €6.00." in response.text and "€30.00 refunded so far" in response.text
+    assert "Up to €6.00." in response.text
+    assert "You paid €36.00. €30.00 of it was refunded to you." in response.text
     assert requests_of(servers, order_id) == [] and reserved(servers, order_id) == 0
 
 
@@ -346,7 +349,7 @@ def test_two_pages_for_everything_left_the_second_is_refused_at_once_with_its_am
     assert response.status_code == 422
     assert "Nothing is left to refund: the rest is already requested" in response.text
     assert 'value="36.00"' in response.text
-    assert "€36.00 requested and waiting to be applied" in response.text
+    assert "You paid €36.00. All of it is being refunded to you." in response.text
     assert [r[1:3] for r in requests_of(servers, order_id)] == [(3600, "requested")]
     assert reserved(servers, order_id) == 3600
     # The order page no longer offers a refund, and says what is under way.
