@@ -123,9 +123,12 @@ def _untrusted_host(error: SecurityError):
             {"Content-Type": "text/plain; charset=utf-8"})
 
 
-CROSS_SITE = ("Another site sent this form in your name, so we did not accept it and kept "
-              "nothing of what it sent. If you meant to order, open our order form and fill "
-              "it in there.")
+#: What the CSRF check's refusal of a form from another origin says. Not "another site sent
+#: this": a proxy that drops the port from Host makes our own form look foreign (issue 31),
+#: and its shopper, on our order form, must not be told to go to it.
+CROSS_SITE = ("We could not confirm that this form was sent from our own site, so we did not "
+              "accept it and kept nothing of what it sent. If you filled it in on our order "
+              "form, please write to orders@fernleaf.example and tell us.")
 
 
 def csrf_error(error: CSRFError):

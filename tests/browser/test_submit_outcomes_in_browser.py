@@ -225,7 +225,8 @@ def test_a_403_says_what_happened_and_never_to_see_an_order_that_does_not_exist(
         button(page).click()
         expect(refused).to_be_visible()
         expect(refused).to_contain_text(NOT_PLACED)
-        expect(refused).to_contain_text("This could not be done from here.")
+        expect(refused).to_contain_text("This could not be done from here. We could not confirm "
+                                        "that this form was sent from our own site")
         expect(refused).to_contain_text("(Error 403)")
         assert shop.posts_since(mark, at_least=presses) == presses
         expect(button(page)).to_have_accessible_name("Place order")
