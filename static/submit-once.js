@@ -1,24 +1,31 @@
 // Marks a form's submit button busy after the first submit and swallows repeat
 // clicks. A courtesy only: the server places one order whatever the browser sends.
 // aria-disabled (not disabled) keeps the button focusable and announced.
+// When a submit gets no answer of the shop's, it says what is known and its button
+// asks the shop, from the form's token, whether the submit took effect.
 (function () {
   "use strict";
 
   var FORMS = "form[data-submit-once]";
   var PENDING = "submit-once:pending";
   var RESTORE = "submit-once:restore";
+  // What each submit sent, for the check: the same tokens and fields.
+  var sent = new WeakMap();
 
-  function setBusy(form, busy) {
-    var button = form.querySelector("button[type=submit]");
-    if (!button) return;
-    var label = button.querySelector(".button-label");
+  function button(form) { return form.querySelector("button[type=submit]"); }
+
+  // busyLabel: the label while busy (the button's own busy label when not given).
+  function setBusy(form, busy, busyLabel) {
+    var b = button(form);
+    if (!b) return;
+    var label = b.querySelector(".button-label");
     if (busy) {
-      button.setAttribute("aria-disabled", "true");
-      button.classList.add("is-busy");
-      if (label && button.dataset.busyLabel) label.textContent = button.dataset.busyLabel;
+      b.setAttribute("aria-disabled", "true");
+      b.classList.add("is-busy");
+      if (label && (busyLabel || b.dataset.busyLabel)) label.textContent = busyLabel || b.dataset.busyLabel;
     } else {
-      button.removeAttribute("aria-disabled");
-      button.classList.remove("is-busy");
+      b.removeAttribute("aria-disabled");
+      b.classList.remove("is-busy");
       if (label && label.dataset.idleLabel) label.textContent = label.dataset.idleLabel;
     }
   }
@@ -100,6 +107,95 @@
       function (input) { input.value = input.value; });
   }
 
+  // One notice of the form's (its words are in the form's template) is shown, the
+  // others hidden; focused, so a keyboard or screen reader user meets it.
+  function say(form, outcome, refusal) {
+    var area = form.parentElement;
+    area.querySelectorAll("[data-submit-notice]").forEach(function (notice) {
+      notice.hidden = notice.dataset.submitNotice !== outcome;
+    });
+    var shown = area.querySelector("[data-submit-notice='" + outcome + "']");
+    if (!shown) return;
+    if (refusal) {  // the shop's own words when it sent some; the template's otherwise
+      if (refusal.words) shown.querySelector("[data-refusal-words]").textContent = refusal.words;
+      shown.querySelector("[data-refusal-status]").textContent = refusal.status;
+    }
+    shown.focus();
+  }
+
+  function ready(form) {
+    delete form.dataset.submitted;
+    delete form.dataset.unknown;
+    setBusy(form, false);
+  }
+
+  // The submit may have taken effect: the button stays usable and asks the shop.
+  function askMode(form) {
+    delete form.dataset.submitted;
+    form.dataset.unknown = "true";
+    setBusy(form, false);
+    var b = button(form), label = b && b.querySelector(".button-label");
+    if (label && b.dataset.checkLabel) label.textContent = b.dataset.checkLabel;
+  }
+
+  // The shop's words from an error page of its own, or none.
+  function refusalWords(html) {
+    var page = new DOMParser().parseFromString(html || "", "text/html");
+    return ["error-title", "error-description", "try-again"].map(function (id) {
+      var part = page.getElementById(id);
+      return part ? part.textContent.replace(/\s+/g, " ").trim().replace(/([^.!?])$/, "$1.") : "";
+    }).filter(Boolean).join(" ");
+  }
+
+  // How long a submit or a check may go unanswered: the page's htmx timeout.
+  function bound() { return (window.htmx && htmx.config.timeout) || 15000; }
+
+  // The check: the same fields and tokens, to the same address, asking only whether
+  // this token's submit took effect. The answer decides; anything else is no answer.
+  function check(form, tries) {
+    setBusy(form, true, button(form).dataset.checkingLabel);
+    var controller = new AbortController();
+    var timer = setTimeout(function () { controller.abort(); }, bound());
+    fetch(form.action, {
+      method: "POST", body: new URLSearchParams(sent.get(form) || new FormData(form)),
+      headers: {"X-Submit-Once-Check": "1", "Accept": "application/json"},
+      credentials: "same-origin", redirect: "manual", signal: controller.signal,
+    }).then(function (response) {
+      var json = /^application\/json/.test(response.headers.get("Content-Type") || "");
+      return response.status === 200 && json ? response.json() : null;
+    }).catch(function () { return null; }).then(function (answer) {
+      clearTimeout(timer);
+      settle(form, answer || {}, tries);
+    });
+  }
+
+  function settle(form, answer, tries) {
+    var there = answer.status === "done" && new URL(answer.location, location.href);
+    if (there && there.origin === location.origin) {
+      location.assign(there.href);  // stays busy until the result's page loads
+    } else if (answer.status === "not_done") {
+      takeSaved();  // nothing is in flight: a reload is not an interrupted submit
+      ready(form);
+      say(form, "not-done");
+    } else {
+      askMode(form);
+      say(form, answer.status === "running" ? "running" : "still-unknown");
+      // Still running: ask again shortly, a few times; the button asks at any time.
+      if (answer.status === "running" && tries < 5) {
+        setTimeout(function () { if (form.dataset.unknown) check(form, tries + 1); }, 2000);
+      }
+    }
+  }
+
+  // A submit while the outcome is unknown is the check, never sent to htmx.
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!form.matches(FORMS) || !form.dataset.unknown) return;
+    event.preventDefault();
+    event.stopPropagation();
+    if (button(form).getAttribute("aria-disabled") !== "true") check(form, 0);
+  }, true);
+
   document.addEventListener("submit", function (event) {
     var form = event.target;
     if (!form.hasAttribute("data-submit-once")) return;
@@ -108,17 +204,51 @@
       return;
     }
     form.dataset.submitted = "true";
+    sent.set(form, new FormData(form));
     rememberSubmit(form);
     setBusy(form, true);
+  });
+
+  function submitOf(event) {
+    var form = event.detail && event.detail.elt;
+    return form && form.matches && form.matches(FORMS) ? form : null;
+  }
+
+  // htmx posts the order and refund forms. An answer of the shop's is HX-Redirect (the
+  // result), the form's area again (with the server's message), HX-Refresh (the page's
+  // GET says what happened) or an error page saying why the submit was refused (4xx).
+  // Anything else (a proxy's 502/503/504, another status, a page without the form)
+  // leaves the outcome unknown, as does no answer at all (timeout, network error).
+  document.addEventListener("htmx:beforeOnLoad", function (event) {
+    var form = submitOf(event), xhr = event.detail.xhr, target = event.detail.target;
+    if (!form || xhr.getResponseHeader("HX-Redirect")) return;
+    if (xhr.getResponseHeader("HX-Refresh") === "true") { takeSaved(); return; }
+    var html = xhr.responseText || "";
+    if (target && target.id && html.indexOf('id="' + target.id + '"') !== -1) return;
+    event.preventDefault();
+    if (xhr.status >= 400 && xhr.status < 500) {
+      takeSaved();  // refused: nothing took effect, a reload must not say otherwise
+      ready(form);
+      say(form, "refused", {words: refusalWords(html), status: String(xhr.status)});
+    } else {
+      askMode(form);
+      say(form, "unknown");
+    }
+  });
+
+  ["htmx:sendError", "htmx:timeout"].forEach(function (name) {
+    document.addEventListener(name, function (event) {
+      var form = submitOf(event);
+      if (!form) return;
+      askMode(form);
+      say(form, "unknown");
+    });
   });
 
   // Restored from the back-forward cache: the form is usable again.
   window.addEventListener("pageshow", function (event) {
     if (!event.persisted) return;
-    document.querySelectorAll(FORMS).forEach(function (form) {
-      delete form.dataset.submitted;
-      setBusy(form, false);
-    });
+    document.querySelectorAll(FORMS).forEach(ready);
   });
 
   // htmx swapped the form in again (its errors, or "already used"): move to what the

@@ -27,7 +27,7 @@ ESCAPED = "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;"
 BAD_TOKEN = "without a valid form token"
 SESSION = "Your session expired"
 REPEATED = "was sent more than once"
-CROSS_SITE = "Another site sent this form in your name"
+CROSS_SITE = "We could not confirm that this form was sent from our own site"
 
 
 @dataclass

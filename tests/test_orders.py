@@ -62,6 +62,16 @@ def test_submit_places_one_order_and_lands_on_its_confirmation(client, servers):
     assert path == f"/orders/{row.public_id}" and len(row.public_id) == 22
 
 
+def test_the_form_and_the_footer_speak_to_shoppers_not_developers(client):
+    """Issue 31, item 7. Was: "You can press the button more than once: we place one order."
+    under the button and "Every order is placed once, however many times the button is
+    pressed." in every page's footer."""
+    page = client.get("/orders/new").text
+    assert "Your order’s page comes next: it says how to pay." in page
+    for note in ("more than once", "however many times", "the button is pressed"):
+        assert note not in page
+
+
 @pytest.mark.parametrize("query", ["already_placed=1", "cancelled=1", "already_cancelled=1",
                                    "refund=requested", "refund=already"])
 def test_a_link_cannot_make_the_order_page_say_what_did_not_happen(client, query):

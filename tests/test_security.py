@@ -191,7 +191,7 @@ def test_reloading_the_form_past_the_cap_is_refused_with_a_page_and_adds_no_key(
     refused = client.get("/orders/new")
     html = refused.get_data(as_text=True)
     assert refused.status_code == 429 and "Too many forms opened" in html
-    assert "Use a form you already have open" in html
+    assert "A form you already have open in another tab still works." in html
     assert 0 < int(refused.headers["Retry-After"]) <= 3600
     assert len(token_keys(rdb)) == 5
     assert submit(client, live[2]).status_code == 303  # the open forms still work

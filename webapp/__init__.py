@@ -18,6 +18,7 @@ from . import (
     forms,
     health,
     metrics,
+    order_money,
     payments,
     products_cli,
     redis_urls,
@@ -71,6 +72,7 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     security.init_app(app)
     errors.init_app(app)
     app.register_blueprint(order_pages.bp)
+    order_money.init_app(app)
     api.init_app(app)
     webhooks.init_app(app)
     cancel.init_app(app)

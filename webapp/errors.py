@@ -79,6 +79,10 @@ WORDS = {
     500: "Something broke on our side, so we could not finish this; nothing you did caused "
          "it. Please try again in a few moments, or write to orders@fernleaf.example.",
 }
+#: Said on a 429 page whatever the refusal's own words: the library's name a wait of their
+#: own ("a minute"), and the page names one wait only, the one Retry-After gives.
+TOO_MANY_FORMS = ("Very many forms were opened from your browser or your network, so we are "
+                  "not opening another one just yet.")
 
 
 #: What a dependency that did not answer raises: Unavailable before the token was spent
@@ -119,9 +123,12 @@ def _untrusted_host(error: SecurityError):
             {"Content-Type": "text/plain; charset=utf-8"})
 
 
-CROSS_SITE = ("Another site sent this form in your name, so we did not accept it and kept "
-              "nothing of what it sent. If you meant to order, open our order form and fill "
-              "it in there.")
+#: What the CSRF check's refusal of a form from another origin says. Not "another site sent
+#: this": a proxy that drops the port from Host makes our own form look foreign (issue 31),
+#: and its shopper, on our order form, must not be told to go to it.
+CROSS_SITE = ("We could not confirm that this form was sent from our own site, so we did not "
+              "accept it and kept nothing of what it sent. If you filled it in on our order "
+              "form, please write to orders@fernleaf.example and tell us.")
 
 
 def csrf_error(error: CSRFError):
@@ -200,13 +207,17 @@ def _server_error(error: Exception):
 
 
 def render_error(code: int, description: str | None, headers: dict[str, str] | None = None):
+    headers = dict(headers or {})
     if request.headers.get("HX-Request") == "true":
-        # htmx expects a form to swap, not a whole page (a lost session or an outage on
-        # the refund form): it reloads the page it is on, whose GET says what is wrong.
-        return "", code, {**(headers or {}), "HX-Refresh": "true"}
+        # htmx expects a form to swap, not a whole page (a refusal, a lost session or an
+        # outage on the order or refund form): swap nothing; static/submit-once.js shows
+        # the page's words above the form, which keeps what was typed.
+        headers["HX-Reswap"] = "none"
     title = TITLES.get(code, "Something went wrong on our side" if code >= 500
                        else "This request could not be processed")
-    if description is None or description == WERKZEUG_WORDING.get(code):
+    if code == 429:
+        description = TOO_MANY_FORMS
+    elif description is None or description == WERKZEUG_WORDING.get(code):
         description = WORDS.get(code, description)
     return render_template("errors/error.html", code=code, title=title, description=description,
-                           retry_after=(headers or {}).get("Retry-After")), code, headers or {}
+                           retry_after=headers.get("Retry-After")), code, headers

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 import time
+from urllib.parse import parse_qsl, urlencode
 
-from playwright.sync_api import Page, expect
+from playwright.sync_api import Page, Route, expect
 from sqlalchemy import text
 
 from tests.conftest import Servers
@@ -29,8 +30,8 @@ class Shop(LiveServer):
     read, before the app runs: a request the browser gave up on is counted too.
     """
 
-    def __init__(self, servers: Servers, **env: str) -> None:
-        super().__init__(servers, workers=2, threads=8, **env)
+    def __init__(self, servers: Servers, *, workers: int = 2, **env: str) -> None:
+        super().__init__(servers, workers=workers, threads=8, **env)
         self.args[-1:-1] = ["--log-level", "debug"]
         self.servers = servers
 
@@ -115,6 +116,15 @@ def expect_confirmation(page: Page, *, already_placed: bool | None) -> str:
     elif already_placed is False:
         expect(notice).to_have_count(0)
     return match.group(1)
+
+
+def refuse_as_cross_site(route: Route) -> None:
+    """The shop's real answer to a form it judges sent from another site: a foreign
+    Origin and a CSRF check that fails, as behind a proxy whose Host drops the port."""
+    form = dict(parse_qsl(route.request.post_data or ""))
+    form["csrf_token"] = "x" + form["csrf_token"][1:]
+    route.fulfill(response=route.fetch(post_data=urlencode(form), headers={
+        **route.request.headers, "origin": "https://127.0.0.1"}))
 
 
 # The pages a user can be looking at, each reached the way a user reaches it.

@@ -173,3 +173,27 @@ def test_form_and_confirmation_fit_a_375px_phone(new_page, shop):
 def assert_fits_the_screen(page: Page) -> None:
     width = page.evaluate("() => document.documentElement.scrollWidth")
     assert width <= 375, f"the page is {width}px wide: it scrolls sideways on a phone"
+
+
+def test_the_429_page_does_not_refresh_itself_and_names_the_one_wait(new_page, servers):
+    """Issue 31, item 6. Was: axe critical (meta-refresh: the page reloaded itself) and three
+    waits on one page ("a minute", "tries again in 11 seconds", Retry-After: 6)."""
+    with Shop(servers, workers=1, SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE="1") as limited:
+        for device in ("desktop", "phone"):
+            page = new_page(**(PHONE if device == "phone" else {}))
+            for _ in range(3):  # the second view in a minute, even across its boundary
+                refused = page.goto(f"{limited.url}/orders/new")
+                assert refused is not None
+                if refused.status == 429:
+                    break
+            assert refused.status == 429
+            wait = int(refused.headers["retry-after"])
+            assert serious_violations(page) == []
+            assert page.locator("meta[http-equiv]").count() == 0
+            expect(page.locator("#try-again")).to_contain_text(
+                f"Please try again in {wait} second")
+            expect(page.get_by_text("minute")).to_have_count(0)
+            expect(page.get_by_role("link", name="Try again")).to_have_attribute(
+                "href", "/orders/new")
+            if device == "phone":
+                assert_fits_the_screen(page)

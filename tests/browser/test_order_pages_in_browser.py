@@ -88,14 +88,16 @@ def test_a_paid_then_cancelled_order_says_how_to_get_the_money_back(device_page,
     page.get_by_role("link", name="Cancel order").click()
     page.get_by_role("button", name="Yes, cancel my order").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("Your order is cancelled")
-    expect(page.locator("#order-state")).to_contain_text(
-        "You paid €36.00: press “Request a refund” below to get it back.")
+    expect(page.locator("#order-state")).to_have_text("Nothing will be shipped.")
+    expect(page.locator("#money-state")).to_have_text("You paid €36.00.")
+    expect(page.locator("#money-next")).to_have_text(
+        "Press “Request a refund” below to get it back.")
     expect(page.get_by_text("or charged")).to_have_count(0)
     page.get_by_role("link", name="Request a refund").click()
     page.get_by_label("Amount to refund (€)").fill("36")
     page.get_by_role("button", name="Request refund").click()
-    expect(page.locator("#order-state")).to_contain_text(
-        "The €36.00 you paid is being returned to you.")
+    expect(page.locator("#money-state")).to_have_text(
+        "You paid €36.00. All of it is being refunded to you.")
 
 
 def test_back_after_a_refund_request_lands_on_the_request_not_a_second_one(device_page, shop):

@@ -171,7 +171,8 @@ def test_shipped_then_fully_refunded_order_offers_no_refund_and_refuses_a_stale_
                      refund(client, public_id, tokens, "1")):
         assert response.status_code == 409
         assert "<title>This order is refunded in full" in response.text
-        assert "Everything paid for this order, €36.00, was refunded" in response.text
+        assert "You paid €36.00. All of it was refunded to you." in response.text
+        assert "There is nothing left to refund." in response.text
         assert f'id="back-to-order" href="/orders/{public_id}"' in response.text
         assert "Something went wrong" not in response.text
     assert requests_of(servers, order_id) == []
@@ -184,7 +185,8 @@ def test_the_refund_page_of_an_unpaid_order_says_nothing_was_paid(client, server
                      {"id": order_id})
     page = client.get(f"/orders/{public_id}/refund")
     assert page.status_code == 409 and "<h1>Nothing to refund on this order</h1>" in page.text
-    assert "nothing was paid for it" in page.text
+    assert "Payment due: €36.00." in page.text
+    assert "There is nothing to refund until the order is paid." in page.text
     assert f'href="/orders/{public_id}"' in page.text
 
 
@@ -242,12 +244,13 @@ def test_with_htmx_a_refused_amount_is_swapped_in_place_and_a_request_redirects(
     assert whole.text == ""
 
 
-def test_with_htmx_a_lost_session_swaps_the_form_back_and_an_outage_reloads_the_page(
+def test_with_htmx_a_lost_session_swaps_the_form_back_and_an_outage_swaps_nothing(
         client, servers, order, make_app):
     """A lost session under htmx gets the refund form's fragment back in place (400): the
     amount kept, fresh tokens, never a whole page with its header and footer inside the
     form (before 0.10 the shop answered HX-Refresh, losing the amount). The app's own
-    503 page (Redis away) is a whole page: htmx is told to reload (HX-Refresh)."""
+    503 page (Redis away) is a whole page: htmx swaps nothing (HX-Reswap: none) and
+    static/submit-once.js shows its words above the form, which keeps the amount."""
     order_id, public_id = order
     tokens = open_refund_form(client, public_id)
     htmx = {"HX-Request": "true"}
@@ -265,8 +268,9 @@ def test_with_htmx_a_lost_session_swaps_the_form_back_and_an_outage_reloads_the_
     assert [r[1:3] for r in requests_of(servers, order_id)] == [(1000, "requested")]
     nothing_there = make_app(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0").test_client()
     away = nothing_there.get(f"/orders/{public_id}/refund", headers=htmx)
-    assert away.status_code == 503 and away.headers["HX-Refresh"] == "true"
+    assert away.status_code == 503 and away.headers["HX-Reswap"] == "none"
     assert away.headers["Retry-After"] == "5"
+    assert 'id="error-title">We are briefly unavailable' in away.text
 
 
 def test_an_api_clients_order_is_not_refunded_through_the_html_pages(client, servers, order):
@@ -339,7 +343,8 @@ def test_refund_applied_while_the_submit_runs_is_refused_with_a_fresh_token(
     assert 'value="20"' in response.text
     # The old token is spent: the form comes back with a fresh one.
     assert hidden(response.text, "form_token") != tokens["form_token"]
-    assert "Up to €6.00." in response.text and "€30.00 refunded so far" in response.text
+    assert "Up to €6.00." in response.text
+    assert "You paid €36.00. €30.00 of it was refunded to you." in response.text
     assert requests_of(servers, order_id) == [] and reserved(servers, order_id) == 0
 
 
@@ -355,7 +360,7 @@ def test_two_pages_for_everything_left_the_second_is_refused_at_once_with_its_am
     assert response.status_code == 422
     assert "Nothing is left to refund: the rest is already requested" in response.text
     assert 'value="36.00"' in response.text
-    assert "€36.00 requested and waiting to be applied" in response.text
+    assert "You paid €36.00. All of it is being refunded to you." in response.text
     assert [r[1:3] for r in requests_of(servers, order_id)] == [(3600, "requested")]
     assert reserved(servers, order_id) == 3600
     # The order page no longer offers a refund, and says what is under way.

@@ -58,7 +58,7 @@ def test_a_refund_on_a_shipped_order_waits_for_an_operator_then_applies_once_app
     assert len(rdb.xrange(STREAM)) <= 1  # only the other order's message, if not trimmed yet
     page = client.get(f"/orders/{public_id}").text
     assert "<strong>waiting for review</strong>" in page
-    assert "our team checks a refund on a shipped order before it is applied" in page
+    assert "as your order has shipped, our team checks the refund before it is made" in page
     assert 'id="request-refund"' not in page
 
     cli = app.test_cli_runner()
