@@ -15,8 +15,8 @@ from contextlib import contextmanager
 import pytest
 import redis
 
-from flask_submit_once.testing import OnceForms, hidden_value
-from tests.conftest import VALID, flashed, token_keys
+from flask_submit_once.testing import OnceForms
+from tests.conftest import VALID, flashed, hidden, token_keys
 from tests.faults.steps import (
     assert_told_orders_exist,
     form_kept,
@@ -148,7 +148,7 @@ def test_1_redis_down_when_a_lost_session_needs_a_fresh_form_keeps_the_input(
     response = submit(client, tokens)
     html = response.get_data(as_text=True)
     assert response.status_code == 503 and UNAVAILABLE in html.replace("&#39;", "'")
-    assert 'value="Ada Lovelace"' in html and hidden_value(html, "form_token") == \
+    assert 'value="Ada Lovelace"' in html and hidden(html, "form_token") == \
         tokens["form_token"]
     fault_servers.redis.start()
     again = OnceForms(client).page("/orders/new", html).submit(VALID)

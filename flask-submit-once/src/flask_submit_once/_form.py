@@ -202,8 +202,12 @@ class ProtectedForm:
         if cross_site():
             raise CrossSite()
         form = self.form() if self.form is not None else None
+        try:  # kept on the page only if no fresh token can be had (Redis away)
+            sent: str | None = submitted_token(state().field)
+        except BadFormToken:
+            sent = None
         return again(self.page, form_name(request.endpoint or "", request.view_args),
-                     "session_lost", sent=None, form=form)
+                     "session_lost", sent=sent, form=form)
 
     def check(self, st: State, name: str) -> Response:
         """What became of the submit of this token, spending nothing: ``done`` (and where),
