@@ -46,8 +46,11 @@ def test_health_and_readiness_are_json_and_up_when_both_servers_answer(client):
     assert ready.headers["Cache-Control"] == "no-store"
 
 
-def test_with_redis_down_readyz_is_503_and_healthz_says_so_but_stays_live(make_app):
-    client = make_app(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0").test_client()
+def test_with_redis_down_and_no_signed_forms_readyz_is_503_and_healthz_stays_live(make_app):
+    """With forms drawn only with Redis tokens (not the shop's default): a Redis outage
+    takes the instance out. The default keeps it in: tests/faults/test_redis_away_ops.py."""
+    client = make_app(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0",
+                      SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY=False).test_client()
     ready = client.get("/readyz")
     assert ready.status_code == 503
     assert ready.json["checks"]["redis"]["status"] == "down"

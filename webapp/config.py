@@ -42,8 +42,9 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
         # The SUBMIT_ONCE_* settings are Flask-Submit-Once's own keys.
         "SUBMIT_ONCE_TTL": _int(environ, "SUBMIT_ONCE_TTL", 3600),
         "SUBMIT_ONCE_WAIT_SECONDS": number(environ, "SUBMIT_ONCE_WAIT_SECONDS", 10.0),
-        "SUBMIT_ONCE_REDIS_DOWN_FALLBACK": _bool(environ, "SUBMIT_ONCE_REDIS_DOWN_FALLBACK",
-                                                 False),
+        # Forms keep working while Redis is away (docs/SECURITY.md, "Redis away").
+        "SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY": _bool(environ, "SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY",
+                                                    True),
         "SUBMIT_ONCE_MAX_PER_SESSION": _int(environ, "SUBMIT_ONCE_MAX_PER_SESSION", 200),
         "MAX_CONTENT_LENGTH": _int(environ, "MAX_CONTENT_LENGTH", 64 * 1024),
         "IDEMPOTENCY_RETENTION": _int(environ, "IDEMPOTENCY_RETENTION", 24 * 3600),
@@ -59,6 +60,10 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
     if hosts := [host.strip() for host in environ.get("TRUSTED_HOSTS", "").split(",")
                  if host.strip()]:
         config["TRUSTED_HOSTS"] = hosts  # Flask's own setting: another Host is a 400
+    if environ.get("SUBMIT_ONCE_REDIS_DOWN_FALLBACK", "").strip():
+        # Unset, finish() makes it follow SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY.
+        config["SUBMIT_ONCE_REDIS_DOWN_FALLBACK"] = _bool(
+            environ, "SUBMIT_ONCE_REDIS_DOWN_FALLBACK", False)
     if environ.get("SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"):
         config["SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"] = _int(
             environ, "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE", FORMS_PER_CLIENT_PER_MINUTE)
@@ -98,6 +103,10 @@ def finish(config: dict[str, Any]) -> None:
     # test turns it on.
     config.setdefault("SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE",
                       0 if env == "testing" else FORMS_PER_CLIENT_PER_MINUTE)
+    # A form drawn before an outage is sent during it too: while Redis is away the lock and
+    # the UNIQUE column decide for its token as for the signed ones (docs/SECURITY.md).
+    config.setdefault("SUBMIT_ONCE_REDIS_DOWN_FALLBACK",
+                      bool(config.get("SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY")))
     if env == "development" and config.get("TRUSTED_HOSTS") is None:
         # scripts/run serves 127.0.0.1 with the public webhook secret: a page whose
         # name is rebound to 127.0.0.1 (DNS rebinding) must not be answered.

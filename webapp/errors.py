@@ -173,11 +173,17 @@ def unavailable_cause(error: Exception) -> Exception:
     return error
 
 
+#: An API client told that a dependency was away before anything was claimed (Unavailable).
+NOTHING_DONE = ("Nothing was placed or changed: a server this request needs (Redis or "
+                "PostgreSQL) did not answer. Send the same request again after Retry-After "
+                "(the same Idempotency-Key, the same event): it takes effect once.")
+
+
 def unavailable(error: Exception):
     unavailable_cause(error)
     if wants_problem():
-        return problem("unavailable", "Please retry in a few moments.",
-                       headers={"Retry-After": "5"})
+        return problem("unavailable", NOTHING_DONE if isinstance(error, Unavailable)
+                       else "Please retry in a few moments.", headers={"Retry-After": "5"})
     return try_again()
 
 

@@ -20,6 +20,10 @@ placed them: it watches the app's sessions (SQLAlchemy's session events, see
 :func:`init_app`), so the order form and the JSON API are counted alike, a
 rolled-back order is not, and a duplicate (no INSERT) is not.
 
+``submit_once_degraded`` is 1 while a worker draws forms with signed tokens because
+Redis was away at its last render (``SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY``); under
+gunicorn the page shows the highest of the live workers' values.
+
 What the design can tell apart, and what it cannot: a token pasted into another
 session names a Redis key that does not exist (the key is a digest of form,
 session and token), so it is counted with the expired and unknown ones
@@ -39,6 +43,7 @@ from prometheus_client import (
     REGISTRY,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
 )
@@ -48,6 +53,7 @@ from sqlalchemy.orm import Session, UOWTransaction
 
 from flask_submit_once import Outcome, signals
 
+from .extensions import submit_once
 from .models import Order
 from .secret_rules import metrics_access
 
@@ -84,6 +90,11 @@ for _channel in CHANNELS:  # both series exist from the start, at 0
     ORDERS_PLACED.labels(_channel)
 #: Where a session keeps the channels of the orders its transaction inserted.
 _PLACED = "metrics.orders_placed"
+#: Per process; the page shows the highest of the live workers' (1: one draws signed forms).
+DEGRADED = Gauge("submit_once_degraded", "1 while this process draws forms with signed tokens "
+                 "because Redis was away at its last try (their submits are decided by the "
+                 "lock and the UNIQUE column alone); 0 once Redis answers a render.",
+                 multiprocess_mode="livemax")
 REQUEST_SECONDS = Histogram("http_request_duration_seconds", "Request latency by route.",
                             ["method", "route", "status"])
 
@@ -119,6 +130,7 @@ def form_kind(form: str) -> str:
 @bp.get("/metrics")
 def metrics():
     _authorize()
+    _note_degraded()
     registry = REGISTRY
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
@@ -183,7 +195,12 @@ def _start_timer(app: Flask, **_: object) -> None:
     g.request_started = time.perf_counter()
 
 
+def _note_degraded() -> None:
+    DEGRADED.set(1 if submit_once.degraded else 0)
+
+
 def _observe_request(response: Response) -> Response:
+    _note_degraded()  # after every request: the render that found Redis away included
     started = g.get("request_started")
     if started is not None:
         # The rule (/orders/<public_id>), never the path: bounded label values, no order ids.

@@ -4,9 +4,11 @@
     GET /healthz   200 while the worker runs; the JSON body says whether Redis and
                    PostgreSQL answer ("ok" or "degraded"), as the app's /healthz does:
                    restarting the worker does not bring a server back. It names no
-                   host or process (the consumer's default name is host-pid).
+                   host or process (the consumer's default name is host-pid). Degraded,
+                   it says what the worker cannot do meanwhile ("cannot").
     GET /metrics   refund_worker_processed_total, _applied_total, _dead_lettered_total,
-                   _lag_messages and _lag_seconds (the oldest message not yet acked).
+                   _lag_messages and _lag_seconds (the oldest message not yet acked),
+                   _degraded (1 while the stream cannot be read: Redis is away).
                    With METRICS_TOKEN set, only with ``Authorization: Bearer <it>``;
                    unset, a 404 in production, as the app's (secret_rules.py).
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import ipaddress
 import json
+import logging
 import time
 
 import redis.asyncio as aioredis
@@ -40,6 +43,8 @@ from redis.exceptions import RedisError, ResponseError
 from ..secret_rules import metrics_access
 from .stream import GROUP, STREAM
 
+log = logging.getLogger("webapp.refunds.worker")
+
 __all__ = ["MAX_CONNECTIONS", "Monitor"]
 
 #: Connections served at once; a Prometheus scrape and a health probe need two.
@@ -48,6 +53,13 @@ _MAX_HEAD = 8192
 _READ_SECONDS = 5.0
 #: Counting the messages not yet delivered stops here (Redis before 7 has no "lag").
 _LAG_COUNT_MAX = 100_000
+#: What the worker cannot do while a server is away, in the words /healthz uses.
+CANNOT = {
+    "redis": "read the refund stream: no refund is applied until Redis answers; the "
+             "requests taken meanwhile wait in PostgreSQL and are published then",
+    "postgres": "apply refunds: PostgreSQL does not answer; the messages stay pending in the "
+                "stream and are applied when it does",
+}
 
 
 class Monitor:
@@ -73,6 +85,10 @@ class Monitor:
         self.lag_seconds = Gauge("refund_worker_lag_seconds",
                                  "Age of the oldest message the group has not acked (0: none).",
                                  registry=self.registry)
+        self.degraded = Gauge("refund_worker_degraded", "1 while this worker cannot read the "
+                              "refund stream (Redis is away): nothing is applied meanwhile.",
+                              registry=self.registry)
+        self.stream_away = False
 
     async def serve(self, host: str, port: int, stop: asyncio.Event) -> None:
         """Answer on ``host:port`` until ``stop`` is set."""
@@ -114,7 +130,10 @@ class Monitor:
             checks = {"redis": await _probe(self._ping_redis),
                       "postgres": await _probe(self._ping_postgres)}
             up = all(check["status"] == "up" for check in checks.values())
-            body = {"status": "ok" if up else "degraded", "checks": checks}
+            body: dict[str, object] = {"status": "ok" if up else "degraded", "checks": checks}
+            if not up:
+                body["cannot"] = [CANNOT[name] for name, check in checks.items()
+                                  if check["status"] != "up"]
             return "200 OK", "application/json", json.dumps(body).encode()
         if path == "/metrics":
             access = metrics_access(self.metrics_token, self.environment,
@@ -131,6 +150,18 @@ class Monitor:
     def serves_metrics(self) -> bool:
         """False in production without METRICS_TOKEN: /metrics is a 404 there."""
         return metrics_access(self.metrics_token, self.environment, "") != "off"
+
+    def stream_reachable(self, reachable: bool, error: Exception | None = None) -> None:
+        """Note whether the worker could read its stream; say so once when that changes."""
+        if reachable == (not self.stream_away):
+            return
+        self.stream_away = not reachable
+        self.degraded.set(0 if reachable else 1)
+        if reachable:
+            log.info("the refund stream answers again: applying refunds")
+        else:
+            log.warning("Redis does not answer (%s): cannot %s", type(error).__name__,
+                        CANNOT["redis"])
 
     async def measure_lag(self) -> None:
         """Set the lag gauges from the stream (left as they were if Redis is away)."""

@@ -105,9 +105,10 @@ class RefundWorker:
             try:
                 batch = await self.claim_stale() or await self.read_new()
             except RedisError as error:
-                log.warning("stream unavailable (%s); retrying", type(error).__name__)
+                self.monitor.stream_reachable(False, error)  # said once, not every second
                 await asyncio.sleep(1)
                 continue
+            self.monitor.stream_reachable(True)
             if batch:
                 await self.finish_or_abandon(batch, stop)
 

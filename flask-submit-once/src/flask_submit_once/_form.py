@@ -205,7 +205,7 @@ class ProtectedForm:
         if cross_site():
             raise CrossSite()
         form = self.form() if self.form is not None else None
-        try:
+        try:  # kept on the page only if no fresh token can be had (Redis away)
             sent: str | None = submitted_token(state().field)
         except BadFormToken:
             sent = None
