@@ -152,8 +152,9 @@ class ProtectedForm:
         row = outcome.result
         if self.step.pending(row):
             done = self.step.resume(db.get_bind(), row, wait=wait, url_of=self.url_of)
-            if done.kind == "created" and outcome.kind == "duplicate":
-                return Outcome("duplicate", done.result, waited=True, url=done.url)
+            if done.landed:  # whoever did the step: this request made the row, or found it
+                return Outcome(outcome.kind, done.result, url=done.url,
+                               waited=outcome.kind == "duplicate" or done.waited)
             return done
         return settled(row, self.url_of) if outcome.kind == "duplicate" else outcome
 
@@ -169,6 +170,8 @@ class ProtectedForm:
             Spending.of(st, token, name).take()
         changed = found.fingerprint is not None and found.fingerprint != stored
         outcome = Outcome("changed" if changed else "duplicate", found.result, url=found.url)
+        if self.step is not None and outcome.kind == "duplicate":
+            outcome = self.after(self.session(st), outcome, st.wait)  # its step, if still to do
         return self.respond(outcome, name, token, form, digest, started)
 
     def respond(self, outcome: Outcome, name: str, token: str, form: object, digest: str,
