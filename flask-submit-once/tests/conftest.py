@@ -20,11 +20,16 @@ from flask.testing import FlaskClient
 from sqlalchemy import Engine, create_engine, select, text
 from sqlalchemy.orm import Session, sessionmaker
 
+import checkout_app
 import flask_submit_once
 import signup_app
 from servers import PostgresServer, RedisServer
 
 DATABASE = "submit_once_test"
+IDLE_IN_TRANSACTION = text(
+    "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+    "AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()")
+ADVISORY_LOCKS = text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
 
 
 def pytest_report_header() -> str:
@@ -143,3 +148,65 @@ def signups(sessions: sessionmaker[Session]) -> Callable[[], list[str]]:
             return list(db.scalars(select(signup_app.Signup.email)
                                    .order_by(signup_app.Signup.id)))
     return emails
+
+
+@pytest.fixture(scope="session")
+def checkout_tables(engine: Engine) -> Engine:
+    checkout_app.Base.metadata.drop_all(engine)
+    checkout_app.Base.metadata.create_all(engine)
+    return engine
+
+
+@pytest.fixture
+def provider() -> checkout_app.Provider:
+    """The card provider the checkout's step calls: it counts every call by its key."""
+    return checkout_app.Provider()
+
+
+@pytest.fixture
+def make_checkout(checkout_tables: Engine, database_url: str, redis_url: str, rdb: redis.Redis,
+                  provider: checkout_app.Provider) -> Iterator[Callable[..., Flask]]:
+    """``make_checkout(pool=None, **config)``: the checkout app (checkout_app.py) on empty
+    tables, calling ``provider``, on the suite's engine or on one of its own with ``pool``
+    (create_engine's pool options); every app's Redis pool and engine are closed after."""
+    with checkout_tables.begin() as conn:
+        conn.execute(text(f"TRUNCATE {checkout_app.Order.__tablename__} RESTART IDENTITY"))
+    apps: list[Flask] = []
+    engines: list[Engine] = []
+
+    def make(pool: dict[str, object] | None = None, **config: object) -> Flask:
+        if pool is not None:
+            engines.append(create_engine(database_url, **pool))
+        bind = engines[-1] if pool is not None else checkout_tables
+        apps.append(checkout_app.create_app(sessionmaker(bind), provider,
+                                            **{"REDIS_URL": redis_url, **config}))
+        return apps[-1]
+    yield make
+    for app in apps:
+        with app.app_context():
+            checkout_app.submit_once.redis.close()
+    for engine in engines:
+        engine.dispose()
+
+
+@pytest.fixture
+def orders(checkout_tables: Engine) -> Callable[[], list[tuple[str, str | None, str | None]]]:
+    """``orders()``: (e-mail address, charge, step still to do) of every order, in order."""
+    def rows() -> list[tuple[str, str | None, str | None]]:
+        Order = checkout_app.Order
+        with checkout_tables.connect() as conn:
+            return [tuple(row) for row in conn.execute(
+                select(Order.email, Order.charge_id, Order.submission_step).order_by(Order.id))]
+    return rows
+
+
+@pytest.fixture
+def nothing_held(engine: Engine) -> Iterator[Callable[[], tuple[int, int]]]:
+    """After the test, no connection of the database is left idle in a transaction and no
+    advisory lock is held; ``nothing_held()`` counts both (idle, locks) meanwhile."""
+    def count() -> tuple[int, int]:
+        with engine.connect() as conn:
+            return (int(conn.execute(IDLE_IN_TRANSACTION).scalar_one()),
+                    int(conn.execute(ADVISORY_LOCKS).scalar_one()))
+    yield count
+    assert count() == (0, 0), "(connections idle in transaction, advisory locks) left"

@@ -156,8 +156,9 @@ class ProtectedForm:
             db.rollback()  # reading the row began a transaction: none is open during the step
             done = self.step.resume(db.get_bind(), identity, digest, wait=wait,
                                     url_of=self.url_of)
-            if done.kind == "created" and outcome.kind == "duplicate":
-                return Outcome("duplicate", done.result, waited=True, url=done.url)
+            if done.landed:  # whoever did the step: this request made the row, or found it
+                return Outcome(outcome.kind, done.result, url=done.url,
+                               waited=outcome.kind == "duplicate" or done.waited)
             return done
         return settled(row, self.url_of) if outcome.kind == "duplicate" else outcome
 

@@ -78,9 +78,10 @@ class Step:
         ``wait``)."""
         engine = bind if isinstance(bind, Engine) else bind.engine
         key = lock_key(digest)
-        with engine.connect() as conn:
-            if not _lock(conn, key, wait):
-                return Outcome("still_running", waited=True)
+        conn = _locked(engine, key, wait)
+        if conn is None:
+            return Outcome("still_running", waited=True)
+        with conn:
             try:
                 with Session(bind=conn, expire_on_commit=False) as db:
                     return self._do(db, identity, digest, url_of)
@@ -125,17 +126,28 @@ def settled(row: Any, url_of: Callable[[Any], str | None]) -> Outcome:
     return Outcome("duplicate", row, url=url_of(row))
 
 
-def _lock(conn: Any, key: int, wait: float) -> bool:
+def _locked(engine: Engine, key: int, wait: float) -> Connection | None:
+    """A connection of its own holding the lock ``key`` (the session's: it outlives the
+    transaction), or None when another holder kept it past ``wait``. A waiter holds no
+    connection between tries, as a submit waiting for its lock holds none: a repeat
+    waiting for a step must not take the pool's connections from the step."""
     deadline, delay = time.monotonic() + wait, 0.005
     while True:
-        got = bool(conn.exec_driver_sql("SELECT pg_try_advisory_lock(%(k)s)", {"k": key})
-                   .scalar())
-        conn.commit()  # the lock is the session's: it outlives the transaction
+        conn = engine.connect()
+        try:
+            got = bool(conn.exec_driver_sql("SELECT pg_try_advisory_lock(%(k)s)", {"k": key})
+                       .scalar())
+            conn.commit()
+        except BaseException:
+            conn.invalidate()  # it may hold the lock: never back in the pool
+            conn.close()
+            raise
         if got:
-            return True
+            return conn
+        conn.close()
         remaining = deadline - time.monotonic()
         if remaining <= 0:
-            return False
+            return None
         time.sleep(min(delay, remaining))
         delay = min(delay * 2, 0.1)
 
