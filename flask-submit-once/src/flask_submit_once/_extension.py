@@ -245,9 +245,6 @@ class SubmitOnce:
             return None
         try:
             return protected.session_lost()
-        except Exception as raised:
-            # CrossSite, or what the form's maker raises (an unknown order's 404, a field
-            # sent twice, a database that is away): raised inside an error handler it
-            # would be a 500, so it is answered as the app answers it from a view.
+        except Exception as raised:  # CrossSite, or the form maker's 404, 400 or 503: in
+            # an error handler it would be a 500; answered as the app answers it in a view
             return current_app.make_response(current_app.handle_user_exception(raised))
-

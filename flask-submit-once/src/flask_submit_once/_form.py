@@ -1,7 +1,5 @@
-"""A protected form's submit, top to bottom: the token, validation, the once-only
-transaction, and the answer every outcome gets.
-
-What :meth:`SubmitOnce.form <flask_submit_once.SubmitOnce.form>` puts around a view::
+"""A protected form's submit, top to bottom: what :meth:`SubmitOnce.form
+<flask_submit_once.SubmitOnce.form>` puts around a view::
 
     token: its shape (400), before Redis or the database is touched
     a repeat this process saw land, sent with the same values -> its answer (GETDEL only)
@@ -64,11 +62,10 @@ class ProtectedForm:
             raise TypeError(f"{view.__name__}: give model= (a SubmissionMixin model) or "
                             "find=, so that a repeat finds what the first submit made")
         if then is not None and model is None:
-            raise TypeError(f"{view.__name__}: a form with then= needs model= (its rows say "
-                            "the step still to do)")
+            raise TypeError(f"{view.__name__}: then= needs model= (rows say the step to do)")
         self.view, self.form, self.model, self.find_result = view, form, model, find
-        self.done, self.fields, self.page, self.answer = done, fields, page, answer
-        self.sessions = sessions
+        self.done, self.fields, self.page, self.answer, self.sessions = (
+            done, fields, page, answer, sessions)
         self.checked: weakref.WeakSet[Flask] = weakref.WeakSet()
         self.step = Step(then.__name__, then, model) if then and model else None
 
@@ -95,8 +92,7 @@ class ProtectedForm:
         try:
             spend = Spending.of(st, token, name)
         except SignedExpired:
-            return self.respond(Outcome("expired"), name, token, self.make_form(), "",
-                                started)
+            return self.respond(Outcome("expired"), name, token, self.make_form(), "", started)
         digest = spend.digest
         raw = sent_fingerprint(st.field)
         known = st.settled.get(digest)
@@ -147,8 +143,8 @@ class ProtectedForm:
         return self.form() if self.form is not None else None
 
     def after(self, db: Session, outcome: Outcome, wait: float) -> Outcome:
-        """The step outside the database, for a row that still has it to do (made now, or
-        found by a repeat: it resumes it); a row whose step refused is a refusal again."""
+        """The step, for a row that still has it to do (made now, or found by a repeat,
+        which resumes it); a row whose step refused is a refusal again."""
         assert self.step is not None
         row = outcome.result
         if self.step.pending(row):

@@ -96,20 +96,22 @@ class Step:
             return Outcome("failed", error=LookupError("the row is gone"))
         if not self.pending(row):
             return settled(row, url_of)
+        url = url_of(row)  # read now: after a failed commit the row cannot be loaded
         try:
-            self.then(db, row, step_key(digest, self.name))
-        except Refused as refused:
-            row.submission_step = REFUSED  # with what it wrote: its record of the refusal
-            db.commit()
-            return Outcome("refused", row, error=refused, url=url_of(row))
-        except Exception as error:  # anything else: not done; the next holder tries again
+            try:
+                self.then(db, row, step_key(digest, self.name))
+            except Refused as refused:
+                row.submission_step = REFUSED  # with what it wrote: its record of the refusal
+                db.commit()
+                return Outcome("refused", row, error=refused, url=url_of(row))
+            row.submission_step = None
+            db.commit()  # may fail too (the connection lost): then still to do
+        except Exception as error:  # not done, or not recorded: the next holder tries again
             with suppress(SQLAlchemyError):
                 db.rollback()
             log.warning("step %s of %s not done: %s", self.name, digest[:12],
                         type(error).__name__)
-            return Outcome("unconfirmed", row, error=error, url=url_of(row))
-        row.submission_step = None
-        db.commit()
+            return Outcome("unconfirmed", row, error=error, url=url)
         return Outcome("created", row, url=url_of(row))
 
     def to_do(self, db: Session) -> list[tuple[Any, str]]:
