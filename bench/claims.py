@@ -1,6 +1,6 @@
 """The claim step alone, on the same Redis: ours against lock-and-cache.
 
-Ours (``TokenStore.consume_digest``, flask-submit-once/src/submit_once/tokens.py)::
+Ours (``TokenStore.consume_digest``, flask-submit-once/src/flask_submit_once/_tokens.py)::
 
     GETDEL ft:<digest>                       1 round trip; the winner is whoever gets a value
 
@@ -34,7 +34,7 @@ from collections.abc import Callable
 
 import redis
 
-from submit_once import TokenStore
+from flask_submit_once import TokenStore
 from webapp.redis_urls import make_client
 
 from .servers import redis_calls

@@ -31,8 +31,8 @@ from pathlib import Path
 import redis
 from sqlalchemy import text
 
-from webapp.redis_urls import make_client
 from webapp.db import make_engine
+from webapp.redis_urls import make_client
 
 from . import claims, report
 from .load import Browser
@@ -139,7 +139,7 @@ def bytes_per_token(port: int, client: redis.Redis, forms: int = 300) -> dict:
     browser = Browser(port)
     for _ in range(forms):
         browser.open_form("tokens")
-    keys = list(client.scan_iter(match="ft:*", count=1000))
+    keys = list(client.scan_iter(match="so:*", count=1000))
     sizes = [client.memory_usage(key, samples=0) for key in keys]
     sample_key = keys[0] if keys else ""
     return {"tokens": len(keys), "memory_usage_avg": sum(sizes) / max(len(sizes), 1),

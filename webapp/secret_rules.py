@@ -20,8 +20,9 @@ import hmac
 from collections.abc import Mapping
 from typing import Any, Literal
 
-__all__ = ["DEV_PROVIDER_SECRET", "DEV_SECRET_KEY", "DEV_WEBHOOK_SECRET", "SECRETS", "SECRET_MIN_BYTES",
-           "SECRET_MIN_DISTINCT", "metrics_access", "refuse_weak_secrets", "weak_secret"]
+__all__ = ["DEV_PROVIDER_SECRET", "DEV_SECRET_KEY", "DEV_WEBHOOK_SECRET", "SECRETS",
+           "SECRET_MIN_BYTES", "SECRET_MIN_DISTINCT", "metrics_access", "refuse_weak_secrets",
+           "weak_secret"]
 
 #: The only secrets the app accepts without being told them, and only with
 #: APP_ENV=development or testing; production refuses them even when set.

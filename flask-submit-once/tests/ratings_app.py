@@ -65,7 +65,8 @@ ITEMS_PAGE = """<!doctype html><html><title>Items</title>
   {% if answer %}<p role="alert">{{ answer.message }}</p>{% endif %}
   <input type="hidden" name="csrf_token" value="{{ csrf_token() }}">
   {{ submit_once.input("rate", item=item) }}
-  <input name="stars" value="{{ form.stars.raw_data[0] if answer and form.stars.raw_data else '' }}">
+  <input name="stars" value="{{ form.stars.raw_data[0]
+                                 if answer and form.stars.raw_data else '' }}">
   {% if answer %}{% for errors in form.errors.values() %}
     <p class="error">{{ errors|join(" ") }}</p>{% endfor %}{% endif %}
   <button>Rate</button>

@@ -10,7 +10,6 @@ from flask.typing import ResponseReturnValue
 from sqlalchemy.orm import Session
 
 from ._answers import Message, Page
-from ._errors import CrossSite
 from ._form import Fields, ProtectedForm, protected_form
 from ._idempotent import IdempotentView
 from ._issuing import issue
