@@ -16,6 +16,8 @@ pool the token store uses) with its public ``set`` and ``getdel``. No session bi
 no limits, no lock, no signals. What the token layer costs above this is ours to cut;
 what this costs above the baseline is the price of asking Redis at all.
 
+The lean app's variants (bench/lean.py) are mounted beside them.
+
 The order template draws its hidden input with the ``submit_once`` template object;
 these variants hand the template their own (:class:`bench.pages.FixedToken`, a template variable
 shadows the global), so rendering it issues nothing. The signed-nonce alternative is
@@ -31,7 +33,7 @@ from flask import Blueprint, Flask, abort, request
 import webapp
 from webapp.extensions import submit_once
 
-from . import nonce
+from . import lean, nonce
 from .pages import NO_TOKEN, form_page, validate_and_place
 
 baseline = Blueprint("baseline", __name__, url_prefix="/baseline")
@@ -43,6 +45,7 @@ def create_app() -> Flask:
     app = webapp.create_app()
     for blueprint in (baseline, floor, nonce.bp):
         app.register_blueprint(blueprint)
+    lean.mount(app)
     return app
 
 

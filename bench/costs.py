@@ -136,7 +136,7 @@ def in_process_app(database_url: str, redis_url: str):
 
 
 def open_form(client, variant: str = "tokens") -> dict[str, str]:
-    return form_fields(client.get(PATHS[variant][0]).get_data(as_text=True))
+    return form_fields(client.get(PATHS[variant][0]).get_data(as_text=True), variant)
 
 
 def post(client, form: dict[str, str], variant: str = "tokens") -> str:

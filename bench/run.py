@@ -17,6 +17,7 @@ bench/results/latest.md, latest.json and orders_per_s.png; see bench/results/REA
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -35,8 +36,10 @@ from webapp.db import make_engine
 from webapp.redis_urls import make_client
 
 from . import claims, report
+from .costs import cycle, in_process_app, open_form, post
 from .load import Browser
 from .servers import RESULTS, ROOT, databases, gunicorn, redis_calls, worker_cpu_seconds
+from .wire import Relay
 
 VARIANTS = report.VARIANTS
 #: --quick: every figure, from short runs (about two minutes).
@@ -146,6 +149,26 @@ def bytes_per_token(port: int, client: redis.Redis, forms: int = 300) -> dict:
             "key_length": len(sample_key), "ttl": client.ttl(sample_key)}
 
 
+def postgres_round_trips(postgres, store, posts: int = 5) -> dict[str, list[int]]:
+    """PostgreSQL round trips of each variant's first submit (one POST), counted on the
+    wire (bench/wire.py) under the Flask test client, untimed; ``posts`` counts each."""
+    counted: dict[str, list[int]] = {}
+    with Relay(postgres.port, postgres.password) as relay:
+        app = in_process_app(relay.url("bench"), store.url)
+        # The JSON request log is written (it is part of the work) but not shown.
+        with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
+            for variant in VARIANTS:
+                client = app.test_client()
+                cycle(client, variant)  # its pool's first connection, its caches
+                counted[variant] = []
+                for _ in range(posts):
+                    form = open_form(client, variant)
+                    with relay.count() as trips:
+                        post(client, form, variant)
+                    counted[variant].append(trips[0])
+    return counted
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -175,7 +198,7 @@ def main(argv: list[str]) -> int:
     levels = [int(level) for level in args.concurrency.split(",")]
 
     started, load_at_start, code = time.monotonic(), os.getloadavg()[0], code_version()
-    runs, storms, trips, memory = [], [], [], {}
+    runs, storms, trips, memory, pg_trips = [], [], [], {}, {}
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp, \
             databases(Path(tmp)) as (postgres, store):
         client = make_client(store.url)
@@ -203,6 +226,7 @@ def main(argv: list[str]) -> int:
                                    "orders_created": count() - before})
                 trips += redis_round_trips(port, store.url, client, repetition)
             memory = bytes_per_token(port, client)
+        pg_trips = postgres_round_trips(postgres, store)
         claim_rows = claims.measure(store.url, args.claims)
         client.close()
         engine.dispose()
@@ -215,6 +239,7 @@ def main(argv: list[str]) -> int:
                "repetitions": args.repetitions, "levels": levels,
                "load": (load_at_start, os.getloadavg()[0]), "runs": runs,
                "memory": memory, "storms": storms, "round_trips": trips,
+               "pg_round_trips": pg_trips,
                "claims": claim_rows,
                "duration_s": round(time.monotonic() - started)}
     args.out.mkdir(parents=True, exist_ok=True)
