@@ -44,6 +44,9 @@ from .wire import Relay
 VARIANTS = report.VARIANTS
 #: --quick: every figure, from short runs (about two minutes).
 QUICK = {"concurrency": "1,8", "seconds": 2.0, "rounds": 2, "storm": 100, "claims": 1000}
+#: --smoke: every step once, in seconds, figures meaningless (tests/test_bench.py, CI); no plot.
+SMOKE = {"workers": 1, "threads": 2, "concurrency": "2", "seconds": 0.5, "rounds": 1,
+         "repetitions": 1, "storm": 8, "claims": 50, "orders": 3}
 
 
 def drive(port: int, *args: str, timeout: float = 300) -> dict:
@@ -174,6 +177,9 @@ def main(argv: list[str]) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
                         help=f"short runs: {', '.join(f'--{k} {v}' for k, v in QUICK.items())}")
+    parser.add_argument("--smoke", action="store_true",
+                        help="every step once, no warm-up: "
+                             + ", ".join(f"--{k} {v}" for k, v in SMOKE.items()))
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (default 2)")
     parser.add_argument("--threads", type=int, default=4, help="threads per worker (default 4)")
     parser.add_argument("--concurrency", default="1,4,8,16",
@@ -186,13 +192,15 @@ def main(argv: list[str]) -> int:
                         help="repeat the whole sweep; figures are min / median / max over them")
     parser.add_argument("--storm", type=int, default=200, help="concurrent POSTs of one form")
     parser.add_argument("--claims", type=int, default=5000, help="claims per pattern")
+    parser.add_argument("--orders", type=int, default=100,
+                        help="orders per variant under MONITOR (Redis round trips)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     # Stopped with SIGTERM: unwind, so gunicorn, PostgreSQL and Redis are stopped too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    if args.quick:
-        given = {a.split("=")[0].removeprefix("--") for a in argv}
-        for key, value in QUICK.items():
+    given = {a.split("=")[0].removeprefix("--") for a in argv}
+    for preset, values in ((args.quick, QUICK), (args.smoke, SMOKE)):
+        for key, value in values.items() if preset else ():
             if key not in given:
                 setattr(args, key, value)
     levels = [int(level) for level in args.concurrency.split(",")]
@@ -210,9 +218,9 @@ def main(argv: list[str]) -> int:
         with gunicorn(Path(tmp), postgres.url("bench"), store.url,
                       workers=args.workers, threads=args.threads) as (port, master):
             print(f"gunicorn -w {args.workers} --threads {args.threads} on 127.0.0.1:{port}")
-            for variant in VARIANTS:  # warm-up: imports, pools, caches
+            for variant in () if args.smoke else VARIANTS:  # warm-up: imports, pools, caches
                 drive(port, "cycles", "--variant", variant, "--concurrency", str(max(levels)),
-                      "--seconds", "2")
+                      "--seconds", str(min(2.0, args.seconds)))
             for repetition in range(args.repetitions):
                 print(f"repetition {repetition + 1} of {args.repetitions}", flush=True)
                 runs += sweep(port, master, client, levels, args.seconds, args.rounds,
@@ -224,8 +232,8 @@ def main(argv: list[str]) -> int:
                                   str(args.storm))
                     storms.append({**storm, "variant": variant, "repetition": repetition,
                                    "orders_created": count() - before})
-                trips += redis_round_trips(port, store.url, client, repetition)
-            memory = bytes_per_token(port, client)
+                trips += redis_round_trips(port, store.url, client, repetition, args.orders)
+            memory = bytes_per_token(port, client, 3 * args.orders)
         pg_trips = postgres_round_trips(postgres, store)
         claim_rows = claims.measure(store.url, args.claims)
         client.close()
@@ -246,7 +254,8 @@ def main(argv: list[str]) -> int:
     markdown = report.markdown(results)
     (args.out / "latest.md").write_text(markdown)
     (args.out / "latest.json").write_text(json.dumps(report.as_json(results), indent=1))
-    report.plot(runs, args.out / "orders_per_s.png")
+    if not args.smoke:
+        report.plot(runs, args.out / "orders_per_s.png")
     print()
     print(markdown)
     print(f"took {results['duration_s']} s")
