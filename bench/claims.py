@@ -1,6 +1,6 @@
 """The claim step alone, on the same Redis: ours against lock-and-cache.
 
-Ours (``TokenStore.consume_digest``, flask-submit-once/src/submit_once/tokens.py)::
+Ours (``TokenStore.consume_digest``, flask-submit-once/src/flask_submit_once/_tokens.py)::
 
     GETDEL ft:<digest>                       1 round trip; the winner is whoever gets a value
 
@@ -25,6 +25,7 @@ time on one connection (latency-bound), then from several threads.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import secrets
 import threading
@@ -34,7 +35,7 @@ from collections.abc import Callable
 
 import redis
 
-from submit_once import TokenStore
+from flask_submit_once import TokenStore
 from webapp.redis_urls import make_client
 
 from .servers import redis_calls
@@ -105,6 +106,8 @@ def measure(url: str, claims: int = 5000, threads: int = 8) -> list[dict]:
     """Round trips per claim and claims/s for each pattern, one after the other."""
     rows = []
     for name, make in PATTERNS.items():
+        if make is powertools and importlib.util.find_spec("aws_lambda_powertools") is None:
+            continue  # not installed (only the bench extra has it): the peer is left out
         client = make_client(url)
         claim = make(client)
         keys = [secrets.token_urlsafe(32) for _ in range(claims)]

@@ -4,7 +4,7 @@ each beside its alternative, or a profile of the full cycle.
     scripts/bench --costs [--n 2000]
     scripts/bench --profile [--cycles 300] [--variant tokens|baseline|floor|nonce]
 
-Costs go through public APIs only (submit_once's, redis-py's, SQLAlchemy's). CPU is
+Costs go through public APIs only (flask_submit_once's, redis-py's, SQLAlchemy's). CPU is
 time.process_time per call, the ways of a row timed in blocks that take turns, so
 that other load on the machine hits them alike; PostgreSQL round trips are counted
 on the wire (bench/wire.py). Writes bench/results/costs.md. The profile runs the app
@@ -25,12 +25,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from sqlalchemy import event, text
-from sqlalchemy.orm import sessionmaker
+from sqlalchemy import event
 
-from submit_once import Created, IssueLimit, TokenStore, run_once, submit_decided, token_consumed
+from flask_submit_once import Outcome, TokenStore, signals
 from webapp.redis_urls import make_client
-from webapp.db import make_engine
 
 from .load import PATHS, form_fields
 from .servers import RESULTS, app_environment, databases, redis_calls
@@ -76,79 +74,47 @@ def main(argv: list[str]) -> int:
             databases(Path(tmp)) as (postgres, store), \
             Relay(postgres.port, postgres.password) as relay:
         # 1. Redis: what the token store sends against the bare client calls (the floor's).
-        client = make_client(store.url)  # what FormTokens makes from a redis:// URL
+        client = make_client(store.url)  # what SubmitOnce makes from a redis:// URL
         tokens = TokenStore(client)
-        limits = [IssueLimit("session:s", 10**9, 3600), IssueLimit("client:c", 10**9, 60)]
 
         def pipelined_getdel() -> None:
             pipe = client.pipeline(transaction=False)
-            pipe.getdel("ft:" + "x" * 43)
+            pipe.getdel("so:" + "x" * 43)
             pipe.execute()
         ours, bare, piped = ab(per_call(lambda: tokens.consume_digest("x" * 43)),
-                               per_call(lambda: client.getdel("ft:" + "x" * 43)),
+                               per_call(lambda: client.getdel("so:" + "x" * 43)),
                                per_call(pipelined_getdel), n=n)
         rows.append(("consume: GETDEL of a missing key, CPU µs",
                      f"{ours:.0f}", "`client.getdel` (the floor)", f"{bare:.0f}"))
         rows.append(("consume: GETDEL, CPU µs", f"{ours:.0f}",
                      "the same GETDEL in a pipeline of one", f"{piped:.0f}"))
-        with_limits, plain, bare = ab(
-            per_call(lambda: tokens.issue(session_id="s", form="order", limits=limits)),
-            per_call(lambda: tokens.issue(session_id="s", form="order")),
+        plain, bare = ab(
+            per_call(lambda: tokens.issue(session_id="s", form="orders.create")),
             per_call(lambda: client.set("floor:" + secrets.token_urlsafe(32), 1, ex=3600,
                                         nx=True)), n=n)
-        rows.append(("issue with the session cap and client limit (one EVALSHA), CPU µs",
-                     f"{with_limits:.0f}", "`issue` without limits (one SET EX NX)",
-                     f"{plain:.0f}"))
-        rows.append(("issue without limits, CPU µs", f"{plain:.0f}",
+        rows.append(("`TokenStore.issue` (one SET EX NX), CPU µs", f"{plain:.0f}",
                      "`client.set(..., ex=, nx=True)` (the floor)", f"{bare:.0f}"))
         client.flushall()
         client.close()
         token, sid = secrets.token_urlsafe(32), secrets.token_urlsafe(16)
-        one = ab(per_call(lambda: TokenStore.digest(token, session_id=sid, form="order")),
-                 n=n)[0]
+        one = ab(per_call(lambda: TokenStore.digest(token, session_id=sid,
+                                                     form="orders.create")), n=n)[0]
         rows.append(("token digest (once per submit), CPU µs", f"{one:.1f}", "", ""))
 
-        # 2. Signals: the runner sends only when someone listens.
+        # 2. Signals: the library sends only when someone listens.
         def unguarded() -> None:
-            token_consumed.send(None, digest="d")
+            signals.token_consumed.send(None, digest="d")
 
         def guarded() -> None:
-            if token_consumed.receivers:
-                token_consumed.send(None, digest="d")
+            if signals.token_consumed.receivers:
+                signals.token_consumed.send(None, digest="d")
         after, before = ab(per_call(guarded), per_call(unguarded), n=n * 10)
         rows.append(("a signal nobody listens to, CPU µs", f"{after:.2f}",
                      "sent without asking first", f"{before:.2f}"))
 
-        # 3. One attempt of the runner that finds nothing (session, BEGIN, lock, take,
-        #    find, ROLLBACK) against a session that runs one statement the same way.
-        counted = sessionmaker(make_engine(relay.url("bench")))
-
-        def attempt(sessions: sessionmaker) -> Callable[[], object]:
-            return lambda: run_once(digest="d" * 43, take=lambda: False, sessions=sessions,
-                                    create=lambda db, d: None, find=lambda db, d: None)
-
-        def one_statement(sessions: sessionmaker) -> Callable[[], object]:
-            def run() -> None:
-                with sessions() as db:
-                    db.execute(text("SELECT 1"))
-                    db.rollback()
-            return run
-        direct = sessionmaker(make_engine(postgres.url("bench")))
-        ours, plain = ab(per_call(attempt(direct)), per_call(one_statement(direct)), n=n)
-        attempt(counted)()  # the engine's first connection and its set-up queries: uncounted
-        with relay.count() as trips_ours:
-            attempt(counted)()
-        with relay.count() as trips_plain:
-            one_statement(counted)()
-        rows.append(("runner: an attempt that finds nothing (checkout + ping, BEGIN, lock, "
-                     "GETDEL stand-in, find, ROLLBACK), CPU µs", f"{ours:.0f}",
-                     "a session running `SELECT 1` (checkout + ping, BEGIN, SELECT, ROLLBACK)",
-                     f"{plain:.0f}"))
-        rows.append(("runner: PostgreSQL round trips of that attempt", str(trips_ours[0]),
-                     "the same for `SELECT 1`", str(trips_plain[0])))
-
-        # 4. Whole requests in-process (Flask test client): tokens, floor, baseline.
-        rows += requests(in_process_app(postgres, store), relay, max(n // 5, 100))
+        # 3. Whole requests in-process (Flask test client): tokens, floor, baseline.
+        rows += requests(in_process_app(postgres.url("bench"), store.url),
+                         in_process_app(relay.url("bench"), store.url), relay, max(n // 5, 100))
 
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     lines = [f"In-process costs, {n} calls each ({when}, load average "
@@ -162,15 +128,15 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def in_process_app(postgres, store):
+def in_process_app(database_url: str, redis_url: str):
     """The benchmark's app (bench/app.py) for the Flask test client."""
-    os.environ.update(app_environment(postgres.url("bench"), store.url))
+    os.environ.update(app_environment(database_url, redis_url))
     from .app import create_app
     return create_app()
 
 
 def open_form(client, variant: str = "tokens") -> dict[str, str]:
-    return form_fields(client.get(PATHS[variant][0]).get_data(as_text=True))
+    return form_fields(client.get(PATHS[variant][0]).get_data(as_text=True), variant)
 
 
 def post(client, form: dict[str, str], variant: str = "tokens") -> str:
@@ -184,8 +150,9 @@ def cycle(client, variant: str) -> None:
     assert client.get(post(client, open_form(client, variant), variant)).status_code == 200
 
 
-def requests(app, relay: Relay, m: int) -> list[tuple[str, str, str, str]]:
-    """Rows for whole requests through the Flask test client."""
+def requests(app, counted, relay: Relay, m: int) -> list[tuple[str, str, str, str]]:
+    """Rows for whole requests through the Flask test client; ``counted`` is the same app
+    on a database URL through ``relay``, whose round trips are counted."""
     client = app.test_client()
     paths = ("tokens", "floor", "baseline")
 
@@ -222,27 +189,21 @@ def requests(app, relay: Relay, m: int) -> list[tuple[str, str, str, str]]:
                      per_call(lambda: client.get(PATHS["floor"][0])), n=m)
         rows.append(("GET /orders/new, CPU µs", f"{renders[0]:.0f}",
                      "GET /floor/orders/new", f"{renders[1]:.0f}"))
-        # Round trips on an engine through the relay, bound in for the count only.
-        direct = app.extensions["db"]
-        app.extensions["db"] = sessionmaker(make_engine(relay.url("bench")),
-                                            expire_on_commit=False)
-        try:
-            post(client, open_form(client, "baseline"), "baseline")  # its first connection
-            trips = {}
-            for variant in paths:
-                form = open_form(client, variant)
-                with relay.count() as trips[variant]:
-                    post(client, form, variant)
-        finally:
-            app.extensions["db"].kw["bind"].dispose()
-            app.extensions["db"] = direct
+        through = counted.test_client()
+        post(through, open_form(through, "baseline"), "baseline")  # its first connection
+        trips = {}
+        for variant in paths:
+            form = open_form(through, variant)
+            with relay.count() as trips[variant]:
+                post(through, form, variant)
         rows.append(("POST /orders, a first submit: PostgreSQL round trips (pool pre-pings "
                      "included)", str(trips["tokens"][0]), "floor / baseline",
                      f"{trips['floor'][0]} / {trips['baseline'][0]}"))
-    outcome = Created("order-id")
+    outcome = Outcome("created", "order-id")
     with app.test_request_context("/orders", method="POST"):
-        us = ab(per_call(lambda: submit_decided.send(app, form="order", outcome=outcome,
-                                                     seconds=0.01, digest="d" * 43)), n=m)[0]
+        us = ab(per_call(lambda: signals.submit_decided.send(
+            app, form="orders.create", outcome=outcome, seconds=0.01, digest="d" * 43)),
+            n=m)[0]
     rows.append(("submit_decided to the app's receivers (metrics, request log), CPU µs",
                  f"{us:.1f}", "", ""))
     return rows
@@ -254,11 +215,14 @@ def profile(cycles: int, variant: str) -> int:
 
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp, \
             databases(Path(tmp)) as (postgres, store):
-        app = in_process_app(postgres, store)
+        app = in_process_app(postgres.url("bench"), store.url)
         client, server = app.test_client(), make_client(store.url)
         statements: list[str] = []
-        event.listen(app.extensions["db"].kw["bind"], "before_cursor_execute",
-                     lambda conn, cursor, sql, *args: statements.append(sql))
+        engine = app.extensions["db"].kw["bind"]
+
+        def note(conn, cursor, sql, *args) -> None:
+            statements.append(sql)
+        event.listen(engine, "before_cursor_execute", note)
         # The JSON request log is written (it is part of the work) but not shown.
         with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
             for _ in range(20):  # warm-up: imports, pools, template cache
@@ -270,6 +234,8 @@ def profile(cycles: int, variant: str) -> int:
                 cycle(client, variant)
             cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
             redis_per_cycle = (sum(redis_calls(server).values()) - redis_before) / cycles
+            # Counted over the unprofiled cycles only: the profiled ones run them again.
+            event.remove(engine, "before_cursor_execute", note)
             profiler = Profiler(interval=0.0005)
             with profiler:
                 for _ in range(cycles):

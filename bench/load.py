@@ -19,18 +19,25 @@ import threading
 import time
 import urllib.parse
 
+#: Where the lean app's variants are mounted (bench/lean.py).
+LEAN_PREFIXES = {"lean": "/lean", "lean_floor": "/lean-floor", "lean_once": "/lean-once"}
 PATHS = {"tokens": ("/orders/new", "/orders"),
          "baseline": ("/baseline/orders/new", "/baseline/orders"),
          "nonce": ("/nonce/orders/new", "/nonce/orders"),
-         "floor": ("/floor/orders/new", "/floor/orders")}
+         "floor": ("/floor/orders/new", "/floor/orders"),
+         **{variant: (f"{prefix}/new", f"{prefix}/send")
+            for variant, prefix in LEAN_PREFIXES.items()}}
 FIELDS = {"product": "1", "quantity": "2", "name": "Ada Lovelace", "email": "ada@example.com",
           "address": "12 St James's Square\nLondon SW1Y 4JH"}
+#: The lean app's form (bench/lean.py) has three of the shop's fields.
+LEAN_FIELDS = {name: FIELDS[name] for name in ("name", "email", "quantity")}
 _HIDDEN = re.compile(r'name="(csrf_token|form_token)"[^>]*value="([^"]*)"')
 
 
-def form_fields(page: str) -> dict[str, str]:
+def form_fields(page: str, variant: str = "tokens") -> dict[str, str]:
     """What a user sends back from a rendered order form: the fields and its hidden tokens."""
-    return {**FIELDS, **dict(_HIDDEN.findall(page))}
+    return {**(LEAN_FIELDS if variant.startswith("lean") else FIELDS),
+            **dict(_HIDDEN.findall(page))}
 
 
 class Browser:
@@ -73,7 +80,7 @@ class Browser:
         self.form_seconds = time.perf_counter() - started
         if status != 200:
             raise RuntimeError(f"form answered {status}")
-        return form_fields(page)
+        return form_fields(page, variant)
 
     def cycle(self, variant: str) -> bool:
         """GET the form, POST it, follow the 303; True if it ended on an order page."""

@@ -22,24 +22,15 @@ import hmac
 import secrets
 import time
 
-from flask import (
-    Blueprint,
-    abort,
-    current_app,
-    redirect,
-    render_template,
-    request,
-    session,
-    url_for,
-)
+from flask import Blueprint, abort, current_app, redirect, request, session, url_for
 from sqlalchemy.exc import IntegrityError
 
-from submit_once import Rendering
-from webapp.db import sessions
+from webapp.extensions import submit_once
+from webapp.models import Order
 from webapp.notices import ALREADY_PLACED, notify
-from webapp.orders.catalogue import active_products
-from webapp.orders.forms import OrderForm
-from webapp.orders.views import find_placed, place_order
+from webapp.orders.views import order_form
+
+from .pages import form_page, place
 
 bp = Blueprint("nonce", __name__, url_prefix="/nonce")
 
@@ -86,27 +77,22 @@ def verified_digest(token: str) -> str:
 
 @bp.get("/orders/new")
 def new():
-    with sessions()() as db:
-        form = OrderForm(active_products(db))
-    return render_template("orders/new.html", form=form, form_token=issue(), once=Rendering())
+    return form_page(issue())
 
 
 @bp.post("/orders")
 def create():
-    digest = verified_digest(request.form.get("form_token", ""))
-    with sessions()() as db:
-        form = OrderForm(active_products(db))
+    token = request.form.get("form_token", "")
+    digest = verified_digest(token)
+    form = order_form()
     if not form.validate():
-        return render_template("orders/new.html", form=form, form_token=request.form[
-            "form_token"], message=None), 422
-    with sessions()() as db:
-        try:
-            placed = place_order(db, form, digest)
-            db.commit()
-            return redirect(url_for("orders.show", public_id=placed.public_id), 303)
-        except IntegrityError:  # waited for the first INSERT to commit, then lost to it
-            db.rollback()
-        existing = find_placed(db, digest)
+        return form_page(token, form, 422)
+    try:
+        placed = place(form, digest)
+        return redirect(url_for("orders.show", public_id=placed.public_id), 303)
+    except IntegrityError:  # waited for the first INSERT to commit, then lost to it
+        submit_once.session.rollback()
+    existing = Order.find_submission(submit_once.session, digest)
     if existing is None:
         abort(409)
     notify(existing.order_number, ALREADY_PLACED)  # as the shop tells a repeat

@@ -30,8 +30,8 @@ from pathlib import Path
 import redis
 from sqlalchemy import text
 
-from webapp.redis_urls import make_client
 from webapp.db import make_engine
+from webapp.redis_urls import make_client
 from webapp.refunds.requests import CHANNEL
 from webapp.refunds.stream import GROUP, STREAM, RefundMessage
 

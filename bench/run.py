@@ -17,6 +17,7 @@ bench/results/latest.md, latest.json and orders_per_s.png; see bench/results/REA
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -31,16 +32,21 @@ from pathlib import Path
 import redis
 from sqlalchemy import text
 
-from webapp.redis_urls import make_client
 from webapp.db import make_engine
+from webapp.redis_urls import make_client
 
 from . import claims, report
+from .costs import cycle, in_process_app, open_form, post
 from .load import Browser
 from .servers import RESULTS, ROOT, databases, gunicorn, redis_calls, worker_cpu_seconds
+from .wire import Relay
 
 VARIANTS = report.VARIANTS
 #: --quick: every figure, from short runs (about two minutes).
 QUICK = {"concurrency": "1,8", "seconds": 2.0, "rounds": 2, "storm": 100, "claims": 1000}
+#: --smoke: every step once, in seconds, figures meaningless (tests/test_bench.py, CI); no plot.
+SMOKE = {"workers": 1, "threads": 2, "concurrency": "2", "seconds": 0.5, "rounds": 1,
+         "repetitions": 1, "storm": 8, "claims": 50, "orders": 3}
 
 
 def drive(port: int, *args: str, timeout: float = 300) -> dict:
@@ -139,11 +145,31 @@ def bytes_per_token(port: int, client: redis.Redis, forms: int = 300) -> dict:
     browser = Browser(port)
     for _ in range(forms):
         browser.open_form("tokens")
-    keys = list(client.scan_iter(match="ft:*", count=1000))
+    keys = list(client.scan_iter(match="so:*", count=1000))
     sizes = [client.memory_usage(key, samples=0) for key in keys]
     sample_key = keys[0] if keys else ""
     return {"tokens": len(keys), "memory_usage_avg": sum(sizes) / max(len(sizes), 1),
             "key_length": len(sample_key), "ttl": client.ttl(sample_key)}
+
+
+def postgres_round_trips(postgres, store, posts: int = 5) -> dict[str, list[int]]:
+    """PostgreSQL round trips of each variant's first submit (one POST), counted on the
+    wire (bench/wire.py) under the Flask test client, untimed; ``posts`` counts each."""
+    counted: dict[str, list[int]] = {}
+    with Relay(postgres.port, postgres.password) as relay:
+        app = in_process_app(relay.url("bench"), store.url)
+        # The JSON request log is written (it is part of the work) but not shown.
+        with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
+            for variant in VARIANTS:
+                client = app.test_client()
+                cycle(client, variant)  # its pool's first connection, its caches
+                counted[variant] = []
+                for _ in range(posts):
+                    form = open_form(client, variant)
+                    with relay.count() as trips:
+                        post(client, form, variant)
+                    counted[variant].append(trips[0])
+    return counted
 
 
 def main(argv: list[str]) -> int:
@@ -151,6 +177,9 @@ def main(argv: list[str]) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true",
                         help=f"short runs: {', '.join(f'--{k} {v}' for k, v in QUICK.items())}")
+    parser.add_argument("--smoke", action="store_true",
+                        help="every step once, no warm-up: "
+                             + ", ".join(f"--{k} {v}" for k, v in SMOKE.items()))
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers (default 2)")
     parser.add_argument("--threads", type=int, default=4, help="threads per worker (default 4)")
     parser.add_argument("--concurrency", default="1,4,8,16",
@@ -163,19 +192,21 @@ def main(argv: list[str]) -> int:
                         help="repeat the whole sweep; figures are min / median / max over them")
     parser.add_argument("--storm", type=int, default=200, help="concurrent POSTs of one form")
     parser.add_argument("--claims", type=int, default=5000, help="claims per pattern")
+    parser.add_argument("--orders", type=int, default=100,
+                        help="orders per variant under MONITOR (Redis round trips)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     # Stopped with SIGTERM: unwind, so gunicorn, PostgreSQL and Redis are stopped too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    if args.quick:
-        given = {a.split("=")[0].removeprefix("--") for a in argv}
-        for key, value in QUICK.items():
+    given = {a.split("=")[0].removeprefix("--") for a in argv}
+    for preset, values in ((args.quick, QUICK), (args.smoke, SMOKE)):
+        for key, value in values.items() if preset else ():
             if key not in given:
                 setattr(args, key, value)
     levels = [int(level) for level in args.concurrency.split(",")]
 
     started, load_at_start, code = time.monotonic(), os.getloadavg()[0], code_version()
-    runs, storms, trips, memory = [], [], [], {}
+    runs, storms, trips, memory, pg_trips = [], [], [], {}, {}
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp, \
             databases(Path(tmp)) as (postgres, store):
         client = make_client(store.url)
@@ -187,9 +218,9 @@ def main(argv: list[str]) -> int:
         with gunicorn(Path(tmp), postgres.url("bench"), store.url,
                       workers=args.workers, threads=args.threads) as (port, master):
             print(f"gunicorn -w {args.workers} --threads {args.threads} on 127.0.0.1:{port}")
-            for variant in VARIANTS:  # warm-up: imports, pools, caches
+            for variant in () if args.smoke else VARIANTS:  # warm-up: imports, pools, caches
                 drive(port, "cycles", "--variant", variant, "--concurrency", str(max(levels)),
-                      "--seconds", "2")
+                      "--seconds", str(min(2.0, args.seconds)))
             for repetition in range(args.repetitions):
                 print(f"repetition {repetition + 1} of {args.repetitions}", flush=True)
                 runs += sweep(port, master, client, levels, args.seconds, args.rounds,
@@ -201,8 +232,9 @@ def main(argv: list[str]) -> int:
                                   str(args.storm))
                     storms.append({**storm, "variant": variant, "repetition": repetition,
                                    "orders_created": count() - before})
-                trips += redis_round_trips(port, store.url, client, repetition)
-            memory = bytes_per_token(port, client)
+                trips += redis_round_trips(port, store.url, client, repetition, args.orders)
+            memory = bytes_per_token(port, client, 3 * args.orders)
+        pg_trips = postgres_round_trips(postgres, store)
         claim_rows = claims.measure(store.url, args.claims)
         client.close()
         engine.dispose()
@@ -215,13 +247,15 @@ def main(argv: list[str]) -> int:
                "repetitions": args.repetitions, "levels": levels,
                "load": (load_at_start, os.getloadavg()[0]), "runs": runs,
                "memory": memory, "storms": storms, "round_trips": trips,
+               "pg_round_trips": pg_trips,
                "claims": claim_rows,
                "duration_s": round(time.monotonic() - started)}
     args.out.mkdir(parents=True, exist_ok=True)
     markdown = report.markdown(results)
     (args.out / "latest.md").write_text(markdown)
     (args.out / "latest.json").write_text(json.dumps(report.as_json(results), indent=1))
-    report.plot(runs, args.out / "orders_per_s.png")
+    if not args.smoke:
+        report.plot(runs, args.out / "orders_per_s.png")
     print()
     print(markdown)
     print(f"took {results['duration_s']} s")

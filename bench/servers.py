@@ -19,12 +19,14 @@ from dev.embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from webapp.cli import seed
 from webapp.db import make_engine, upgrade
 
+from . import lean
+
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
 
 
 def app_environment(database_url: str, redis_url: str) -> dict[str, str]:
-    """The production settings the benchmarks run the app with."""
+    """The production settings the benchmarks run the app (and the lean app) with."""
     return {"APP_ENV": "production", "SECRET_KEY": secrets.token_hex(32),
             "DATABASE_URL": database_url, "REDIS_URL": redis_url,
             # A virtual user is one browser session placing hundreds of orders; the
@@ -74,6 +76,7 @@ def databases(base: Path, *, fast: bool = True):
         upgrade(engine)
         seed(engine)
         engine.dispose()
+        lean.create_tables(postgres.url("bench"))
         store = EmbeddedRedis(base / "redis", persist=False).start()
         stack.callback(store.stop)
         yield postgres, store
