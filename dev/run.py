@@ -117,7 +117,7 @@ def start_provider(env: dict[str, str], instance: Path, bind: str) -> subprocess
     args = [sys.executable, "-m", "dev.provider", "--port", str(port),
             "--store", str(instance / "provider.jsonl")]
     if env.get("PAYMENT_WEBHOOK_SECRET") or env.get("APP_ENV") == "development":
-        from webapp.config import DEV_WEBHOOK_SECRET  # what the app accepts under run
+        from webapp.secret_rules import DEV_WEBHOOK_SECRET  # what the app accepts under run
         args += ["--webhook-url", f"http://{bind}/webhooks/payments", "--webhook-secret",
                  env.get("PAYMENT_WEBHOOK_SECRET") or DEV_WEBHOOK_SECRET]
     return subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True)

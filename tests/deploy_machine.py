@@ -123,6 +123,7 @@ def sudo(config: dict, args: list[str]) -> int:
     if args[:2] == ["-u", "postgres"]:
         pg = config["postgres"]
         env.update(PGHOST=pg["host"], PGPORT=pg["port"], PGUSER=pg["user"],
+                   PGPASSWORD=pg["password"],  # the suite's cluster asks for it (peer, on Debian)
                    PATH=f"{pg['bin']}{os.pathsep}{env['PATH']}")
     if args[:1] == ["-u"]:
         args = args[2:]

@@ -141,15 +141,14 @@ def test_as_root_scripts_run_keeps_reaching_its_data_from_instance_and_finds_it_
         assert told and f"{wanted} links to it" in told
         assert wanted.is_symlink() and wanted.resolve() == first.data_dir.resolve()
         assert (wanted / "PG_VERSION").exists()  # root reads the cluster through instance/
-        with psycopg.connect(host="127.0.0.1", port=first.port, user="postgres",
-                             autocommit=True) as conn:
+        with psycopg.connect(first.conninfo(), autocommit=True) as conn:
             conn.execute("CREATE TABLE kept (n int)")
             conn.execute("INSERT INTO kept VALUES (42)")
         first.stop()
         again = EmbeddedPostgres(wanted, fast=True).start()  # the next run
         try:
             assert again.data_dir == first.data_dir and link_instance(again) == told
-            with psycopg.connect(host="127.0.0.1", port=again.port, user="postgres") as conn:
+            with psycopg.connect(again.conninfo()) as conn:  # the password kept in the data
                 assert conn.execute("SELECT n FROM kept").fetchone() == (42,)
         finally:
             again.stop()

@@ -30,7 +30,8 @@ from tests.refunds.conftest import Worker
 from webapp.refunds.settings import monitor_bind
 
 #: What Prometheus reads, by the job DEPLOY.md names: the app's and the refund worker's.
-JOB_METRIC = {"shop": "form_tokens_issued_total", "refund-worker": "refund_worker_lag_messages"}
+JOB_METRIC = {"shop": "submit_once_tokens_issued_total",
+              "refund-worker": "refund_worker_lag_messages"}
 METRICS_TOKEN = "nginx-test-metrics-token-of-32-bytes-at-least"
 
 

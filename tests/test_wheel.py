@@ -359,7 +359,7 @@ def test_deploys_walk_through_ends_in_a_stocked_shop_behind_nginx_with_tls(
     ports = {name: free_port() for name in ("443", "80", "8000", "9108")}
     machine = Machine(tmp_path, ports=ports, nginx=str(NGINX), postgres={
         "host": "127.0.0.1", "port": str(servers.postgres.port), "user": "postgres",
-        "bin": str(servers.postgres.bin)})
+        "password": servers.postgres.password, "bin": str(servers.postgres.bin)})
     (machine.root / "srv/shop").mkdir()
     release = tmp_path / "release"  # the folder the operator runs it in
     (release / "docs").mkdir(parents=True)

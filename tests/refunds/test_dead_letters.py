@@ -114,7 +114,7 @@ def test_a_dead_lettered_request_is_failed_on_the_order_page_then_requeued_and_a
     wait_until(lambda: settled(servers) and all_acked(rdb), what="the requeued request applied")
     assert requests_of(servers, order) == [(key, 600, "applied", None)]
     assert reserved_of(servers, order) == 0 and refunds_of(servers, order) == (1, 600, "paid")
-    assert " applied " in worker.output()
+    worker.wait_for(" applied ")  # printed after what the test waited on
     again = cli.invoke(args=["refund-dead-letters", "--requeue", letter_id])
     assert again.exit_code == 1 and "No dead letter has the id" in again.output
 

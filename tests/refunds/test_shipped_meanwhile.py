@@ -46,7 +46,7 @@ def test_a_request_made_before_shipping_and_reached_after_it_waits_for_review(
     assert requests_of(servers, order) == [(key, 1800, "review", None)]
     assert refunds_of(servers, order) == (0, 0, "shipped")  # goods gone, money kept
     assert reserved_of(servers, order) == 1800  # still set aside for the operator
-    assert "waits for review" in worker.output()
+    worker.wait_for("waits for review")  # printed after what the test waited on
     assert "<strong>waiting for review</strong>" in client.get(f"/orders/{public_id}").text
 
     approved = app.test_cli_runner().invoke(args=["approve-refund",
@@ -80,7 +80,7 @@ def test_an_order_shipping_while_the_worker_waits_for_its_row_is_seen_shipped(
                what="the worker to settle the request")
     assert requests_of(servers, order) == [(key, 1800, "review", None)]
     assert refunds_of(servers, order) == (0, 0, "shipped") and reserved_of(servers, order) == 1800
-    assert "waits for review" in worker.output()
+    worker.wait_for("waits for review")  # printed after what the test waited on
 
 
 def test_requeueing_a_dead_letter_of_an_order_shipped_since_sends_it_to_review(

@@ -33,7 +33,7 @@ __all__ = ["CardOrderForm", "OrderForm"]
 
 #: What a payment method's token looks like (checked before it goes into a URL).
 PAYMENT_METHOD = re.compile(r"pm_[A-Za-z0-9]{1,60}")
-TEST_CARDS = ("Test cards: 4242 4242 4242 4242 pays; 4000 0000 0000 0002 is declined; "
+SAMPLE_CARDS = ("Test cards: 4242 4242 4242 4242 pays; 4000 0000 0000 0002 is declined; "
               "4000 0000 0000 0119 pays after the provider's retry.")
 CARD_MISSING = "Enter the card number."
 CARD_SHAPE = "Enter the 12 to 19 digits of the card number."
@@ -118,7 +118,7 @@ class CardOrderForm(OrderForm):
                  test_cards: bool = False, **kwargs: object) -> None:
         super().__init__(products, **kwargs)
         self.client = client
-        self.card.description = TEST_CARDS if test_cards else ""
+        self.card.description = SAMPLE_CARDS if test_cards else ""
         #: The last four digits of the card the token stands for, once checked.
         self.card_last4: str | None = None
 

@@ -147,7 +147,8 @@ class ProtectedForm:
         which resumes it); a row whose step refused is a refusal again."""
         assert self.step is not None
         row = outcome.result
-        if self.step.pending(row):
+        pending = self.step.still_to_do(row)  # None: unreadable now; as the transaction read
+        if pending:
             identity, digest = inspect(row).identity, row.submission_digest
             db.rollback()  # reading the row began a transaction: none is open during the step
             done = self.step.resume(db.get_bind(), identity, digest, wait=wait,
@@ -156,7 +157,9 @@ class ProtectedForm:
                 return Outcome(outcome.kind, done.result, url=done.url,
                                waited=outcome.kind == "duplicate" or done.waited)
             return done
-        return settled(row, self.url_of) if outcome.kind == "duplicate" else outcome
+        if pending is None or outcome.kind != "duplicate":
+            return outcome
+        return settled(row, self.url_of, outcome.waited)
 
     def invalid(self, st: State, name: str, token: str, form: object, digest: str,
                 stored: str, started: float) -> Response:
@@ -220,11 +223,8 @@ class ProtectedForm:
         return Landing(result, self.url_of(result), stored)
 
     def find(self, db: Session, digest: str) -> Landing | None:
-        if self.find_result is not None:
-            found = self.find_result(db, digest)
-        else:
-            assert self.model is not None
-            found = self.model.find_submission(db, digest)
+        found = self.find_result(db, digest) if self.find_result is not None \
+            else self.model.find_submission(db, digest)  # type: ignore[union-attr]
         if found is None:
             return None
         return Landing(found, self.url_of(found), getattr(found, "submission_fingerprint", None))

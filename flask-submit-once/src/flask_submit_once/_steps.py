@@ -69,6 +69,14 @@ class Step:
     def pending(self, row: object) -> bool:
         return getattr(row, "submission_step", None) == self.name
 
+    def still_to_do(self, row: object) -> bool | None:
+        """Whether ``row`` still has this step to do; None when its mark cannot be read
+        again (the database went away since the transaction that found the row)."""
+        try:
+            return self.pending(row)
+        except SQLAlchemyError:
+            return None
+
     def resume(self, bind: Engine | Connection, identity: Any, digest: str, *, wait: float,
                url_of: Callable[[Any], str | None] = lambda _: None) -> Outcome:
         """Do the step for the row of ``identity`` (its primary key) and ``digest`` if it
@@ -121,11 +129,12 @@ class Step:
         return [(inspect(row).identity, row.submission_digest) for row in rows]
 
 
-def settled(row: Any, url_of: Callable[[Any], str | None]) -> Outcome:
-    """What a row whose step is no longer to do answers: done, or refused."""
+def settled(row: Any, url_of: Callable[[Any], str | None], waited: bool = False) -> Outcome:
+    """What a row whose step is no longer to do answers: done, or refused (``waited``: the
+    repeat waited for the submit that made it)."""
     if getattr(row, "submission_step", None) == REFUSED:
-        return Outcome("refused", row, error=Refused(), url=url_of(row))
-    return Outcome("duplicate", row, url=url_of(row))
+        return Outcome("refused", row, waited, error=Refused(), url=url_of(row))
+    return Outcome("duplicate", row, waited, url=url_of(row))
 
 
 def _locked(engine: Engine, key: int, wait: float) -> Connection | None:
