@@ -9,10 +9,14 @@
   var FORMS = "form[data-submit-once]";
   var PENDING = "submit-once:pending";
   var RESTORE = "submit-once:restore";
-  // What each submit sent, for the check: the same tokens and fields.
+  // What each submit sent, for the check: the same tokens and fields, where they went,
+  // and the button pressed (a form may have two, each with its own token and address).
   var sent = new WeakMap();
 
-  function button(form) { return form.querySelector("button[type=submit]"); }
+  function button(form) {
+    var last = sent.get(form);
+    return (last && last.button) || form.querySelector("button[type=submit]");
+  }
 
   // busyLabel: the label while busy (the button's own busy label when not given).
   function setBusy(form, busy, busyLabel) {
@@ -33,10 +37,10 @@
   // What was sent, kept for this tab only until the next page loads: if the user
   // reloads while the POST is in flight, the browser drops the POST (the server
   // still places the order) and shows a blank form with a fresh token.
-  function rememberSubmit(form) {
+  function rememberSubmit(form, pressed) {
     try {
       sessionStorage.setItem(PENDING, JSON.stringify({
-        path: location.pathname, fields: Array.from(new FormData(form)),
+        path: location.pathname, fields: Array.from(new FormData(form, pressed)),
       }));
     } catch (e) { /* storage off or full: the server is still the guard */ }
   }
@@ -156,8 +160,9 @@
     setBusy(form, true, button(form).dataset.checkingLabel);
     var controller = new AbortController();
     var timer = setTimeout(function () { controller.abort(); }, bound());
-    fetch(form.action, {
-      method: "POST", body: new URLSearchParams(sent.get(form) || new FormData(form)),
+    var last = sent.get(form) || {data: new FormData(form), action: form.action};
+    fetch(last.action, {
+      method: "POST", body: new URLSearchParams(last.data),
       headers: {"X-Submit-Once-Check": "1", "Accept": "application/json"},
       credentials: "same-origin", redirect: "manual", signal: controller.signal,
     }).then(function (response) {
@@ -204,8 +209,10 @@
       return;
     }
     form.dataset.submitted = "true";
-    sent.set(form, new FormData(form));
-    rememberSubmit(form);
+    var pressed = event.submitter && event.submitter.form === form ? event.submitter : null;
+    sent.set(form, {data: new FormData(form, pressed), button: pressed,
+                    action: pressed ? pressed.formAction : form.action});
+    rememberSubmit(form, pressed);
     setBusy(form, true);
   });
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from tests.conftest import VALID, flashed, hidden, order_count
+from tests.conftest import VALID, flashed, order_count
+from tests.order_buttons import buttons, press
 
 EDITED = {**VALID, "quantity": "5", "address": "1 Other Street\nLeeds LS1 1AA"}
 
@@ -26,10 +27,10 @@ def test_back_edit_and_submit_is_told_and_the_new_details_are_kept(once_forms, s
     assert "already used for order" in html and "nothing new was placed" in html
     assert placed.headers["Location"] in html  # a link to the order already placed
     assert "1 Other Street" in html and 'value="5"' in html
-    fresh = hidden(html, "form_token")
+    fresh = buttons(html)["place-another"].token  # beside "Update order N" (test_orders_amend)
     assert fresh and fresh != page.token and order_count(servers) == 1
-    # Submitting that form is what places the second order, with the new details.
-    second = once_forms.page("/orders/new", html).submit(EDITED)
+    # Pressing "Place another order" is what places the second order, with the new details.
+    second = press(once_forms.client, html, "place-another", **EDITED)
     assert second.status_code == 303 and order_count(servers) == 2
     assert addresses(servers)[1] == EDITED["address"]
 

@@ -43,7 +43,8 @@ from .order_rules import (
 
 __all__ = ["OPERATOR_MAX", "ORDER_STATUSES", "PAYMENT_PROBLEMS", "PAYMENT_REFERENCE_LENGTH",
            "PROVIDER_ID_MAX",
-           "ApiClient", "ApiKey", "Base", "Order", "PaymentEvent", "Product", "RefundRecord",
+           "ApiClient", "ApiKey", "Base", "Order", "OrderAmendment", "PaymentEvent", "Product",
+           "RefundRecord",
            "RefundRequest", "new_payment_reference", "new_public_id"]
 
 #: ``charging`` (migration 0014): the checkout's card charge is under way (or was
@@ -116,6 +117,8 @@ class Order(SubmissionMixin, Base):
         UniqueConstraint("charge_id", name="orders_charge_id_key"),
         CheckConstraint("status <> 'charging' OR payment_method IS NOT NULL",
                         name="orders_charging_has_card"),
+        Index("orders_placed_in_session", "placed_in_session", "created_at",
+              postgresql_where=text("placed_in_session IS NOT NULL")),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
@@ -163,6 +166,9 @@ class Order(SubmissionMixin, Base):
     payment_method: Mapped[str | None] = mapped_column(String(PROVIDER_ID_MAX))
     charge_id: Mapped[str | None] = mapped_column(String(PROVIDER_ID_MAX))
     decline_code: Mapped[str | None] = mapped_column(String(PROVIDER_ID_MAX))
+    # Migration 0015: a digest of the browser session that placed it through the form
+    # (webapp/orders/same_order.py asks before the same order is placed twice from it).
+    placed_in_session: Mapped[str | None] = mapped_column(String(DIGEST_LENGTH))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now()
@@ -173,6 +179,21 @@ class Order(SubmissionMixin, Base):
     @property
     def total_cents(self) -> int:
         return self.unit_price_cents * self.quantity
+
+
+class OrderAmendment(SubmissionMixin, Base):
+    """One "Update order N with these details" that took effect (migration 0015), made
+    once per form token (SubmissionMixin's digest, UNIQUE): what it changed, field by
+    field, as ``{field: [before, after]}`` (webapp/orders/amending.py)."""
+    __tablename__ = "order_amendments"
+    __table_args__ = (Index("order_amendments_order_id", "order_id"),)
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    order_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("orders.id"))
+    changes: Mapped[dict] = mapped_column(JSONB)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
+
+    order: Mapped[Order] = relationship(lazy="joined")
 
 
 class ApiClient(Base):

@@ -164,7 +164,8 @@ def test_back_edit_and_submit_again_is_told_not_dropped_and_places_nothing(page,
     expect(page.locator("#placed-order-link")).to_have_attribute("href", f"/orders/{number}")
     expect(page.get_by_label("Shipping address")).to_have_value("1 Other Street\nLeeds LS1 1AA")
     assert shop.posts_since(mark, at_least=1) == 1 and shop.orders() == [number]
-    place_order_button(page).click()  # the customer's own choice: a second order
+    # The customer's own choice: a second order (beside "Update order N", test_amend_in_browser).
+    page.get_by_role("button", name="Place another order").click()
     second = expect_confirmation(page, already_placed=False)
     assert shop.orders() == [number, second]
 

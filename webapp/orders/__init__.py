@@ -2,6 +2,10 @@
 
     views.py      the blueprint: GET /orders/new, POST /orders, GET /orders/<id>, and its
                   own answers to a lost session or a Redis or PostgreSQL that is away
+    amend_views.py  POST /orders/<id>/amendments: "Update order N with these details", once
+    amending.py   which orders can still change, and the change in the submit's transaction
+    same_order.py the same order again from this browser session: asked, not placed
+    order_form.py the order form as a request gets it (catalogue, card field)
     forms.py      OrderForm (limits from webapp.order_rules)
     lookup.py     an order by the key in its link: find_order, get_order_or_404
     messages.py   what the form says for each outcome

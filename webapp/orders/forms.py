@@ -6,6 +6,8 @@ The limits come from :mod:`webapp.order_rules`, which the JSON API reads too.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
+from typing import Any
 
 from wtforms import (
     EmailField,
@@ -28,6 +30,7 @@ from ..order_rules import (
     has_control_chars,
 )
 from ..payments.client import CardRefused, PaymentMethod, ProviderClient, ProviderError
+from ..placing import OrderDetails
 
 __all__ = ["CardOrderForm", "OrderForm"]
 
@@ -86,13 +89,39 @@ class OrderForm(ShopForm):
         Length(max=ADDRESS_MAX, message=f"Use at most {ADDRESS_MAX} characters."),
     ])
 
+    #: "Yes, place another": the number of the identical order it confirms a second of
+    #: (webapp/orders/same_order.py); drawn as a check box only when that is asked.
+    same_again = HiddenField(filters=[_strip])
+
     def __init__(self, products: list[Product], **kwargs: object) -> None:
         super().__init__(**kwargs)
+        #: Set by the view: the identical order placed minutes ago that this one would
+        #: repeat unconfirmed, or None; read once the fields are valid.
+        self.same_order_check: Callable[[OrderForm], Any] | None = None
+        #: What that check found (the form page asks about it).
+        self.same_order: Any = None
         self.products = {product.id: product for product in products}
         # The price first: a phone's list shows what fits of the label, and at 320 px
         # that is not a long name and its price (the price was cut to "€12").
         self.product.choices = [(p.id, f"€{p.price_cents / 100:.2f} · {p.name}")
                                 for p in products]
+
+    def validate(self, extra_validators: Any = None) -> bool:
+        """The fields, then whether this repeats an order placed minutes ago unconfirmed:
+        asked here so the form's token stays unspent (a double click is asked again)."""
+        if not super().validate(extra_validators):
+            return False
+        if self.same_order_check is not None:
+            self.same_order = self.same_order_check(self)
+            if self.same_order is not None:
+                self.same_again.errors = [self.same_order.question]
+                return False
+        return True
+
+    def details(self, payment_method: str | None = None) -> OrderDetails:
+        """The validated order, as :func:`webapp.placing.new_order` takes it."""
+        return OrderDetails(self.product.data, self.quantity.data, self.name.data,
+                            self.email.data, self.address.data, payment_method)
 
     def validate_product(self, field: SelectField) -> None:
         if field.data not in self.products:

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import logging
-from contextlib import suppress
 
-from flask import Blueprint, abort, current_app, redirect, render_template, request, url_for
-from sqlalchemy.exc import SQLAlchemyError
+from flask import Blueprint, g, redirect, render_template, url_for
 from sqlalchemy.orm import Session
 
 from flask_submit_once import Outcome
@@ -15,15 +13,17 @@ from ..extensions import submit_once
 from ..models import Order
 from ..notices import ALREADY_PLACED, notices_for, notify
 from ..order_rules import NO_SUCH_ORDER, is_public_id, placed_through_api
-from ..payments import provider
 from ..payments.checkout import Declined, charge
-from ..placing import OrderDetails, new_order
-from .catalogue import active_products, last_known_products
+from ..placing import new_order
+from . import same_order
+from .amend_views import amend
+from .amending import placed
 from .forms import CardOrderForm, OrderForm
 from .lookup import find_order
 from .messages import (
     CARD_DECLINED,
     CHANGED,
+    CHANGED_FIXED,
     EXPIRED,
     NOT_CONFIRMED,
     NOT_PLACED,
@@ -32,17 +32,16 @@ from .messages import (
     STILL_RUNNING,
     UNAVAILABLE,
 )
+from .order_form import FINGERPRINTED, order_form
 
 bp = Blueprint("orders", __name__)
 log = logging.getLogger(__name__)
-
-#: The fields that make an order what it is: a resubmit of one rendering with any of
-#: them changed is told so, not landed on the order the first submit placed.
-FINGERPRINTED = ("product", "quantity", "name", "email", "address")
+bp.add_url_rule("/orders/<public_id>/amendments", view_func=amend, methods=["POST"])
 
 
 @bp.get("/orders/new")
 def new():
+    same_order.shopper(create=True)  # two tabs opened from here share it
     return render_template("orders/new.html", form=order_form())
 
 
@@ -53,40 +52,32 @@ def index():
     return redirect(url_for(".new"), 303)
 
 
-def order_form() -> OrderForm:
-    """The order form over the catalogue on sale (as last read, while PostgreSQL is away:
-    the submit reads the product again inside its transaction)."""
-    if request.method == "POST":
-        reject_repeated_fields()
-    db = submit_once.session
-    try:
-        products = active_products(db)
-    except SQLAlchemyError:
-        if request.method != "POST":
-            raise  # a page with nothing to sell: the 503 page
-        # The failed read left this request's session in an aborted transaction, the
-        # one the submit runs in next: end it, so the submit starts clean.
-        with suppress(SQLAlchemyError):
-            db.rollback()
-        products = last_known_products()
-    # The catalogue read is cached for every request of the process: its products must
-    # not stay in this request's session, whose ROLLBACK would expire them under the
-    # other requests (and whose loads they would then run from other threads).
-    for product in products:
-        if product in db:
-            db.expunge(product)
-    client = provider()
-    if client is None:
-        return OrderForm(products)
-    return CardOrderForm(products, client,
-                         test_cards=current_app.config["APP_ENV"] != "production")
+def new_order_form() -> OrderForm:
+    """The form the submit validates: it also asks whether this repeats an order placed
+    from this session minutes ago (webapp/orders/same_order.py)."""
+    form = order_form()
+    shopper = same_order.shopper(create=False)
+
+    def asked(form: OrderForm) -> same_order.Earlier | None:
+        earlier = g.same_order = same_order.earlier_same_order(
+            submit_once.session, form.details(), shopper, form.same_again.data)
+        return earlier
+
+    form.same_order_check = asked
+    return form
 
 
 def answer(outcome: Outcome):
-    """The shop's own words around the library's answers."""
+    """The shop's own words around the library's answers; what the form page drawn again
+    offers (``g.placed_order``: update the order a used form placed; ``g.same_order``:
+    the identical order placed minutes ago, asked about)."""
     match outcome:
         case Outcome(kind="duplicate", result=Order() as order):
             notify(order.order_number, ALREADY_PLACED)  # the order's page says so once
+        case Outcome(kind="changed", result=Order() as order):
+            g.placed_order = placed(order)
+        case Outcome(kind="refused", error=same_order.SameOrderRecently() as asked):
+            g.same_order = asked.earlier
         case Outcome(kind="unconfirmed", result=Order() as order):
             log.warning("order %s: payment not confirmed yet (%s); a resubmit or the "
                         "sweeper finishes it", order.order_number, type(outcome.error).__name__)
@@ -97,8 +88,19 @@ def answer(outcome: Outcome):
     return None
 
 
+def changed_words(outcome: Outcome) -> str:
+    """A used form sent with other details: what was placed, and what can be done."""
+    shown = placed(outcome.result)
+    if shown.why_not is None:
+        return CHANGED.format(number=shown.number)
+    return CHANGED_FIXED.format(number=shown.number, why=shown.why_not)
+
+
 def refused_words(outcome: Outcome) -> str:
-    """A declined card (now, or a repeat of the submit it was declined for) says so."""
+    """A declined card (now, or a repeat of the submit it was declined for) says so; the
+    same order placed meanwhile is asked about."""
+    if isinstance(outcome.error, same_order.SameOrderRecently):
+        return str(outcome.error)
     declined = isinstance(outcome.error, Declined) or (
         isinstance(outcome.result, Order) and outcome.result.status == "declined")
     return CARD_DECLINED if declined else NOT_PLACED
@@ -111,9 +113,9 @@ def unconfirmed_words(outcome: Outcome) -> str:
 
 @bp.post("/orders")
 @submit_once.form(
-    order_form, model=Order, done="orders.show", fields=FINGERPRINTED, answer=answer,
+    new_order_form, model=Order, done="orders.show", fields=FINGERPRINTED, answer=answer,
     template="orders/new.html", fragment="orders/_order_form.html", then=charge,
-    messages={"changed": lambda outcome: CHANGED.format(number=outcome.result.order_number),
+    messages={"changed": changed_words,
               "expired": lambda outcome: NOT_PLACED if outcome.waited else EXPIRED,
               "refused": refused_words, "failed": NOT_PLACED, "unconfirmed": unconfirmed_words,
               "still_running": STILL_RUNNING, "unavailable": UNAVAILABLE,
@@ -123,11 +125,27 @@ def create(form: OrderForm, db: Session) -> Order:
     written "charging", and :func:`~webapp.payments.checkout.charge` charges it once the
     row is committed."""
     card = form.payment_method.data if isinstance(form, CardOrderForm) else None
-    order = new_order(db, OrderDetails(form.product.data, form.quantity.data, form.name.data,
-                                       form.email.data, form.address.data, card or None))
+    details = form.details(card or None)
+    shopper = same_order.shopper(create=True)
+    assert shopper is not None
+    same_order.hold(db, shopper)  # another tab's identical submit waits for this COMMIT
+    earlier = same_order.earlier_same_order(db, details, shopper, form.same_again.data)
+    if earlier is not None:  # placed from another tab since this form was validated
+        raise same_order.SameOrderRecently(earlier)
+    order = new_order(db, details, placed_in_session=shopper)
     if not card:
         order.submission_step = None  # no card to charge: no step (the webhook pays it)
     return order
+
+
+@bp.after_request
+def ask_with_conflict(response):
+    """The same order asked about at validation is a question about the state of this
+    session's orders, not a field to fix: 409 (the form and its unspent token), as when
+    the transaction asks it."""
+    if response.status_code == 422 and g.get("same_order") is not None:
+        response.status_code = 409
+    return response
 
 
 @bp.get("/orders/<public_id>")
@@ -141,12 +159,3 @@ def show(public_id: str):
         return render_template("orders/not_confirmed.html"), 404
     return render_template("orders/show.html", order=order, through_api=placed_through_api(order),
                            notices=notices_for(order.order_number))
-
-
-def reject_repeated_fields() -> None:
-    """400 if a field was sent more than once: a browser never does, and which value
-    should win would be a guess."""
-    repeated = sorted(name for name, values in request.form.lists() if len(values) > 1)
-    if repeated:
-        abort(400, f"The field {repeated[0]!r} was sent more than once. Open the form again and "
-                   "submit it from there.")

@@ -1,0 +1,207 @@
+"""Issue 31 item 4: Back + edit of a placed order offers "Update order N with these
+details" beside "Place another order" and "See order N", while the order can change.
+The update is once-only (its own form token), re-reads the product inside its
+transaction, and is refused in words (409, nothing changed, input kept) once the order
+is paid, cancelled or charged to a card."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from sqlalchemy import text
+
+from tests.conftest import VALID, flashed, order_count
+from tests.order_buttons import buttons, landed, open_form, press, submit
+from tests.pauses import after_consume
+
+EDITED = {**VALID, "quantity": "5", "address": "1 Other Street\nLeeds LS1 1AA"}
+
+
+def changed_page(client) -> tuple[str, str]:
+    """Place VALID, then send the same rendering with EDITED (Back + edit): the order's
+    path and the 409 page."""
+    tokens = open_form(client)
+    path = landed(submit(client, tokens))
+    again = submit(client, tokens, **EDITED)
+    assert again.status_code == 409
+    return path, again.get_data(as_text=True)
+
+
+def order_row(servers) -> dict:
+    with servers.engine.connect() as conn:
+        return dict(conn.execute(text(
+            "SELECT quantity, shipping_address, unit_price_cents, product_id, status "
+            "FROM orders")).mappings().one())
+
+
+def amendments(servers) -> list[dict]:
+    with servers.engine.connect() as conn:
+        return list(conn.scalars(text("SELECT changes FROM order_amendments ORDER BY id")))
+
+
+def number(servers) -> str:
+    with servers.engine.connect() as conn:
+        return conn.scalar(text("SELECT order_number FROM orders"))
+
+
+def set_order(servers, sql: str) -> None:
+    with servers.engine.begin() as conn:
+        conn.execute(text(f"UPDATE orders SET {sql}"))
+
+
+def test_back_edit_offers_update_beside_place_another_and_the_update_changes_the_order(
+        client, servers):
+    path, html = changed_page(client)
+    offered = buttons(html)
+    assert offered["update-order"].label == f"Update order {number(servers)} with these details"
+    assert offered["place-another"].label == "Place another order"
+    assert f'href="{path}" id="placed-order-link">See order {number(servers)}<' in html
+    assert "1 Other Street" in html and 'value="5"' in html  # the typed input kept
+    updated = press(client, html, "update-order", **EDITED)
+    assert landed(updated) == path and flashed(updated) == ["amended"]
+    assert order_row(servers)["quantity"] == 5
+    assert order_row(servers)["shipping_address"] == EDITED["address"]
+    assert order_count(servers) == 1
+    assert amendments(servers) == [{"quantity": [2, 5], "shipping_address": [
+        VALID["address"], EDITED["address"]]}]
+    page = client.get(path).get_data(as_text=True)
+    assert "We updated your order with your new details." in page and "€90.00" in page
+
+
+def test_a_double_click_on_update_updates_once_and_both_land_on_the_order(client, servers):
+    path, html = changed_page(client)
+    first = press(client, html, "update-order", **EDITED)
+    second = press(client, html, "update-order", **EDITED)
+    assert landed(first) == landed(second) == path
+    assert flashed(second) == ["amended", "amended_already"]  # the page says "updated"
+    assert len(amendments(servers)) == 1 and order_count(servers) == 1
+
+
+def test_update_clicks_at_once_update_once(make_app, servers):
+    app = make_app()
+    client = app.test_client()
+    path, html = changed_page(client)
+    answers: list = []
+    start = threading.Barrier(4)
+
+    def click() -> None:
+        other = app.test_client()
+        other.set_cookie("session", client.get_cookie("session").value)
+        start.wait()
+        answers.append(press(other, html, "update-order", **EDITED))
+
+    threads = [threading.Thread(target=click) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(20)
+    assert [landed(answer) for answer in answers] == [path] * 4
+    assert len(amendments(servers)) == 1 and order_row(servers)["quantity"] == 5
+
+
+@pytest.mark.parametrize(("meanwhile", "why"), [
+    ("status = 'paid', paid_cents = 3600", "it is paid"),
+    ("status = 'cancelled'", "it is cancelled"),
+])
+def test_an_update_of_an_order_paid_or_cancelled_meanwhile_is_refused_in_words(
+        client, servers, meanwhile, why):
+    path, html = changed_page(client)
+    set_order(servers, meanwhile)
+    refused = press(client, html, "update-order", **EDITED)
+    page = refused.get_data(as_text=True)
+    assert refused.status_code == 409, page[:500]
+    assert f"Order {number(servers)} was not changed: {why}." in page
+    assert "1 Other Street" in page and 'value="5"' in page
+    assert list(buttons(page)) == []  # no Update any more: the plain form, to place another
+    assert "Place another order" in page and f'href="{path}"' in page
+    assert order_row(servers)["quantity"] == 2 and amendments(servers) == []
+
+
+def test_the_update_reads_the_product_again_in_its_transaction(client, servers):
+    path, html = changed_page(client)
+    with servers.engine.begin() as conn:
+        conn.execute(text("UPDATE products SET price_cents = price_cents + 100 WHERE id = 1"))
+        price = conn.scalar(text("SELECT price_cents FROM products WHERE id = 1"))
+    landed(press(client, html, "update-order", **EDITED))
+    assert order_row(servers)["unit_price_cents"] == price  # today's price, as placing takes
+
+    _, html = changed_page(client)  # a second order, its own Back + edit
+    with servers.engine.begin() as conn:
+        conn.execute(text("UPDATE products SET active = false WHERE id = 1"))
+    refused = press(client, html, "update-order", **{**EDITED, "quantity": "7"})
+    assert refused.status_code == 422  # off sale since the page: the form says so first
+    assert "Choose one of the products on sale." in refused.get_data(as_text=True)
+
+
+def test_a_product_taken_off_sale_after_validation_is_refused_inside_the_transaction(
+        make_app, servers):
+    app = make_app()
+    client = app.test_client()
+    _, html = changed_page(client)
+
+    def off_sale() -> None:  # between validation and the update's own read of it
+        with servers.engine.begin() as conn:
+            conn.execute(text("UPDATE products SET active = false WHERE id = 1"))
+
+    after_consume(app, off_sale)
+    refused = press(client, html, "update-order", **EDITED)
+    after_consume(app, None)
+    page = refused.get_data(as_text=True)
+    assert refused.status_code == 409
+    assert "the product you chose is no longer on sale" in page and 'value="5"' in page
+    assert order_row(servers)["quantity"] == 2 and amendments(servers) == []
+
+
+def test_a_card_order_is_not_offered_an_update_and_a_forged_one_is_refused(client, servers):
+    tokens = open_form(client)
+    path = landed(submit(client, tokens))
+    set_order(servers, "status = 'paid', payment_method = 'pm_1', paid_cents = 3600")
+    again = submit(client, tokens, **EDITED)
+    page = again.get_data(as_text=True)
+    assert again.status_code == 409
+    assert f"Order {number(servers)} can no longer be changed: it is paid." in page
+    assert list(buttons(page)) == [] and "Place another order" in page
+    # The update form of a page drawn before the payment, sent now: refused in words.
+    tokens = open_form(client)
+    landed(submit(client, tokens, quantity="4"))
+    html = submit(client, tokens, quantity="6").get_data(as_text=True)
+    with servers.engine.begin() as conn:
+        conn.execute(text("UPDATE orders SET status = 'charging', payment_method = 'pm_2' "
+                          "WHERE quantity = 4"))
+    refused = press(client, html, "update-order", quantity="6")
+    assert refused.status_code == 409
+    assert "was not changed: its card payment is under way." in refused.get_data(as_text=True)
+    assert path and amendments(servers) == []
+
+
+def test_an_invalid_update_comes_back_with_its_errors_and_the_same_token(client, servers):
+    _, html = changed_page(client)
+    token = buttons(html)["update-order"].token
+    invalid = press(client, html, "update-order", **{**EDITED, "quantity": "0"})
+    page = invalid.get_data(as_text=True)
+    assert invalid.status_code == 422
+    assert "Choose a quantity from 1 to 99." in page
+    assert buttons(page)["update-order"].token == token
+    landed(press(client, page, "update-order", **EDITED))
+    assert order_row(servers)["quantity"] == 5
+
+
+def test_update_with_the_same_details_again_after_back_lands_and_other_details_are_told(
+        client, servers):
+    path, html = changed_page(client)
+    landed(press(client, html, "update-order", **EDITED))
+    other = press(client, html, "update-order", **{**EDITED, "quantity": "9"})
+    page = other.get_data(as_text=True)
+    assert other.status_code == 409
+    assert "already used to update order" in page and 'value="9"' in page
+    assert buttons(page)["update-order"].token != buttons(html)["update-order"].token
+    landed(press(client, page, "update-order", **{**EDITED, "quantity": "9"}))
+    assert order_row(servers)["quantity"] == 9 and len(amendments(servers)) == 2
+    assert order_count(servers) == 1
+
+
+def test_place_another_order_from_that_page_places_a_second(client, servers):
+    _, html = changed_page(client)
+    landed(press(client, html, "place-another", **EDITED))
+    assert order_count(servers) == 2 and amendments(servers) == []

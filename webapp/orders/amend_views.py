@@ -1,0 +1,96 @@
+"""``POST /orders/<id>/amendments``: "Update order N with these details", once.
+
+The form page a used order form comes back to (Back + edit: the library's "changed")
+offers it beside "Place another order" and "See order N", while the order can still
+change (webapp/orders/amending.py). It is the same form with a second button, which
+carries this form's own token (named for the order, like cancel's) and sends the fields
+here (``formaction``); "Place another order" carries the order form's token.
+
+The submit is protected like placing (``submit_once.form``): a double click updates
+once and lands both clicks on the order; Back to this page and Update again with the
+same details lands on it ("already updated"), with other details it is told so and
+offered again. A payment, a cancel or a product taken off sale meanwhile refuses the
+update in words (409), the details kept, nothing changed. views.py registers the route
+on the order pages' blueprint.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from flask import g, request, url_for
+from sqlalchemy.orm import Session
+
+from flask_submit_once import Outcome
+
+from ..extensions import submit_once
+from ..models import OrderAmendment
+from ..notices import notify
+from .amending import amend_order, placed
+from .forms import OrderForm
+from .lookup import get_order_or_404
+from .messages import (
+    AMEND_CHANGED,
+    AMEND_EXPIRED,
+    AMEND_NOT_CONFIRMED,
+    AMEND_NOT_DONE,
+    AMEND_STILL_RUNNING,
+    AMENDED,
+    AMENDED_ALREADY,
+    AMENDED_NOTHING,
+    SESSION_LOST,
+    UNAVAILABLE,
+)
+from .order_form import FINGERPRINTED, order_form
+
+__all__ = ["amend"]
+
+log = logging.getLogger(__name__)
+
+
+def amend_form() -> OrderForm:
+    """Before any token is spent: the order (its 404), and the order form without the
+    card field (an order a card paid is never updated)."""
+    g.amend_order = get_order_or_404((request.view_args or {})["public_id"])
+    return order_form(card=False)
+
+
+def order_now() -> dict[str, object]:
+    """The order as it is now, for the page drawn again: whether Update is still offered
+    (paid or cancelled meanwhile: it is not)."""
+    g.placed_order = placed(get_order_or_404(g.amend_order.public_id))
+    return {}
+
+
+def answer(outcome: Outcome):
+    """What the order's page says once after an update (or a repeat of one)."""
+    match outcome:
+        case Outcome(kind="created", result=OrderAmendment() as amendment):
+            notify(amendment.order.order_number,
+                   AMENDED if amendment.changes else AMENDED_NOTHING)
+        case Outcome(kind="duplicate", result=OrderAmendment() as amendment):
+            notify(amendment.order.order_number, AMENDED_ALREADY)
+        case Outcome(kind="failed" | "unconfirmed", error=error):
+            log.warning("order update not confirmed: %s", type(error).__name__)
+    return None
+
+
+def words(template: str):
+    return lambda outcome: template.format(number=g.amend_order.order_number)
+
+
+def amended_url(amendment: OrderAmendment) -> str:
+    return url_for("orders.show", public_id=amendment.order.public_id)
+
+
+@submit_once.form(
+    amend_form, model=OrderAmendment, done=amended_url, fields=FINGERPRINTED, answer=answer,
+    template="orders/new.html", fragment="orders/_order_form.html", context=order_now,
+    messages={"changed": words(AMEND_CHANGED), "expired": words(AMEND_EXPIRED),
+              "failed": words(AMEND_NOT_DONE), "unconfirmed": words(AMEND_NOT_CONFIRMED),
+              "still_running": words(AMEND_STILL_RUNNING), "unavailable": UNAVAILABLE,
+              "session_lost": SESSION_LOST})
+def amend(form: OrderForm, db: Session, public_id: str) -> OrderAmendment:
+    """Change the order to the form's details in the submit's transaction (the order's
+    row locked, the rule and the product checked again there)."""
+    return amend_order(db, g.amend_order.id, form.details())

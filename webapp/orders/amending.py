@@ -1,0 +1,103 @@
+"""Changing an order after it is placed: "Update order N with these details".
+
+Offered where a used order form is sent again with other details (Back + edit): the
+shopper who meant to change the quantity can change the order instead of placing a
+second one. Only while nothing has happened to the order that its details decide: it is
+placed and unpaid, placed through the form (an API client's order is its client's), and
+no card was charged for it (a card order is charged for its total at once, so its
+details are fixed; changing them would need a second charge or a partial refund).
+
+:func:`amend_order` runs in the update form's once-only transaction: it locks the
+order's row (a payment or a cancel committing meanwhile is seen, not raced), checks the
+rule again, reads the product again (one taken off sale since is refused, and the price
+is today's, as placing takes it) and records what changed in an
+:class:`~webapp.models.OrderAmendment` keyed by the form token's digest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from flask import url_for
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from flask_submit_once import Refused
+
+from ..models import Order, OrderAmendment, Product
+from ..order_rules import placed_through_api
+from ..placing import OrderDetails
+
+__all__ = ["NotAmendable", "Placed", "amend_order", "placed", "why_not_amendable"]
+
+#: Why an order's details can no longer change, by its status.
+FIXED_BY_STATUS = {
+    "charging": "its card payment is under way",
+    "paid": "it is paid",
+    "shipped": "it has shipped",
+    "cancelled": "it is cancelled",
+    "refunded": "it is refunded",
+    "declined": "its card was declined",
+}
+NOT_AMENDABLE = ("Order {number} was not changed: {why}. Your details are still here: "
+                 "press Place another order to place them as a new order.")
+OFF_SALE = ("Order {number} was not changed: the product you chose is no longer on sale. "
+            "Choose another product and press Update again.")
+
+
+class NotAmendable(Refused):
+    """The order can no longer be changed (or not to these details); the words say why."""
+
+
+def why_not_amendable(order: Order) -> str | None:
+    """Why ``order``'s details can no longer change, in words, or None if they can."""
+    if placed_through_api(order):
+        return "it was placed through our API, so it is changed there"
+    if order.status != "placed":
+        return FIXED_BY_STATUS.get(order.status, f"it is {order.status}")
+    if order.payment_method is not None:
+        return "it is paid by card"
+    if order.paid_cents or order.reserved_cents or order.refunded_cents:
+        return "a payment was received for it"
+    return None
+
+
+@dataclass(frozen=True)
+class Placed:
+    """The order a used form placed, as the form page drawn again offers it."""
+    number: str
+    public_id: str
+    url: str
+    why_not: str | None  # why it cannot be updated; None: "Update order N" is offered
+
+
+def placed(order: Order) -> Placed:
+    return Placed(order.order_number, order.public_id,
+                  url_for("orders.show", public_id=order.public_id), why_not_amendable(order))
+
+
+def amend_order(db: Session, order_id: int, details: OrderDetails) -> OrderAmendment:
+    """Change order ``order_id`` to ``details`` in the caller's transaction; the
+    amendment that records it (what changed, ``{column: [before, after]}``), not yet
+    flushed. Raises :class:`NotAmendable` with the words to show if it cannot be."""
+    # populate_existing: the row as the lock holds it, not as this session last read it.
+    order = db.scalar(select(Order).where(Order.id == order_id).with_for_update(of=Order)
+                      .execution_options(populate_existing=True))
+    if order is None:  # an order is never deleted; said rather than a 500
+        raise NotAmendable("This order no longer exists, so nothing was changed.")
+    why = why_not_amendable(order)
+    if why is not None:
+        raise NotAmendable(NOT_AMENDABLE.format(number=order.order_number, why=why))
+    product = db.scalar(select(Product).where(Product.id == details.product, Product.active))
+    if product is None:
+        raise NotAmendable(OFF_SALE.format(number=order.order_number))
+    after = {"product_id": product.id, "unit_price_cents": product.price_cents,
+             "quantity": details.quantity, "customer_name": details.name,
+             "email": details.email, "shipping_address": details.address}
+    changes = {column: [getattr(order, column), value] for column, value in after.items()
+               if getattr(order, column) != value}
+    if changes:
+        order.product = product
+        for column, (_, value) in changes.items():
+            setattr(order, column, value)
+    return OrderAmendment(order=order, changes=changes)
