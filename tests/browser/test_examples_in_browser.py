@@ -333,8 +333,6 @@ def test_the_fetch_guides_script_shows_a_typo_and_keeps_the_token(page, serve):
 
 
 # Not strict: the bug shows only when the retry reaches the worker that saw the first land.
-@pytest.mark.xfail(strict=False, reason="library: an in-place answer to a repeat this "
-                   "process saw land is drawn with result=None (_form.py's settled path)")
 def test_htmx_question_whose_answer_was_lost_is_answered_in_place_once(page, serve):
     # htmx drops a second request from a form while the first is in flight, so the repeat
     # an in-place form meets is a retry after a lost answer: the same rendering, sent again.

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Protocol, TypeAlias
 
 from flask import request
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
 __all__ = ["Sessions", "close_request_session", "new_session", "request_session"]
@@ -69,5 +70,9 @@ def new_session(sessions: Sessions | None) -> Session:
 def close_request_session(_: BaseException | None = None) -> None:
     """Close the session :func:`request_session` made for this request, if any."""
     db: Session | None = request.environ.pop(_KEY, None)
-    if db is not None:
-        db.close()
+    if db is None:
+        return
+    try:
+        db.close()  # rolls back what is open
+    except SQLAlchemyError:  # its connection died (a failover): answered already, not a 500
+        db.invalidate()
