@@ -211,7 +211,9 @@
     form.dataset.submitted = "true";
     var pressed = event.submitter && event.submitter.form === form ? event.submitter : null;
     sent.set(form, {data: new FormData(form, pressed), button: pressed,
-                    action: pressed ? pressed.formAction : form.action});
+                    // formAction is the page's own URL when the button has no formaction
+                    action: pressed && pressed.hasAttribute("formaction") ? pressed.formAction
+                                                                           : form.action});
     rememberSubmit(form, pressed);
     setBusy(form, true);
   });

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from dev.embedded import EmbeddedPostgres, EmbeddedRedis
 from webapp import create_app
-from webapp.cli import seed
+from webapp.cli import CATALOGUE, seed
 from webapp.db import make_engine, upgrade
 
 
@@ -61,10 +61,13 @@ def running_servers(base: Path, kind: type[S], *, persist_redis: bool) -> Iterat
 
 
 def reset_state(servers: Servers) -> None:
-    """No orders, empty Redis, the catalogue on sale."""
+    """No orders, empty Redis, the seeded catalogue on sale at its seeded prices."""
     with servers.engine.begin() as conn:
         conn.execute(text("TRUNCATE orders RESTART IDENTITY CASCADE"))
         conn.execute(text("UPDATE products SET active = true"))
+        for product in CATALOGUE:  # a test that changed a price leaves it changed otherwise
+            conn.execute(text("UPDATE products SET price_cents = :price WHERE sku = :sku"),
+                         {"price": product["price_cents"], "sku": product["sku"]})
     with redis.Redis.from_url(servers.redis.url) as client:
         client.flushall()
 
