@@ -67,3 +67,19 @@ def test_two_versions_of_one_rendering_at_once_place_one_and_the_other_is_told(
         else:
             assert answer.status_code == 409
             assert version["address"].split("\n")[1] in answer.get_data(as_text=True)
+
+
+def test_the_same_order_written_differently_is_a_repeat_not_other_details(once_forms, servers):
+    """Issue 30, item 8: " José ", a decomposed (NFD) "José" or quantity "02" is what
+    the first submit stored, so the resubmit lands on its order (before: 409 "other
+    details", inviting the very second order the token exists to prevent)."""
+    first = {**VALID, "name": "José Lovelace", "quantity": "2"}
+    page = once_forms.open("/orders/new")
+    placed = page.submit(first)
+    assert placed.status_code == 303
+    for written in ({"name": "  José Lovelace "}, {"name": "Jose\u0301 Lovelace"},
+                    {"quantity": "02"}):
+        again = page.submit({**first, **written})
+        assert again.status_code == 303, (written, again.status_code)
+        assert again.headers["Location"] == placed.headers["Location"]
+    assert order_count(servers) == 1

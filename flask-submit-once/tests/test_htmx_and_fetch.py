@@ -130,3 +130,14 @@ def test_a_json_only_form_with_no_template_answers_in_json(client, headers):
     done = client.post("/newsletter", data={"email": "ada@example.com"}, headers=sent)
     assert done.status_code == (201 if headers else 303)
     assert done.headers["Location"] == "/newsletter/1"
+
+
+def test_every_answer_of_one_url_says_it_varies_by_front_end(once_forms):
+    """One URL answers a page, an htmx fragment or JSON (issue 30, item 12): a cache
+    that keys only on the URL must not give one front end another's answer."""
+    page = once_forms.open("/signup")
+    answers = [page.submit({**ADA, "email": "nope"}, headers=headers)  # invalid: the form
+               for headers in ({}, HTMX, JSON)]
+    answers.append(page.submit(ADA))  # the 303 to the result
+    for answer in answers:
+        assert {"HX-Request", "Accept"} <= set(answer.vary), (answer.status_code, answer.vary)

@@ -3,6 +3,8 @@ another site's page asking for forms it does not navigate to."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 SIGNUP = "/signup"  # a page of three forms: three tokens a view
@@ -62,6 +64,24 @@ def test_an_ipv6_subscriber_is_one_client_and_its_neighbours_are_not(make_app):
     assert 429 in [opens(address) for address in ("::ffff:192.0.2.9", "192.0.2.9") * 2]
 
 
+def test_a_48_has_a_budget_of_its_own_and_nat64_is_read_as_its_ipv4(make_app):
+    """Issue 30, item 11: a /48 held 65,536 budgets of a /64 each; NAT64 put every IPv4
+    client behind it in one."""
+    app = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=3)  # one page's worth a /64
+
+    def opens(address: str) -> int:
+        return app.test_client().get(SIGNUP, environ_base={"REMOTE_ADDR": address}).status_code
+    # One /48, a new /64 for every page: its wider budget runs out all the same.
+    subnets = itertools.count()
+    statuses = until_refused(lambda: opens(f"2001:db8:7:{next(subnets)}::1"), most=40)
+    assert statuses[-1] == 429 and len(statuses) < 40
+    assert opens("2001:db8:8::1") == 200  # another /48
+    # NAT64: the IPv4 client's own budget, shared with its plain IPv4 address.
+    assert opens("64:ff9b::c000:20a") == 200
+    assert opens("192.0.2.10") == 429  # one page's worth, spent through NAT64
+    assert opens("64:ff9b::c000:20b") == 200  # another IPv4 client, same NAT64 /64
+
+
 def test_a_live_app_caps_per_address_by_default_and_a_test_app_does_not(make_app):
     assert make_app(TESTING=False).config["SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"] == 120
     assert make_app(TESTING=True).config["SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"] == 0
@@ -69,11 +89,14 @@ def test_a_live_app_caps_per_address_by_default_and_a_test_app_does_not(make_app
 
 
 @pytest.mark.parametrize("headers", [
+    *({**CROSS_SITE, "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": dest}
+      for dest in ("iframe", "frame", "object", "embed")),  # issue 30, item 1: all were 200
     {**CROSS_SITE, "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "iframe"},
     {**CROSS_SITE, "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty"},
     {"Sec-Purpose": "prefetch"},
     {"Purpose": "prefetch"},
-], ids=["iframe", "script", "prefetch", "old-prefetch"])
+], ids=["iframe", "frame", "object", "embed", "no-cors-iframe", "script", "prefetch",
+        "old-prefetch"])
 def test_another_sites_page_that_does_not_navigate_gets_no_form(client, rdb, headers):
     answer = client.get(SIGNUP, headers=headers)
     assert answer.status_code == 403 and "only from our own pages" in answer.text

@@ -68,7 +68,7 @@ AGAIN: Mapping[str, tuple[int, Literal["same", "fresh"]]] = {
 }
 _RETRY = {"still_running": "2", "unconfirmed": "5", "unavailable": "5", "failed": "5"}
 #: One URL answers a page, a fragment or JSON by these headers.
-VARY = "HX-Request, Accept"
+VARY = ("HX-Request", "Accept")
 
 
 #: A form's words for a reason: a text, or made from the outcome (say, naming the order).
@@ -111,7 +111,7 @@ def landed(page: Page, url: str | None, *, created: bool, result: object = None)
         response = Response("", 303)
     if url and kind != "htmx":
         response.headers["Location"] = url
-    response.vary.update(("HX-Request", "Accept"))
+    response.vary.update(VARY)
     return response
 
 
@@ -146,7 +146,7 @@ def again(page: Page, name: str, reason: str, *, sent: str | None, form: object 
                             status)
     if reason in _RETRY:
         response.headers["Retry-After"] = _RETRY[reason]
-    response.vary.update(("HX-Request", "Accept"))
+    response.vary.update(VARY)
     return response
 
 
