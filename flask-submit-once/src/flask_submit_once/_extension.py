@@ -18,7 +18,13 @@ from ._model import SubmissionMixin
 from ._outcome import Outcome
 from ._redis import client_for
 from ._requests import form_name
-from ._sessions import Sessions, check, close_request_session, request_session
+from ._sessions import (
+    Sessions,
+    check,
+    close_request_session,
+    remove_at_teardown,
+    request_session,
+)
 from ._setup import (
     answer_lost_sessions,
     back_shows_forms,
@@ -63,6 +69,7 @@ class SubmitOnce:
         sessions = sessions if sessions is not None else self._sessions
         if sessions is not None:
             check(sessions)
+            remove_at_teardown(app, sessions)
         client = client if client is not None else self._client
         if client is None:
             client = client_for(app.config["SUBMIT_ONCE_REDIS_URL"])

@@ -1,7 +1,9 @@
 """One SQLAlchemy session per request, whichever way the app holds its database.
 
 ``sessions`` is a ``sessionmaker`` (a session is made for the request the first time it
-is asked for, and closed when the request ends), a ``scoped_session`` or a
+is asked for, and closed when the request ends), a ``scoped_session`` (its current
+session, removed when the request ends: left, it would keep the transaction of the
+request's last read open, its connection idle in transaction and out of the pool), or a
 Flask-SQLAlchemy ``SQLAlchemy`` object (its current session: the app's own, which it
 removes itself). A submit works in that one session from the form's reads to the COMMIT,
 so it opens no second one, and nothing it hands out belongs to another request.
@@ -11,13 +13,16 @@ from __future__ import annotations
 
 from typing import Any, Protocol, TypeAlias
 
-from flask import request
+from flask import Flask, has_request_context, request
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
-__all__ = ["Sessions", "close_request_session", "new_session", "request_session"]
+__all__ = ["Sessions", "close_request_session", "new_session", "remove_at_teardown",
+           "request_session"]
 
 _KEY = "flask_submit_once.session"
+#: The app's own scoped_sessions this request used, removed when it ends.
+_SCOPED_KEY = "flask_submit_once.scoped"
 
 
 class HasScopedSession(Protocol):
@@ -46,6 +51,10 @@ def request_session(sessions: Sessions) -> Session:
     scoped = sessions if isinstance(sessions, scoped_session) else \
         getattr(sessions, "session", None)
     if isinstance(scoped, scoped_session):
+        if scoped is sessions and has_request_context():
+            used: list[scoped_session[Any]] = request.environ.setdefault(_SCOPED_KEY, [])
+            if scoped not in used:
+                used.append(scoped)
         return scoped()  # type: ignore[no-any-return]
     db: Session | None = request.environ.get(_KEY)
     if db is None:
@@ -67,11 +76,31 @@ def new_session(sessions: Sessions | None) -> Session:
     return sessions(expire_on_commit=False)
 
 
+def remove_at_teardown(app: Flask, sessions: object) -> None:
+    """An app's own ``scoped_session`` ends with each request (its app context), as
+    Flask-SQLAlchemy's does, whoever read through it: the library or the app's views."""
+    if isinstance(sessions, scoped_session):
+        scoped = sessions
+        app.teardown_appcontext(lambda _: _remove(scoped))
+
+
 def close_request_session(_: BaseException | None = None) -> None:
-    """Close the session :func:`request_session` made for this request, if any."""
+    """Close the session :func:`request_session` made for this request, if any, and
+    remove the scoped sessions it used."""
     db: Session | None = request.environ.pop(_KEY, None)
-    if db is None:
-        return
+    if db is not None:
+        _close(db)
+    for scoped in request.environ.pop(_SCOPED_KEY, ()):
+        _remove(scoped)
+
+
+def _remove(scoped: scoped_session[Any]) -> None:
+    if scoped.registry.has():
+        _close(scoped())
+        scoped.remove()
+
+
+def _close(db: Session) -> None:
     try:
         db.close()  # rolls back what is open
     except SQLAlchemyError:  # its connection died (a failover): answered already, not a 500
