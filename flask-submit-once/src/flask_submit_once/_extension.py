@@ -18,13 +18,7 @@ from ._model import SubmissionMixin
 from ._outcome import Outcome
 from ._redis import client_for
 from ._requests import form_name
-from ._sessions import (
-    Sessions,
-    check,
-    close_request_session,
-    remove_at_teardown,
-    request_session,
-)
+from ._sessions import Sessions, request_session, set_up_sessions
 from ._setup import (
     answer_lost_sessions,
     back_shows_forms,
@@ -67,12 +61,9 @@ class SubmitOnce:
         ``client``)."""
         read_settings(app)
         sessions = sessions if sessions is not None else self._sessions
-        if sessions is not None:
-            check(sessions)
-            remove_at_teardown(app, sessions)
+        set_up_sessions(app, sessions)
         client = client if client is not None else self._client
-        if client is None:
-            client = client_for(app.config["SUBMIT_ONCE_REDIS_URL"])
+        client = client if client is not None else client_for(app.config["SUBMIT_ONCE_REDIS_URL"])
         store = TokenStore(client, ttl=int(app.config["SUBMIT_ONCE_TTL"]),
                            prefix=app.config["SUBMIT_ONCE_PREFIX"])
         app.extensions[EXTENSION] = State(
@@ -83,7 +74,6 @@ class SubmitOnce:
             signed=signed_tokens(app, store.ttl))
         csrf_lives_as_long(app, store.ttl)
         app.jinja_env.globals["submit_once"] = TemplateHelper()
-        app.teardown_request(close_request_session)
         answer_lost_sessions(app, self.session_lost)
         app.cli.add_command(commands(self.resume))
         back_shows_forms(app)
@@ -145,8 +135,8 @@ class SubmitOnce:
         the COMMIT, and every outcome's answer for a plain POST, Turbo, htmx and JSON.
 
         :param form: makes the form from the request: a Flask-WTF form class, or any
-            callable giving an object with ``validate()`` and ``errors``; None for a form
-            with no fields (a button).
+            callable giving an object with ``validate()``, ``errors`` and ``data``; None
+            for a form with no fields (a button).
         :param model: the :class:`~flask_submit_once.SubmissionMixin` model the view's
             rows are of: a repeat finds the row by its digest.
         :param find: instead of ``model``, ``find(db, digest)`` gives what the first

@@ -17,8 +17,8 @@ from flask import Flask, has_request_context, request
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
-__all__ = ["Sessions", "close_request_session", "new_session", "remove_at_teardown",
-           "request_session"]
+__all__ = ["Sessions", "check", "close_request_session", "new_session", "request_session",
+           "set_up_sessions"]
 
 _KEY = "flask_submit_once.session"
 #: The app's own scoped_sessions this request used, removed when it ends.
@@ -76,9 +76,14 @@ def new_session(sessions: Sessions | None) -> Session:
     return sessions(expire_on_commit=False)
 
 
-def remove_at_teardown(app: Flask, sessions: object) -> None:
-    """An app's own ``scoped_session`` ends with each request (its app context), as
-    Flask-SQLAlchemy's does, whoever read through it: the library or the app's views."""
+def set_up_sessions(app: Flask, sessions: Sessions | None) -> None:
+    """Check ``sessions`` (:func:`check`) and end what each request used: the session made
+    for it, and the scoped sessions it read through. An app's own ``scoped_session`` ends
+    with each app context, as Flask-SQLAlchemy's does, whoever read through it: the
+    library or the app's views."""
+    app.teardown_request(close_request_session)
+    if sessions is not None:
+        check(sessions)
     if isinstance(sessions, scoped_session):
         scoped = sessions
         app.teardown_appcontext(lambda _: _remove(scoped))

@@ -24,7 +24,8 @@ __all__ = ["submit_committed", "submit_decided", "token_consumed", "token_issued
 _signals = Namespace()
 
 token_issued = _signals.signal("submit-once-token-issued", doc="""\
-Sent after a token was stored in Redis for a rendering of a form.
+Sent after a token was issued for a rendering of a form: stored in Redis, or signed
+while Redis is away (``SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY``).
 
 Sender: the Flask app. Keyword arguments: ``form`` (the form's name).
 """)
