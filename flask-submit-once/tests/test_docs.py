@@ -31,8 +31,10 @@ from sqlalchemy import Engine, create_engine, text
 from werkzeug.test import TestResponse
 
 import flask_submit_once
+from card_provider import CardProvider
 from flask_submit_once import SubmitOnce, signals, testing
 from flask_submit_once.testing import FormPage, OnceForms, landed_on
+from live import serve
 
 LIBRARY = Path(__file__).resolve().parents[1]
 DOCS, EXAMPLES = LIBRARY / "docs", LIBRARY / "examples"
@@ -53,7 +55,7 @@ FILE_NAME = re.compile(r"\A(?:# (\S+\.py)|\{# (\S+) #\})\n")
 #: Every Python file a page shows, and the page: each is run by a test below.
 RUN = {"app.py": README, "seats.py": DOCS / "plain.md", "api.py": DOCS / "fetch.md",
        "conftest.py": DOCS / "testing.md", "test_signup.py": DOCS / "testing.md",
-       "token_store.py": DOCS / "pattern.md"}
+       "token_store.py": DOCS / "pattern.md", "charge.py": DOCS / "pattern.md"}
 
 
 def files_of(page: Path) -> dict[str, str]:
@@ -271,6 +273,32 @@ def test_the_pattern_pages_token_store_runs(tmp_path: Path, redis_url: str,
     monkeypatch.setenv("REDIS_URL", redis_url)
     ran = runpy.run_path(str(tmp_path / "token_store.py"))  # its asserts are the test
     assert ran["store"].ttl == 3600
+
+
+def test_the_pattern_pages_charge_is_made_once_declined_and_finished_by_the_sweeper(
+        quick_start: QuickStart) -> None:
+    provider = CardProvider()
+    with serve(provider.app) as port:
+        quick_start.app.config["PROVIDER_URL"] = f"http://127.0.0.1:{port}"
+        shop = quick_start.add(DOCS / "pattern.md", "charge")
+        forms, orders = quick_start.forms(), quick_start.count(shop.Order)
+        page = forms.open("/checkout")
+        where = forms.assert_once(page.submit_twice({"cents": "1200", "card": "pm_1"}),
+                                  rows=orders)
+        assert "paid (ch_1)" in forms.client.get(where).text
+        declined = forms.open("/checkout").submit({"cents": "1200", "card": "declined"})
+        assert declined.status_code == 409 and "Your card was declined" in declined.text
+        assert 'value="declined"' in declined.text
+        provider.fail_after_charge = 1  # it charges, and its answer is lost
+        lost = forms.open("/checkout")
+        unconfirmed = lost.submit({"cents": "900", "card": "pm_2"})
+        assert unconfirmed.status_code == 503
+        assert forms.page("/checkout", unconfirmed.text).token == lost.token
+        swept = quick_start.app.test_cli_runner().invoke(args=["submit-once", "resume"])
+        assert swept.output.strip() == "created=1"
+        assert landed_on(lost.submit({"cents": "900", "card": "pm_2"})) == "/orders/3"
+        assert "paid (ch_2)" in forms.client.get("/orders/3").text
+    assert provider.charges == ["ch_1", "ch_2"] and sorted(provider.calls.values()) == [1, 1, 2]
 
 
 # --- The examples the guides include ------------------------------------------------------
