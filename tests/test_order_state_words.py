@@ -5,8 +5,9 @@ words on the order, cancel and refund pages, and its headline and notices follow
 Was: a paid order's page said "Thank you — your order is placed" and never whether payment
 was due or taken; after refunding everything, "placed" with status Paid, or "Your order is
 refunded" under "it will be applied to your order shortly"; after a partial refund, still
-"placed". One table, every state × page (tests/money_states.py makes the orders); its
-browser twin checks the same words at desktop width and on a 375 px phone."""
+"placed". One table, every state × page (tests/money_states.py makes the orders), a card
+order being charged or declined among them; its browser twin checks the same words at
+desktop width and on a 375 px phone."""
 
 from __future__ import annotations
 
@@ -35,11 +36,23 @@ NOT_CANCELLED = (409, "This order was not cancelled")
 CANCEL = (200, "Cancel this order?")
 REFUND = (200, "Request a refund")
 NOTHING_MORE = (200, "Nothing more to refund")
+NOTHING_TO_REFUND = (409, "Nothing to refund on this order")
 
 TABLE: dict[str, tuple[Words, Pages]] = {
     "awaiting-payment": (Words("Thank you — your order is placed", "Awaiting payment",
                                "Payment due: €36.00."),
-                         Pages(CANCEL, (409, "Nothing to refund on this order"))),
+                         Pages(CANCEL, NOTHING_TO_REFUND)),
+    # The checkout's card charge: a charge in flight cannot be cancelled (it would land on a
+    # cancelled order), a declined one has nothing to cancel; neither has anything to refund.
+    "charging": (Words("Your order is saved — payment in progress", "Payment in progress",
+                       "We are still confirming your card payment with the payment service. "
+                       "This page shows it paid once it is confirmed; your card is never "
+                       "charged twice for this order."),
+                 Pages(NOT_CANCELLED, NOTHING_TO_REFUND)),
+    "declined": (Words("Your card was declined", "Card declined",
+                       "Nothing was charged, and this order will not be shipped. To buy it, "
+                       "place a new order with another card."),
+                 Pages(NOT_CANCELLED, NOTHING_TO_REFUND)),
     "paid": (Words("Your order is paid", "Paid", PAID), Pages(CANCEL, REFUND)),
     "paid-refund-failed": (Words("Your order is paid", "Paid", PAID), Pages(CANCEL, REFUND)),
     "part-refund-requested": (
@@ -68,7 +81,7 @@ TABLE: dict[str, tuple[Words, Pages]] = {
         Words("Your order is on its way", "Shipped",
               f"{PAID} €10.00 of it was refunded to you."), Pages(NOT_CANCELLED, REFUND)),
     "cancelled-unpaid": (Words("Your order is cancelled", "Cancelled", "Nothing was charged."),
-                         Pages((303, ""), (409, "Nothing to refund on this order"))),
+                         Pages((303, ""), NOTHING_TO_REFUND)),
     "cancelled-paid": (Words("Your order is cancelled", "Cancelled", PAID),
                        Pages((303, ""), REFUND)),
     "cancelled-refund-requested": (

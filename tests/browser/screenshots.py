@@ -3,11 +3,12 @@
 Starts its own PostgreSQL, Redis and gunicorn (like the tests, on free ports),
 walks each page the way a user reaches it in headless Chromium, and writes
 small PNGs: every page at desktop width, the form and the confirmation on a
-375 px phone, and issue 31's pages (a submit with no shop to answer it, a refusal,
-every state of an order's money) at both. Each page is checked before it is shot: no
-order's key (the private link's) is shown on it, and the order number shown is a number,
-so a screenshot can never again show the key as the "order number"
-(tests/browser/test_screenshots.py).
+375 px phone, and issue 31's pages at both (a submit with no shop to answer it, a
+refusal, every state of an order's money, Back + edit's update, the same order asked
+about, the 429 page, the card checkout's decline and unconfirmed charge). Each page is
+checked before it is shot: no order's key (the private link's) is shown on it, and the
+order number shown is a number, so a screenshot can never again show the key as the
+"order number" (tests/browser/test_screenshots.py).
 """
 
 from __future__ import annotations
@@ -15,91 +16,30 @@ from __future__ import annotations
 import re
 import sys
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
-from playwright.sync_api import Browser, Page, Route, expect, sync_playwright
-from sqlalchemy import text
+from playwright.sync_api import Browser, Page, sync_playwright
 
 from dev.embedded import EmbeddedPostgres, EmbeddedRedis
 from tests.browser import chromium
-from tests.browser.shop import PAGES, PHONE, Shop, fill_form, refuse_as_cross_site, show_form
+from tests.browser.screenshot_pages import STATE_PAGES, Walk, card_checkout
+from tests.browser.shop import PAGES, PHONE, Shop
 from tests.conftest import Servers
-from tests.money_states import STATES, put_order_in
+from tests.payments import Provider
 from webapp.cli import seed
 from webapp.db import make_engine, upgrade
 from webapp.order_rules import ORDER_NUMBER_ALPHABET, ORDER_NUMBER_LENGTH
 
 DESKTOP = {"viewport": {"width": 900, "height": 700}}
 SMALL_PHONE = {**PHONE, "device_scale_factor": 1}
+BOTH = (("desktop", DESKTOP), ("phone", SMALL_PHONE))
 SHOTS = [(name, "desktop", DESKTOP) for name in PAGES] + \
         [(name, "phone", SMALL_PHONE) for name in ("form", "errors", "confirmation")]
-
-
-def show_outage(page: Page, shop: Shop) -> None:
-    """The submit finds no shop (as with gunicorn stopped: the connection is refused)."""
-    show_form(page, shop)
-    fill_form(page)
-    page.route(re.compile(r"/orders$"), lambda route: route.abort("connectionrefused"))
-    page.get_by_role("button", name="Place order").click()
-    expect(page.locator("#submit-unknown")).to_be_visible()
-
-
-def show_refused(page: Page, shop: Shop) -> None:
-    """The shop refuses the submit as sent from another site (403)."""
-    show_form(page, shop)
-    fill_form(page)
-    page.route(re.compile(r"/orders$"), refuse_as_cross_site)
-    page.get_by_role("button", name="Place order").click()
-    expect(page.locator("#submit-refused")).to_be_visible()
-
-
-def order_in(state: str, path: str = "") -> Callable[[Page, Shop], None]:
-    """The order page (or its ``path``: /cancel, /refund) of an order in ``state``."""
-    def show(page: Page, shop: Shop) -> None:
-        key = put_order_in(shop.servers.engine, STATES[state])
-        page.goto(f"{shop.url}/orders/{key}{path}")
-    return show
-
-
-def refund_through_the_form(euros: str, *, applied_before_shown: bool = False
-                            ) -> Callable[[Page, Shop], None]:
-    """A paid order's refund asked for on its refund page; the order page it lands on, the
-    worker having applied the refund before that page was shown or not."""
-    def show(page: Page, shop: Shop) -> None:
-        key = put_order_in(shop.servers.engine, STATES["paid"])
-        page.goto(f"{shop.url}/orders/{key}/refund")
-        page.get_by_label("Amount to refund (€)").fill(euros)
-        if applied_before_shown:
-            def apply(route: Route) -> None:
-                with shop.servers.engine.begin() as conn:
-                    conn.execute(text("UPDATE refund_requests SET status = 'applied'"))
-                    conn.execute(text(
-                        "UPDATE orders SET refunded_cents = reserved_cents, reserved_cents = 0, "
-                        "status = CASE WHEN reserved_cents = paid_cents THEN 'refunded' "
-                        "ELSE status END WHERE public_id = :key"), {"key": key})
-                route.continue_()
-            page.route(re.compile(f"/orders/{key}$"), apply)
-        page.get_by_role("button", name="Request refund").click()
-        expect(page.locator("#refund-requested")).to_be_visible()
-    return show
-
-
-#: Issue 31's pages: a submit with no shop to answer, a refusal, where the money is.
-STATE_PAGES: dict[str, Callable[[Page, Shop], None]] = {
-    "outage": show_outage, "refused-403": show_refused,
-    **{f"order-{state}": order_in(state) for state in (
-        "awaiting-payment", "paid", "part-refund-requested", "all-refund-requested",
-        "part-refunded", "refunded", "shipped-refund-in-review", "cancelled-paid")},
-    "cancel-paid": order_in("paid", "/cancel"),
-    "refund-part-refunded": order_in("part-refunded", "/refund"),
-    "refund-all-refund-requested": order_in("all-refund-requested", "/refund"),
-    "refund-refunded": order_in("refunded", "/refund"),
-    "refunded-all-worker-done": refund_through_the_form("36", applied_before_shown=True),
-    "refunded-part-worker-pending": refund_through_the_form("10"),
-}
-MORE_SHOTS = [(name, device, options) for name in STATE_PAGES
-              for device, options in (("desktop", DESKTOP), ("phone", SMALL_PHONE))]
+#: Issue 31's pages (tests/browser/screenshot_pages.py), at both widths.
+MORE_SHOTS = [(name, device, options) for name in STATE_PAGES for device, options in BOTH]
+#: The card checkout's, against a shop that charges cards through the dev provider.
+CARD_SHOTS = [(name, device, options) for name in ("checkout-declined", "checkout-not-confirmed")
+              for device, options in BOTH]
 
 
 #: An order number as the confirmation page shows it.
@@ -120,11 +60,12 @@ def assert_no_key_shown(page: Page) -> None:
         assert ORDER_NUMBER.fullmatch(number), f"{number!r} is shown as the order number"
 
 
-def shoot(browser: Browser, shop: Shop, out: Path, shots=SHOTS) -> list[Path]:
+def shoot(browser: Browser, shop: Shop, out: Path, shots=SHOTS,
+          more_walks: dict[str, Walk] | None = None) -> list[Path]:
     """Walk every page of ``shots`` in ``browser`` against ``shop``, check it, and write its
-    PNG into ``out``; the paths written."""
+    PNG into ``out``; the paths written. ``more_walks``: walks besides PAGES and STATE_PAGES."""
     out.mkdir(parents=True, exist_ok=True)
-    walks = {**PAGES, **STATE_PAGES}
+    walks = {**PAGES, **STATE_PAGES, **(more_walks or {})}
     written = []
     for name, device, options in shots:
         context = browser.new_context(**options)
@@ -147,10 +88,16 @@ def main(out: Path) -> None:
             engine = make_engine(postgres.url("webapp_test"))
             upgrade(engine)
             seed(engine)
-            with Shop(Servers(postgres, redis, engine)) as shop, sync_playwright() as playwright:
+            servers = Servers(postgres, redis, engine)
+            with Shop(servers, SAME_ORDER_WINDOW_SECONDS="600") as shop, \
+                    Provider(Path(base) / "provider.jsonl") as provider, \
+                    Shop(servers, **provider.env()) as card_shop, \
+                    sync_playwright() as playwright:
                 browser = playwright.chromium.launch(executable_path=chromium.executable(),
                                                      args=chromium.ARGS)
-                for path in shoot(browser, shop, out, SHOTS + MORE_SHOTS):
+                written = shoot(browser, shop, out, SHOTS + MORE_SHOTS) + \
+                    shoot(browser, card_shop, out, CARD_SHOTS, card_checkout(provider))
+                for path in written:
                     print(f"{path} ({path.stat().st_size // 1024} KiB)")
                 browser.close()
             engine.dispose()
