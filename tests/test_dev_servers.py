@@ -154,11 +154,12 @@ def test_as_root_scripts_run_keeps_reaching_its_data_from_instance_and_finds_it_
             again.stop()
         assert modes(private_folder) == before
     finally:
-        for cluster in (first, again):
-            if cluster is not None:
-                cluster.stop("immediate")
-                if cluster.home is not None:
-                    shutil.rmtree(cluster.home, ignore_errors=True)
+        clusters = [cluster for cluster in (first, again) if cluster is not None]
+        for cluster in clusters:  # both first: they share one home, and its binaries
+            cluster.stop("immediate")  # (there in a private checkout, whose venv is not)
+        for cluster in clusters:
+            if cluster.home is not None:
+                shutil.rmtree(cluster.home, ignore_errors=True)
 
 
 def test_redis_in_a_private_folder_works_and_opens_no_folder(private_folder):

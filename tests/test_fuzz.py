@@ -173,9 +173,10 @@ def paid_order(client, servers) -> str:
 
 def page_tokens(client, path: str) -> dict[str, str] | None:
     page = client.get(path)
-    if page.status_code != 200:  # refunded in full, or cancelled, by an earlier example
-        return None
     html = page.get_data(as_text=True)
+    # Refunded in full ("Nothing more to refund", no form), or cancelled, by an earlier example.
+    if page.status_code != 200 or 'name="form_token"' not in html:
+        return None
     return {"csrf_token": hidden(html, "csrf_token"), "form_token": hidden(html, "form_token")}
 
 
