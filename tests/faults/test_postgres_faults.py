@@ -189,3 +189,22 @@ def test_a_lost_session_on_the_cancel_form_while_postgres_is_down_is_a_503_not_a
     fault_servers.postgres.start()
     assert response.status_code == 503, response.get_data(as_text=True)[:500]
     assert response.headers["Retry-After"] == "5" and "try again" in response.text
+
+
+def test_postgres_down_at_a_submit_that_may_ask_about_the_same_order_keeps_the_input(
+        fault_app, fault_servers):
+    """The same-order question reads this session's recent orders while the form is
+    validated, before the library's transaction: with PostgreSQL down that read must not
+    turn the answer into the bare 503 page (the failover soak's one answer without the
+    customer's input). The transaction asks again, and its outage answer keeps the form."""
+    app = fault_app(SAME_ORDER_WINDOW_SECONDS=600)
+    client = app.test_client()
+    tokens = open_form(client)
+    fault_servers.postgres.stop("immediate")
+    try:
+        response = submit(client, tokens)
+    finally:
+        fault_servers.postgres.start()
+    assert response.status_code == 503, response.status_code
+    assert 'value="Ada Lovelace"' in response.text and "Retry-After" in response.headers
+    assert hidden(response.text, "form_token") == tokens["form_token"]

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+from contextlib import suppress
 
 from flask import Blueprint, g, redirect, render_template, url_for
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from flask_submit_once import Outcome
@@ -59,8 +61,15 @@ def new_order_form() -> OrderForm:
     shopper = same_order.shopper(create=False)
 
     def asked(form: OrderForm) -> same_order.Earlier | None:
-        earlier = g.same_order = same_order.earlier_same_order(
-            submit_once.session, form.details(), shopper, form.same_again.data)
+        db = submit_once.session
+        try:
+            earlier = same_order.earlier_same_order(db, form.details(), shopper,
+                                                    form.same_again.data)
+        except SQLAlchemyError:  # asked again in the transaction, whose outage keeps the form
+            with suppress(SQLAlchemyError):
+                db.rollback()
+            earlier = None
+        g.same_order = earlier
         return earlier
 
     form.same_order_check = asked
