@@ -79,7 +79,19 @@ def new_order_form() -> OrderForm:
 def answer(outcome: Outcome):
     """The shop's own words around the library's answers; what the form page drawn again
     offers (``g.placed_order``: update the order a used form placed; ``g.same_order``:
-    the identical order placed minutes ago, asked about)."""
+    the identical order placed minutes ago, asked about). The row may be unreadable by
+    now (PostgreSQL went away after the transaction that decided the outcome): then the
+    library's own answer, which was made from what that transaction read."""
+    try:
+        annotate(outcome)
+    except SQLAlchemyError as error:
+        log.warning("order answer without the shop's notes: %s", type(error).__name__)
+        with suppress(SQLAlchemyError):
+            submit_once.session.rollback()
+    return None
+
+
+def annotate(outcome: Outcome) -> None:
     match outcome:
         case Outcome(kind="duplicate", result=Order() as order):
             notify(order.order_number, ALREADY_PLACED)  # the order's page says so once
@@ -94,7 +106,6 @@ def answer(outcome: Outcome):
             log.warning("order not placed or not confirmed: connection lost")
         case Outcome(kind="failed", error=error):
             log.warning("order not placed: %s", type(error).__name__)
-    return None
 
 
 def changed_words(outcome: Outcome) -> str:

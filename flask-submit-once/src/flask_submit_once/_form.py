@@ -21,6 +21,7 @@ from flask import Flask, Response, make_response, request
 from flask.typing import ResponseReturnValue
 from redis.exceptions import RedisError
 from sqlalchemy import inspect
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from . import signals
@@ -97,18 +98,18 @@ class ProtectedForm:
         raw = sent_fingerprint(st.field)
         known = st.settled.get(digest)
         if known is not None and known.raw == raw:
-            # The token is spent and its row committed: no validation or SQL can change
-            # what this repeat is told. The GETDEL uses up a token a failover brought back.
+            # Spent, its row committed: the answer is settled (GETDEL: a token a failover revived).
             with suppress(RedisError):
                 spend.take()
             outcome, form = Outcome("duplicate", url=known.url), None
             if self.answer is not None or (self.page.result_fragment is not None
                                            and request_kind() == "htmx"):
-                # The hook, or the result's fragment htmx swaps in, reads the result
-                # (from this request's session); the hook may also read whatever the
-                # form's maker prepared for it. No validation.
+                # The hook or htmx's fragment reads the result (no validation) if it can.
                 form = self.form() if self.form is not None else None
-                found = self.find(self.session(st), digest)
+                try:
+                    found = self.find(self.session(st), digest)
+                except SQLAlchemyError:  # known.url is answer enough: land there
+                    found = None
                 outcome = Outcome("duplicate", found.result if found else None, url=known.url)
             return self.respond(outcome, name, token, form, digest, started)
         db = self.session(st)
