@@ -39,17 +39,6 @@ def press(client, html: str, button: str, **fields: str):
                                              "form_token": pressed.token, **fields})
 
 
-def open_form(client) -> dict[str, str]:
-    page = client.get("/orders/new")
-    assert page.status_code == 200
-    html = page.get_data(as_text=True)
-    return {"csrf_token": hidden(html, "csrf_token"), "form_token": hidden(html, "form_token")}
-
-
-def submit(client, tokens: dict[str, str], **fields: str):
-    return client.post("/orders", data={**VALID, **tokens, **fields})
-
-
 def landed(response) -> str:
     assert response.status_code == 303, response.get_data(as_text=True)[:800]
     return response.headers["Location"].split("?")[0]

@@ -12,7 +12,8 @@ import pytest
 from sqlalchemy import text
 
 from tests.conftest import VALID, flashed, order_count
-from tests.order_buttons import buttons, landed, open_form, press, submit
+from tests.faults.steps import open_form, submit
+from tests.order_buttons import buttons, landed, press
 from tests.pauses import after_consume
 
 EDITED = {**VALID, "quantity": "5", "address": "1 Other Street\nLeeds LS1 1AA"}

@@ -13,7 +13,8 @@ import pytest
 from sqlalchemy import text
 
 from tests.conftest import hidden, order_count
-from tests.order_buttons import landed, open_form, submit
+from tests.faults.steps import open_form, submit
+from tests.order_buttons import landed
 from tests.pauses import after_consume
 from webapp import config
 
