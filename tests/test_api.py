@@ -257,3 +257,11 @@ def test_openapi_document_is_served(client):
     assert "/api/problems/idempotency-key-reused" in document["info"]["description"]
     # What test_api_schema runs schemathesis against.
     assert document == openapi(24 * 3600, [item["sku"] for item in CATALOGUE])
+
+
+def test_text_that_is_not_unicode_is_a_400_that_places_nothing(client, api_key, servers):
+    # "\ud800" in JSON is a lone surrogate: no UTF-8 column can store it (it was a 500).
+    response = place(client, api_key, {**ORDER, "name": "Ada \ud800"})
+    assert response.status_code == 400, response.get_data(as_text=True)
+    assert order_count(servers) == 0
+    assert place(client, api_key).status_code == 201  # the key was not pinned

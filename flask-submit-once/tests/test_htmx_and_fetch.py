@@ -141,3 +141,13 @@ def test_every_answer_of_one_url_says_it_varies_by_front_end(once_forms):
     answers.append(page.submit(ADA))  # the 303 to the result
     for answer in answers:
         assert {"HX-Request", "Accept"} <= set(answer.vary), (answer.status_code, answer.vary)
+
+
+def test_a_script_that_sends_a_lone_surrogate_is_answered_without_a_500(once_forms, signups):
+    # "\ud800" is valid JSON text for a string no UTF-8 can carry (it was a 500: in the
+    # fingerprint, then in the INSERT): a clear 400, nothing spent, nothing stored.
+    page = once_forms.open("/signup")
+    answer = page.submit({**ADA, "name": "Ada \ud800"}, json=True)
+    assert answer.status_code == 400 and "not valid Unicode" in answer.text
+    assert signups() == []
+    assert page.submit(ADA, json=True).status_code == 201  # the same token, still good

@@ -39,6 +39,13 @@ class BadFormToken(SubmitOnceError, BadRequest):
                    "processed. Open the form again and submit it from there.")
 
 
+class NotUnicode(SubmitOnceError, BadRequest):
+    """A JSON body carries a string no UTF-8 can hold (a lone surrogate, ``"\\ud800"``):
+    nothing is read from it (400)."""
+    description = ("The request's JSON carries text that is not valid Unicode, so it could "
+                   "not be processed. Send it as UTF-8 text.")
+
+
 class TooManyForms(SubmitOnceError, TooManyRequests):
     """A session or a client address opened more forms than its limit allows (429, with
     ``Retry-After``). ``per`` is ``"session"`` or ``"client"``; no token was left."""

@@ -28,7 +28,9 @@ def fingerprint(values: Mapping[str, object]) -> str:
     canonical = json.dumps({name: _canonical(value) for name, value in values.items()},
                            sort_keys=True, separators=(",", ":"), ensure_ascii=False,
                            default=str)
-    return base64.urlsafe_b64encode(hashlib.sha256(canonical.encode()).digest()).decode()[:43]
+    # surrogatepass: a JSON body may carry a lone surrogate ("\ud800"), which UTF-8 cannot.
+    digest = hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).digest()
+    return base64.urlsafe_b64encode(digest).decode()[:43]
 
 
 def _canonical(value: object) -> object:

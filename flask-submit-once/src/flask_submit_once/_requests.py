@@ -3,12 +3,13 @@ the form it is for, and whether another site sent it."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any, Literal
 
 from flask import current_app, request
 
-from ._errors import BadFormToken
+from ._errors import BadFormToken, NotUnicode
 from ._signed import is_signed
 from ._tokens import is_well_formed
 
@@ -44,14 +45,23 @@ def request_kind() -> RequestKind:
 
 def json_body() -> dict[str, Any] | None:
     """The request's JSON object, or None (not JSON, not an object, or unreadable: too
-    deep to parse is as unreadable as malformed, never a 500)."""
+    deep to parse is as unreadable as malformed, never a 500). :class:`NotUnicode` (400)
+    when it carries a lone surrogate, which no database column or digest can take."""
     if not request.is_json:
         return None
     try:
         body = request.get_json(silent=True)
     except RecursionError:
         return None
-    return body if isinstance(body, dict) else None
+    if not isinstance(body, dict):
+        return None
+    try:
+        json.dumps(body, ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        raise NotUnicode() from None
+    except (RecursionError, ValueError):
+        return None
+    return body
 
 
 def submitted_token(field: str) -> str:
