@@ -111,7 +111,7 @@ def landed(page: Page, url: str | None, *, created: bool, result: object = None)
         response = Response("", 303)
     if url and kind != "htmx":
         response.headers["Location"] = url
-    response.vary.update(VARY)
+    _vary(response)
     return response
 
 
@@ -146,7 +146,7 @@ def again(page: Page, name: str, reason: str, *, sent: str | None, form: object 
                             status)
     if reason in _RETRY:
         response.headers["Retry-After"] = _RETRY[reason]
-    response.vary.update(VARY)
+    _vary(response)
     return response
 
 
@@ -179,6 +179,14 @@ def _new_csrf_token() -> dict[str, str]:
     except ImportError:
         return {}
     return {"csrf_token": str(generate_csrf())}
+
+
+def _vary(response: Response) -> None:
+    """Add ``VARY`` (as a plain header when the response has none yet: nothing to parse)."""
+    if "Vary" in response.headers:
+        response.vary.update(VARY)
+    else:
+        response.headers["Vary"] = ", ".join(VARY)
 
 
 def _context(page: Page) -> Mapping[str, Any]:

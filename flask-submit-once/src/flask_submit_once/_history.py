@@ -38,9 +38,15 @@ class BackFriendlySessionInterface(SecureCookieSessionInterface):
 
     def save_session(self, app: Flask, session: SessionMixin, response: Response) -> None:
         super().save_session(app, session, response)
-        value = response.headers.get("Cache-Control")
+        headers = response.headers
+        value = headers.get("Cache-Control")
         if value is None or "no-cache" not in value:
             return  # most pages: no header to parse
-        control = response.cache_control
-        if control.private and control.no_cache and not control.no_store:
+        if value != SHOW_AGAIN_ON_BACK:  # a view's own: read it as a cache would
+            control = response.cache_control
+            if not (control.private and control.no_cache and not control.no_store):
+                return
+        if headers.get("Vary") == "Cookie":  # what Flask's session adds: nothing to parse
+            del headers["Vary"]
+        else:
             response.vary.discard("Cookie")

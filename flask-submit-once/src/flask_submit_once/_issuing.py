@@ -3,6 +3,7 @@ limits they count against, and the Back-friendly header of the page that carries
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import logging
 import secrets
@@ -116,13 +117,13 @@ def _signed(state: State, sid: str, names: Sequence[str],
 
 def not_for_a_form() -> bool:
     """A prefetch, or another site's request that is not a top-level navigation."""
-    headers = request.headers
-    if "Sec-Purpose" in headers or headers.get("Purpose") == "prefetch":
+    environ: dict[str, str] = request.environ  # the raw headers: on every page with a form
+    if "HTTP_SEC_PURPOSE" in environ or environ.get("HTTP_PURPOSE") == "prefetch":
         return True
-    if headers.get("Sec-Fetch-Site") != "cross-site":
+    if environ.get("HTTP_SEC_FETCH_SITE") != "cross-site":
         return False
-    return (headers.get("Sec-Fetch-Mode", "navigate") != "navigate"
-            or headers.get("Sec-Fetch-Dest", "document") != "document")
+    return (environ.get("HTTP_SEC_FETCH_MODE", "navigate") != "navigate"
+            or environ.get("HTTP_SEC_FETCH_DEST", "document") != "document")
 
 
 def _back_shows_it_again(response: Response) -> Response:
@@ -133,21 +134,23 @@ def _back_shows_it_again(response: Response) -> Response:
     return response
 
 
-def client_networks(address: str | None) -> list[str]:
+@functools.lru_cache(maxsize=4096)  # parsed once per address, not on every page
+def client_networks(address: str | None) -> tuple[str, ...]:
     """What the per-client limits count: an IPv4 address; for IPv6 the /64 (one
     subscriber) and the /48 around it (one site, a wider budget), so that a /48 does not
     hold 65,536 budgets; an IPv4 address mapped (``::ffff:a.b.c.d``) or translated by
     NAT64 (``64:ff9b::a.b.c.d``) is that IPv4 address."""
     if not address:
-        return [""]
+        return ("",)
     try:
         ip = ipaddress.ip_address(address)
     except ValueError:
-        return [address]
+        return (address,)
     if isinstance(ip, ipaddress.IPv6Address):
         if ip.ipv4_mapped is not None:
-            return [str(ip.ipv4_mapped)]
+            return (str(ip.ipv4_mapped),)
         if ip in _NAT64:
-            return [str(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))]
-        return [str(ipaddress.ip_network(f"{ip}/{bits}", strict=False)) for bits in (64, 48)]
-    return [str(ip)]
+            return (str(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)),)
+        return tuple(str(ipaddress.ip_network(f"{ip}/{bits}", strict=False))
+                     for bits in (64, 48))
+    return (str(ip),)

@@ -24,13 +24,14 @@ TOKEN_HEADER = "X-Submit-Once-Token"
 def request_kind() -> RequestKind:
     """``"htmx"`` (``HX-Request: true``), ``"json"`` (a JSON body, or an ``Accept`` that
     prefers JSON to HTML), else ``"html"``. Worked out once a request, from the raw
-    header where it is plain (browsers' own ``Accept`` always names ``text/html``)."""
-    kind: RequestKind | None = request.environ.get("flask_submit_once.kind")
+    headers where they are plain (browsers' own ``Accept`` always names ``text/html``)."""
+    environ = request.environ
+    kind: RequestKind | None = environ.get("flask_submit_once.kind")
     if kind is None:
-        accept = request.headers.get("Accept", "")
-        if request.headers.get("HX-Request") == "true":
+        accept = environ.get("HTTP_ACCEPT", "")
+        if environ.get("HTTP_HX_REQUEST") == "true":
             kind = "htmx"
-        elif request.is_json:
+        elif "json" in environ.get("CONTENT_TYPE", "") and request.is_json:
             kind = "json"
         elif "json" not in accept:
             kind = "html"

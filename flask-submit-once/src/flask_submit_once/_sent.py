@@ -3,12 +3,13 @@ submission from one with other input."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeAlias
 
 from flask import request
 
-from ._fingerprint import fingerprint
 from ._requests import json_body
 
 __all__ = ["Fields", "csrf_field", "sent_fingerprint", "submission_values"]
@@ -34,10 +35,14 @@ def submission_values(form: Any, fields: Fields | None) -> Mapping[str, object]:
 
 def sent_fingerprint(token_field: str) -> str:
     """A digest of what was sent, as sent: how a repeat of the same bytes (a double click,
-    a retry) is known before validation."""
+    a retry) is known before validation. Only ever compared with another of its own kind
+    in this process, so it is taken as sent, without :func:`fingerprint`'s normalising
+    (a repeat that differs only in it goes the long way, to the same answer)."""
     body = json_body()
     sent: Mapping[str, Any] = body if body is not None else request.form.to_dict(flat=False)
-    return fingerprint({k: v for k, v in sent.items() if k != token_field})
+    material = json.dumps({k: v for k, v in sent.items() if k != token_field},
+                          sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(material.encode()).hexdigest()
 
 
 def csrf_field(form: Any) -> str:
