@@ -59,3 +59,19 @@ def test_the_benchmarks_short_form_runs_every_variant_and_prints_the_targets(tmp
                      table, re.M)
     assert figures["storm.tokens.orders"]["max"] == 1 == figures["storm.nonce.orders"]["max"]
     assert round(figures["redis_round_trips_per_order.tokens"]["median"]) == 2
+
+
+@pytest.mark.timeout(120)
+def test_the_in_place_split_runs_and_adds_up(tmp_path):
+    """scripts/bench --in-place, two cycles a variant: each request's parts add up to it."""
+    run = subprocess.run([sys.executable, "-m", "bench.inplace", "--cycles", "2", "--out",
+                          str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=110,
+                         check=False)
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = re.findall(r"^\| POST \| ([^|]+) \| (\d+) \| (\d+) \|", (tmp_path / "inplace.md")
+                      .read_text(), re.M)
+    parts = {part.strip(): (int(tokens), int(floor)) for part, tokens, floor in rows}
+    assert parts["SQLAlchemy + psycopg"][0] > 0 and parts["redis-py"][1] > 0
+    for which in (0, 1):  # rounded parts: within a µs each of the whole
+        assert abs(sum(v[which] for k, v in parts.items() if k != "all")
+                   - parts["all"][which]) <= len(parts)
