@@ -31,7 +31,7 @@ def request_kind() -> RequestKind:
         accept = environ.get("HTTP_ACCEPT", "")
         if environ.get("HTTP_HX_REQUEST") == "true":
             kind = "htmx"
-        elif "json" in environ.get("CONTENT_TYPE", "") and request.is_json:
+        elif "json" in environ.get("CONTENT_TYPE", "").lower() and request.is_json:
             kind = "json"
         elif "json" not in accept:
             kind = "html"

@@ -36,7 +36,7 @@ def submission_values(form: Any, fields: Fields | None) -> Mapping[str, object]:
 def sent_fingerprint(token_field: str) -> str:
     """A digest of what was sent, as sent: how a repeat of the same bytes (a double click,
     a retry) is known before validation. Only ever compared with another of its own kind
-    in this process, so it is taken as sent, without :func:`fingerprint`'s normalising
+    in this process, so it is taken as sent, without the stored fingerprint's normalising
     (a repeat that differs only in it goes the long way, to the same answer)."""
     body = json_body()
     sent: Mapping[str, Any] = body if body is not None else request.form.to_dict(flat=False)
