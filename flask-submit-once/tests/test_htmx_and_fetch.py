@@ -148,6 +148,22 @@ def test_a_script_that_sends_a_lone_surrogate_is_answered_without_a_500(once_for
     # fingerprint, then in the INSERT): a clear 400, nothing spent, nothing stored.
     page = once_forms.open("/signup")
     answer = page.submit({**ADA, "name": "Ada \ud800"}, json=True)
-    assert answer.status_code == 400 and "not valid Unicode" in answer.text
+    assert answer.status_code == 400 and answer.mimetype == "application/problem+json"
+    assert answer.json["reason"] == "not_unicode" and "not valid Unicode" in answer.json["detail"]
     assert signups() == []
     assert page.submit(ADA, json=True).status_code == 201  # the same token, still good
+
+
+@pytest.mark.parametrize("token", [None, "not-a-token"], ids=["missing", "malformed"])
+def test_a_script_without_a_good_token_gets_problem_json_and_a_page_gets_the_apps_400(
+        once_forms, client, signups, token):
+    page = once_forms.open("/signup")
+    body = {**ADA, "csrf_token": page.hidden["csrf_token"]}
+    if token is not None:
+        body["form_token"] = token
+    script = client.post(page.url, json=body, headers={**JSON, "X-CSRFToken": body["csrf_token"]})
+    assert script.status_code == 400 and script.mimetype == "application/problem+json"
+    assert script.json["reason"] == "bad_form_token" and "form token" in script.json["detail"]
+    plain = client.post(page.url, data=body)
+    assert plain.status_code == 400 and plain.mimetype == "text/html"
+    assert signups() == []

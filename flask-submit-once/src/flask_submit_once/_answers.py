@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from flask import Response, current_app, jsonify, render_template, request, url_for
+from werkzeug.exceptions import HTTPException
 
 from ._errors import Unavailable
 from ._issuing import issue, issued, keep
@@ -66,6 +67,7 @@ AGAIN: Mapping[str, tuple[int, Literal["same", "fresh"]]] = {
     "unavailable": (503, "same"),
     "session_lost": (400, "fresh"),
 }
+_REFUSED = {"BadFormToken": "bad_form_token", "NotUnicode": "not_unicode"}
 _RETRY = {"still_running": "2", "unconfirmed": "5", "unavailable": "5", "failed": "5"}
 #: One URL answers a page, a fragment or JSON by these headers.
 VARY = ("HX-Request", "Accept")
@@ -169,6 +171,18 @@ def _problem(name: str, reason: str, status: int, form: object,
         body.update(_new_csrf_token())
     response = jsonify(body)
     response.status_code = status
+    response.mimetype = "application/problem+json"
+    return response
+
+
+def refused_request(error: HTTPException) -> Response:
+    """A request refused before anything was spent (its token, its text): problem+json for
+    a script; raised again otherwise, for the app's own error page."""
+    if request_kind() != "json":
+        raise error
+    response = jsonify(type="about:blank", title=error.name, status=error.code,
+                       detail=error.description, reason=_REFUSED.get(type(error).__name__))
+    response.status_code = error.code or 400
     response.mimetype = "application/problem+json"
     return response
 

@@ -25,18 +25,12 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from . import signals
-from ._answers import Page, again, check_done, landed, result_url
-from ._errors import BadFormToken, CrossSite, Unavailable
+from ._answers import Page, again, check_done, landed, refused_request, result_url
+from ._errors import BadFormToken, CrossSite, NotUnicode, Unavailable
 from ._fingerprint import fingerprint
 from ._model import SubmissionMixin, stamped
 from ._outcome import Outcome
-from ._requests import (
-    NAME_ATTRIBUTE,
-    cross_site,
-    form_name,
-    request_kind,
-    submitted_token,
-)
+from ._requests import NAME_ATTRIBUTE, cross_site, form_name, request_kind, submitted_token
 from ._runner import Landing, run_once
 from ._sent import Fields, csrf_field, sent_fingerprint, submission_values
 from ._sessions import Sessions, request_session
@@ -47,7 +41,6 @@ from ._steps import Step, Then, settled
 
 __all__ = ["CHECK_HEADER", "Fields", "ProtectedForm", "protected_form"]
 _FORM = "_submit_once_form"
-
 
 
 class ProtectedForm:
@@ -74,7 +67,10 @@ class ProtectedForm:
         """The Flask view: this form's submit, found again by :func:`protected_form`."""
         @functools.wraps(self.view)
         def submit(**view_args: Any) -> Response:
-            return self.handle(view_args)
+            try:
+                return self.handle(view_args)
+            except (BadFormToken, NotUnicode) as error:  # a script is answered in JSON
+                return refused_request(error)
         setattr(submit, _FORM, self)
         if name:
             setattr(submit, NAME_ATTRIBUTE, name)
