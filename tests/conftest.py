@@ -89,18 +89,22 @@ def app_factory(servers: Servers) -> Iterator[Callable[..., Flask]]:
         app.extensions["submit_once"].store.client.close()
 
 
-#: The longest files of the suite, longest first (seconds on two busy workers, from
-#: ``--durations``). Under ``--dist loadfile`` a file runs whole on one worker, and a long
+#: The longest files of the suite, longest first (by ``--durations`` on two busy workers,
+#: with the soaks at 12 s). Under ``--dist loadfile`` a file runs whole on one worker, and a long
 #: one handed out last keeps the other worker idle until it ends: these go first, the rest
 #: (fewer seconds each) after them, the files with most tests first as xdist would order them.
 LONGEST_FILES = (
     "tests/test_wheel.py", "tests/failover/test_postgres_failover.py",
-    "tests/test_instances.py", "tests/failover/test_charge_soak.py",
-    "tests/test_dev_servers.py", "tests/test_control_socket.py", "tests/test_charge_kills.py",
+    "tests/test_instances.py", "tests/test_dev_servers.py", "tests/test_control_socket.py",
+    "tests/test_charge_kills.py", "tests/failover/test_charge_soak.py",
     "tests/browser/test_order_state_widths_in_browser.py", "tests/refunds/test_reconcile.py",
-    "tests/failover/test_redis_outage_soak.py", "tests/failover/test_sentinel_failover.py",
-    "tests/test_per_request_leaks.py", "tests/test_form_limits.py", "tests/test_bench.py",
-    "tests/test_race.py", "tests/browser/test_outage_behind_nginx_in_browser.py",
+    "tests/test_per_request_leaks.py", "tests/browser/test_submit_outcomes_in_browser.py",
+    "tests/test_bench.py", "tests/test_race.py", "tests/browser/test_charge_in_browser.py",
+    "tests/failover/test_redis_outage_soak.py",
+    "tests/browser/test_outage_behind_nginx_in_browser.py",
+    "tests/failover/test_sentinel_failover.py", "tests/browser/test_submit_in_browser.py",
+    "tests/faults/test_postgres_faults.py", "tests/test_behind_nginx.py",
+    "tests/test_form_limits.py",
 )
 
 
