@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -86,6 +87,37 @@ def app_factory(servers: Servers) -> Iterator[Callable[..., Flask]]:
     for app in apps:
         app.extensions["db"].kw["bind"].dispose()
         app.extensions["submit_once"].store.client.close()
+
+
+#: The longest files of the suite, longest first (by ``--durations`` on two busy workers,
+#: with the soaks at 12 s). Under ``--dist loadfile`` a file runs whole on one worker, and a long
+#: one handed out last keeps the other worker idle until it ends: these go first, the rest
+#: (fewer seconds each) after them, the files with most tests first as xdist would order them.
+LONGEST_FILES = (
+    "tests/test_wheel.py", "tests/failover/test_postgres_failover.py",
+    "tests/test_instances.py", "tests/test_dev_servers.py", "tests/test_control_socket.py",
+    "tests/test_charge_kills.py", "tests/failover/test_charge_soak.py",
+    "tests/browser/test_order_state_widths_in_browser.py", "tests/refunds/test_reconcile.py",
+    "tests/test_per_request_leaks.py", "tests/browser/test_submit_outcomes_in_browser.py",
+    "tests/test_bench.py", "tests/test_race.py", "tests/browser/test_charge_in_browser.py",
+    "tests/failover/test_redis_outage_soak.py",
+    "tests/browser/test_outage_behind_nginx_in_browser.py",
+    "tests/failover/test_sentinel_failover.py", "tests/browser/test_submit_in_browser.py",
+    "tests/faults/test_postgres_faults.py", "tests/test_behind_nginx.py",
+    "tests/test_form_limits.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest files first (LONGEST_FILES), then by their number of tests. Needs
+    ``--no-loadscope-reorder`` (pyproject's addopts) for xdist to keep this order."""
+    files = [item.nodeid.split("::", 1)[0] for item in items]
+    tests_in = Counter(files)
+    first = {name: files.index(name) for name in tests_in}
+    rank = {name: position for position, name in enumerate(LONGEST_FILES)}
+    order = sorted(range(len(items)), key=lambda i: (
+        rank.get(files[i], len(rank)), -tests_in[files[i]], first[files[i]], i))
+    items[:] = [items[i] for i in order]
 
 
 @pytest.fixture(scope="session")

@@ -143,7 +143,8 @@ def test_a_body_that_is_not_a_json_object_is_refused(client, api_key, body, cont
 def test_same_key_while_the_first_is_still_running_is_a_409_with_retry_after(make_app,
                                                                              servers):
     app = make_app()
-    after_consume(app, lambda: time.sleep(1.5))  # the first holds its claim for 1.5 s
+    released = threading.Event()  # the first holds its claim until the second is answered
+    after_consume(app, lambda: released.wait(30))
     api_key = new_api_key(servers)
     first: list = []
     runner = threading.Thread(target=lambda: first.append(place(app.test_client(), api_key)))
@@ -155,6 +156,7 @@ def test_same_key_while_the_first_is_still_running_is_a_409_with_retry_after(mak
             assert time.monotonic() < deadline
             time.sleep(0.02)
     second = place(client, api_key)
+    released.set()
     runner.join(15)
     assert second.status_code == 409 and problem_type(second) == "request-in-progress"
     assert int(second.headers["Retry-After"]) >= 1

@@ -24,6 +24,8 @@ from tests.live import Response, request
 from webapp.orders.messages import STILL_RUNNING
 
 PUBLIC_ID_LENGTH = 22
+#: Seconds from a crash within which new orders must be placed again (the soaks assert it).
+BACK_WITHIN = 15
 
 
 @dataclass
@@ -70,6 +72,7 @@ class Load:
     forms: list[Form] = field(default_factory=list)
     unavailable_pages: int = 0  # GET /orders/new answered 503 (during the switch)
     started: float = 0.0
+    _last_placed_sent: float = 0.0  # when the latest submit that placed an order was sent
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -90,6 +93,11 @@ class Load:
         fault_began = time.monotonic()
         crashes = fault() or [fault_began]
         time.sleep(max(0.0, self.started + seconds - time.monotonic()))
+        # The load ends on an event, not a window: not before a form sent after the last
+        # crash has placed its order (judge() measures that), or BACK_WITHIN s have passed.
+        deadline = crashes[-1] + BACK_WITHIN
+        while self._last_placed_sent <= crashes[-1] and time.monotonic() < deadline:
+            time.sleep(0.05)
         self._stop.set()
         for thread in threads:
             thread.join(60)
@@ -168,6 +176,8 @@ class Load:
                 answer.token_offered = hidden(response.body, "form_token")
         with self._lock:
             form.answers.append(answer)
+            if answer.created:
+                self._last_placed_sent = max(self._last_placed_sent, sent)
 
 
 @dataclass

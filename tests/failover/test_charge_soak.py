@@ -5,7 +5,7 @@ provider call, after its answer), the provider's faults flip and Redis restarts.
 sweepers run at once, and the provider's charges are held against the orders: every
 charge is one paid order's, no order is charged twice, none is left charging.
 
-20 s of load in the default run; ``scripts/soak --minutes N -k charge`` for longer.
+12 s of load in the default run; ``scripts/soak --minutes N -k charge`` for longer.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from tests.failover.api_soak import ApiTraffic, ApiVerdict, judge_api
 from tests.failover.conftest import soak_seconds
 from tests.failover.servers import ReplicatedPostgres
-from tests.failover.soak import Load, Verdict, judge
+from tests.failover.soak import BACK_WITHIN, Load, Verdict, judge
 from tests.live import LiveServer, request
 from webapp.api.keys import create_api_key
 from webapp.cli import seed
@@ -130,7 +130,7 @@ def test_synchronous_standby_promoted_after_a_crash_loses_no_acknowledged_order(
     assert verdict.lost == [], "a customer was sent to an order that no longer exists"
     assert verdict.duplicates == [] and verdict.split == []
     assert verdict.bad == [], "a submit was answered without the customer's input"
-    assert verdict.back_after is not None and verdict.back_after < 15, verdict.summary()
+    assert verdict.back_after is not None and verdict.back_after < BACK_WITHIN, verdict.summary()
     assert verdict.placed > 0
     assert api.doubled == [] and api.split == [] and api.lost == [], api.summary()
     assert api.events_doubled == [] and api.events_lost == [] and api.not_paid_once == []

@@ -26,7 +26,7 @@ from dev.embedded import EmbeddedRedis, free_port
 from tests.api_client import new_api_key
 from tests.failover.api_soak import ApiTraffic, judge_api
 from tests.failover.conftest import soak_seconds
-from tests.failover.soak import Load, judge
+from tests.failover.soak import BACK_WITHIN, Load, judge
 from tests.live import LiveServer, request
 from webapp.webhooks import DEV_SECRET
 
@@ -178,7 +178,7 @@ def test_sentinel_failover_of_the_token_master_under_load_doubles_and_drops_noth
         "the Sentinels did not promote the replica"
     assert verdict.lost == [] and verdict.duplicates == [] and verdict.split == []
     assert verdict.bad == [], "a submit was answered without the customer's input"
-    assert verdict.back_after is not None and verdict.back_after < 15, verdict.summary()
+    assert verdict.back_after is not None and verdict.back_after < BACK_WITHIN, verdict.summary()
     assert api.doubled == [] and api.split == [] and api.lost == [], api.summary()
     assert api.events_doubled == [] and api.events_lost == [] and api.not_paid_once == []
     assert api.bad == [], f"an API answer no retry can change: {api.bad[:5]}"

@@ -4,7 +4,6 @@ reserved at once, nothing written to Redis by the submit, clear errors."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 from sqlalchemy import text
@@ -324,7 +323,8 @@ def test_refund_applied_while_the_submit_runs_is_refused_with_a_fresh_token(
     """The amount is checked again inside the transaction, after the token is spent."""
     order_id, public_id = order
     app = make_app()
-    after_consume(app, lambda: time.sleep(5))
+    released = threading.Event()  # the submit waits, its token spent, until the worker ran
+    after_consume(app, lambda: released.wait(30))
     client = app.test_client()
     tokens = open_refund_form(client, public_id)
     token_key = app.extensions["submit_once"].store.key(
@@ -338,6 +338,7 @@ def test_refund_applied_while_the_submit_runs_is_refused_with_a_fresh_token(
     with servers.engine.begin() as conn:  # the worker applies €30 meanwhile
         conn.execute(text("UPDATE orders SET refunded_cents = 3000 WHERE id = :id"),
                      {"id": order_id})
+    released.set()
     submit.join(30)
     response = result["response"]
     assert response.status_code == 409 and "more than is left to refund" in response.text
@@ -375,7 +376,8 @@ def test_a_request_reserved_while_the_submit_runs_is_refused_with_the_amount_kep
     the transaction refuses the one that comes second."""
     order_id, public_id = order
     app = make_app()
-    after_consume(app, lambda: time.sleep(3))
+    released = threading.Event()  # the submit waits, its token spent, until the other tab
+    after_consume(app, lambda: released.wait(30))
     client = app.test_client()
     tokens = open_refund_form(client, public_id)
     token_key = app.extensions["submit_once"].store.key(
@@ -388,6 +390,7 @@ def test_a_request_reserved_while_the_submit_runs_is_refused_with_the_amount_kep
     with servers.engine.begin() as conn:  # another tab's request reserves €10 meanwhile
         conn.execute(text("UPDATE orders SET reserved_cents = 1000 WHERE id = :id"),
                      {"id": order_id})
+    released.set()
     submit.join(30)
     response = result["response"]
     assert response.status_code == 409 and "more than is left to refund" in response.text
