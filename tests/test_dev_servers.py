@@ -4,6 +4,7 @@ servers it did not start."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -208,8 +209,14 @@ class DevRun:
         return found
 
     def close(self) -> None:
+        """Kill what is left, the servers too: they run in sessions of their own, and one
+        left behind (the card provider on its fixed port) would fail every later run."""
         if self.process.poll() is None:
+            left = self.descendants()
             os.killpg(self.process.pid, signal.SIGKILL)
+            for pid in left:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
             self.process.wait(10)
         self.log.close()
 
