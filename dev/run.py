@@ -37,7 +37,9 @@ from .provider import PORT as PROVIDER_PORT
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_PORT, REDIS_PORT = 54329, 63799
-STOPPING = (signal.SIGTERM, signal.SIGHUP)
+#: Ctrl-C too: a shell that started this in the background (or a parent that ignores it)
+#: passes SIGINT on ignored, and Python then never raises KeyboardInterrupt.
+STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _stop(signum: int, _frame: object) -> None:
