@@ -19,6 +19,7 @@ __all__ = ["TOKEN_HEADER", "RequestKind", "cross_site", "form_name", "json_body"
 RequestKind = Literal["html", "htmx", "json"]
 #: The header a script may send the token in instead of the form field.
 TOKEN_HEADER = "X-Submit-Once-Token"
+_CHECKED = "flask_submit_once.json_checked"
 
 
 def request_kind() -> RequestKind:
@@ -56,12 +57,14 @@ def json_body() -> dict[str, Any] | None:
         return None
     if not isinstance(body, dict):
         return None
-    try:
-        json.dumps(body, ensure_ascii=False).encode()
-    except UnicodeEncodeError:
-        raise NotUnicode() from None
-    except (RecursionError, ValueError):
-        return None
+    if not request.environ.get(_CHECKED):  # read up to three times a submit: checked once
+        try:
+            json.dumps(body, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            raise NotUnicode() from None
+        except (RecursionError, ValueError):
+            return None
+        request.environ[_CHECKED] = True
     return body
 
 
