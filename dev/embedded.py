@@ -22,6 +22,8 @@ import time
 from importlib.util import find_spec
 from pathlib import Path
 
+import redis
+
 __all__ = ["EmbeddedPostgres", "EmbeddedRedis", "free_port"]
 
 #: The user PostgreSQL runs as when we are root (the one pgserver itself uses).
@@ -97,7 +99,25 @@ class EmbeddedRedis:
                 "--logfile", str(self.data_dir / "redis.log")]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _wait_for_port(self.port, self.process, "redis-server")
+        self._wait_until_loaded()
         return self
+
+    def _wait_until_loaded(self, timeout: float = 15) -> None:
+        """Return once the server answers commands: a restarted server listens at once
+        but answers LOADING while it reads its append-only file back."""
+        client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=1)
+        deadline = time.monotonic() + timeout
+        try:
+            while True:
+                try:
+                    client.ping()
+                    return
+                except redis.BusyLoadingError:
+                    if time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.01)
+        finally:
+            client.close()
 
     def stop(self) -> None:
         """Shut down cleanly (SIGTERM)."""

@@ -174,6 +174,25 @@ def test_redis_in_a_private_folder_works_and_opens_no_folder(private_folder):
     assert modes(private_folder) == before
 
 
+def test_a_restarted_redis_answers_the_first_command_after_start(tmp_path):
+    # A restarted server listens at once but answers LOADING while it reads its
+    # append-only file back: start() returns only once it answers commands (a test
+    # that restarted Redis then asked for a form got 503 from a still-loading server).
+    store = EmbeddedRedis(tmp_path / "redis", persist=True).start()
+    try:
+        with redis.Redis.from_url(store.url) as client:
+            with client.pipeline(transaction=False) as pipe:  # 100,000 commands to read back
+                for n in range(100_000):
+                    pipe.set(f"k{n}", "v")
+                pipe.execute()
+        store.stop()
+        store.start()
+        with redis.Redis.from_url(store.url) as client:
+            assert client.get("k99999") == b"v"
+    finally:
+        store.stop()
+
+
 class DevRun:
     """``python -m dev.run`` (what scripts/run execs) in a session of its own, as a
     terminal runs it, on ports and a folder of its own; the test PostgreSQL."""
