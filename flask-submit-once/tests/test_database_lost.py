@@ -1,14 +1,19 @@
-"""The request's session when its PostgreSQL connection dies under it (a failover, a
-restart): the request ends with the answer it made, never a 500 from the extension's
-own clean-up."""
+"""PostgreSQL lost during a request (a failover, a restart): the request ends with the
+answer it made, never a 500 from the extension's own clean-up; and PostgreSQL away while a
+form is validated is the outage's answer (503, the input, the same token)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
+import pytest
 from flask import Flask
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine, create_engine, text
+from sqlalchemy.orm import sessionmaker
 
+import signup_app
+from flask_submit_once.testing import OnceForms
+from servers import free_port
 from signup_app import submit_once
 
 
@@ -30,3 +35,31 @@ def test_a_connection_that_died_during_the_request_is_thrown_away_not_a_500(
     answer = client.get("/whoami")
     assert answer.status_code == 200 and answer.text.isdigit()
     assert client.get("/whoami").status_code == 200  # the pool gave a live connection
+
+
+@pytest.fixture
+def away_app(redis_url: str, rdb: object) -> Iterator[Flask]:
+    """The sign-up app on a PostgreSQL that does not answer (nothing listens there)."""
+    nowhere = create_engine(f"postgresql+psycopg://nobody:secret@127.0.0.1:{free_port()}/db")
+    app = signup_app.create_app(sessionmaker(nowhere), REDIS_URL=redis_url)
+    yield app
+    with app.app_context():
+        submit_once.redis.close()
+    nowhere.dispose()
+
+
+@pytest.mark.parametrize("sent", [
+    {"email": "ada@example.com"},  # valid fields, but a validator reads the database
+    {"email": "not an address"},   # invalid: whether this token already landed is asked
+], ids=["a-validator-reads-it", "invalid-fields"])
+def test_postgresql_away_while_the_form_is_validated_keeps_the_input_and_the_token(
+        away_app: Flask, sent: dict[str, str]) -> None:
+    """Before: the database error raised out of the validation (a validator's query) or
+    out of the repeat check of invalid fields (a repeat of a landed submit is answered
+    as one), so the user got the app's bare error page with what they typed gone."""
+    forms = OnceForms(away_app.test_client())
+    page = forms.open("/signup")
+    answer = page.submit({"name": "Ada", "quantity": "2", **sent})
+    assert answer.status_code == 503 and answer.headers["Retry-After"]
+    assert f'value="{sent["email"]}"' in answer.text and 'value="Ada"' in answer.text
+    assert forms.page("/signup", answer.text).token == page.token  # nothing was spent

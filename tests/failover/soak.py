@@ -11,6 +11,7 @@ an order can be checked for the input it must give back.
 from __future__ import annotations
 
 import random
+import re
 import threading
 import time
 from collections import Counter
@@ -40,6 +41,7 @@ class Answer:
     unsure: bool = False  # "we could not confirm your order": the same token kept
     token_offered: str = ""  # the form token on a page that gave the input back
     repeat: bool = False  # told "already placed" (a flashed notice): landed, did not place
+    said: str = ""  # the page's heading and first paragraph, for a failure's message
 
     @property
     def public_id(self) -> str:
@@ -174,10 +176,18 @@ class Load:
             answer.unsure = "We could not confirm your order" in response.body
             if answer.kept_input and response.status in (409, 503):
                 answer.token_offered = hidden(response.body, "form_token")
+            answer.said = what_it_said(response.body)
         with self._lock:
             form.answers.append(answer)
             if answer.created:
                 self._last_placed_sent = max(self._last_placed_sent, sent)
+
+
+def what_it_said(body: str) -> str:
+    """A page's heading and first paragraph, tags dropped (``""`` when it has neither)."""
+    parts = [re.search(rf"<{tag}[^>]*>(.*?)</{tag}>", body, re.S) for tag in ("h1", "p")]
+    return " / ".join(" ".join(re.sub(r"<[^>]+>", " ", m.group(1)).split())
+                      for m in parts if m)[:300]
 
 
 @dataclass
@@ -191,7 +201,7 @@ class Verdict:
     split: list[str]          # forms whose 303s lead to different orders
     not_placed_with_input: int  # 409/503 pages giving the typed values back
     still_running: int        # 503 "still placing" without the input: resubmit lands on it
-    bad: list[tuple[str, int]]  # any other answer (a 500, no input, no answer)
+    bad: list[tuple[str, int, str]]  # any other answer (a 500, no input, no answer)
     placed_but_told_not: int  # no 303, yet an order exists (the commit's answer was lost)
     unsure: int               # answered "could not confirm" (connection lost mid-transaction)
     by_status: Counter
@@ -233,13 +243,13 @@ def judge(load: Load, orders: dict[str, str], crashes: list[float]) -> Verdict:
             statuses[answer.status] += 1
             if answer.status == 303:
                 if len(answer.public_id) != PUBLIC_ID_LENGTH:
-                    bad.append((form.name, answer.status))
+                    bad.append((form.name, answer.status, answer.location))
             elif answer.status in (409, 503) and answer.kept_input:
                 with_input += 1
             elif answer.status == 503 and answer.still_running:
                 running += 1
             else:
-                bad.append((form.name, answer.status))
+                bad.append((form.name, answer.status, answer.said))
     created = [a for form in load.forms for a in form.answers if a.created]
     back: list[float | None] = []
     for crash in crashes:

@@ -23,7 +23,7 @@ from tests.faults.steps import (
     submit,
 )
 from tests.pauses import after_consume
-from webapp.orders import NOT_CONFIRMED, NOT_PLACED, UNAVAILABLE
+from webapp.orders import NOT_CONFIRMED, NOT_PLACED, UNAVAILABLE, catalogue
 from webapp.orders.messages import STILL_RUNNING
 
 WAITING = 3
@@ -208,3 +208,27 @@ def test_postgres_down_at_a_submit_that_may_ask_about_the_same_order_keeps_the_i
     assert response.status_code == 503, response.status_code
     assert 'value="Ada Lovelace"' in response.text and "Retry-After" in response.headers
     assert hidden(response.text, "form_token") == tokens["form_token"]
+
+
+def test_postgres_down_at_a_workers_first_submit_keeps_the_input_and_the_token(
+        fault_app, fault_servers, monkeypatch):
+    """The form was drawn by one gunicorn worker and sent to another that has not read
+    the catalogue yet; PostgreSQL goes down in between. That worker cannot know the
+    products, so the form does not validate, and whether this token already placed an
+    order cannot be asked either: the answer is the outage's (503, the input, the same
+    token), not the bare 503 page that drops what was typed (the failover soak's)."""
+    app = fault_app()
+    client = app.test_client()
+    tokens = open_form(client)
+    monkeypatch.setattr(catalogue, "_catalogue", (float("-inf"), []))  # the other worker
+    fault_servers.postgres.stop("immediate")
+    try:
+        response = submit(client, tokens)
+    finally:
+        fault_servers.postgres.start()
+    assert response.status_code == 503, response.status_code
+    assert 'value="Ada Lovelace"' in response.text and response.headers["Retry-After"] == "5"
+    assert hidden(response.text, "form_token") == tokens["form_token"]
+    assert UNAVAILABLE in response.text
+    placed_now = submit(client, tokens)  # PostgreSQL back: the same token places it
+    assert placed_now.status_code == 303 and len(placed(fault_servers)) == 1

@@ -3,7 +3,7 @@
 
     token: its shape (400), before Redis or the database is touched
     a repeat this process saw land, sent with the same values -> its answer (GETDEL only)
-    the form: validate -> invalid: 422, the input and the same token
+    the form: validate -> invalid: 422, the input and the same token (the database away: 503)
     the transaction: lock, GETDEL, the view's row, its digest and fingerprint, COMMIT
     the answer for the outcome, as the request asked (page, htmx, JSON)
 """
@@ -31,7 +31,7 @@ from ._fingerprint import fingerprint
 from ._model import SubmissionMixin, stamped
 from ._outcome import Outcome
 from ._requests import NAME_ATTRIBUTE, cross_site, form_name, request_kind, submitted_token
-from ._runner import Landing, run_once
+from ._runner import UNREACHABLE, Landing, run_once
 from ._sent import Fields, csrf_field, sent_fingerprint, submission_values
 from ._sessions import Sessions, request_session
 from ._signed import SignedExpired
@@ -112,12 +112,17 @@ class ProtectedForm:
         form = self.make_form()
         stored = None
         if form is not None:
-            valid = form.validate()
-            if not valid and set(form.errors) == {csrf_field(form)}:
-                return self.session_lost()
-            stored = fingerprint(self.values(form))
-            if not valid:
-                return self.invalid(st, name, token, form, digest, stored, started)
+            try:  # validators may query the database, and so does a repeat's check
+                valid = form.validate()
+                if not valid and set(form.errors) == {csrf_field(form)}:
+                    return self.session_lost()
+                stored = fingerprint(self.values(form))
+                if not valid:
+                    return self.invalid(st, name, token, form, digest, stored, started)
+            except UNREACHABLE:  # away before anything was spent: the input, the same token
+                with suppress(SQLAlchemyError):
+                    db.rollback()
+                return again(self.page, name, "unavailable", sent=token, form=form)
         try:
             outcome = run_once(
                 db, digest=digest, take=spend.take,
@@ -160,9 +165,8 @@ class ProtectedForm:
 
     def invalid(self, st: State, name: str, token: str, form: object, digest: str,
                 stored: str, started: float) -> Response:
-        """Fields that do not validate: the form again, input and token kept (422); unless
-        this token's submit already landed (the form may be invalid *now*: the product
-        went off sale, what it asked for is taken), when it is a repeat of that."""
+        """Fields that do not validate: the form again, input and token kept (422); a repeat
+        of this token's landed submit (invalid *now*: off sale, taken) is answered as one."""
         found = self.find(self.session(st), digest)
         if found is None:
             return self.respond(Outcome("invalid"), name, token, form, digest, started)
