@@ -6,13 +6,14 @@ existing, and every failed submit showing the input with a way to retry.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
 import pytest
 from sqlalchemy import text
 
-from tests.conftest import flashed, hidden
+from tests.conftest import VALID, flashed, hidden
 from tests.faults.steps import (
     assert_told_orders_exist,
     form_kept,
@@ -214,9 +215,9 @@ def test_postgres_down_at_a_workers_first_submit_keeps_the_input_and_the_token(
         fault_app, fault_servers, monkeypatch):
     """The form was drawn by one gunicorn worker and sent to another that has not read
     the catalogue yet; PostgreSQL goes down in between. That worker cannot know the
-    products, so the form does not validate, and whether this token already placed an
-    order cannot be asked either: the answer is the outage's (503, the input, the same
-    token), not the bare 503 page that drops what was typed (the failover soak's)."""
+    products: the one sent stays chosen (the transaction reads it again), and the answer
+    is the outage's (503, the input, the same token), not the bare 503 page that dropped
+    what was typed (the failover soak's) nor "choose one of the products on sale"."""
     app = fault_app()
     client = app.test_client()
     tokens = open_form(client)
@@ -229,6 +230,8 @@ def test_postgres_down_at_a_workers_first_submit_keeps_the_input_and_the_token(
     assert response.status_code == 503, response.status_code
     assert 'value="Ada Lovelace"' in response.text and response.headers["Retry-After"] == "5"
     assert hidden(response.text, "form_token") == tokens["form_token"]
-    assert UNAVAILABLE in response.text
+    assert UNAVAILABLE in response.text and "Choose one of the products" not in response.text
+    chosen = re.search(r'<select[^>]*name="product".*?</select>', response.text, re.S)
+    assert chosen and f'<option selected value="{VALID["product"]}">' in chosen.group(0)
     placed_now = submit(client, tokens)  # PostgreSQL back: the same token places it
     assert placed_now.status_code == 303 and len(placed(fault_servers)) == 1

@@ -38,6 +38,8 @@ __all__ = ["CardOrderForm", "OrderForm"]
 PAYMENT_METHOD = re.compile(r"pm_[A-Za-z0-9]{1,60}")
 SAMPLE_CARDS = ("Test cards: 4242 4242 4242 4242 pays; 4000 0000 0000 0002 is declined; "
               "4000 0000 0000 0119 pays after the provider's retry.")
+#: A product sent while its name cannot be read (see ``OrderForm.keep_the_product_sent``).
+PRODUCT_NOT_SHOWN = "The product you chose (its details cannot be shown right now)"
 CARD_MISSING = "Enter the card number."
 CARD_SHAPE = "Enter the 12 to 19 digits of the card number."
 CARD_INVALID = "This card number is not valid: check it, or use another card."
@@ -100,11 +102,19 @@ class OrderForm(ShopForm):
         self.same_order_check: Callable[[OrderForm], Any] | None = None
         #: What that check found (the form page asks about it).
         self.same_order: Any = None
-        self.products = {product.id: product for product in products}
+        self.products: dict[int, Product | None] = {product.id: product for product in products}
         # The price first: a phone's list shows what fits of the label, and at 320 px
         # that is not a long name and its price (the price was cut to "€12").
         self.product.choices = [(p.id, f"€{p.price_cents / 100:.2f} · {p.name}")
                                 for p in products]
+
+    def keep_the_product_sent(self) -> None:
+        """No catalogue to check against (this process has read none, and PostgreSQL is
+        away): the product sent stays chosen, for the transaction to read and decide,
+        rather than refused and dropped from the page drawn again."""
+        if isinstance(self.product.data, int):
+            self.product.choices = [(self.product.data, PRODUCT_NOT_SHOWN)]
+            self.products = {self.product.data: None}
 
     def validate(self, extra_validators: Any = None) -> bool:
         """The fields, then whether this repeats an order placed minutes ago unconfirmed:

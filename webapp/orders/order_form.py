@@ -28,6 +28,7 @@ def order_form(*, card: bool = True) -> OrderForm:
     if request.method == "POST":
         reject_repeated_fields()
     db = submit_once.session
+    unknown = False  # no catalogue at all: none read in this process, and none now
     try:
         products = active_products(db)
     except SQLAlchemyError:
@@ -38,6 +39,7 @@ def order_form(*, card: bool = True) -> OrderForm:
         with suppress(SQLAlchemyError):
             db.rollback()
         products = last_known_products()
+        unknown = not products
     # The catalogue read is cached for every request of the process: its products must
     # not stay in this request's session, whose ROLLBACK would expire them under the
     # other requests (and whose loads they would then run from other threads).
@@ -45,10 +47,11 @@ def order_form(*, card: bool = True) -> OrderForm:
         if product in db:
             db.expunge(product)
     client = provider() if card else None
-    if client is None:
-        return OrderForm(products)
-    return CardOrderForm(products, client,
-                         test_cards=current_app.config["APP_ENV"] != "production")
+    form = OrderForm(products) if client is None else CardOrderForm(
+        products, client, test_cards=current_app.config["APP_ENV"] != "production")
+    if unknown:
+        form.keep_the_product_sent()
+    return form
 
 
 def reject_repeated_fields() -> None:
