@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from flask import Flask
-from sqlalchemy import Engine, create_engine, text
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.orm import sessionmaker
 
 import signup_app
@@ -63,3 +63,42 @@ def test_postgresql_away_while_the_form_is_validated_keeps_the_input_and_the_tok
     assert answer.status_code == 503 and answer.headers["Retry-After"]
     assert f'value="{sent["email"]}"' in answer.text and 'value="Ada"' in answer.text
     assert forms.page("/signup", answer.text).token == page.token  # nothing was spent
+
+
+def test_a_repeat_whose_connection_dies_while_it_waits_for_the_first_keeps_the_input(
+        make_app: Callable[..., Flask], engine: Engine) -> None:
+    """A repeat finds the first submit holding the lock and ends its attempt (ROLLBACK)
+    to wait without a connection; the connection died meanwhile (a failover). Before: that
+    ROLLBACK's error went out to the app (the failover soak's bare 503 page, the input
+    gone). Nothing was spent: the outage's answer, with the input and the same token."""
+    forms = OnceForms(make_app().test_client())
+    page = forms.open("/signup")
+    holder, held = engine.connect(), []
+
+    def hold_the_lock(conn, cursor, statement, parameters, context, many) -> None:
+        if "pg_try_advisory_xact_lock" in statement and not held:  # the first submit has it
+            holder.exec_driver_sql("SELECT pg_advisory_lock(%(key)s)", parameters)
+            held.append(parameters["key"])
+
+    def end_the_connection(conn, cursor, statement, parameters, context, many) -> None:
+        if "pg_try_advisory_xact_lock" in statement and len(held) == 1:
+            held.append(cursor.connection.info.backend_pid)
+            with engine.connect() as other:  # returns once that server process has ended
+                assert other.exec_driver_sql(
+                    f"SELECT pg_terminate_backend({held[1]}, 10000)").scalar()
+
+    event.listen(engine, "before_cursor_execute", hold_the_lock)
+    event.listen(engine, "after_cursor_execute", end_the_connection)
+    try:
+        answer = page.submit({"email": "ada@example.com", "name": "Ada", "quantity": "2"})
+    finally:
+        event.remove(engine, "before_cursor_execute", hold_the_lock)
+        event.remove(engine, "after_cursor_execute", end_the_connection)
+        holder.exec_driver_sql("SELECT pg_advisory_unlock_all()")
+        holder.close()
+    assert len(held) == 2, "the submit never found the lock held"
+    assert answer.status_code == 503 and answer.headers["Retry-After"]
+    assert 'value="ada@example.com"' in answer.text and 'value="Ada"' in answer.text
+    again = forms.page("/signup", answer.text)
+    assert again.token == page.token  # nothing was spent: the same token places it
+    assert again.submit({"email": "ada@example.com", "name": "Ada"}).status_code == 303

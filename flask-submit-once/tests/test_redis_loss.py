@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 import redis
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from flask_submit_once import signals
 from flask_submit_once.testing import OnceForms
@@ -100,6 +100,39 @@ def test_a_spent_token_that_reappears_lands_on_its_row_by_the_unique_column(
     assert "came back in Redis; the unique constraint held" in caplog.text
     with sessions() as db:
         assert db.scalar(select(func.count()).select_from(Comment)) == 1
+
+
+def test_a_spent_token_that_reappears_with_the_database_lost_at_the_unique_column_is_unsure(
+        make_app, once_forms, own_redis, engine):
+    """As above, and the connection dies as the INSERT meets the UNIQUE digest (a failover
+    of both): the answer is that we could not confirm (503, the input, the same token),
+    never the app's error page, and that token, sent again, lands on the row."""
+    page = once_forms.open("/signup", form=1)
+    before = set(token_keys(own_redis.url))
+    assert page.submit({"text": "Hello"}).status_code == 303
+    (key,) = before - set(token_keys(own_redis.url))
+    worker, ended = another_worker(make_app, once_forms, own_redis.url), []
+
+    def end_the_connection(context) -> None:
+        if context.is_disconnect or ended:
+            return
+        ended.append(context.connection.connection.dbapi_connection.info.backend_pid)
+        with engine.connect() as other:  # returns once that server process has ended
+            other.exec_driver_sql(f"SELECT pg_terminate_backend({ended[0]}, 10000)")
+
+    with redis.Redis.from_url(own_redis.url) as rdb:
+        rdb.set(key, 1, ex=60)
+        event.listen(engine, "handle_error", end_the_connection)
+        try:
+            unsure = page.submit({"text": "Hello"}, client=worker)
+        finally:
+            event.remove(engine, "handle_error", end_the_connection)
+    assert ended and unsure.status_code == 503 and unsure.headers["Retry-After"]
+    assert "Hello" in unsure.text and "could not confirm" in unsure.text.lower()
+    same = once_forms.page("/signup", unsure.text, form=1)
+    assert same.token == page.token
+    again = same.submit({"text": "Hello"}, client=worker)
+    assert (again.status_code, again.headers["Location"]) == (303, "/comments/1")
 
 
 def test_with_the_fallback_redis_away_at_submit_lets_the_database_decide_once(

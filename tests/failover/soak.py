@@ -42,6 +42,7 @@ class Answer:
     token_offered: str = ""  # the form token on a page that gave the input back
     repeat: bool = False  # told "already placed" (a flashed notice): landed, did not place
     said: str = ""  # the page's heading and first paragraph, for a failure's message
+    request_id: str = ""  # the app's X-Request-ID: its log lines for this request
 
     @property
     def public_id(self) -> str:
@@ -177,6 +178,7 @@ class Load:
             if answer.kept_input and response.status in (409, 503):
                 answer.token_offered = hidden(response.body, "form_token")
             answer.said = what_it_said(response.body)
+            answer.request_id = response.headers.get("x-request-id", "")
         with self._lock:
             form.answers.append(answer)
             if answer.created:
@@ -188,6 +190,14 @@ def what_it_said(body: str) -> str:
     parts = [re.search(rf"<{tag}[^>]*>(.*?)</{tag}>", body, re.S) for tag in ("h1", "p")]
     return " / ".join(" ".join(re.sub(r"<[^>]+>", " ", m.group(1)).split())
                       for m in parts if m)[:300]
+
+
+def logged_about(request_ids: list[str], *outputs: str) -> list[str]:
+    """The app's log lines about these requests (printed: a failure's report shows them)."""
+    lines = [line for output in outputs for line in output.splitlines()
+             if any(rid and rid in line for rid in request_ids)]
+    print("what the app logged about the bad answers:", *lines, sep="\n  ")
+    return lines
 
 
 @dataclass
@@ -202,6 +212,7 @@ class Verdict:
     not_placed_with_input: int  # 409/503 pages giving the typed values back
     still_running: int        # 503 "still placing" without the input: resubmit lands on it
     bad: list[tuple[str, int, str]]  # any other answer (a 500, no input, no answer)
+    bad_request_ids: list[str]  # theirs, to find what the app logged about them
     placed_but_told_not: int  # no 303, yet an order exists (the commit's answer was lost)
     unsure: int               # answered "could not confirm" (connection lost mid-transaction)
     by_status: Counter
@@ -228,6 +239,7 @@ def judge(load: Load, orders: dict[str, str], crashes: list[float]) -> Verdict:
     survived the fault."""
     per_name = Counter(orders.values())
     lost, duplicates, split, bad = [], [], [], []
+    bad_ids: list[str] = []
     with_input = running = told_not = 0
     statuses: Counter = Counter()
     for form in load.forms:
@@ -250,6 +262,7 @@ def judge(load: Load, orders: dict[str, str], crashes: list[float]) -> Verdict:
                 running += 1
             else:
                 bad.append((form.name, answer.status, answer.said))
+                bad_ids.append(answer.request_id)
     created = [a for form in load.forms for a in form.answers if a.created]
     back: list[float | None] = []
     for crash in crashes:
@@ -258,7 +271,8 @@ def judge(load: Load, orders: dict[str, str], crashes: list[float]) -> Verdict:
     return Verdict(
         forms=len(load.forms), submits=sum(statuses.values()), placed=len(orders), lost=lost,
         duplicates=duplicates, split=split, not_placed_with_input=with_input,
-        still_running=running, bad=bad, placed_but_told_not=told_not, by_status=statuses,
+        still_running=running, bad=bad, bad_request_ids=bad_ids, placed_but_told_not=told_not,
+        by_status=statuses,
         unsure=sum(a.unsure for form in load.forms for a in form.answers),
         unavailable_pages=load.unavailable_pages, failovers=len(crashes),
         back_after=None if None in back else max(b for b in back if b is not None))

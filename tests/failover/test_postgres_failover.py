@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from tests.failover.api_soak import ApiTraffic, ApiVerdict, judge_api
 from tests.failover.conftest import soak_seconds
 from tests.failover.servers import ReplicatedPostgres
-from tests.failover.soak import BACK_WITHIN, Load, Verdict, judge
+from tests.failover.soak import BACK_WITHIN, Load, Verdict, judge, logged_about
 from tests.live import LiveServer, request
 from webapp.api.keys import create_api_key
 from webapp.cli import seed
@@ -104,6 +104,8 @@ def soak(servers, pair: ReplicatedPostgres,
             assert live.process.poll() is None, live.output()[-2000:]
             assert request(live.port, "GET", "/orders/new").status == 200
         verdict = judge(load, orders_on(pair), crashes)
+        if verdict.bad:
+            logged_about(verdict.bad_request_ids, a.output(), b.output())
         for public_id in list(orders_on(pair))[-3:]:
             assert request(b.port, "GET", f"/orders/{public_id}").status == 200
         for public_id in verdict.lost[:3]:  # what a lost order's confirmation link shows

@@ -26,7 +26,7 @@ from dev.embedded import EmbeddedRedis, free_port
 from tests.api_client import new_api_key
 from tests.failover.api_soak import ApiTraffic, judge_api
 from tests.failover.conftest import soak_seconds
-from tests.failover.soak import BACK_WITHIN, Load, judge
+from tests.failover.soak import BACK_WITHIN, Load, judge, logged_about
 from tests.live import LiveServer, request
 from webapp.webhooks import DEV_SECRET
 
@@ -167,10 +167,13 @@ def test_sentinel_failover_of_the_token_master_under_load_doubles_and_drops_noth
         for live in (a, b):  # the same processes, on the new master
             assert live.process.poll() is None, live.output()[-2000:]
             assert request(live.port, "GET", "/orders/new").status == 200
+        logs = [a.output(), b.output()]
     with servers.engine.connect() as conn:
         orders = dict(conn.execute(text("SELECT public_id, customer_name FROM orders "
                                         "WHERE api_client_id IS NULL")).all())
     verdict = judge(load, orders, crashes)
+    if verdict.bad:
+        logged_about(verdict.bad_request_ids, *logs)
     api = judge_api(traffic, servers.database_url)
     report(f"Redis Sentinel failover (down-after {DOWN_AFTER_MS} ms): {verdict.summary()}; "
            f"{api.summary()}")

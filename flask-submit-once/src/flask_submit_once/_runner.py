@@ -103,6 +103,8 @@ def run_once(db: Session, *, digest: str, take: Callable[[], bool],
                     if taken is False and not takeover:
                         db.rollback()
                         return Outcome("expired", waited=waited)
+            else:  # ends the attempt: this request holds no connection while it waits
+                db.rollback()
         except UNREACHABLE as error:
             with suppress(SQLAlchemyError):
                 db.rollback()
@@ -111,7 +113,6 @@ def run_once(db: Session, *, digest: str, take: Callable[[], bool],
             if signals.token_consumed.receivers:
                 signals.token_consumed.send(sender, digest=digest)
             return _create_once(db, digest, create, find, fingerprint, sender)
-        db.rollback()  # ends the attempt: this request holds no connection while it waits
         waited = True
         remaining = deadline - time.monotonic()
         if remaining <= 0:
