@@ -1,7 +1,7 @@
 """Error pages: a clear page for every client error, a 503 when Redis or PostgreSQL
 is away, and never a stack trace. The app's defaults: a blueprint whose form can do
 better (keep the user's input) registers its own handlers and falls back on these
-(:func:`csrf_error`, :func:`unavailable`, :func:`plain_page`)."""
+(:func:`csrf_error`, :func:`unavailable`)."""
 
 from __future__ import annotations
 
@@ -184,20 +184,6 @@ def unavailable(error: Exception):
     if wants_problem():
         return problem("unavailable", NOTHING_DONE if isinstance(error, Unavailable)
                        else "Please retry in a few moments.", headers={"Retry-After": "5"})
-    return try_again()
-
-
-#: What drawing a form again inside an error handler may raise: it may need what just
-#: failed (a fresh token from a Redis that is away) or run into the session's cap.
-DRAW_FAILURES = (HTTPException, Unavailable, RedisError, SQLAlchemyError)
-
-
-def plain_page(error: Exception):
-    """The page for an error raised while an error handler drew its form again (an
-    exception raised in an error handler would be a 500)."""
-    if isinstance(error, HTTPException):
-        return _http_error(error)
-    log.error("dependency unavailable: %s", type(error).__name__)
     return try_again()
 
 
