@@ -122,6 +122,9 @@ def test_forms_keep_working_while_redis_goes_away_and_comes_back(servers, own_re
     assert verdict.lost == [] and verdict.unplaced == [], verdict.summary()
     assert set(verdict.by_status) == {303}, verdict.summary()
     for name, (answers, placed, landed) in verdict.storms.items():
-        assert (placed, landed) == (1, 1) and answers >= 2 * STORM_ANSWERS, name
+        # Before and during an outage a storm was answered in two phases (waited for above);
+        # the held one, sent only once Redis was back, in one.
+        phases = 1 if name.endswith("-held") else 2
+        assert (placed, landed) == (1, 1) and answers >= phases * STORM_ANSWERS, name
     assert verdict.signed_after_return == [], "Redis answered, yet the form was signed"
     assert verdict.signed_renders > 0, verdict.summary()
