@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 
 from flask_submit_once import signals
 from flask_submit_once.testing import OnceForms
@@ -149,6 +149,35 @@ def test_a_database_lost_after_the_charge_is_unconfirmed_and_the_resubmit_gets_t
     assert page.submit(ADA).headers["Location"] == "/orders/1"
     assert orders() == [("ada@example.com", "ch_1", None)]
     assert list(provider.calls.values()) == [2] and list(provider.charges.values()) == ["ch_1"]
+
+
+def test_a_database_lost_before_the_step_takes_its_lock_is_unconfirmed_not_an_error_page(
+        once_forms, provider, orders, engine):
+    """PostgreSQL goes away between the order's COMMIT and the step's own connection (a
+    failover): the step cannot begin. Before: the error went out to the app (a 500 in an
+    app without a handler). Now: could not confirm (503, the input, the same token), no
+    call to the provider, and that token, sent again, charges the order once."""
+    ended: list[int] = []
+
+    def end_the_steps_connection(conn, cursor, statement, parameters, context, many) -> None:
+        if "pg_try_advisory_lock(" in statement and not ended:  # the step's own lock
+            ended.append(cursor.connection.info.backend_pid)
+            with engine.connect() as other:  # returns once that server process has ended
+                other.exec_driver_sql(f"SELECT pg_terminate_backend({ended[0]}, 10000)")
+
+    page = once_forms.open("/checkout")
+    event.listen(engine, "before_cursor_execute", end_the_steps_connection)
+    try:
+        lost = page.submit(ADA)
+    finally:
+        event.remove(engine, "before_cursor_execute", end_the_steps_connection)
+    assert ended, "the step never took its lock"
+    kept(lost, 503, "could not confirm whether this was saved")
+    assert provider.calls == {} and orders() == [("ada@example.com", None, "charge")]
+    assert once_forms.page("/checkout", lost.text).token == page.token
+    assert page.submit(ADA).headers["Location"] == "/orders/1"
+    assert orders() == [("ada@example.com", "ch_1", None)]
+    assert list(provider.calls.values()) == [1]
 
 
 @pytest.mark.parametrize("who", ["submit", "resubmit", "sweeper"])

@@ -40,7 +40,7 @@ from sqlalchemy.orm import Session
 from ._errors import Refused
 from ._model import SubmissionMixin
 from ._outcome import Outcome
-from ._runner import lock_key
+from ._runner import UNREACHABLE, lock_key
 from ._sessions import Sessions, new_session
 
 __all__ = ["REFUSED", "Step", "resume_all", "settled", "step_key"]
@@ -86,15 +86,20 @@ class Step:
         ``wait``)."""
         engine = bind if isinstance(bind, Engine) else bind.engine
         key = lock_key(digest)
-        conn = _locked(engine, key, wait)
-        if conn is None:
-            return Outcome("still_running", waited=True)
-        with conn:
-            try:
-                with Session(bind=conn, expire_on_commit=False) as db:
-                    return self._do(db, identity, digest, url_of)
-            finally:
-                _unlock(conn, key)
+        try:
+            conn = _locked(engine, key, wait)
+            if conn is None:
+                return Outcome("still_running", waited=True)
+            with conn:
+                try:
+                    with Session(bind=conn, expire_on_commit=False) as db:
+                        return self._do(db, identity, digest, url_of)
+                finally:
+                    _unlock(conn, key)
+        except UNREACHABLE as error:  # before the step began: it is still to do
+            log.warning("step %s of %s not begun: %s", self.name, digest[:12],
+                        type(error).__name__)
+            return Outcome("unconfirmed", error=error)
 
     def _do(self, db: Session, identity: Any, digest: str,
             url_of: Callable[[Any], str | None]) -> Outcome:
