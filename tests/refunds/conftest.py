@@ -64,7 +64,10 @@ class Worker:
             out = self.output()
             assert line in out or self.process.poll() is None, out
             return out if line in out else None
-        return wait_until(printed, timeout, what=f"worker to print {line!r}")
+        try:
+            return wait_until(printed, timeout, what=f"worker to print {line!r}")
+        except AssertionError as error:  # what it printed instead says where it stopped
+            raise AssertionError(f"{error}; it printed:\n{self.output()[-3000:]}") from None
 
     def kill(self) -> None:
         """SIGKILL: no clean-up of any kind runs."""
