@@ -20,6 +20,7 @@ import tempfile
 import time
 from importlib.util import find_spec
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -56,6 +57,13 @@ def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> Non
         except OSError:
             time.sleep(0.01)
     raise RuntimeError(f"{what} did not listen on port {port} within 15 s")
+
+
+def end_connection(engine: Any, pid: int) -> None:
+    """End the PostgreSQL server process of the connection ``pid``, as a failover would;
+    returns once it has ended (``engine``: a SQLAlchemy engine on that server)."""
+    with engine.connect() as other:
+        assert other.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)}, 10000)").scalar()
 
 
 class RedisServer:

@@ -13,7 +13,7 @@ from sqlalchemy.orm import sessionmaker
 
 import signup_app
 from flask_submit_once.testing import OnceForms
-from servers import free_port
+from servers import end_connection, free_port
 from signup_app import submit_once
 
 
@@ -83,9 +83,7 @@ def test_a_repeat_whose_connection_dies_while_it_waits_for_the_first_keeps_the_i
     def end_the_connection(conn, cursor, statement, parameters, context, many) -> None:
         if "pg_try_advisory_xact_lock" in statement and len(held) == 1:
             held.append(cursor.connection.info.backend_pid)
-            with engine.connect() as other:  # returns once that server process has ended
-                assert other.exec_driver_sql(
-                    f"SELECT pg_terminate_backend({held[1]}, 10000)").scalar()
+            end_connection(engine, held[1])
 
     event.listen(engine, "before_cursor_execute", hold_the_lock)
     event.listen(engine, "after_cursor_execute", end_the_connection)

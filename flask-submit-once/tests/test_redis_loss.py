@@ -13,6 +13,7 @@ from sqlalchemy import event, func, select
 
 from flask_submit_once import signals
 from flask_submit_once.testing import OnceForms
+from servers import end_connection
 from signup_app import Comment
 
 ADA = {"email": "ada@example.com", "name": "Ada Lovelace", "quantity": "2"}
@@ -117,8 +118,7 @@ def test_a_spent_token_that_reappears_with_the_database_lost_at_the_unique_colum
         if context.is_disconnect or ended:
             return
         ended.append(context.connection.connection.dbapi_connection.info.backend_pid)
-        with engine.connect() as other:  # returns once that server process has ended
-            other.exec_driver_sql(f"SELECT pg_terminate_backend({ended[0]}, 10000)")
+        end_connection(engine, ended[0])
 
     with redis.Redis.from_url(own_redis.url) as rdb:
         rdb.set(key, 1, ex=60)

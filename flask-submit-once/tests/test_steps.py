@@ -13,6 +13,7 @@ from sqlalchemy import event, text
 
 from flask_submit_once import signals
 from flask_submit_once.testing import OnceForms
+from servers import end_connection
 
 ADA = {"email": "ada@example.com", "cents": "1250"}
 GRACE = {"email": "grace@example.com", "cents": "990"}
@@ -162,8 +163,7 @@ def test_a_database_lost_before_the_step_takes_its_lock_is_unconfirmed_not_an_er
     def end_the_steps_connection(conn, cursor, statement, parameters, context, many) -> None:
         if "pg_try_advisory_lock(" in statement and not ended:  # the step's own lock
             ended.append(cursor.connection.info.backend_pid)
-            with engine.connect() as other:  # returns once that server process has ended
-                other.exec_driver_sql(f"SELECT pg_terminate_backend({ended[0]}, 10000)")
+            end_connection(engine, ended[0])
 
     page = once_forms.open("/checkout")
     event.listen(engine, "before_cursor_execute", end_the_steps_connection)

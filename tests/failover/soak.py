@@ -192,12 +192,11 @@ def what_it_said(body: str) -> str:
                       for m in parts if m)[:300]
 
 
-def logged_about(request_ids: list[str], *outputs: str) -> list[str]:
-    """The app's log lines about these requests (printed: a failure's report shows them)."""
+def logged_about(request_ids: list[str], *outputs: str) -> None:
+    """Print the app's log lines about these requests (a failure's report shows them)."""
     lines = [line for output in outputs for line in output.splitlines()
              if any(rid and rid in line for rid in request_ids)]
     print("what the app logged about the bad answers:", *lines, sep="\n  ")
-    return lines
 
 
 @dataclass

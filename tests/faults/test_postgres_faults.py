@@ -192,6 +192,22 @@ def test_a_lost_session_on_the_cancel_form_while_postgres_is_down_is_a_503_not_a
     assert response.headers["Retry-After"] == "5" and "try again" in response.text
 
 
+def submit_while_postgres_is_down(client, tokens: dict[str, str], servers):
+    """The order form sent with PostgreSQL stopped; started again once it is answered."""
+    servers.postgres.stop("immediate")
+    try:
+        return submit(client, tokens)
+    finally:
+        servers.postgres.start()
+
+
+def assert_the_outage_kept_the_form(response, tokens: dict[str, str]) -> None:
+    """The outage's answer: 503 with Retry-After, the input, and the token it was sent with."""
+    assert response.status_code == 503, response.status_code
+    assert 'value="Ada Lovelace"' in response.text and response.headers["Retry-After"] == "5"
+    assert hidden(response.text, "form_token") == tokens["form_token"]
+
+
 def test_postgres_down_at_a_submit_that_may_ask_about_the_same_order_keeps_the_input(
         fault_app, fault_servers):
     """The same-order question reads this session's recent orders while the form is
@@ -201,14 +217,8 @@ def test_postgres_down_at_a_submit_that_may_ask_about_the_same_order_keeps_the_i
     app = fault_app(SAME_ORDER_WINDOW_SECONDS=600)
     client = app.test_client()
     tokens = open_form(client)
-    fault_servers.postgres.stop("immediate")
-    try:
-        response = submit(client, tokens)
-    finally:
-        fault_servers.postgres.start()
-    assert response.status_code == 503, response.status_code
-    assert 'value="Ada Lovelace"' in response.text and "Retry-After" in response.headers
-    assert hidden(response.text, "form_token") == tokens["form_token"]
+    response = submit_while_postgres_is_down(client, tokens, fault_servers)
+    assert_the_outage_kept_the_form(response, tokens)
 
 
 def test_postgres_down_at_a_workers_first_submit_keeps_the_input_and_the_token(
@@ -222,14 +232,8 @@ def test_postgres_down_at_a_workers_first_submit_keeps_the_input_and_the_token(
     client = app.test_client()
     tokens = open_form(client)
     monkeypatch.setattr(catalogue, "_catalogue", (float("-inf"), []))  # the other worker
-    fault_servers.postgres.stop("immediate")
-    try:
-        response = submit(client, tokens)
-    finally:
-        fault_servers.postgres.start()
-    assert response.status_code == 503, response.status_code
-    assert 'value="Ada Lovelace"' in response.text and response.headers["Retry-After"] == "5"
-    assert hidden(response.text, "form_token") == tokens["form_token"]
+    response = submit_while_postgres_is_down(client, tokens, fault_servers)
+    assert_the_outage_kept_the_form(response, tokens)
     assert UNAVAILABLE in response.text and "Choose one of the products" not in response.text
     chosen = re.search(r'<select[^>]*name="product".*?</select>', response.text, re.S)
     assert chosen and f'<option selected value="{VALID["product"]}">' in chosen.group(0)
