@@ -20,8 +20,12 @@ DATA_FOLDERS = {"templates": ("*.html",), "static": ("*.css", "*.js", "*.html")}
 def data_files(folder: str) -> list[Path]:
     """The files of ``folder`` that ship: the suffixes it serves, nothing a run left."""
     root = Path(folder)
-    return sorted(path for pattern in DATA_FOLDERS[folder] for path in root.rglob(pattern)
-                  if path.is_file() and "__pycache__" not in path.parts)
+    return sorted(
+        path
+        for pattern in DATA_FOLDERS[folder]
+        for path in root.rglob(pattern)
+        if path.is_file() and "__pycache__" not in path.parts
+    )
 
 
 class BuildWithData(build_py):
@@ -38,13 +42,18 @@ class BuildWithData(build_py):
                 self.copy_file(str(path), str(target))
 
     def get_outputs(self, include_bytecode: bool = True) -> list[str]:
-        shipped = [str(Path(self.build_lib) / "webapp" / path)
-                   for folder in DATA_FOLDERS for path in data_files(folder)]
+        shipped = [
+            str(Path(self.build_lib) / "webapp" / path)
+            for folder in DATA_FOLDERS
+            for path in data_files(folder)
+        ]
         return [*super().get_outputs(include_bytecode), *shipped]
 
 
 setup(
-    packages=find_packages(include=["webapp", "webapp.*"],
-                           exclude=["dev*", "tests*", "examples*", "bench*", "scripts*"]),
+    packages=find_packages(
+        include=["webapp", "webapp.*"],
+        exclude=["dev*", "tests*", "examples*", "bench*", "scripts*"],
+    ),
     cmdclass={"build_py": BuildWithData},
 )

@@ -55,6 +55,7 @@ def lock_and_cache(client: redis.Redis) -> Claim:
             return False
         client.setex(f"result:{key}", 86400, "order-id")
         return True
+
     return claim
 
 
@@ -69,11 +70,15 @@ def powertools(client: redis.Redis) -> Claim:
     from aws_lambda_powertools.utilities.idempotency.persistence.redis import (
         RedisCachePersistenceLayer,
     )
+
     layer = RedisCachePersistenceLayer(client=client)
     ran: list[str] = []
 
-    @idempotent_function(data_keyword_argument="order", persistence_store=layer,
-                         config=IdempotencyConfig(expires_after_seconds=86400))
+    @idempotent_function(
+        data_keyword_argument="order",
+        persistence_store=layer,
+        config=IdempotencyConfig(expires_after_seconds=86400),
+    )
     def place(order: dict) -> str:
         ran.append(order["key"])
         return "order-id"
@@ -82,11 +87,15 @@ def powertools(client: redis.Redis) -> Claim:
         before = len(ran)
         place(order={"key": key})
         return len(ran) > before
+
     return claim
 
 
-PATTERNS = {"GETDEL (ours)": ours, "GET + SET NX + SETEX": lock_and_cache,
-            "Powertools idempotency (Redis)": powertools}
+PATTERNS = {
+    "GETDEL (ours)": ours,
+    "GET + SET NX + SETEX": lock_and_cache,
+    "Powertools idempotency (Redis)": powertools,
+}
 
 
 def _claim_all(claim: Claim, keys: list[str]) -> None:
@@ -131,8 +140,17 @@ def measure(url: str, claims: int = 5000, threads: int = 8) -> list[dict]:
         for worker in workers:
             worker.join()
         parallel = claims / (time.perf_counter() - started)
-        rows.append({"pattern": name, "round_trips": round_trips, "won": won, "claims": claims,
-                     "serial_per_s": serial, "threads": threads, "parallel_per_s": parallel})
+        rows.append(
+            {
+                "pattern": name,
+                "round_trips": round_trips,
+                "won": won,
+                "claims": claims,
+                "serial_per_s": serial,
+                "threads": threads,
+                "parallel_per_s": parallel,
+            }
+        )
         client.flushdb()
         client.close()
         shared.close()

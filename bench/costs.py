@@ -43,6 +43,7 @@ def per_call(fn: Callable[[], object]) -> Block:
         for _ in range(count):
             fn()
         return (time.process_time() - started) / count * 1e6
+
     return block
 
 
@@ -59,8 +60,9 @@ def ab(*ways: Block, n: int, blocks: int = 6) -> list[float]:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--n", type=int, default=2000, help="calls per measurement")
     parser.add_argument("--profile", action="store_true", help="profile the cycle instead")
     parser.add_argument("--cycles", type=int, default=300, help="cycles to profile")
@@ -70,9 +72,11 @@ def main(argv: list[str]) -> int:
         return profile(args.cycles, args.variant)
     n = args.n
     rows: list[tuple[str, str, str, str]] = []  # cost, ours, the alternative, its figure
-    with tempfile.TemporaryDirectory(prefix="bench-") as tmp, \
-            databases(Path(tmp)) as (postgres, store), \
-            Relay(postgres.port, postgres.password) as relay:
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-") as tmp,
+        databases(Path(tmp)) as (postgres, store),
+        Relay(postgres.port, postgres.password) as relay,
+    ):
         # 1. Redis: what the token store sends against the bare client calls (the floor's).
         client = make_client(store.url)  # what SubmitOnce makes from a redis:// URL
         tokens = TokenStore(client)
@@ -81,24 +85,48 @@ def main(argv: list[str]) -> int:
             pipe = client.pipeline(transaction=False)
             pipe.getdel("so:" + "x" * 43)
             pipe.execute()
-        ours, bare, piped = ab(per_call(lambda: tokens.consume_digest("x" * 43)),
-                               per_call(lambda: client.getdel("so:" + "x" * 43)),
-                               per_call(pipelined_getdel), n=n)
-        rows.append(("consume: GETDEL of a missing key, CPU µs",
-                     f"{ours:.0f}", "`client.getdel` (the floor)", f"{bare:.0f}"))
-        rows.append(("consume: GETDEL, CPU µs", f"{ours:.0f}",
-                     "the same GETDEL in a pipeline of one", f"{piped:.0f}"))
+
+        ours, bare, piped = ab(
+            per_call(lambda: tokens.consume_digest("x" * 43)),
+            per_call(lambda: client.getdel("so:" + "x" * 43)),
+            per_call(pipelined_getdel),
+            n=n,
+        )
+        rows.append(
+            (
+                "consume: GETDEL of a missing key, CPU µs",
+                f"{ours:.0f}",
+                "`client.getdel` (the floor)",
+                f"{bare:.0f}",
+            )
+        )
+        rows.append(
+            (
+                "consume: GETDEL, CPU µs",
+                f"{ours:.0f}",
+                "the same GETDEL in a pipeline of one",
+                f"{piped:.0f}",
+            )
+        )
         plain, bare = ab(
             per_call(lambda: tokens.issue(session_id="s", form="orders.create")),
-            per_call(lambda: client.set("floor:" + secrets.token_urlsafe(32), 1, ex=3600,
-                                        nx=True)), n=n)
-        rows.append(("`TokenStore.issue` (one SET EX NX), CPU µs", f"{plain:.0f}",
-                     "`client.set(..., ex=, nx=True)` (the floor)", f"{bare:.0f}"))
+            per_call(lambda: client.set("floor:" + secrets.token_urlsafe(32), 1, ex=3600, nx=True)),
+            n=n,
+        )
+        rows.append(
+            (
+                "`TokenStore.issue` (one SET EX NX), CPU µs",
+                f"{plain:.0f}",
+                "`client.set(..., ex=, nx=True)` (the floor)",
+                f"{bare:.0f}",
+            )
+        )
         client.flushall()
         client.close()
         token, sid = secrets.token_urlsafe(32), secrets.token_urlsafe(16)
-        one = ab(per_call(lambda: TokenStore.digest(token, session_id=sid,
-                                                     form="orders.create")), n=n)[0]
+        one = ab(
+            per_call(lambda: TokenStore.digest(token, session_id=sid, form="orders.create")), n=n
+        )[0]
         rows.append(("token digest (once per submit), CPU µs", f"{one:.1f}", "", ""))
 
         # 2. Signals: the library sends only when someone listens.
@@ -108,18 +136,33 @@ def main(argv: list[str]) -> int:
         def guarded() -> None:
             if signals.token_consumed.receivers:
                 signals.token_consumed.send(None, digest="d")
+
         after, before = ab(per_call(guarded), per_call(unguarded), n=n * 10)
-        rows.append(("a signal nobody listens to, CPU µs", f"{after:.2f}",
-                     "sent without asking first", f"{before:.2f}"))
+        rows.append(
+            (
+                "a signal nobody listens to, CPU µs",
+                f"{after:.2f}",
+                "sent without asking first",
+                f"{before:.2f}",
+            )
+        )
 
         # 3. Whole requests in-process (Flask test client): tokens, floor, baseline.
-        rows += requests(in_process_app(postgres.url("bench"), store.url),
-                         in_process_app(relay.url("bench"), store.url), relay, max(n // 5, 100))
+        rows += requests(
+            in_process_app(postgres.url("bench"), store.url),
+            in_process_app(relay.url("bench"), store.url),
+            relay,
+            max(n // 5, 100),
+        )
 
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    lines = [f"In-process costs, {n} calls each ({when}, load average "
-             f"{os.getloadavg()[0]:.1f}): `scripts/bench --costs`", "",
-             "| cost | the token layer | against | that |", "|---|---|---|---|"]
+    lines = [
+        f"In-process costs, {n} calls each ({when}, load average "
+        f"{os.getloadavg()[0]:.1f}): `scripts/bench --costs`",
+        "",
+        "| cost | the token layer | against | that |",
+        "|---|---|---|---|",
+    ]
     lines += [f"| {what} | {ours} | {against} | {that} |" for what, ours, against, that in rows]
     text_ = "\n".join(lines) + "\n"
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -132,6 +175,7 @@ def in_process_app(database_url: str, redis_url: str):
     """The benchmark's app (bench/app.py) for the Flask test client."""
     os.environ.update(app_environment(database_url, redis_url))
     from .app import create_app
+
     return create_app()
 
 
@@ -162,6 +206,7 @@ def requests(app, counted, relay: Relay, m: int) -> list[tuple[str, str, str, st
             for _ in range(count):
                 cycle(client, variant)
             return (time.process_time() - started) / count * 1e6
+
         return block
 
     def first_submits(count: int) -> float:
@@ -174,21 +219,41 @@ def requests(app, counted, relay: Relay, m: int) -> list[tuple[str, str, str, st
     rows = []
     # The JSON request log is written (it is part of the work) but not shown.
     with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
-        tokens, floor, baseline = ab(cycles("tokens"), cycles("floor"), cycles("baseline"),
-                                     n=m * 2, blocks=10)
-        rows.append(("full cycle (GET form, POST, GET order), tokens − floor, CPU µs",
-                     f"{tokens - floor:.0f}", "floor − baseline "
-                     f"(baseline {baseline:.0f} µs a cycle)", f"{floor - baseline:.0f}"))
+        tokens, floor, baseline = ab(
+            cycles("tokens"), cycles("floor"), cycles("baseline"), n=m * 2, blocks=10
+        )
+        rows.append(
+            (
+                "full cycle (GET form, POST, GET order), tokens − floor, CPU µs",
+                f"{tokens - floor:.0f}",
+                f"floor − baseline (baseline {baseline:.0f} µs a cycle)",
+                f"{floor - baseline:.0f}",
+            )
+        )
         form = open_form(client)
         post(client, form)
         duplicate, first = ab(per_call(lambda: post(client, form)), first_submits, n=m)
-        rows.append(("POST /orders: a duplicate of an order this worker saw committed, "
-                     "CPU µs", f"{duplicate:.0f}", "a first submit (validation, lock, "
-                     "GETDEL, INSERT, COMMIT, signals)", f"{first:.0f}"))
-        renders = ab(per_call(lambda: client.get(PATHS["tokens"][0])),
-                     per_call(lambda: client.get(PATHS["floor"][0])), n=m)
-        rows.append(("GET /orders/new, CPU µs", f"{renders[0]:.0f}",
-                     "GET /floor/orders/new", f"{renders[1]:.0f}"))
+        rows.append(
+            (
+                "POST /orders: a duplicate of an order this worker saw committed, CPU µs",
+                f"{duplicate:.0f}",
+                "a first submit (validation, lock, GETDEL, INSERT, COMMIT, signals)",
+                f"{first:.0f}",
+            )
+        )
+        renders = ab(
+            per_call(lambda: client.get(PATHS["tokens"][0])),
+            per_call(lambda: client.get(PATHS["floor"][0])),
+            n=m,
+        )
+        rows.append(
+            (
+                "GET /orders/new, CPU µs",
+                f"{renders[0]:.0f}",
+                "GET /floor/orders/new",
+                f"{renders[1]:.0f}",
+            )
+        )
         through = counted.test_client()
         post(through, open_form(through, "baseline"), "baseline")  # its first connection
         trips = {}
@@ -196,16 +261,32 @@ def requests(app, counted, relay: Relay, m: int) -> list[tuple[str, str, str, st
             form = open_form(through, variant)
             with relay.count() as trips[variant]:
                 post(through, form, variant)
-        rows.append(("POST /orders, a first submit: PostgreSQL round trips (pool pre-pings "
-                     "included)", str(trips["tokens"][0]), "floor / baseline",
-                     f"{trips['floor'][0]} / {trips['baseline'][0]}"))
+        rows.append(
+            (
+                "POST /orders, a first submit: PostgreSQL round trips (pool pre-pings included)",
+                str(trips["tokens"][0]),
+                "floor / baseline",
+                f"{trips['floor'][0]} / {trips['baseline'][0]}",
+            )
+        )
     outcome = Outcome("created", "order-id")
     with app.test_request_context("/orders", method="POST"):
-        us = ab(per_call(lambda: signals.submit_decided.send(
-            app, form="orders.create", outcome=outcome, seconds=0.01, digest="d" * 43)),
-            n=m)[0]
-    rows.append(("submit_decided to the app's receivers (metrics, request log), CPU µs",
-                 f"{us:.1f}", "", ""))
+        us = ab(
+            per_call(
+                lambda: signals.submit_decided.send(
+                    app, form="orders.create", outcome=outcome, seconds=0.01, digest="d" * 43
+                )
+            ),
+            n=m,
+        )[0]
+    rows.append(
+        (
+            "submit_decided to the app's receivers (metrics, request log), CPU µs",
+            f"{us:.1f}",
+            "",
+            "",
+        )
+    )
     return rows
 
 
@@ -213,8 +294,10 @@ def profile(cycles: int, variant: str) -> int:
     """pyinstrument's call tree of ``cycles`` cycles, and what one cycle costs unprofiled."""
     from pyinstrument import Profiler
 
-    with tempfile.TemporaryDirectory(prefix="bench-") as tmp, \
-            databases(Path(tmp)) as (postgres, store):
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-") as tmp,
+        databases(Path(tmp)) as (postgres, store),
+    ):
         app = in_process_app(postgres.url("bench"), store.url)
         client, server = app.test_client(), make_client(store.url)
         statements: list[str] = []
@@ -222,6 +305,7 @@ def profile(cycles: int, variant: str) -> int:
 
         def note(conn, cursor, sql, *args) -> None:
             statements.append(sql)
+
         event.listen(engine, "before_cursor_execute", note)
         # The JSON request log is written (it is part of the work) but not shown.
         with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
@@ -241,12 +325,14 @@ def profile(cycles: int, variant: str) -> int:
                 for _ in range(cycles):
                     cycle(client, variant)
         server.close()
-    summary = (f"{cycles} cycles of {variant} "
-               f"(CATALOGUE_CACHE_SECONDS={app.config['CATALOGUE_CACHE_SECONDS']:g}), per cycle: "
-               f"{len(statements) / cycles:.2f} SQL statements through SQLAlchemy (not counted: "
-               f"pool pre-pings, and the BEGIN psycopg sends itself; --costs counts round "
-               f"trips), {redis_per_cycle:.2f} Redis commands, {cpu / cycles * 1000:.1f} ms CPU, "
-               f"{wall / cycles * 1000:.1f} ms wall (unprofiled)")
+    summary = (
+        f"{cycles} cycles of {variant} "
+        f"(CATALOGUE_CACHE_SECONDS={app.config['CATALOGUE_CACHE_SECONDS']:g}), per cycle: "
+        f"{len(statements) / cycles:.2f} SQL statements through SQLAlchemy (not counted: "
+        f"pool pre-pings, and the BEGIN psycopg sends itself; --costs counts round "
+        f"trips), {redis_per_cycle:.2f} Redis commands, {cpu / cycles * 1000:.1f} ms CPU, "
+        f"{wall / cycles * 1000:.1f} ms wall (unprofiled)"
+    )
     text_ = profiler.output_text(unicode=True, color=False, show_all=False)
     RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"profile-{variant}.txt"

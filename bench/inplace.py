@@ -32,11 +32,25 @@ from sqlalchemy.orm import Session
 from .costs import in_process_app, open_form, post
 from .servers import RESULTS, databases
 
-PARTS = {"SQLAlchemy + psycopg": [(Session, name) for name in (
-             "connection", "execute", "scalar", "scalars", "get", "flush", "commit", "rollback",
-             "close")] + [(Connection, "exec_driver_sql")],
-         "redis-py": [(redis.Redis, "execute_command")],
-         "Jinja": [(jinja2.Template, "render")]}
+PARTS = {
+    "SQLAlchemy + psycopg": [
+        (Session, name)
+        for name in (
+            "connection",
+            "execute",
+            "scalar",
+            "scalars",
+            "get",
+            "flush",
+            "commit",
+            "rollback",
+            "close",
+        )
+    ]
+    + [(Connection, "exec_driver_sql")],
+    "redis-py": [(redis.Redis, "execute_command")],
+    "Jinja": [(jinja2.Template, "render")],
+}
 REQUESTS = ("GET form", "POST", "GET order")
 
 
@@ -59,12 +73,16 @@ class Split:
                 self.spent[part] += elapsed - children
                 if self._stack:
                     self._stack[-1][0] += elapsed
+
         return wrapper
 
     @contextlib.contextmanager
     def installed(self):
-        originals = [(owner, name, owner.__dict__[name]) for methods in PARTS.values()
-                     for owner, name in methods]
+        originals = [
+            (owner, name, owner.__dict__[name])
+            for methods in PARTS.values()
+            for owner, name in methods
+        ]
         for part, methods in PARTS.items():
             for owner, name in methods:
                 setattr(owner, name, self.timed(part, getattr(owner, name)))
@@ -78,17 +96,23 @@ class Split:
 def measure(cycles: int, variants: list[str]) -> dict[str, dict[str, dict[str, list[int]]]]:
     """Per variant, request and part (and "all"): the per-cycle CPU in ns."""
     figures: dict = {v: {r: defaultdict(list) for r in REQUESTS} for v in variants}
-    with tempfile.TemporaryDirectory(prefix="bench-") as tmp, \
-            databases(Path(tmp)) as (postgres, store):
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-") as tmp,
+        databases(Path(tmp)) as (postgres, store),
+    ):
         app = in_process_app(postgres.url("bench"), store.url)
         client = app.test_client()
         # The JSON request log is written (it is part of the work) but not shown.
-        with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull), \
-                Split().installed() as split:
+        with (
+            open(os.devnull, "w") as devnull,
+            contextlib.redirect_stderr(devnull),
+            Split().installed() as split,
+        ):
             for number in range(cycles + 20):  # the first 20: imports, pools, caches
                 for variant in variants if number % 2 else variants[::-1]:
                     for request_name, (total, spent) in zip(
-                            REQUESTS, one_cycle(client, variant, split), strict=True):
+                        REQUESTS, one_cycle(client, variant, split), strict=True
+                    ):
                         if number < 20:
                             continue
                         into = figures[variant][request_name]
@@ -118,45 +142,58 @@ def one_cycle(client, variant: str, split: Split) -> list[tuple[int, dict[str, i
 def trimmed(values: list[int]) -> float:
     values = sorted(values)
     cut = len(values) // 10
-    return statistics.mean(values[cut:len(values) - cut]) / 1000
+    return statistics.mean(values[cut : len(values) - cut]) / 1000
 
 
 def table(figures, variants: list[str]) -> str:
     first, second = variants[0], variants[-1]
     parts = [*PARTS, "everything else", "all"]
-    lines = [f"| request | part | {' | '.join(variants)} | {first} − {second} |",
-             "|---|---|" + "---|" * (len(variants) + 1)]
+    lines = [
+        f"| request | part | {' | '.join(variants)} | {first} − {second} |",
+        "|---|---|" + "---|" * (len(variants) + 1),
+    ]
     whole = {v: sum(trimmed(figures[v][r]["all"]) for r in REQUESTS) for v in variants}
     for request_name in REQUESTS:
         for part in parts:
             cells = {v: trimmed(figures[v][request_name][part]) for v in variants}
-            lines.append(f"| {request_name} | {part} | "
-                         + " | ".join(f"{cells[v]:.0f}" for v in variants)
-                         + f" | {cells[first] - cells[second]:+.0f} |")
+            lines.append(
+                f"| {request_name} | {part} | "
+                + " | ".join(f"{cells[v]:.0f}" for v in variants)
+                + f" | {cells[first] - cells[second]:+.0f} |"
+            )
     for part in parts:
         cells = {v: sum(trimmed(figures[v][r][part]) for r in REQUESTS) for v in variants}
         share = (cells[first] - cells[second]) / whole[second] * 100
-        lines.append(f"| **cycle** | {part} | " + " | ".join(f"{cells[v]:.0f}" for v in variants)
-                     + f" | **{cells[first] - cells[second]:+.0f}** ({share:+.1f} % of "
-                       f"{second}'s cycle) |")
+        lines.append(
+            f"| **cycle** | {part} | "
+            + " | ".join(f"{cells[v]:.0f}" for v in variants)
+            + f" | **{cells[first] - cells[second]:+.0f}** ({share:+.1f} % of "
+            f"{second}'s cycle) |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--cycles", type=int, default=600, help="cycles per variant")
-    parser.add_argument("--variants", default="tokens,floor",
-                        help="comma-separated, the first compared with the last")
+    parser.add_argument(
+        "--variants",
+        default="tokens,floor",
+        help="comma-separated, the first compared with the last",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     variants = args.variants.split(",")
     figures = measure(args.cycles, variants)
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
-    text = (f"CPU µs per request, split in place ({args.cycles} cycles a variant, taking turns, "
-            f"10 % trimmed means; {when}, load average {os.getloadavg()[0]:.1f}): "
-            f"`scripts/bench --in-place --cycles {args.cycles} --variants {args.variants}`\n\n"
-            f"{table(figures, variants)}\n")
+    text = (
+        f"CPU µs per request, split in place ({args.cycles} cycles a variant, taking turns, "
+        f"10 % trimmed means; {when}, load average {os.getloadavg()[0]:.1f}): "
+        f"`scripts/bench --in-place --cycles {args.cycles} --variants {args.variants}`\n\n"
+        f"{table(figures, variants)}\n"
+    )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "inplace.md").write_text(text)
     print(text)

@@ -40,10 +40,12 @@ db = SQLAlchemy()
 
 class Entry(db.Model):  # type: ignore[name-defined,misc]
     """What the bare variants write: the user's own UNIQUE column."""
+
     __tablename__ = "lean_entries"
     id = db.Column(db.Integer, primary_key=True)
-    public_id = db.Column(db.String(22), unique=True, nullable=False,
-                          default=lambda: secrets.token_urlsafe(16))
+    public_id = db.Column(
+        db.String(22), unique=True, nullable=False, default=lambda: secrets.token_urlsafe(16)
+    )
     name = db.Column(db.String(100), nullable=False)
     email = db.Column(db.String(254), nullable=False)
     quantity = db.Column(db.Integer, nullable=False)
@@ -52,10 +54,12 @@ class Entry(db.Model):  # type: ignore[name-defined,misc]
 
 class OnceEntry(SubmissionMixin, db.Model):  # type: ignore[name-defined,misc]
     """What the library's variant writes: the mixin's UNIQUE digest and fingerprint."""
+
     __tablename__ = "lean_once_entries"
     id = db.Column(db.Integer, primary_key=True)
-    public_id = db.Column(db.String(22), unique=True, nullable=False,
-                          default=lambda: secrets.token_urlsafe(16))
+    public_id = db.Column(
+        db.String(22), unique=True, nullable=False, default=lambda: secrets.token_urlsafe(16)
+    )
     name = db.Column(db.String(100), nullable=False)
     email = db.Column(db.String(254), nullable=False)
     quantity = db.Column(db.Integer, nullable=False)
@@ -70,9 +74,11 @@ class EntryForm(FlaskForm):
 def make_app(variant: str) -> Flask:
     """One variant's app, configured from the benchmark's environment."""
     app = Flask(__name__, template_folder=str(Path(__file__).with_name("templates")))
-    app.config.update(SECRET_KEY=os.environ["SECRET_KEY"],
-                      SQLALCHEMY_DATABASE_URI=os.environ["DATABASE_URL"],
-                      REDIS_URL=os.environ["REDIS_URL"])
+    app.config.update(
+        SECRET_KEY=os.environ["SECRET_KEY"],
+        SQLALCHEMY_DATABASE_URI=os.environ["DATABASE_URL"],
+        REDIS_URL=os.environ["REDIS_URL"],
+    )
     for cap in CAPS:  # lifted as for the shop (bench/servers.py)
         if cap in os.environ:
             app.config[cap] = int(os.environ[cap])
@@ -81,19 +87,22 @@ def make_app(variant: str) -> Flask:
     if variant == "lean_once":
         once(app)
     else:
-        bare(app, redis.Redis.from_url(app.config["REDIS_URL"]) if variant == "lean_floor"
-             else None)
+        bare(
+            app, redis.Redis.from_url(app.config["REDIS_URL"]) if variant == "lean_floor" else None
+        )
 
     @app.get("/thanks/<public_id>")
     def thanks(public_id: str):
         model = OnceEntry if variant == "lean_once" else Entry
         entry = db.one_or_404(db.select(model).filter_by(public_id=public_id))
         return render_template("lean/thanks.html", entry=entry)
+
     return app
 
 
 def bare(app: Flask, client: redis.Redis | None) -> None:
     """The form without the library; with ``client``, the floor's two commands."""
+
     @app.get("/new")
     def new():
         token = secrets.token_urlsafe(32)
@@ -109,8 +118,12 @@ def bare(app: Flask, client: redis.Redis | None) -> None:
         form = EntryForm()
         if not form.validate():
             return render_template("lean/new.html", form=form, token=token), 422
-        entry = Entry(name=form.name.data, email=form.email.data,
-                      quantity=form.quantity.data, form_token=token[:43])
+        entry = Entry(
+            name=form.name.data,
+            email=form.email.data,
+            quantity=form.quantity.data,
+            form_token=token[:43],
+        )
         db.session.add(entry)
         db.session.commit()
         return redirect(url_for("thanks", public_id=entry.public_id), 303)
@@ -133,7 +146,8 @@ def once(app: Flask) -> None:
 def mount(app: Flask) -> None:
     """The three variants beside ``app``, under bench.load's ``LEAN_PREFIXES``."""
     app.wsgi_app = DispatcherMiddleware(  # type: ignore[method-assign]
-        app.wsgi_app, {prefix: make_app(variant) for variant, prefix in LEAN_PREFIXES.items()})
+        app.wsgi_app, {prefix: make_app(variant) for variant, prefix in LEAN_PREFIXES.items()}
+    )
 
 
 def create_tables(database_url: str) -> None:

@@ -21,14 +21,20 @@ import urllib.parse
 
 #: Where the lean app's variants are mounted (bench/lean.py).
 LEAN_PREFIXES = {"lean": "/lean", "lean_floor": "/lean-floor", "lean_once": "/lean-once"}
-PATHS = {"tokens": ("/orders/new", "/orders"),
-         "baseline": ("/baseline/orders/new", "/baseline/orders"),
-         "nonce": ("/nonce/orders/new", "/nonce/orders"),
-         "floor": ("/floor/orders/new", "/floor/orders"),
-         **{variant: (f"{prefix}/new", f"{prefix}/send")
-            for variant, prefix in LEAN_PREFIXES.items()}}
-FIELDS = {"product": "1", "quantity": "2", "name": "Ada Lovelace", "email": "ada@example.com",
-          "address": "12 St James's Square\nLondon SW1Y 4JH"}
+PATHS = {
+    "tokens": ("/orders/new", "/orders"),
+    "baseline": ("/baseline/orders/new", "/baseline/orders"),
+    "nonce": ("/nonce/orders/new", "/nonce/orders"),
+    "floor": ("/floor/orders/new", "/floor/orders"),
+    **{variant: (f"{prefix}/new", f"{prefix}/send") for variant, prefix in LEAN_PREFIXES.items()},
+}
+FIELDS = {
+    "product": "1",
+    "quantity": "2",
+    "name": "Ada Lovelace",
+    "email": "ada@example.com",
+    "address": "12 St James's Square\nLondon SW1Y 4JH",
+}
 #: The lean app's form (bench/lean.py) has three of the shop's fields.
 LEAN_FIELDS = {name: FIELDS[name] for name in ("name", "email", "quantity")}
 _HIDDEN = re.compile(r'name="(csrf_token|form_token)"[^>]*value="([^"]*)"')
@@ -36,8 +42,10 @@ _HIDDEN = re.compile(r'name="(csrf_token|form_token)"[^>]*value="([^"]*)"')
 
 def form_fields(page: str, variant: str = "tokens") -> dict[str, str]:
     """What a user sends back from a rendered order form: the fields and its hidden tokens."""
-    return {**(LEAN_FIELDS if variant.startswith("lean") else FIELDS),
-            **dict(_HIDDEN.findall(page))}
+    return {
+        **(LEAN_FIELDS if variant.startswith("lean") else FIELDS),
+        **dict(_HIDDEN.findall(page)),
+    }
 
 
 class Browser:
@@ -122,9 +130,15 @@ def cycles(port: int, variant: str, concurrency: int, seconds: float, limit: int
         thread.start()
     for thread in threads:
         thread.join()
-    return {"variant": variant, "concurrency": concurrency, "orders": len(latencies),
-            "failures": failures[0], "seconds": time.monotonic() - started,
-            "latencies": latencies, "form_latencies": form_latencies}
+    return {
+        "variant": variant,
+        "concurrency": concurrency,
+        "orders": len(latencies),
+        "failures": failures[0],
+        "seconds": time.monotonic() - started,
+        "latencies": latencies,
+        "form_latencies": form_latencies,
+    }
 
 
 def storm(port: int, posts: int, variant: str = "tokens") -> dict:

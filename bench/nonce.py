@@ -68,8 +68,10 @@ def verified_digest(token: str) -> str:
     if len(parts) != 3 or not parts[1].isdigit():
         abort(400)
     nonce, issued, mac = parts
-    if not hmac.compare_digest(mac, _mac(nonce, issued)) or \
-            not 0 <= time.time() - int(issued) < TTL:
+    if (
+        not hmac.compare_digest(mac, _mac(nonce, issued))
+        or not 0 <= time.time() - int(issued) < TTL
+    ):
         abort(400)
     material = "\x00".join((FORM, _session_id(), nonce)).encode()
     return _b64(hashlib.sha256(material).digest())[:43]

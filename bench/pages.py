@@ -19,6 +19,7 @@ NO_TOKEN = "-" * 43
 class FixedToken:
     """The template's ``submit_once`` for a variant that makes its own token: the hidden
     input carries ``token``; the page answers no submit of the library's."""
+
     message = reason = existing_url = form = None
 
     def __init__(self, token: str, *, reason: str | None = None) -> None:
@@ -44,8 +45,16 @@ def form_page(form_token: str, form=None, status: int = 200):
 def place(form, digest: str):
     """INSERT the order (``digest`` in the UNIQUE column), COMMIT; the order."""
     db = submit_once.session
-    order = new_order(db, OrderDetails(form.product.data, form.quantity.data, form.name.data,
-                                       form.email.data, form.address.data))
+    order = new_order(
+        db,
+        OrderDetails(
+            form.product.data,
+            form.quantity.data,
+            form.name.data,
+            form.email.data,
+            form.address.data,
+        ),
+    )
     order.submission_digest, order.submission_step = digest, None
     db.commit()
     return order

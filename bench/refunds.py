@@ -47,13 +47,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--fast", action="store_true", help="fsync off (measures the CPU path)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp, \
-            databases(Path(tmp), fast=args.fast) as (postgres, store):
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        databases(Path(tmp), fast=args.fast) as (postgres, store),
+    ):
         engine = make_engine(postgres.url("bench"))
         orders = create_orders(engine, args.orders, args.messages)
         client = make_client(store.url)
-        env = {**os.environ, "APP_ENV": "production", "DATABASE_URL": postgres.url("bench"),
-               "REDIS_URL": store.url}
+        env = {
+            **os.environ,
+            "APP_ENV": "production",
+            "DATABASE_URL": postgres.url("bench"),
+            "REDIS_URL": store.url,
+        }
         results: dict[tuple[int, str], float] = {}
         for _ in range(args.repeat):
             for mode in ("stream", "without", "outbox"):
@@ -69,39 +75,64 @@ def main() -> None:
 def create_orders(engine, count: int, messages: int) -> list[int]:
     paid = AMOUNT * (messages // count + 2)
     with engine.begin() as conn:
-        return list(conn.scalars(text(
-            "INSERT INTO orders (public_id, submission_digest, product_id, quantity, "
-            "unit_price_cents, customer_name, email, shipping_address, status, paid_cents) "
-            "SELECT left(md5(random()::text), 22), md5(random()::text), 1, 1, :paid, 'B', "
-            "'b@example.com', 'X', 'paid', :paid FROM generate_series(1, :n) RETURNING id"),
-            {"paid": paid, "n": count}))
+        return list(
+            conn.scalars(
+                text(
+                    "INSERT INTO orders (public_id, submission_digest, product_id, quantity, "
+                    "unit_price_cents, customer_name, email, shipping_address, status, paid_cents) "
+                    "SELECT left(md5(random()::text), 22), md5(random()::text), 1, 1, :paid, 'B', "
+                    "'b@example.com', 'X', 'paid', :paid FROM generate_series(1, :n) RETURNING id"
+                ),
+                {"paid": paid, "n": count},
+            )
+        )
 
 
 def set_unique(engine, unique: bool) -> None:
     with engine.begin() as conn:
         conn.execute(text("TRUNCATE refund_records"))
-        conn.execute(text("ALTER TABLE refund_records "
-                          "DROP CONSTRAINT IF EXISTS refund_records_key_unique"))
+        conn.execute(
+            text("ALTER TABLE refund_records DROP CONSTRAINT IF EXISTS refund_records_key_unique")
+        )
         if unique:
-            conn.execute(text("ALTER TABLE refund_records ADD CONSTRAINT "
-                              "refund_records_key_unique UNIQUE (idempotency_key)"))
+            conn.execute(
+                text(
+                    "ALTER TABLE refund_records ADD CONSTRAINT "
+                    "refund_records_key_unique UNIQUE (idempotency_key)"
+                )
+            )
 
 
 def reset(engine, client: redis.Redis) -> None:
     with engine.begin() as conn:
         conn.execute(text("TRUNCATE refund_records, refund_requests"))
-        conn.execute(text("UPDATE orders SET refunded_cents = 0, reserved_cents = 0, "
-                          "status = 'paid'"))
+        conn.execute(
+            text("UPDATE orders SET refunded_cents = 0, reserved_cents = 0, status = 'paid'")
+        )
     client.flushall()
     client.xgroup_create(STREAM, GROUP, id="$", mkstream=True)
 
 
-def run(env: dict[str, str], client: redis.Redis, engine, orders: list[int], messages: int,
-        workers: int, mode: str) -> float:
+def run(
+    env: dict[str, str],
+    client: redis.Redis,
+    engine,
+    orders: list[int],
+    messages: int,
+    workers: int,
+    mode: str,
+) -> float:
     """Refunds per second for ``messages`` distinct refunds and ``workers`` processes."""
     logs = [tempfile.TemporaryFile("w+") for _ in range(workers)]
-    procs = [subprocess.Popen([sys.executable, "-m", "webapp.refunds.worker"], env=env,
-                              stdout=log, stderr=subprocess.STDOUT) for log in logs]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "webapp.refunds.worker"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        for log in logs
+    ]
     try:
         for log in logs:
             wait_until(lambda log=log: "reading" in (log.seek(0) or log.read()), "worker start")
@@ -132,11 +163,14 @@ def request(engine, orders: list[int], messages: int) -> float:
     """Commit ``messages`` refund requests, reserved, in one transaction that
     NOTIFYs the relays; returns the time of the commit."""
     with engine.begin() as conn:
-        conn.execute(text(
-            "INSERT INTO refund_requests (idempotency_key, order_id, amount_cents) "
-            "SELECT left(md5(random()::text) || md5(random()::text), 43), o, :amount "
-            "FROM unnest(CAST(:orders AS bigint[])) AS o"),
-            {"amount": AMOUNT, "orders": [orders[n % len(orders)] for n in range(messages)]})
+        conn.execute(
+            text(
+                "INSERT INTO refund_requests (idempotency_key, order_id, amount_cents) "
+                "SELECT left(md5(random()::text) || md5(random()::text), 43), o, :amount "
+                "FROM unnest(CAST(:orders AS bigint[])) AS o"
+            ),
+            {"amount": AMOUNT, "orders": [orders[n % len(orders)] for n in range(messages)]},
+        )
         reserve(conn)
         conn.execute(text("SELECT pg_notify(:channel, '')"), {"channel": CHANNEL})
     return time.perf_counter()
@@ -144,22 +178,32 @@ def request(engine, orders: list[int], messages: int) -> float:
 
 def reserve(conn) -> None:
     """Reserve every request's amount on its order, as the request form does."""
-    conn.execute(text(
-        "UPDATE orders SET reserved_cents = r.cents FROM (SELECT order_id, "
-        "sum(amount_cents) AS cents FROM refund_requests GROUP BY order_id) r "
-        "WHERE orders.id = r.order_id"))
+    conn.execute(
+        text(
+            "UPDATE orders SET reserved_cents = r.cents FROM (SELECT order_id, "
+            "sum(amount_cents) AS cents FROM refund_requests GROUP BY order_id) r "
+            "WHERE orders.id = r.order_id"
+        )
+    )
 
 
 def published(engine, orders: list[int], messages: int) -> list[RefundMessage]:
     """``messages`` refund requests, reserved and marked published (no relay is
     timed), and the messages that name them: the worker applies only what a row says."""
     with engine.begin() as conn:
-        rows = conn.execute(text(
-            "INSERT INTO refund_requests (idempotency_key, order_id, amount_cents, published_at) "
-            "SELECT k, o, :amount, now() FROM unnest(CAST(:keys AS text[]), "
-            "CAST(:orders AS bigint[])) AS r(k, o) RETURNING id, idempotency_key, order_id"),
-            {"amount": AMOUNT, "keys": [secrets.token_urlsafe(32) for _ in range(messages)],
-             "orders": [orders[n % len(orders)] for n in range(messages)]}).all()
+        rows = conn.execute(
+            text(
+                "INSERT INTO refund_requests"
+                " (idempotency_key, order_id, amount_cents, published_at) "
+                "SELECT k, o, :amount, now() FROM unnest(CAST(:keys AS text[]), "
+                "CAST(:orders AS bigint[])) AS r(k, o) RETURNING id, idempotency_key, order_id"
+            ),
+            {
+                "amount": AMOUNT,
+                "keys": [secrets.token_urlsafe(32) for _ in range(messages)],
+                "orders": [orders[n % len(orders)] for n in range(messages)],
+            },
+        ).all()
         reserve(conn)
     return [RefundMessage(request_id, key, order_id, AMOUNT) for request_id, key, order_id in rows]
 
@@ -175,16 +219,22 @@ def done(client: redis.Redis, last: str) -> bool:
 
 
 def report(results: dict[tuple[int, str], float], args: argparse.Namespace) -> None:
-    print(f"\n{args.messages} distinct refunds over {args.orders} orders, "
-          f"fsync {'off' if args.fast else 'on'}, {os.cpu_count()} CPUs; "
-          f"refunds/s, best of {args.repeat}:\n")
-    print(f"{'workers':>7}  {'stream, UNIQUE key':>18}  {'without':>9}  {'dedupe cost':>11}  "
-          f"{'outbox (rows, relay, worker)':>28}")
+    print(
+        f"\n{args.messages} distinct refunds over {args.orders} orders, "
+        f"fsync {'off' if args.fast else 'on'}, {os.cpu_count()} CPUs; "
+        f"refunds/s, best of {args.repeat}:\n"
+    )
+    print(
+        f"{'workers':>7}  {'stream, UNIQUE key':>18}  {'without':>9}  {'dedupe cost':>11}  "
+        f"{'outbox (rows, relay, worker)':>28}"
+    )
     for workers in (1, 2):
         with_key, without = results[workers, "stream"], results[workers, "without"]
         cost = (without - with_key) / without * 100
-        print(f"{workers:>7}  {with_key:>18.0f}  {without:>9.0f}  {cost:>10.1f}%  "
-              f"{results[workers, 'outbox']:>28.0f}")
+        print(
+            f"{workers:>7}  {with_key:>18.0f}  {without:>9.0f}  {cost:>10.1f}%  "
+            f"{results[workers, 'outbox']:>28.0f}"
+        )
 
 
 if __name__ == "__main__":

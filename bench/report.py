@@ -50,13 +50,18 @@ def _cpu(run: dict) -> float:
 
 def _pooled(runs: list[dict]) -> dict:
     """Runs summed: every level's runs of one variant give equal time to each level."""
-    return {"orders": sum(r["orders"] for r in runs), "seconds": sum(r["seconds"] for r in runs),
-            "latencies": [x for r in runs for x in r["latencies"]],
-            "form_latencies": [x for r in runs for x in r.get("form_latencies", [])],
-            "failures": sum(r["failures"] for r in runs),
-            "app_cpu": sum(r["app_cpu"] for r in runs),
-            "redis": {k: sum(r["redis"].get(k, 0) for r in runs)
-                      for k in {k for r in runs for k in r["redis"]}}}
+    return {
+        "orders": sum(r["orders"] for r in runs),
+        "seconds": sum(r["seconds"] for r in runs),
+        "latencies": [x for r in runs for x in r["latencies"]],
+        "form_latencies": [x for r in runs for x in r.get("form_latencies", [])],
+        "failures": sum(r["failures"] for r in runs),
+        "app_cpu": sum(r["app_cpu"] for r in runs),
+        "redis": {
+            k: sum(r["redis"].get(k, 0) for r in runs)
+            for k in {k for r in runs for k in r["redis"]}
+        },
+    }
 
 
 def _select(runs: list[dict], **match: object) -> list[dict]:
@@ -75,11 +80,16 @@ def storm_summary(storm: dict) -> dict:
     places = {r[2].split("?")[0] for r in results}
     first = [r for r in results if r[2] and not _repeat(r)]
     duplicates = [r[0] for r in results if _repeat(r)]
-    return {"variant": storm.get("variant", "tokens"), "posts": len(results),
-            "all_303": statuses == {303}, "one_place": len(places) == 1,
-            "fresh": len(first), "orders": storm["orders_created"],
-            "first_ms": first[0][0] * 1000 if first else float("nan"),
-            "dup": percentiles(duplicates)}
+    return {
+        "variant": storm.get("variant", "tokens"),
+        "posts": len(results),
+        "all_303": statuses == {303},
+        "one_place": len(places) == 1,
+        "fresh": len(first),
+        "orders": storm["orders_created"],
+        "first_ms": first[0][0] * 1000 if first else float("nan"),
+        "dup": percentiles(duplicates),
+    }
 
 
 def figures(results: dict) -> dict[str, list[float]]:
@@ -90,8 +100,7 @@ def figures(results: dict) -> dict[str, list[float]]:
         out.setdefault(name, []).append(value)
 
     for rep in range(results["repetitions"]):
-        pooled = {v: _pooled(_select(results["runs"], variant=v, repetition=rep))
-                  for v in VARIANTS}
+        pooled = {v: _pooled(_select(results["runs"], variant=v, repetition=rep)) for v in VARIANTS}
         for v, run in pooled.items():
             add(f"orders_per_s.{v}", _rate(run))
             add(f"app_cpu_ms.{v}", _cpu(run))
@@ -103,8 +112,10 @@ def figures(results: dict) -> dict[str, list[float]]:
         for v in ("tokens", "floor", "nonce"):
             add(f"ratio.{v}", _rate(pooled[v]) / max(_rate(base), 1e-9))
             add(f"overhead_cpu_ms.{v}", _cpu(pooled[v]) - _cpu(base))
-            add(f"overhead_form_p50_ms.{v}", out[f"form_p50_ms.{v}"][-1]
-                - out["form_p50_ms.baseline"][-1])
+            add(
+                f"overhead_form_p50_ms.{v}",
+                out[f"form_p50_ms.{v}"][-1] - out["form_p50_ms.baseline"][-1],
+            )
         for v, under in (*FLOORS.items(), ("lean_floor", "lean")):
             add(f"ratio.{v}_to_{under}", _rate(pooled[v]) / max(_rate(pooled[under]), 1e-9))
             over = _cpu(pooled[v]) - _cpu(pooled[under])
@@ -150,8 +161,9 @@ def _f(values: list[float], digits: int = 1, bold: bool = False) -> str:
     """median (min – max): the median decides, the range shows the noise."""
     s = spread(values)
     median = f"{s['median']:.{digits}f}"
-    return (f"**{median}**" if bold else median) + \
-        f" ({s['min']:.{digits}f} – {s['max']:.{digits}f})"
+    return (
+        f"**{median}**" if bold else median
+    ) + f" ({s['min']:.{digits}f} – {s['max']:.{digits}f})"
 
 
 def as_json(results: dict) -> dict:
@@ -162,19 +174,29 @@ def as_json(results: dict) -> dict:
         for level in results["levels"]:
             mine = _select(results["runs"], variant=v, concurrency=level)
             pooled = _pooled(mine)
-            entries.append({
-                "variant": v, "concurrency": level, "orders": pooled["orders"],
-                "seconds": round(pooled["seconds"], 3), "app_cpu": round(pooled["app_cpu"], 3),
-                "redis": pooled["redis"], "failures": pooled["failures"],
-                "p": percentiles(pooled["latencies"]),
-                "form_p": percentiles(pooled["form_latencies"]),
-                "repetitions": [{k: r[k] for k in ("repetition", "orders", "seconds",
-                                                     "app_cpu", "redis")} for r in mine]})
-    return {**{k: v for k, v in results.items() if k not in ("runs", "storms")},
-            "runs": entries,
-            "figures": {name: spread(values) for name, values in figures(results).items()},
-            "storms": [storm_summary(s) | {"repetition": s["repetition"]}
-                       for s in results["storms"]]}
+            entries.append(
+                {
+                    "variant": v,
+                    "concurrency": level,
+                    "orders": pooled["orders"],
+                    "seconds": round(pooled["seconds"], 3),
+                    "app_cpu": round(pooled["app_cpu"], 3),
+                    "redis": pooled["redis"],
+                    "failures": pooled["failures"],
+                    "p": percentiles(pooled["latencies"]),
+                    "form_p": percentiles(pooled["form_latencies"]),
+                    "repetitions": [
+                        {k: r[k] for k in ("repetition", "orders", "seconds", "app_cpu", "redis")}
+                        for r in mine
+                    ],
+                }
+            )
+    return {
+        **{k: v for k, v in results.items() if k not in ("runs", "storms")},
+        "runs": entries,
+        "figures": {name: spread(values) for name, values in figures(results).items()},
+        "storms": [storm_summary(s) | {"repetition": s["repetition"]} for s in results["storms"]],
+    }
 
 
 def _verdict(f: dict[str, list[float]]) -> str:
@@ -186,13 +208,17 @@ def _verdict(f: dict[str, list[float]]) -> str:
         over = _median(f[f"overhead_cpu_ms.{v}_over_{under}"])
         ratio = _median(f[f"ratio.{v}_to_{under}"])
         cpu_ok = share <= TARGET_CPU_SHARE * 100
-        parts.append(f"{v} − {under} {over:.2f} ms of app CPU per order = {share:.1f} % of "
-                     f"{under}'s (≤ {TARGET_CPU_SHARE:.0%}: {met(cpu_ok)}); "
-                     f"{v} / {under} {ratio:.3f} in orders/s (≥ {TARGET_RATIO}: "
-                     f"{met(ratio >= TARGET_RATIO)})")
+        parts.append(
+            f"{v} − {under} {over:.2f} ms of app CPU per order = {share:.1f} % of "
+            f"{under}'s (≤ {TARGET_CPU_SHARE:.0%}: {met(cpu_ok)}); "
+            f"{v} / {under} {ratio:.3f} in orders/s (≥ {TARGET_RATIO}: "
+            f"{met(ratio >= TARGET_RATIO)})"
+        )
     trips = _median(f["redis_round_trips_per_order.tokens"])
-    return (f"Targets, on the medians: {'; '.join(parts)}; {trips:.2f} Redis round trips per "
-            f"order of tokens (2: {met(round(trips, 2) == 2)}).")
+    return (
+        f"Targets, on the medians: {'; '.join(parts)}; {trips:.2f} Redis round trips per "
+        f"order of tokens (2: {met(round(trips, 2) == 2)})."
+    )
 
 
 def _pg(f: dict[str, list[float]], v: str) -> str:
@@ -208,9 +234,12 @@ def _redis(f: dict[str, list[float]], v: str, bold: bool = False) -> str:
         cell += ": " + ", ".join(f"{n} {_median(f[f'redis_sent.{v}.{n}']):.2f}" for n in sent)
     scripted = sorted(n.split(".")[-1] for n in f if n.startswith(f"redis_scripted.{v}."))
     if scripted:
-        cell += (f"; the script ran {_f(f[f'redis_scripted_per_order.{v}'], 2)} commands "
-                 "inside (" + ", ".join(f"{n} {_median(f[f'redis_scripted.{v}.{n}']):.2f}"
-                                       for n in scripted) + ")")
+        cell += (
+            f"; the script ran {_f(f[f'redis_scripted_per_order.{v}'], 2)} commands "
+            "inside ("
+            + ", ".join(f"{n} {_median(f[f'redis_scripted.{v}.{n}']):.2f}" for n in scripted)
+            + ")"
+        )
     return cell
 
 
@@ -292,7 +321,7 @@ def markdown(results: dict) -> str:
         f"| | | {_f(f['storm.nonce.dup_p50_ms'], 0)} / {_f(f['storm.nonce.dup_p99_ms'], 0)} |",
         f"| Redis bytes per live token, MEMORY USAGE over {memory['tokens']} keys "
         f"| {memory['memory_usage_avg']:.0f} (key {memory['key_length']} chars, value "
-        f"\"1\", TTL) | | | none |",
+        f'"1", TTL) | | | none |',
         "",
         "The lean app (bench/lean.py: Flask-WTF, Jinja, Flask-SQLAlchemy, a UNIQUE column, "
         "PRG, as a user writes it), in the same run: *lean + library* = the library's README "
@@ -327,8 +356,10 @@ def markdown(results: dict) -> str:
         "|---|---|---|---|",
     ]
     for row in results["claims"]:
-        lines.append(f"| {row['pattern']} | {row['round_trips']:.2f} "
-                     f"| {row['serial_per_s']:.0f} | {row['parallel_per_s']:.0f} |")
+        lines.append(
+            f"| {row['pattern']} | {row['round_trips']:.2f} "
+            f"| {row['serial_per_s']:.0f} | {row['parallel_per_s']:.0f} |"
+        )
     lines += [
         "",
         "Per level (medians over the repetitions):",
@@ -338,19 +369,31 @@ def markdown(results: dict) -> str:
         "|---|---|---|---|---|---|",
     ]
     for level in results["levels"]:
-        per = {v: [_select(results["runs"], variant=v, concurrency=level, repetition=r)[0]
-                   for r in range(reps)] for v in VARIANTS}
+        per = {
+            v: [
+                _select(results["runs"], variant=v, concurrency=level, repetition=r)[0]
+                for r in range(reps)
+            ]
+            for v in VARIANTS
+        }
         rate = {v: _median([_rate(r) for r in runs]) for v, runs in per.items()}
         cpu = {v: _median([_cpu(r) for r in runs]) for v, runs in per.items()}
         failed = {v: sum(r["failures"] for r in runs) for v, runs in per.items()}
-        ratio = {v: _median([_rate(t) / max(_rate(b), 1e-9)
-                             for t, b in zip(per[v], per["baseline"], strict=True)])
-                 for v in ("tokens", "floor")}
+        ratio = {
+            v: _median(
+                [
+                    _rate(t) / max(_rate(b), 1e-9)
+                    for t, b in zip(per[v], per["baseline"], strict=True)
+                ]
+            )
+            for v in ("tokens", "floor")
+        }
         lines.append(
             f"| {level} | {' / '.join(f'{rate[v]:.1f}' for v in VARIANTS)} "
             f"| {ratio['tokens']:.3f} | {ratio['floor']:.3f} "
             f"| {' / '.join(f'{cpu[v]:.2f}' for v in VARIANTS)} "
-            f"| {' / '.join(str(failed[v]) for v in VARIANTS)} |")
+            f"| {' / '.join(str(failed[v]) for v in VARIANTS)} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -358,25 +401,36 @@ def plot(runs: list[dict], path: Path) -> None:
     """orders/s against concurrency, one line per variant (median over repetitions,
     the bars span min to max)."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     levels = sorted({r["concurrency"] for r in runs})
     fig, ax = plt.subplots(figsize=(6, 4), dpi=100)
-    styles = {"tokens": ("o", "-", "with tokens"), "baseline": ("s", "--", "baseline (no tokens)"),
-              "floor": ("v", "-.", "floor: bare SET + GETDEL"),
-              "nonce": ("^", ":", "signed nonce + UNIQUE (no Redis)"),
-              "lean_once": ("D", "-", "lean app + library"), "lean": ("x", "--", "lean app"),
-              "lean_floor": ("+", "-.", "lean app + bare SET + GETDEL")}
+    styles = {
+        "tokens": ("o", "-", "with tokens"),
+        "baseline": ("s", "--", "baseline (no tokens)"),
+        "floor": ("v", "-.", "floor: bare SET + GETDEL"),
+        "nonce": ("^", ":", "signed nonce + UNIQUE (no Redis)"),
+        "lean_once": ("D", "-", "lean app + library"),
+        "lean": ("x", "--", "lean app"),
+        "lean_floor": ("+", "-.", "lean app + bare SET + GETDEL"),
+    }
     for variant, (marker, line, label) in styles.items():
-        rates = [[_rate(r) for r in _select(runs, variant=variant, concurrency=c)]
-                 for c in levels]
+        rates = [[_rate(r) for r in _select(runs, variant=variant, concurrency=c)] for c in levels]
         medians = [_median(r) for r in rates]
-        ax.errorbar(levels, medians, yerr=[[m - min(r) for m, r in zip(medians, rates,
-                                                                      strict=True)],
-                                           [max(r) - m for m, r in zip(medians, rates,
-                                                                      strict=True)]],
-                    marker=marker, linestyle=line, capsize=3, label=label)
+        ax.errorbar(
+            levels,
+            medians,
+            yerr=[
+                [m - min(r) for m, r in zip(medians, rates, strict=True)],
+                [max(r) - m for m, r in zip(medians, rates, strict=True)],
+            ],
+            marker=marker,
+            linestyle=line,
+            capsize=3,
+            label=label,
+        )
     ax.set_xlabel("concurrent users")
     ax.set_ylabel("orders/s (GET form → POST → 303 → GET)")
     ax.set_xscale("log", base=2)

@@ -27,29 +27,36 @@ RESULTS = ROOT / "bench" / "results"
 
 def app_environment(database_url: str, redis_url: str) -> dict[str, str]:
     """The production settings the benchmarks run the app (and the lean app) with."""
-    return {"APP_ENV": "production", "SECRET_KEY": secrets.token_hex(32),
-            "DATABASE_URL": database_url, "REDIS_URL": redis_url,
-            # A virtual user is one browser session placing hundreds of orders; the
-            # per-session cap on live forms is for people, not for this.
-            "SUBMIT_ONCE_MAX_PER_SESSION": "1000000",
-            # Every virtual user is 127.0.0.1: a limit that never trips, so its count
-            # is still taken in each form's one Redis command, as in production.
-            "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE": "1000000000",
-            # A virtual user places the same order again and again, which the shop would
-            # ask about ("you placed this same order minutes ago"): not asked here, so
-            # the shop's figures leave out that check's one indexed read a submit.
-            "SAME_ORDER_WINDOW_SECONDS": "0"}
+    return {
+        "APP_ENV": "production",
+        "SECRET_KEY": secrets.token_hex(32),
+        "DATABASE_URL": database_url,
+        "REDIS_URL": redis_url,
+        # A virtual user is one browser session placing hundreds of orders; the
+        # per-session cap on live forms is for people, not for this.
+        "SUBMIT_ONCE_MAX_PER_SESSION": "1000000",
+        # Every virtual user is 127.0.0.1: a limit that never trips, so its count
+        # is still taken in each form's one Redis command, as in production.
+        "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE": "1000000000",
+        # A virtual user places the same order again and again, which the shop would
+        # ask about ("you placed this same order minutes ago"): not asked here, so
+        # the shop's figures leave out that check's one indexed read a submit.
+        "SAME_ORDER_WINDOW_SECONDS": "0",
+    }
 
 
 def redis_calls(client: redis.Redis) -> dict[str, int]:
     """Calls per command so far, leaving out the benchmark's own INFO, MEMORY and SCAN."""
-    return {name.removeprefix("cmdstat_"): stats["calls"]
-            for name, stats in client.info("commandstats").items()
-            if name not in ("cmdstat_info", "cmdstat_memory", "cmdstat_scan")}
+    return {
+        name.removeprefix("cmdstat_"): stats["calls"]
+        for name, stats in client.info("commandstats").items()
+        if name not in ("cmdstat_info", "cmdstat_memory", "cmdstat_scan")
+    }
 
 
-def wait_until(ready: Callable[[], object], what: str, timeout: float = 300,
-               poll: float = 0.05) -> None:
+def wait_until(
+    ready: Callable[[], object], what: str, timeout: float = 300, poll: float = 0.05
+) -> None:
     deadline = time.monotonic() + timeout
     while not ready():
         if time.monotonic() > deadline:
@@ -95,24 +102,53 @@ def _answers(port: int) -> bool:
 
 
 @contextmanager
-def gunicorn(base: Path, database_url: str, redis_url: str, *, workers: int, threads: int,
-             app: str = "bench.app:create_app()"):
+def gunicorn(
+    base: Path,
+    database_url: str,
+    redis_url: str,
+    *,
+    workers: int,
+    threads: int,
+    app: str = "bench.app:create_app()",
+):
     """gunicorn with the production settings (webapp/gunicorn_conf.py, which also empties
     the metrics directory) serving ``app``; yields (port, master pid)."""
     port = free_port()
-    env = {**os.environ, **app_environment(database_url, redis_url),
-           "PROMETHEUS_MULTIPROC_DIR": str(base / "prometheus")}
+    env = {
+        **os.environ,
+        **app_environment(database_url, redis_url),
+        "PROMETHEUS_MULTIPROC_DIR": str(base / "prometheus"),
+    }
     log = open(base / "gunicorn.log", "ab")  # closed in the finally below
     process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", "python:webapp.gunicorn_conf",
-         "--bind", f"127.0.0.1:{port}", "--workers", str(workers), "--threads", str(threads),
-         "--backlog", "512", app],
-        cwd=ROOT, env=env, stdout=log, stderr=log)
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-c",
+            "python:webapp.gunicorn_conf",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers),
+            "--threads",
+            str(threads),
+            "--backlog",
+            "512",
+            app,
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=log,
+    )
     try:
+
         def ready() -> bool:
             if process.poll() is not None:
                 raise RuntimeError(f"gunicorn exited; see {base / 'gunicorn.log'}")
             return _answers(port)
+
         wait_until(ready, "gunicorn to answer", timeout=30, poll=0.1)
         yield port, process.pid
     finally:

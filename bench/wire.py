@@ -68,8 +68,9 @@ class Relay:
         context = multiprocessing.get_context("spawn")
         self._count = context.Value("q", 0)
         port, ready = context.Value("i", 0), context.Event()
-        self._process = context.Process(target=_serve, daemon=True,
-                                         args=(server_port, self._count, port, ready))
+        self._process = context.Process(
+            target=_serve, daemon=True, args=(server_port, self._count, port, ready)
+        )
         self._process.start()
         if not ready.wait(30):
             raise RuntimeError("the round-trip relay did not start")
@@ -78,8 +79,10 @@ class Relay:
     def url(self, database: str) -> str:
         """A SQLAlchemy URL through the relay. No SSL or GSS negotiation: the relay
         reads the plain protocol from the first byte."""
-        return (f"postgresql+psycopg://postgres:{self.password}@127.0.0.1:{self.port}/{database}"
-                "?sslmode=disable&gssencmode=disable")
+        return (
+            f"postgresql+psycopg://postgres:{self.password}@127.0.0.1:{self.port}/{database}"
+            "?sslmode=disable&gssencmode=disable"
+        )
 
     @contextlib.contextmanager
     def count(self) -> Iterator[list[int]]:

@@ -55,8 +55,10 @@ def free_port() -> int:
 def _package_dir(name: str) -> Path:
     spec = find_spec(name)
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(f"{name} is not installed: pip install -e '.[embedded]'"
-                           " (scripts/run and scripts/test do)")
+        raise RuntimeError(
+            f"{name} is not installed: pip install -e '.[embedded]'"
+            " (scripts/run and scripts/test do)"
+        )
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -93,10 +95,23 @@ class EmbeddedRedis:
 
     def start(self) -> EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        args = [str(self.binary), "--port", str(self.port), "--bind", "127.0.0.1",
-                "--dir", str(self.data_dir), "--save", "", "--daemonize", "no",
-                "--appendonly", "yes" if self.persist else "no",
-                "--logfile", str(self.data_dir / "redis.log")]
+        args = [
+            str(self.binary),
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(self.data_dir),
+            "--save",
+            "",
+            "--daemonize",
+            "no",
+            "--appendonly",
+            "yes" if self.persist else "no",
+            "--logfile",
+            str(self.data_dir / "redis.log"),
+        ]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         _wait_for_port(self.port, self.process, "redis-server")
         self._wait_until_loaded()
@@ -154,8 +169,14 @@ class EmbeddedPostgres:
     with the service user's own group, none of root's.
     """
 
-    def __init__(self, data_dir: Path, port: int | None = None, *, fast: bool = False,
-                 throwaway: bool = False) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        *,
+        fast: bool = False,
+        throwaway: bool = False,
+    ) -> None:
         self.data_dir = self.requested_dir = Path(data_dir)
         self.port = port or free_port()
         self.fast = fast  # fsync off: for throwaway test clusters only
@@ -167,25 +188,35 @@ class EmbeddedPostgres:
 
     def url(self, database: str = "postgres") -> str:
         """A SQLAlchemy URL for ``database``, as the superuser, with the password."""
-        return (f"postgresql+psycopg://postgres:{self._password()}@127.0.0.1:{self.port}"
-                f"/{database}")
+        return f"postgresql+psycopg://postgres:{self._password()}@127.0.0.1:{self.port}/{database}"
 
     def conninfo(self, database: str = "postgres") -> str:
         """The same as a libpq connection string (psycopg.connect, pg_basebackup -d)."""
-        return (f"host=127.0.0.1 port={self.port} user=postgres password={self._password()} "
-                f"dbname={database}")
+        return (
+            f"host=127.0.0.1 port={self.port} user=postgres password={self._password()} "
+            f"dbname={database}"
+        )
 
     def _password(self) -> str:
         if self.password is None:
             raise RuntimeError("the password is known once the cluster has started: start()")
         return self.password
 
-    def _run(self, *args: str, check: bool = True,
-             input: str | None = None) -> subprocess.CompletedProcess:
+    def _run(
+        self, *args: str, check: bool = True, input: str | None = None
+    ) -> subprocess.CompletedProcess:
         # cwd="/": the service user may not be able to reach the caller's folder.
-        return subprocess.run([str(self.bin / args[0]), *args[1:]], check=check,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=60, cwd="/", input=input, **self._as_service_user())
+        return subprocess.run(
+            [str(self.bin / args[0]), *args[1:]],
+            check=check,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=60,
+            cwd="/",
+            input=input,
+            **self._as_service_user(),
+        )
 
     def _as_service_user(self) -> dict[str, object]:
         """subprocess.run's arguments for the service user, with its own group and no
@@ -200,16 +231,36 @@ class EmbeddedPostgres:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         if not (self.data_dir / "PG_VERSION").exists():
             # trust only until _secure() below, before the server ever listens
-            self._run("initdb", "-D", str(self.data_dir), "-U", "postgres", "--auth=trust",
-                      "--encoding=UTF8", "--no-instructions")
+            self._run(
+                "initdb",
+                "-D",
+                str(self.data_dir),
+                "-U",
+                "postgres",
+                "--auth=trust",
+                "--encoding=UTF8",
+                "--no-instructions",
+            )
         if self._run("pg_ctl", "-D", str(self.data_dir), "status", check=False).returncode == 0:
             self.stop()  # left running by a run that was killed: restart on our port
         self._secure()
         options = f"-h 127.0.0.1 -p {self.port} -k ''"
         if self.fast:
             options += " -F -c synchronous_commit=off -c full_page_writes=off"
-        result = self._run("pg_ctl", "-D", str(self.data_dir), "-l", str(self.data_dir / "log"),
-                           "-o", options, "-w", "-t", "30", "start", check=False)
+        result = self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data_dir),
+            "-l",
+            str(self.data_dir / "log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "30",
+            "start",
+            check=False,
+        )
         if result.returncode != 0:
             log = (self.data_dir / "log").read_text(errors="replace")[-2000:]
             raise RuntimeError(f"PostgreSQL did not start:\n{result.stdout}\n{log}")
@@ -225,8 +276,15 @@ class EmbeddedPostgres:
             self.password = stored.read_text().strip()
             return
         password = secrets.token_urlsafe(24)  # URL- and conninfo-safe: no quoting needed
-        result = self._run("postgres", "--single", "-D", str(self.data_dir), "postgres",
-                           input=f"ALTER ROLE postgres PASSWORD '{password}';\n", check=False)
+        result = self._run(
+            "postgres",
+            "--single",
+            "-D",
+            str(self.data_dir),
+            "postgres",
+            input=f"ALTER ROLE postgres PASSWORD '{password}';\n",
+            check=False,
+        )
         if result.returncode != 0:
             said = result.stdout.replace(password, "<password>")
             raise RuntimeError(f"could not set the superuser's password:\n{said}")
@@ -255,8 +313,10 @@ class EmbeddedPostgres:
 
     def _reaches(self, path: Path) -> bool:
         """Whether the service user can search ``path`` (and so every folder above it)."""
-        return subprocess.run(["test", "-x", str(path)], cwd="/",
-                              **self._as_service_user()).returncode == 0
+        return (
+            subprocess.run(["test", "-x", str(path)], cwd="/", **self._as_service_user()).returncode
+            == 0
+        )
 
     def _service_home(self) -> Path:
         """The folder owned by the service user (mode 0700) that holds what it cannot reach."""
@@ -276,8 +336,10 @@ class EmbeddedPostgres:
             shutil.chown(home, SERVICE_USER, SERVICE_USER)
             self.home = home
             if not self._reaches(home):
-                raise RuntimeError(f"the {SERVICE_USER} user cannot reach {home}: "
-                                   "set TMPDIR to a folder it can reach (e.g. /tmp)")
+                raise RuntimeError(
+                    f"the {SERVICE_USER} user cannot reach {home}: "
+                    "set TMPDIR to a folder it can reach (e.g. /tmp)"
+                )
         return self.home
 
     def create_database(self, name: str) -> None:

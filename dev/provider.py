@@ -68,9 +68,12 @@ class Provider:
         number = "".join(str((body.get("card") or {}).get("number", "")).split())
         if not number.isdigit() or not luhn_ok(number):
             return _error(400, "card_error", "invalid_number", "The card number is not valid.")
-        pm = {"id": new_id("pm"), "object": "payment_method",
-              "card": {"last4": number[-4:], "brand": "visa" if number[0] == "4" else "card"},
-              "behaviour": CARDS.get(number, "succeeds")}
+        pm = {
+            "id": new_id("pm"),
+            "object": "payment_method",
+            "card": {"last4": number[-4:], "brand": "visa" if number[0] == "4" else "card"},
+            "behaviour": CARDS.get(number, "succeeds"),
+        }
         with self.journal.locked() as (_, append):
             append({"t": "pm", "pm": pm})
         return 201, _public(pm), {}
@@ -93,19 +96,31 @@ class Provider:
             stored = state.answer_for(key) if key else None
             if stored is not None:
                 if stored["fingerprint"] != fingerprint(body):
-                    return _error(422, "idempotency_error", "key_reused",
-                                  "Keys for idempotent requests can only be used with the "
-                                  "same parameters they were first used with.")
+                    return _error(
+                        422,
+                        "idempotency_error",
+                        "key_reused",
+                        "Keys for idempotent requests can only be used with the "
+                        "same parameters they were first used with.",
+                    )
                 answer = stored["status"], stored["body"], {"Idempotent-Replayed": "true"}
             else:
                 answer = self._new_charge(state, append, body, key)
                 if answer[0] in (201, 402) and key:
-                    append({"t": "key", "key": key, "answer": {
-                        "fingerprint": fingerprint(body), "status": answer[0],
-                        "body": answer[1], "at": state.now()}})
+                    append(
+                        {
+                            "t": "key",
+                            "key": key,
+                            "answer": {
+                                "fingerprint": fingerprint(body),
+                                "status": answer[0],
+                                "body": answer[1],
+                                "at": state.now(),
+                            },
+                        }
+                    )
                 if answer[0] == 201 and self.webhook:
-                    threading.Thread(target=self._announce, args=(answer[1],),
-                                     daemon=True).start()
+                    threading.Thread(target=self._announce, args=(answer[1],), daemon=True).start()
             if answer[0] in (201, 402):  # charged (now or before): the answer may be lost
                 if self._take_fault(state, append, "drop_after_charge"):
                     return None
@@ -113,31 +128,57 @@ class Provider:
                     return _error(500, "api_error", "internal", "Something went wrong; retry.")
             return answer
 
-    def _new_charge(self, state: Any, append: Any, body: dict[str, Any],
-                    key: str | None) -> Answer:
+    def _new_charge(self, state: Any, append: Any, body: dict[str, Any], key: str | None) -> Answer:
         amount, currency = body.get("amount"), body.get("currency")
-        if not isinstance(amount, int) or isinstance(amount, bool) or amount <= 0 \
-                or not isinstance(currency, str) or len(currency) != 3:
-            return _error(400, "invalid_request_error", "parameter_invalid",
-                          "amount must be a positive whole number, currency an ISO code.")
+        if (
+            not isinstance(amount, int)
+            or isinstance(amount, bool)
+            or amount <= 0
+            or not isinstance(currency, str)
+            or len(currency) != 3
+        ):
+            return _error(
+                400,
+                "invalid_request_error",
+                "parameter_invalid",
+                "amount must be a positive whole number, currency an ISO code.",
+            )
         pm = state.payment_methods.get(body.get("payment_method"))
         if pm is None:
-            return _error(400, "invalid_request_error", "resource_missing",
-                          "No such payment method.")
+            return _error(
+                400, "invalid_request_error", "resource_missing", "No such payment method."
+            )
         if pm["behaviour"] == "retry" and key and not state.attempts.get(key):
             append({"t": "attempt", "key": key})
-            return _error(503, "api_error", "processing_error",
-                          "An error occurred while processing the card; retry.")
+            return _error(
+                503,
+                "api_error",
+                "processing_error",
+                "An error occurred while processing the card; retry.",
+            )
         declined = pm["behaviour"] in ("declined", "insufficient_funds")
-        charge = {"id": new_id("ch"), "object": "charge", "amount": amount,
-                  "currency": currency.upper(), "payment_method": pm["id"],
-                  "reference": str(body.get("reference") or ""), "created": state.now(),
-                  "status": "failed" if declined else "succeeded", "idempotency_key": key}
+        charge = {
+            "id": new_id("ch"),
+            "object": "charge",
+            "amount": amount,
+            "currency": currency.upper(),
+            "payment_method": pm["id"],
+            "reference": str(body.get("reference") or ""),
+            "created": state.now(),
+            "status": "failed" if declined else "succeeded",
+            "idempotency_key": key,
+        }
         append({"t": "charge", "charge": charge})
         if declined:
             reason = "generic_decline" if pm["behaviour"] == "declined" else pm["behaviour"]
-            return _error(402, "card_error", "card_declined", "Your card was declined.",
-                          decline_code=reason, charge=charge["id"])
+            return _error(
+                402,
+                "card_error",
+                "card_declined",
+                "Your card was declined.",
+                decline_code=reason,
+                charge=charge["id"],
+            )
         return 201, charge, {}
 
     def _take_fault(self, state: Any, append: Any, name: str) -> bool:
@@ -155,13 +196,16 @@ class Provider:
                 found = [c for c in found if c[name] == query[name]]
         if after := query.get("starting_after"):
             ids = [c["id"] for c in found]
-            found = found[ids.index(after) + 1:] if after in ids else []
+            found = found[ids.index(after) + 1 :] if after in ids else []
         limit = max(1, min(int(query.get("limit") or 100), 1000))
         return 200, {"data": found[:limit], "has_more": len(found) > limit}, {}
 
     def set_faults(self, body: dict[str, Any] | None) -> Answer:
-        faults = {name: float(body[name]) if name == "slow" else int(body[name])
-                  for name in FAULTS if body and body.get(name)}
+        faults = {
+            name: float(body[name]) if name == "slow" else int(body[name])
+            for name in FAULTS
+            if body and body.get(name)
+        }
         with self.journal.locked() as (_, append):
             append({"t": "faults", "faults": faults})
         return 200, faults, {}
@@ -173,20 +217,38 @@ class Provider:
 
     def stats(self) -> Answer:
         state = self.journal.read()
-        return 200, {"charge_requests": state.requests, "per_key": state.requests_per_key,
-                     "charges": len(state.charges)}, {}
+        return (
+            200,
+            {
+                "charge_requests": state.requests,
+                "per_key": state.requests_per_key,
+                "charges": len(state.charges),
+            },
+            {},
+        )
 
     def _announce(self, charge: dict[str, Any]) -> None:
         assert self.webhook is not None
         url, secret = self.webhook
-        event = {"id": f"evt_{charge['id']}", "type": "payment.succeeded",
-                 "order_id": charge["reference"], "amount_cents": charge["amount"],
-                 "currency": charge["currency"], "charge": charge["id"]}
+        event = {
+            "id": f"evt_{charge['id']}",
+            "type": "payment.succeeded",
+            "order_id": charge["reference"],
+            "amount_cents": charge["amount"],
+            "currency": charge["currency"],
+            "charge": charge["id"],
+        }
         body = json.dumps(event).encode()
         for attempt in range(5):  # at least once: a provider retries what was not a 2xx
-            request = urllib.request.Request(url, data=body, method="POST", headers={
-                "Content-Type": "application/json",
-                _signatures().HEADER: _signatures().sign(secret, body)})
+            request = urllib.request.Request(
+                url,
+                data=body,
+                method="POST",
+                headers={
+                    "Content-Type": "application/json",
+                    _signatures().HEADER: _signatures().sign(secret, body),
+                },
+            )
             try:
                 with urllib.request.urlopen(request, timeout=10):
                     return
@@ -201,8 +263,9 @@ def _public(pm: dict[str, Any]) -> dict[str, Any]:
 def _signatures() -> Any:
     """The shop's webhook signature format, loaded by path: the provider is no part of
     the app and imports nothing of it."""
-    spec = importlib.util.spec_from_file_location("webhook_signatures",
-                                                  ROOT / "webapp/webhooks/signatures.py")
+    spec = importlib.util.spec_from_file_location(
+        "webhook_signatures", ROOT / "webapp/webhooks/signatures.py"
+    )
     assert spec and spec.loader
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -236,8 +299,9 @@ def handler_for(provider: Provider, secret: str) -> type[BaseHTTPRequestHandler]
                 return self._send((200, {"ok": True}, {}))
             given = self.headers.get("Authorization", "")
             if not hmac.compare_digest(given.encode(), f"Bearer {secret}".encode()):
-                return self._send(_error(401, "authentication_error", "bad_key",
-                                         "Invalid API key."))
+                return self._send(
+                    _error(401, "authentication_error", "bad_key", "Invalid API key.")
+                )
             try:
                 body = json.loads(raw) if raw else {}
             except ValueError:
@@ -258,7 +322,7 @@ def handler_for(provider: Provider, secret: str) -> type[BaseHTTPRequestHandler]
                     answer = provider.charges(query)
                 case "GET", ["admin", "faults"]:
                     answer = (200, provider.journal.read().faults, {})
-                case ("PUT" | "POST"), ["admin", "faults"]:
+                case (("PUT" | "POST"), ["admin", "faults"]):
                     answer = provider.set_faults(body)
                 case "DELETE", ["admin", "faults"]:
                     answer = provider.set_faults(None)
@@ -280,6 +344,7 @@ def handler_for(provider: Provider, secret: str) -> type[BaseHTTPRequestHandler]
                 self.send_header(name, value)
             self.end_headers()
             self.wfile.write(data)
+
     return Handler
 
 
@@ -295,10 +360,13 @@ class Server(ThreadingHTTPServer):
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=int(os.environ.get("PROVIDER_PORT", PORT)))
-    parser.add_argument("--store", type=Path, default=ROOT / "instance/provider.jsonl",
-                        help="the journal file (state survives restarts, is shared)")
-    parser.add_argument("--secret", default=os.environ.get("PAYMENT_PROVIDER_SECRET",
-                                                           DEV_SECRET))
+    parser.add_argument(
+        "--store",
+        type=Path,
+        default=ROOT / "instance/provider.jsonl",
+        help="the journal file (state survives restarts, is shared)",
+    )
+    parser.add_argument("--secret", default=os.environ.get("PAYMENT_PROVIDER_SECRET", DEV_SECRET))
     parser.add_argument("--webhook-url", help="announce charges to the shop's webhook")
     parser.add_argument("--webhook-secret", default=os.environ.get("PAYMENT_WEBHOOK_SECRET"))
     args = parser.parse_args(argv)
@@ -308,8 +376,10 @@ def main(argv: list[str] | None = None) -> int:
     provider = Provider(Journal(args.store), webhook)
     server = Server(("127.0.0.1", args.port), handler_for(provider, args.secret))
     signal.signal(signal.SIGTERM, lambda *_: threading.Thread(target=server.shutdown).start())
-    print(f" * Payment provider on http://127.0.0.1:{server.server_port} "
-          f"(state in {args.store})", flush=True)
+    print(
+        f" * Payment provider on http://127.0.0.1:{server.server_port} (state in {args.store})",
+        flush=True,
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:

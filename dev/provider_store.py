@@ -21,17 +21,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CARDS", "FAULTS", "KEY_SECONDS", "Journal", "State", "fingerprint", "luhn_ok",
-           "new_id"]
+__all__ = ["CARDS", "FAULTS", "KEY_SECONDS", "Journal", "State", "fingerprint", "luhn_ok", "new_id"]
 
 #: Test card numbers and what charging them does; any other number that passes the Luhn
 #: check pays, one that fails it is refused when it is tokenized.
 CARDS = {
     "4242424242424242": "succeeds",
     "5555555555554444": "succeeds",
-    "4000000000000002": "declined",            # generic_decline
+    "4000000000000002": "declined",  # generic_decline
     "4000000000009995": "insufficient_funds",  # declined, another reason
-    "4000000000000119": "retry",               # 503 processing_error once per key, then pays
+    "4000000000000119": "retry",  # 503 processing_error once per key, then pays
 }
 #: How long an idempotency key is kept: a repeat within it gets the first answer.
 KEY_SECONDS = 24 * 3600
@@ -40,8 +39,9 @@ FAULTS = ("slow", "drop_after_charge", "fail_before_charge", "fail_after_charge"
 
 def luhn_ok(number: str) -> bool:
     digits = [int(d) for d in reversed(number)]
-    total = sum(d if i % 2 == 0 else (d * 2 - 9 if d * 2 > 9 else d * 2)
-                for i, d in enumerate(digits))
+    total = sum(
+        d if i % 2 == 0 else (d * 2 - 9 if d * 2 > 9 else d * 2) for i, d in enumerate(digits)
+    )
     return 12 <= len(number) <= 19 and total % 10 == 0
 
 
@@ -56,6 +56,7 @@ def new_id(prefix: str) -> str:
 @dataclass
 class State:
     """What the journal says, replayed."""
+
     payment_methods: dict[str, dict[str, Any]] = field(default_factory=dict)
     charges: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: key -> {"fingerprint", "status", "body", "at"}: the answer a repeat gets.
@@ -124,6 +125,7 @@ class Journal:
                     file.flush()
                     self._offset += len(line)
                     self.state.apply(record)
+
                 yield self.state, append
             finally:
                 fcntl.flock(file, fcntl.LOCK_UN)

@@ -58,8 +58,10 @@ def main() -> int:
     env.setdefault("WEB_CONCURRENCY", "2")
     env.setdefault("WEB_THREADS", "4")
     env.setdefault("PROMETHEUS_MULTIPROC_DIR", str(instance / "metrics"))
-    pg_port, redis_port = (int(env.get(name) or default) for name, default in
-                           (("DEV_PG_PORT", PG_PORT), ("DEV_REDIS_PORT", REDIS_PORT)))
+    pg_port, redis_port = (
+        int(env.get(name) or default)
+        for name, default in (("DEV_PG_PORT", PG_PORT), ("DEV_REDIS_PORT", REDIS_PORT))
+    )
     if refusal := taken(env, bind, pg_port, redis_port):
         print(refusal, file=sys.stderr)
         return 1
@@ -81,19 +83,33 @@ def main() -> int:
             print(f" * Redis 6.2 on 127.0.0.1:{redis_port} (data in {redis.data_dir})")
         if not env.get("PAYMENT_PROVIDER_URL"):
             processes.append(start_provider(env, instance, bind))
-        subprocess.run([sys.executable, "-m", "flask", "--app", "webapp", "init-db"], env=env,
-                       check=True)
+        subprocess.run(
+            [sys.executable, "-m", "flask", "--app", "webapp", "init-db"], env=env, check=True
+        )
         # Sessions of their own: a signal from the terminal reaches this process only,
         # which stops them in order (gunicorn would take SIGHUP as "reload").
-        processes.append(subprocess.Popen([sys.executable, "-m", "webapp.refunds.worker"],
-                                          env=env, start_new_session=True))
+        processes.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "webapp.refunds.worker"], env=env, start_new_session=True
+            )
+        )
         gunicorn = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", "python:webapp.gunicorn_conf",
-             "webapp:create_app()"], env=env, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "-c",
+                "python:webapp.gunicorn_conf",
+                "webapp:create_app()",
+            ],
+            env=env,
+            start_new_session=True,
+        )
         processes.append(gunicorn)
         if serving(bind, gunicorn):
-            print(f" * Serving on http://{bind}  "
-                  "(Ctrl-C stops the app and the servers)", flush=True)
+            print(
+                f" * Serving on http://{bind}  (Ctrl-C stops the app and the servers)", flush=True
+            )
         return gunicorn.wait()
     except KeyboardInterrupt:
         return 0
@@ -116,12 +132,24 @@ def start_provider(env: dict[str, str], instance: Path, bind: str) -> subprocess
     """The dev card provider, announcing charges to this run's webhook; sets the URL."""
     port = int(env.get("DEV_PROVIDER_PORT") or PROVIDER_PORT)
     env["PAYMENT_PROVIDER_URL"] = f"http://127.0.0.1:{port}"
-    args = [sys.executable, "-m", "dev.provider", "--port", str(port),
-            "--store", str(instance / "provider.jsonl")]
+    args = [
+        sys.executable,
+        "-m",
+        "dev.provider",
+        "--port",
+        str(port),
+        "--store",
+        str(instance / "provider.jsonl"),
+    ]
     if env.get("PAYMENT_WEBHOOK_SECRET") or env.get("APP_ENV") == "development":
         from webapp.secret_rules import DEV_WEBHOOK_SECRET  # what the app accepts under run
-        args += ["--webhook-url", f"http://{bind}/webhooks/payments", "--webhook-secret",
-                 env.get("PAYMENT_WEBHOOK_SECRET") or DEV_WEBHOOK_SECRET]
+
+        args += [
+            "--webhook-url",
+            f"http://{bind}/webhooks/payments",
+            "--webhook-secret",
+            env.get("PAYMENT_WEBHOOK_SECRET") or DEV_WEBHOOK_SECRET,
+        ]
     return subprocess.Popen(args, cwd=ROOT, env=env, start_new_session=True)
 
 
@@ -138,10 +166,14 @@ def link_instance(postgres: EmbeddedPostgres) -> str | None:
         wanted.parent.mkdir(parents=True, exist_ok=True)
         wanted.symlink_to(real, target_is_directory=True)
     if not wanted.is_symlink():
-        return (f"   ({postgres.user} cannot reach {wanted.parent}; {wanted} holds an older "
-                f"cluster, left as it is; this run's data is in {real})")
-    return (f"   ({postgres.user} cannot reach {wanted.parent}, so the data lives there, "
-            f"and {wanted} links to it; no folder's mode was changed)")
+        return (
+            f"   ({postgres.user} cannot reach {wanted.parent}; {wanted} holds an older "
+            f"cluster, left as it is; this run's data is in {real})"
+        )
+    return (
+        f"   ({postgres.user} cannot reach {wanted.parent}, so the data lives there, "
+        f"and {wanted} links to it; no folder's mode was changed)"
+    )
 
 
 def taken(env: dict[str, str], bind: str, pg_port: int, redis_port: int) -> str | None:
@@ -152,8 +184,14 @@ def taken(env: dict[str, str], bind: str, pg_port: int, redis_port: int) -> str 
     if not env.get("REDIS_URL"):
         wanted.append(("Redis", "127.0.0.1", redis_port, "REDIS_URL"))
     if not env.get("PAYMENT_PROVIDER_URL"):
-        wanted.append(("the card provider", "127.0.0.1",
-                       int(env.get("DEV_PROVIDER_PORT") or PROVIDER_PORT), "PAYMENT_PROVIDER_URL"))
+        wanted.append(
+            (
+                "the card provider",
+                "127.0.0.1",
+                int(env.get("DEV_PROVIDER_PORT") or PROVIDER_PORT),
+                "PAYMENT_PROVIDER_URL",
+            )
+        )
     if not bind.startswith(("unix:", "fd://")):
         host, _, port = bind.rpartition(":")
         if not port.isdigit():  # gunicorn's own default port for a bare host
@@ -161,11 +199,13 @@ def taken(env: dict[str, str], bind: str, pg_port: int, redis_port: int) -> str 
         wanted.append(("the app", host.strip("[]"), int(port), "BIND"))
     for what, host, port, setting in wanted:
         if in_use(host, port):
-            return (f"scripts/run: {host}:{port}, where {what} would listen, is in use by "
-                    f"{holder(port)}, which this run did not start (a server left by an "
-                    "earlier run that was killed, or another program). Stop it (kill the "
-                    f"process) and run again, or set {setting} to use another "
-                    f"{'address' if setting == 'BIND' else 'server'}.")
+            return (
+                f"scripts/run: {host}:{port}, where {what} would listen, is in use by "
+                f"{holder(port)}, which this run did not start (a server left by an "
+                "earlier run that was killed, or another program). Stop it (kill the "
+                f"process) and run again, or set {setting} to use another "
+                f"{'address' if setting == 'BIND' else 'server'}."
+            )
     return None
 
 

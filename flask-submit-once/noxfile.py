@@ -44,8 +44,10 @@ nox.options.error_on_missing_interpreters = True
 VERSIONS: dict[str, dict[str, tuple[str, ...]]] = {
     "redis": {"5.0": ("redis==5.0.1",), "8": ("redis==8.*",)},
     "sqlalchemy": {"2.0": ("sqlalchemy==2.0.0",), "2.1": ("sqlalchemy==2.1.*",)},
-    "flask": {"3.0": ("flask==3.0.0", "werkzeug==3.0.0", "blinker==1.6.2", "flask-wtf==1.2.0"),
-              "3.1": ("flask==3.1.*",)},
+    "flask": {
+        "3.0": ("flask==3.0.0", "werkzeug==3.0.0", "blinker==1.6.2", "flask-wtf==1.2.0"),
+        "3.1": ("flask==3.1.*",),
+    },
     "psycopg": {"3.1": ("psycopg[binary]==3.1.4",), "3.3": ("psycopg[binary]==3.3.*",)},
 }
 
@@ -58,8 +60,9 @@ class Servers:
     stopped when nox exits."""
 
     def __init__(self) -> None:
-        spec = importlib.util.spec_from_file_location("submit_once_test_servers",
-                                                      HERE / "tests" / "servers.py")
+        spec = importlib.util.spec_from_file_location(
+            "submit_once_test_servers", HERE / "tests" / "servers.py"
+        )
         assert spec is not None and spec.loader is not None
         servers = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(servers)
@@ -78,8 +81,10 @@ class Servers:
         self.databases += 1
         database = f"nox_{self.databases}"
         self.postgres.create_database(database)
-        return {"SUBMIT_ONCE_TEST_REDIS_URL": self.redis.url,
-                "SUBMIT_ONCE_TEST_DATABASE_URL": self.postgres.url(database)}
+        return {
+            "SUBMIT_ONCE_TEST_REDIS_URL": self.redis.url,
+            "SUBMIT_ONCE_TEST_DATABASE_URL": self.postgres.url(database),
+        }
 
 
 def library_wheel(session: nox.Session) -> Path:
@@ -87,8 +92,17 @@ def library_wheel(session: nox.Session) -> Path:
     if not _wheel:
         dist = Path(tempfile.mkdtemp(prefix="submit-once-wheel-"))
         atexit.register(shutil.rmtree, dist, ignore_errors=True)
-        session.run("python", "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--wheel-dir", str(dist), str(HERE))
+        session.run(
+            "python",
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--wheel-dir",
+            str(dist),
+            str(HERE),
+        )
         _wheel.extend(dist.glob("flask_submit_once-*.whl"))
     (wheel,) = _wheel
     return wheel
@@ -113,8 +127,9 @@ def run_suite(session: nox.Session, labels: dict[str, str]) -> None:
     """Install the built library with its test extra at the versions that ``labels``
     name in VERSIONS, and run its suite."""
     wheel = library_wheel(session)
-    session.install(f"{wheel}[test]", *(pin for name, label in labels.items()
-                                        for pin in VERSIONS[name][label]))
+    session.install(
+        f"{wheel}[test]", *(pin for name, label in labels.items() for pin in VERSIONS[name][label])
+    )
     # The same version from a new wheel: pip keeps a reused venv's copy unless forced.
     session.install("--force-reinstall", "--no-deps", str(wheel))
     session.run("python", "-m", "pip", "list", "--format=freeze", silent=False)
@@ -122,16 +137,28 @@ def run_suite(session: nox.Session, labels: dict[str, str]) -> None:
     # The docs build (Sphinx, the docs extra, the checkout's docs/ and examples/) does not
     # change with these versions: it is not run once per combination.
     check_installed_copy(session)
-    session.run("python", "-m", "pytest", "-p", "no:cacheprovider",
-                "--ignore=tests/test_docs.py", *session.posargs, env=server_urls(session))
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "--ignore=tests/test_docs.py",
+        *session.posargs,
+        env=server_urls(session),
+    )
 
 
 def check_installed_copy(session: nox.Session) -> None:
     """The suite must test what was installed, never a checkout's src/ (nothing puts it
     on the path)."""
-    session.run("python", "-c", "import flask_submit_once as m, sys; "
-                "sys.exit(0 if m.__file__.startswith(sys.prefix) else "
-                "f'flask_submit_once imported from {m.__file__}, not the venv')")
+    session.run(
+        "python",
+        "-c",
+        "import flask_submit_once as m, sys; "
+        "sys.exit(0 if m.__file__.startswith(sys.prefix) else "
+        "f'flask_submit_once imported from {m.__file__}, not the venv')",
+    )
 
 
 @nox.session
@@ -151,14 +178,19 @@ COMBINATIONS = list(itertools.product(*VERSIONS.values()))
 
 
 @nox.session
-@nox.parametrize(list(VERSIONS), COMBINATIONS,
-                 ids=["-".join(f"{name}{label}" for name, label in zip(VERSIONS, labels,
-                                                                      strict=True))
-                      for labels in COMBINATIONS])
+@nox.parametrize(
+    list(VERSIONS),
+    COMBINATIONS,
+    ids=[
+        "-".join(f"{name}{label}" for name, label in zip(VERSIONS, labels, strict=True))
+        for labels in COMBINATIONS
+    ],
+)
 def matrix(session: nox.Session, redis: str, sqlalchemy: str, flask: str, psycopg: str) -> None:
     """One of the 16 combinations of oldest and newest (all: nox -s matrix)."""
-    run_suite(session, {"redis": redis, "sqlalchemy": sqlalchemy, "flask": flask,
-                        "psycopg": psycopg})
+    run_suite(
+        session, {"redis": redis, "sqlalchemy": sqlalchemy, "flask": flask, "psycopg": psycopg}
+    )
 
 
 @nox.session
@@ -173,13 +205,22 @@ def sdist(session: nox.Session) -> None:
     session.run("python", "-m", "build", "--sdist", "--outdir", str(work / "dist"), str(HERE))
     (archive,) = (work / "dist").glob("flask_submit_once-*.tar.gz")
     with tarfile.open(archive) as tar:
-        tar.extractall(work / "unpacked", **({"filter": "data"}
-                                             if hasattr(tarfile, "data_filter") else {}))
+        tar.extractall(
+            work / "unpacked", **({"filter": "data"} if hasattr(tarfile, "data_filter") else {})
+        )
     (source,) = (work / "unpacked").iterdir()
     session.install(f"{source}[test,docs]")
     elsewhere = work / "elsewhere"
     elsewhere.mkdir()
     session.chdir(elsewhere)
     check_installed_copy(session)
-    session.run("python", "-m", "pytest", "-p", "no:cacheprovider", str(source / "tests"),
-                *session.posargs, env=server_urls(session))
+    session.run(
+        "python",
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        str(source / "tests"),
+        *session.posargs,
+        env=server_urls(session),
+    )

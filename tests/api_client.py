@@ -6,8 +6,13 @@ from sqlalchemy.orm import Session
 
 from webapp.api.keys import create_api_key
 
-ORDER = {"product": "MUG-STONE", "quantity": 2, "name": "Ada Lovelace",
-         "email": "ada@example.com", "address": "12 St James's Square\nLondon"}
+ORDER = {
+    "product": "MUG-STONE",
+    "quantity": 2,
+    "name": "Ada Lovelace",
+    "email": "ada@example.com",
+    "address": "12 St James's Square\nLondon",
+}
 
 
 def new_api_key(servers, client_name: str = "acme") -> str:
@@ -17,8 +22,9 @@ def new_api_key(servers, client_name: str = "acme") -> str:
     return key
 
 
-def place(client, api_key: str, body: object = None, *, key: str | None = "order-1",
-          **headers: str):
+def place(
+    client, api_key: str, body: object = None, *, key: str | None = "order-1", **headers: str
+):
     """POST /api/orders as a client would."""
     sent = {"Authorization": f"Bearer {api_key}", **headers}
     if key is not None:

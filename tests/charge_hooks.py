@@ -50,10 +50,13 @@ class HookedProvider:
     def __init__(self, client: Any, environ: dict[str, str]) -> None:
         self.client, self.environ = client, environ
         self.log = environ.get("TEST_CHARGE_LOG")
-        self.pauses = {where: announced_pause(f"{where.lower()}-charge",
-                                              float(environ[f"TEST_PAUSE_{where}_CHARGE"]))
-                       for where in ("BEFORE", "AFTER")
-                       if environ.get(f"TEST_PAUSE_{where}_CHARGE")}
+        self.pauses = {
+            where: announced_pause(
+                f"{where.lower()}-charge", float(environ[f"TEST_PAUSE_{where}_CHARGE"])
+            )
+            for where in ("BEFORE", "AFTER")
+            if environ.get(f"TEST_PAUSE_{where}_CHARGE")
+        }
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.client, name)
@@ -77,8 +80,15 @@ class HookedProvider:
 
     def _write(self, key: str, caller: str, outcome: str, charge: str | None) -> None:
         if self.log:
-            line = json.dumps({"key": key, "caller": caller, "outcome": outcome,
-                               "charge": charge, "pid": os.getpid()})
+            line = json.dumps(
+                {
+                    "key": key,
+                    "caller": caller,
+                    "outcome": outcome,
+                    "charge": charge,
+                    "pid": os.getpid(),
+                }
+            )
             with open(self.log, "a") as file:  # one short write: lines never interleave
                 file.write(line + "\n")
 
@@ -95,6 +105,7 @@ def install(app: Flask, environ: dict[str, str] | None = None) -> Flask:
 
     def committed(sender: Any, **_: Any) -> None:
         _kill_sometimes(float(environ.get("TEST_KILL_AFTER_COMMIT") or 0))
+
     token_consumed.connect(consumed, sender=app, weak=False)
     submit_committed.connect(committed, sender=app, weak=False)
     return app

@@ -38,8 +38,13 @@ class Servers:
         return self.postgres.url("webapp_test")
 
     def config(self, **overrides: object) -> dict[str, object]:
-        return {"APP_ENV": "testing", "SECRET_KEY": "test-secret",
-                "DATABASE_URL": self.database_url, "REDIS_URL": self.redis.url, **overrides}
+        return {
+            "APP_ENV": "testing",
+            "SECRET_KEY": "test-secret",
+            "DATABASE_URL": self.database_url,
+            "REDIS_URL": self.redis.url,
+            **overrides,
+        }
 
 
 S = TypeVar("S", bound=Servers)
@@ -84,8 +89,10 @@ def empty_orders(conn) -> None:
     if url not in _emptying:
         rows = conn.execute(_ORDER_TABLES).all()
         _emptying[url] = [f"DELETE FROM {table}" for table, _, _ in rows] + [
-            f"ALTER SEQUENCE {sequence} RESTART" for _, _, sequences in rows
-            for sequence in sequences]
+            f"ALTER SEQUENCE {sequence} RESTART"
+            for _, _, sequences in rows
+            for sequence in sequences
+        ]
     for statement in _emptying[url]:
         conn.execute(text(statement))
 
@@ -96,8 +103,10 @@ def reset_state(servers: Servers) -> None:
         empty_orders(conn)
         conn.execute(text("UPDATE products SET active = true"))
         for product in CATALOGUE:  # a test that changed a price leaves it changed otherwise
-            conn.execute(text("UPDATE products SET price_cents = :price WHERE sku = :sku"),
-                         {"price": product["price_cents"], "sku": product["sku"]})
+            conn.execute(
+                text("UPDATE products SET price_cents = :price WHERE sku = :sku"),
+                {"price": product["price_cents"], "sku": product["sku"]},
+            )
     with redis.Redis.from_url(servers.redis.url) as client:
         client.flushall()
 
@@ -143,16 +152,26 @@ def app_factory(servers: Servers) -> Iterator[Callable[..., Flask]]:
 #: one handed out last keeps the other worker idle until it ends: these go first, the rest
 #: (fewer seconds each) after them, the files with most tests first as xdist would order them.
 LONGEST_FILES = (
-    "tests/test_wheel.py", "tests/failover/test_postgres_failover.py",
-    "tests/test_instances.py", "tests/test_dev_servers.py", "tests/test_control_socket.py",
-    "tests/test_charge_kills.py", "tests/failover/test_charge_soak.py",
-    "tests/browser/test_order_state_widths_in_browser.py", "tests/refunds/test_reconcile.py",
-    "tests/test_per_request_leaks.py", "tests/browser/test_submit_outcomes_in_browser.py",
-    "tests/test_bench.py", "tests/test_race.py", "tests/browser/test_charge_in_browser.py",
+    "tests/test_wheel.py",
+    "tests/failover/test_postgres_failover.py",
+    "tests/test_instances.py",
+    "tests/test_dev_servers.py",
+    "tests/test_control_socket.py",
+    "tests/test_charge_kills.py",
+    "tests/failover/test_charge_soak.py",
+    "tests/browser/test_order_state_widths_in_browser.py",
+    "tests/refunds/test_reconcile.py",
+    "tests/test_per_request_leaks.py",
+    "tests/browser/test_submit_outcomes_in_browser.py",
+    "tests/test_bench.py",
+    "tests/test_race.py",
+    "tests/browser/test_charge_in_browser.py",
     "tests/failover/test_redis_outage_soak.py",
     "tests/browser/test_outage_behind_nginx_in_browser.py",
-    "tests/failover/test_sentinel_failover.py", "tests/browser/test_submit_in_browser.py",
-    "tests/faults/test_postgres_faults.py", "tests/test_behind_nginx.py",
+    "tests/failover/test_sentinel_failover.py",
+    "tests/browser/test_submit_in_browser.py",
+    "tests/faults/test_postgres_faults.py",
+    "tests/test_behind_nginx.py",
     "tests/test_form_limits.py",
 )
 
@@ -164,15 +183,18 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     tests_in = Counter(files)
     first = {name: files.index(name) for name in tests_in}
     rank = {name: position for position, name in enumerate(LONGEST_FILES)}
-    order = sorted(range(len(items)), key=lambda i: (
-        rank.get(files[i], len(rank)), -tests_in[files[i]], first[files[i]], i))
+    order = sorted(
+        range(len(items)),
+        key=lambda i: (rank.get(files[i], len(rank)), -tests_in[files[i]], first[files[i]], i),
+    )
     items[:] = [items[i] for i in order]
 
 
 @pytest.fixture(scope="session")
 def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    with running_servers(tmp_path_factory.mktemp("servers"), Servers,
-                         persist_redis=False) as started:
+    with running_servers(
+        tmp_path_factory.mktemp("servers"), Servers, persist_redis=False
+    ) as started:
         yield started
 
 
@@ -194,8 +216,11 @@ def assert_every_key_expires(url: str) -> None:
     policy, volatile-ttl, can evict nothing else). Streams are queues, bounded by
     being consumed and trimmed, not by a TTL, so they are left to their own tests."""
     with redis.Redis.from_url(url, decode_responses=True) as client:
-        forever = [key for key in client.scan_iter(count=1000)
-                   if client.ttl(key) == -1 and client.type(key) != "stream"]
+        forever = [
+            key
+            for key in client.scan_iter(count=1000)
+            if client.ttl(key) == -1 and client.type(key) != "stream"
+        ]
     assert forever == [], f"keys left without a TTL: {forever[:5]}"
 
 
@@ -237,8 +262,9 @@ def lose_the_commit_reply(monkeypatch, *, committed: bool) -> None:
         monkeypatch.setattr(Session, "commit", real_commit)
         if committed:
             real_commit(self)
-        raise OperationalError("COMMIT", None, Exception("server closed the connection"),
-                               connection_invalidated=True)
+        raise OperationalError(
+            "COMMIT", None, Exception("server closed the connection"), connection_invalidated=True
+        )
 
     monkeypatch.setattr(Session, "commit", commit_then_lose_the_reply)
 
@@ -254,8 +280,11 @@ def flashed(response) -> list[str]:
     flashed into the session cookie it sets ([] when it sets none). Read, not verified:
     the signature is the app's business, and tests.live responses come without the app."""
     headers = response.headers
-    for header in (headers.getlist("Set-Cookie") if hasattr(headers, "getlist")
-                   else [headers.get("set-cookie", "")]):
+    for header in (
+        headers.getlist("Set-Cookie")
+        if hasattr(headers, "getlist")
+        else [headers.get("set-cookie", "")]
+    ):
         cookie = SimpleCookie(header)
         if "session" in cookie:
             _, session = SESSION_COOKIE.loads_unsafe(cookie["session"].value)
@@ -264,17 +293,24 @@ def flashed(response) -> list[str]:
 
 
 #: How Flask encodes its session cookie (SecureCookieSessionInterface), minus the key.
-SESSION_COOKIE = URLSafeTimedSerializer("unknown", salt="cookie-session",
-                                        serializer=TaggedJSONSerializer())
+SESSION_COOKIE = URLSafeTimedSerializer(
+    "unknown", salt="cookie-session", serializer=TaggedJSONSerializer()
+)
 
 
 def hidden(html: str, name: str) -> str:
     """The value of the hidden input called ``name`` in a rendered page."""
-    match = re.search(rf'name="{name}"[^>]*value="([^"]*)"', html) or \
-        re.search(rf'value="([^"]*)"[^>]*name="{name}"', html)
+    match = re.search(rf'name="{name}"[^>]*value="([^"]*)"', html) or re.search(
+        rf'value="([^"]*)"[^>]*name="{name}"', html
+    )
     assert match, f"no hidden input {name!r} on the page"
     return match.group(1)
 
 
-VALID = {"product": "1", "quantity": "2", "name": "Ada Lovelace", "email": "ada@example.com",
-         "address": "12 St James's Square\nLondon SW1Y 4JH"}
+VALID = {
+    "product": "1",
+    "quantity": "2",
+    "name": "Ada Lovelace",
+    "email": "ada@example.com",
+    "address": "12 St James's Square\nLondon SW1Y 4JH",
+}

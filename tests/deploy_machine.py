@@ -45,8 +45,9 @@ def rooted(text: str, root: Path) -> str:
 class Machine:
     """A root folder standing for ``/``, the stand-ins on PATH, and the suite's servers."""
 
-    def __init__(self, base: Path, *, ports: dict[str, int], postgres: dict[str, str],
-                 nginx: str) -> None:
+    def __init__(
+        self, base: Path, *, ports: dict[str, int], postgres: dict[str, str], nginx: str
+    ) -> None:
         self.root, self.bin = base / "machine", base / "stand-ins"
         self.config = base / "machine.json"
         for folder in ("etc/systemd/system", "run", "var/log/nginx", "var/lib/nginx", "srv"):
@@ -55,21 +56,41 @@ class Machine:
         self.bin.mkdir()
         for name in STANDS_IN_FOR:
             script = self.bin / name
-            script.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} "
-                              f"{shlex.quote(__file__)} {name} \"$@\"\n")
+            script.write_text(
+                f"#!/bin/sh\nexec {shlex.quote(sys.executable)} "
+                f'{shlex.quote(__file__)} {name} "$@"\n'
+            )
             script.chmod(0o755)
-        self.config.write_text(json.dumps({
-            "root": str(self.root), "ports": ports, "postgres": postgres, "nginx": nginx,
-            "log": str(base / "commands.log")}))
+        self.config.write_text(
+            json.dumps(
+                {
+                    "root": str(self.root),
+                    "ports": ports,
+                    "postgres": postgres,
+                    "nginx": nginx,
+                    "log": str(base / "commands.log"),
+                }
+            )
+        )
 
     def run(self, script: str, cwd: Path, path: str) -> subprocess.CompletedProcess:
         """``script`` in one ``bash -euo pipefail``, its paths under the root."""
-        env = {**os.environ, "PATH": f"{self.bin}{os.pathsep}{path}",
-               "DEPLOY_MACHINE": str(self.config), "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
+        env = {
+            **os.environ,
+            "PATH": f"{self.bin}{os.pathsep}{path}",
+            "DEPLOY_MACHINE": str(self.config),
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        }
         for name in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME"):
             env.pop(name, None)
-        return subprocess.run(["bash", "-euo", "pipefail", "-c", rooted(script, self.root)],
-                              cwd=cwd, env=env, capture_output=True, text=True, timeout=240)
+        return subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", rooted(script, self.root)],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
 
     def commands(self) -> str:
         """What the stand-ins were asked to do, one line each."""
@@ -89,6 +110,7 @@ class Machine:
 def stop_process(pid: int, timeout: float = 20) -> None:
     """SIGTERM, then SIGKILL after ``timeout``. The process is not this one's child, and
     whoever inherits orphans here may leave it a zombie: that counts as stopped."""
+
     def alive() -> bool:
         try:
             return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
@@ -108,13 +130,19 @@ def stop_process(pid: int, timeout: float = 20) -> None:
 
 # The stand-ins ---------------------------------------------------------------------------
 
+
 def main(command: str, args: list[str]) -> int:
     config = json.loads(Path(os.environ["DEPLOY_MACHINE"]).read_text())
     with open(config["log"], "a") as log:
         log.write(shlex.join([command, *args]) + "\n")
-    return {"apt-get": lambda c, a: 0, "adduser": lambda c, a: 0, "sudo": sudo,
-            "systemctl": systemctl, "nginx": nginx_command, "certbot": certbot}[command](
-        config, args)
+    return {
+        "apt-get": lambda c, a: 0,
+        "adduser": lambda c, a: 0,
+        "sudo": sudo,
+        "systemctl": systemctl,
+        "nginx": nginx_command,
+        "certbot": certbot,
+    }[command](config, args)
 
 
 def sudo(config: dict, args: list[str]) -> int:
@@ -122,9 +150,13 @@ def sudo(config: dict, args: list[str]) -> int:
     env = dict(os.environ)
     if args[:2] == ["-u", "postgres"]:
         pg = config["postgres"]
-        env.update(PGHOST=pg["host"], PGPORT=pg["port"], PGUSER=pg["user"],
-                   PGPASSWORD=pg["password"],  # the suite's cluster asks for it (peer, on Debian)
-                   PATH=f"{pg['bin']}{os.pathsep}{env['PATH']}")
+        env.update(
+            PGHOST=pg["host"],
+            PGPORT=pg["port"],
+            PGUSER=pg["user"],
+            PGPASSWORD=pg["password"],  # the suite's cluster asks for it (peer, on Debian)
+            PATH=f"{pg['bin']}{os.pathsep}{env['PATH']}",
+        )
     if args[:1] == ["-u"]:
         args = args[2:]
     return subprocess.run(args, env=env).returncode
@@ -158,14 +190,19 @@ def start_unit(config: dict, unit: str) -> None:
     """The unit's ExecStart in the background, with its EnvironmentFile and Environment
     (the ports the suite gave instead of 8000 and 9108), as systemd would."""
     root = Path(config["root"])
-    settings = [line.split("=", 1) for line in
-                (root / f"etc/systemd/system/{unit}.service").read_text().splitlines()
-                if "=" in line]
+    settings = [
+        line.split("=", 1)
+        for line in (root / f"etc/systemd/system/{unit}.service").read_text().splitlines()
+        if "=" in line
+    ]
     env = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
     for key, value in settings:
         if key == "EnvironmentFile":
-            env.update(line.split("=", 1) for line in Path(value).read_text().splitlines()
-                       if "=" in line and not line.startswith("#"))
+            env.update(
+                line.split("=", 1)
+                for line in Path(value).read_text().splitlines()
+                if "=" in line and not line.startswith("#")
+            )
         elif key == "Environment":
             env.update([value.split("=", 1)])
         elif key == "RuntimeDirectory":
@@ -177,9 +214,15 @@ def start_unit(config: dict, unit: str) -> None:
         env["REFUND_MONITOR_BIND"] = str(config["ports"]["9108"])
     (root / "run/units").mkdir(exist_ok=True)
     with open(root / f"var/log/{unit}.log", "w") as output:
-        process = subprocess.Popen(command, env=env, cwd=root, stdin=subprocess.DEVNULL,
-                                   stdout=output, stderr=subprocess.STDOUT,
-                                   start_new_session=True)
+        process = subprocess.Popen(
+            command,
+            env=env,
+            cwd=root,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     (root / f"run/units/{unit}.pid").write_text(str(process.pid))
 
 
@@ -192,17 +235,21 @@ def live_config(config: dict) -> Path:
     shutil.rmtree(live, ignore_errors=True)
     shutil.copytree(root / "etc/nginx", live, symlinks=False)
     ports = config["ports"]
-    temp = " ".join(f"{kind}_temp_path {root}/var/lib/nginx/{kind};"
-                    for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    temp = " ".join(
+        f"{kind}_temp_path {root}/var/lib/nginx/{kind};"
+        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
     for path in live.rglob("*.conf"):
         text = path.read_text().replace("include /etc/nginx/modules-enabled/*.conf;", "")
         text = rooted(text, root).replace(f"{root}/etc/nginx/", f"{live}/")
-        for old, new in [("listen 443 ssl;", f"listen 127.0.0.1:{ports['443']} ssl;"),
-                         ("listen 80;", f"listen 127.0.0.1:{ports['80']};"),
-                         ("server 127.0.0.1:8000;", f"server 127.0.0.1:{ports['8000']};"),
-                         ("server 127.0.0.1:9108;", f"server 127.0.0.1:{ports['9108']};"),
-                         ("user www-data;", "user root;" if os.geteuid() == 0 else ""),
-                         ("http {", f"http {{\n\t{temp}")]:
+        for old, new in [
+            ("listen 443 ssl;", f"listen 127.0.0.1:{ports['443']} ssl;"),
+            ("listen 80;", f"listen 127.0.0.1:{ports['80']};"),
+            ("server 127.0.0.1:8000;", f"server 127.0.0.1:{ports['8000']};"),
+            ("server 127.0.0.1:9108;", f"server 127.0.0.1:{ports['9108']};"),
+            ("user www-data;", "user root;" if os.geteuid() == 0 else ""),
+            ("http {", f"http {{\n\t{temp}"),
+        ]:
             text = text.replace(old, new)
         path.write_text(text)
     return live
@@ -219,18 +266,31 @@ def start_nginx(config: dict) -> None:
     """nginx as a daemon; nothing of it holds the caller's output open."""
     live, log = live_config(config), f"{config['root']}/var/log/nginx/error.log"
     with open(log, "a") as output:
-        subprocess.run([config["nginx"], "-p", f"{live}/", "-c", str(live / "nginx.conf"),
-                        "-e", log], check=True, stdin=subprocess.DEVNULL, stdout=output,
-                       stderr=subprocess.STDOUT)
+        subprocess.run(
+            [config["nginx"], "-p", f"{live}/", "-c", str(live / "nginx.conf"), "-e", log],
+            check=True,
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+        )
 
 
 def nginx_command(config: dict, args: list[str]) -> int:
     """``nginx -t``: the real nginx checks the machine's configuration."""
     assert args == ["-t"], f"nginx {args}: not stood in for"
     live = live_config(config)
-    return subprocess.run([config["nginx"], "-t", "-p", f"{live}/", "-c",
-                           str(live / "nginx.conf"), "-e",
-                           f"{config['root']}/var/log/nginx/error.log"]).returncode
+    return subprocess.run(
+        [
+            config["nginx"],
+            "-t",
+            "-p",
+            f"{live}/",
+            "-c",
+            str(live / "nginx.conf"),
+            "-e",
+            f"{config['root']}/var/log/nginx/error.log",
+        ]
+    ).returncode
 
 
 def certbot(config: dict, args: list[str]) -> int:
@@ -246,16 +306,35 @@ def certbot(config: dict, args: list[str]) -> int:
     challenge.write_text(f"{token}.thumbprint")
     asked = urllib.request.Request(
         f"http://127.0.0.1:{config['ports']['80']}/.well-known/acme-challenge/{token}",
-        headers={"Host": name})
+        headers={"Host": name},
+    )
     with urllib.request.urlopen(asked, timeout=10) as answer:
         assert answer.read().decode() == f"{token}.thumbprint", "challenge not served"
     challenge.unlink()
     live = Path(config["root"]) / "etc/letsencrypt/live" / name
     live.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "90",
-                    "-subj", f"/CN={name}", "-addext", f"subjectAltName=DNS:{name}",
-                    "-keyout", str(live / "privkey.pem"), "-out", str(live / "cert.pem")],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "90",
+            "-subj",
+            f"/CN={name}",
+            "-addext",
+            f"subjectAltName=DNS:{name}",
+            "-keyout",
+            str(live / "privkey.pem"),
+            "-out",
+            str(live / "cert.pem"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     shutil.copyfile(live / "cert.pem", live / "fullchain.pem")
     shutil.copyfile(live / "cert.pem", live / "chain.pem")
     return subprocess.run(["bash", "-c", hook]).returncode

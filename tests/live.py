@@ -43,17 +43,34 @@ class LiveServer:
     ``tests.paused_app:create_app()`` when ``env`` asks for a ``TEST_PAUSE_*``,
     ``TEST_KILL_*`` or ``TEST_CHARGE_*`` hook."""
 
-    def __init__(self, servers: Servers, *, workers: int = 4, threads: int = 4,
-                 **env: str) -> None:
+    def __init__(self, servers: Servers, *, workers: int = 4, threads: int = 4, **env: str) -> None:
         self.port = free_port()
-        self.env = {**os.environ, "APP_ENV": "testing", "SECRET_KEY": "test-secret",
-                    "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis.url, **env}
-        self.args = [sys.executable, "-m", "gunicorn", "--bind", f"127.0.0.1:{self.port}",
-                     "--workers", str(workers), "--threads", str(threads),
-                     "--graceful-timeout", "2", "--chdir", str(ROOT),
-                     "tests.paused_app:create_app()" if any(name.startswith(TEST_HOOKS)
-                                                            for name in env)
-                     else "webapp:create_app()"]
+        self.env = {
+            **os.environ,
+            "APP_ENV": "testing",
+            "SECRET_KEY": "test-secret",
+            "DATABASE_URL": servers.database_url,
+            "REDIS_URL": servers.redis.url,
+            **env,
+        }
+        self.args = [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "--bind",
+            f"127.0.0.1:{self.port}",
+            "--workers",
+            str(workers),
+            "--threads",
+            str(threads),
+            "--graceful-timeout",
+            "2",
+            "--chdir",
+            str(ROOT),
+            "tests.paused_app:create_app()"
+            if any(name.startswith(TEST_HOOKS) for name in env)
+            else "webapp:create_app()",
+        ]
         self.process: subprocess.Popen | None = None
 
     #: The page that answers 200 once gunicorn serves the app.
@@ -64,8 +81,9 @@ class LiveServer:
 
     def __enter__(self) -> LiveServer:
         self.log = tempfile.TemporaryFile("w+")
-        self.process = subprocess.Popen(self.args, env=self.env, stdout=self.log,
-                                        stderr=subprocess.STDOUT)
+        self.process = subprocess.Popen(
+            self.args, env=self.env, stdout=self.log, stderr=subprocess.STDOUT
+        )
         deadline = time.monotonic() + self.boot_seconds
         while time.monotonic() < deadline:
             assert self.process.poll() is None, self.output()
@@ -74,8 +92,10 @@ class LiveServer:
                     return self
             except OSError:
                 time.sleep(0.05)
-        raise RuntimeError(f"gunicorn did not serve {self.ready_path} within "
-                           f"{self.boot_seconds} s:\n{self.output()[-2000:]}")
+        raise RuntimeError(
+            f"gunicorn did not serve {self.ready_path} within "
+            f"{self.boot_seconds} s:\n{self.output()[-2000:]}"
+        )
 
     def __exit__(self, *exc: object) -> None:
         assert self.process is not None
@@ -117,8 +137,14 @@ class Connection:
         self._http = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
         self.connects = 0
 
-    def send(self, method: str, path: str, *, body: bytes | str | None = None,
-             headers: dict[str, str] | None = None) -> Response:
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: bytes | str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Response:
         if self._http.sock is not None and select.select([self._http.sock], [], [], 0)[0]:
             self.close()  # readable while idle: the server closed it (keep-alive timeout)
         if self._http.sock is None:
@@ -126,24 +152,35 @@ class Connection:
         try:
             self._http.request(method, path, body=body, headers=headers or {})
             raw = self._http.getresponse()
-            return Response(raw.status, {k.lower(): v for k, v in raw.getheaders()},
-                            raw.read().decode())
+            return Response(
+                raw.status, {k.lower(): v for k, v in raw.getheaders()}, raw.read().decode()
+            )
         except (OSError, http.client.HTTPException):
             self.close()
             raise
 
     def place_order(self, api_key: str, key: str, order: dict | None = None) -> Response:
         """POST /api/orders with ``key`` as its Idempotency-Key."""
-        return self.send("POST", "/api/orders", body=json.dumps(order or ORDER),
-                         headers={"Authorization": f"Bearer {api_key}", "Idempotency-Key": key,
-                                  "Content-Type": "application/json"})
+        return self.send(
+            "POST",
+            "/api/orders",
+            body=json.dumps(order or ORDER),
+            headers={
+                "Authorization": f"Bearer {api_key}",
+                "Idempotency-Key": key,
+                "Content-Type": "application/json",
+            },
+        )
 
     def deliver(self, event: dict, *, secret: str = DEV_SECRET) -> Response:
         """POST /webhooks/payments, signed now with ``secret`` as the provider signs."""
         body = json.dumps(event).encode()
-        return self.send("POST", "/webhooks/payments", body=body,
-                         headers={HEADER: sign(secret, body),
-                                  "Content-Type": "application/json"})
+        return self.send(
+            "POST",
+            "/webhooks/payments",
+            body=body,
+            headers={HEADER: sign(secret, body), "Content-Type": "application/json"},
+        )
 
     def close(self) -> None:
         self._http.close()
@@ -152,12 +189,24 @@ class Connection:
 def payment(order: dict, event_id: str) -> dict:
     """The provider's event that pays ``order`` (an API order's body) in full: it
     names the order by its payment reference, as the provider knows it."""
-    return {"id": event_id, "type": "payment.succeeded", "order_id": order["payment_reference"],
-            "amount_cents": order["total_cents"], "currency": order["currency"]}
+    return {
+        "id": event_id,
+        "type": "payment.succeeded",
+        "order_id": order["payment_reference"],
+        "amount_cents": order["total_cents"],
+        "currency": order["currency"],
+    }
 
 
-def request(port: int, method: str, path: str, *, cookie: str = "",
-            form: dict[str, str] | None = None, timeout: float = 30) -> Response:
+def request(
+    port: int,
+    method: str,
+    path: str,
+    *,
+    cookie: str = "",
+    form: dict[str, str] | None = None,
+    timeout: float = 30,
+) -> Response:
     """One request on a connection of its own, as a browser's new tab sends it."""
     headers = {"Cookie": cookie} if cookie else {}
     body = None
@@ -176,6 +225,7 @@ def open_form(port: int) -> tuple[str, dict[str, str]]:
     page = request(port, "GET", "/orders/new")
     cookie = SimpleCookie(page.headers["set-cookie"])
     return f"session={cookie['session'].value}", {
-        **VALID, "csrf_token": hidden(page.body, "csrf_token"),
+        **VALID,
+        "csrf_token": hidden(page.body, "csrf_token"),
         "form_token": hidden(page.body, "form_token"),
     }

@@ -19,8 +19,12 @@ def alembic_config(conn: Connection) -> Config:
 
 def insert_old_orders(conn: Connection, count: int = 50) -> None:
     """``count`` orders with only the columns every release since 0001 has."""
-    conn.execute(text(
-        "INSERT INTO orders (public_id, submission_digest, product_id, quantity, "
-        "unit_price_cents, customer_name, email, shipping_address) "
-        "SELECT left(md5(i::text), 22), md5(i::text), 1, 1, 1800, 'Ada', 'a@b.c', 'L' "
-        "FROM generate_series(1, :count) i"), {"count": count})
+    conn.execute(
+        text(
+            "INSERT INTO orders (public_id, submission_digest, product_id, quantity, "
+            "unit_price_cents, customer_name, email, shipping_address) "
+            "SELECT left(md5(i::text), 22), md5(i::text), 1, 1, 1800, 'Ada', 'a@b.c', 'L' "
+            "FROM generate_series(1, :count) i"
+        ),
+        {"count": count},
+    )

@@ -45,13 +45,15 @@ STATES: dict[str, MoneyState] = {
     "charging": MoneyState("charging"),
     "declined": MoneyState("declined", decline_code="card_declined"),
     "paid": MoneyState("paid", TOTAL),
-    "paid-refund-failed": MoneyState("paid", TOTAL, 0, (
-        Refund(1000, "failed", "the payment provider refused it"),)),
+    "paid-refund-failed": MoneyState(
+        "paid", TOTAL, 0, (Refund(1000, "failed", "the payment provider refused it"),)
+    ),
     "part-refund-requested": MoneyState("paid", TOTAL, 0, (Refund(1000, "requested"),)),
     "all-refund-requested": MoneyState("paid", TOTAL, 0, (Refund(TOTAL, "requested"),)),
     "part-refunded": MoneyState("paid", TOTAL, 1000, (Refund(1000, "applied"),)),
-    "part-refunded-more-requested": MoneyState("paid", TOTAL, 1000, (
-        Refund(1000, "applied"), Refund(500, "requested"))),
+    "part-refunded-more-requested": MoneyState(
+        "paid", TOTAL, 1000, (Refund(1000, "applied"), Refund(500, "requested"))
+    ),
     "refunded": MoneyState("refunded", TOTAL, TOTAL, (Refund(TOTAL, "applied"),)),
     "shipped": MoneyState("shipped", TOTAL),
     "shipped-refund-in-review": MoneyState("shipped", TOTAL, 0, (Refund(1000, "review"),)),
@@ -66,19 +68,31 @@ def put_order_in(engine: Engine, state: MoneyState) -> str:
     """Insert a €36.00 order in ``state`` with its refund requests; returns its key."""
     key = secrets.token_urlsafe(16)
     with engine.begin() as conn:
-        order_id = conn.scalar(text(
-            "INSERT INTO orders (public_id, submission_digest, product_id, quantity, "
-            "unit_price_cents, customer_name, email, shipping_address, status, paid_cents, "
-            "refunded_cents, reserved_cents, payment_method, decline_code) VALUES (:key, "
-            "md5(random()::text), 1, 2, 1800, 'Ada Lovelace', 'ada@example.com', "
-            "'12 St James''s Square', :status, :paid, :refunded, :reserved, :card, "
-            ":decline_code) RETURNING id"),
-            {"key": key, "status": state.status, "paid": state.paid,
-             "refunded": state.refunded, "reserved": state.reserved, "card": state.card,
-             "decline_code": state.decline_code})
+        order_id = conn.scalar(
+            text(
+                "INSERT INTO orders (public_id, submission_digest, product_id, quantity, "
+                "unit_price_cents, customer_name, email, shipping_address, status, paid_cents, "
+                "refunded_cents, reserved_cents, payment_method, decline_code) VALUES (:key, "
+                "md5(random()::text), 1, 2, 1800, 'Ada Lovelace', 'ada@example.com', "
+                "'12 St James''s Square', :status, :paid, :refunded, :reserved, :card, "
+                ":decline_code) RETURNING id"
+            ),
+            {
+                "key": key,
+                "status": state.status,
+                "paid": state.paid,
+                "refunded": state.refunded,
+                "reserved": state.reserved,
+                "card": state.card,
+                "decline_code": state.decline_code,
+            },
+        )
         for refund in state.requests:
-            conn.execute(text(
-                "INSERT INTO refund_requests (idempotency_key, order_id, amount_cents, status, "
-                "reason) VALUES (md5(random()::text), :order, :cents, :status, :reason)"),
-                {"order": order_id, **refund._asdict()})
+            conn.execute(
+                text(
+                    "INSERT INTO refund_requests (idempotency_key, order_id, amount_cents, status, "
+                    "reason) VALUES (md5(random()::text), :order, :cents, :status, :reason)"
+                ),
+                {"order": order_id, **refund._asdict()},
+            )
     return key

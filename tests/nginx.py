@@ -30,12 +30,14 @@ from webapp import shipped_folder
 
 NGINX = shutil.which("nginx") or next(
     (path for path in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if os.access(path, os.X_OK)),
-    None)
+    None,
+)
 DEBIAN_MAIN = Path("/etc/nginx/nginx.conf")
 needs_nginx = pytest.mark.skipif(
     NGINX is None or not DEBIAN_MAIN.is_file(),
     reason="Debian's nginx is not installed: scripts/test installs it as root, "
-           "or run 'apt-get install nginx'")
+    "or run 'apt-get install nginx'",
+)
 SHIPPED = ROOT / "docs" / "nginx.conf"
 DEPLOY = ROOT / "docs" / "DEPLOY.md"
 HOST = "shop.example"
@@ -43,8 +45,12 @@ HOST = "shop.example"
 
 def main_config_edits() -> list[str]:
     """DEPLOY.md's commands that edit Debian's main config (worker_connections)."""
-    return [line for block in section_blocks(DEPLOY, WALKTHROUGH) for line in block.splitlines()
-            if line.startswith("sed ") and str(DEBIAN_MAIN) in line]
+    return [
+        line
+        for block in section_blocks(DEPLOY, WALKTHROUGH)
+        for line in block.splitlines()
+        if line.startswith("sed ") and str(DEBIAN_MAIN) in line
+    ]
 
 
 def main_config(prefix: Path, *, raised: bool = True) -> Path:
@@ -56,20 +62,25 @@ def main_config(prefix: Path, *, raised: bool = True) -> Path:
         edits = main_config_edits()
         assert edits, "DEPLOY.md no longer edits /etc/nginx/nginx.conf"
         for edit in edits:
-            subprocess.run(["bash", "-c", edit.replace(str(DEBIAN_MAIN), str(path))],
-                           check=True, timeout=10)
+            subprocess.run(
+                ["bash", "-c", edit.replace(str(DEBIAN_MAIN), str(path))], check=True, timeout=10
+            )
     text = path.read_text()
-    temp = " ".join(f"{kind}_temp_path {prefix / kind};"
-                    for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+    temp = " ".join(
+        f"{kind}_temp_path {prefix / kind};"
+        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
+    )
     # As root the workers would run as www-data, who cannot enter pytest's private tmp.
-    for old, new in [("user www-data;", "user root;" if os.geteuid() == 0 else ""),
-                     ("pid /run/nginx.pid;", f"daemon off;\npid {prefix / 'nginx.pid'};"),
-                     ("/var/log/nginx/", f"{prefix}/"),
-                     ("include /etc/nginx/conf.d/", f"include {prefix}/conf.d/"),
-                     ("include /etc/nginx/sites-enabled/*;", ""),  # DEPLOY removes it
-                     # Modules load relative to nginx's prefix (-p); the shop needs none.
-                     ("include /etc/nginx/modules-enabled/*.conf;", ""),
-                     ("http {", f"http {{\n\t{temp}")]:
+    for old, new in [
+        ("user www-data;", "user root;" if os.geteuid() == 0 else ""),
+        ("pid /run/nginx.pid;", f"daemon off;\npid {prefix / 'nginx.pid'};"),
+        ("/var/log/nginx/", f"{prefix}/"),
+        ("include /etc/nginx/conf.d/", f"include {prefix}/conf.d/"),
+        ("include /etc/nginx/sites-enabled/*;", ""),  # DEPLOY removes it
+        # Modules load relative to nginx's prefix (-p); the shop needs none.
+        ("include /etc/nginx/modules-enabled/*.conf;", ""),
+        ("http {", f"http {{\n\t{temp}"),
+    ]:
         assert old in text, f"Debian's nginx.conf changed shape: no {old!r}"
         text = text.replace(old, new)
     path.write_text(text)
@@ -87,20 +98,30 @@ def deploy_setting(name: str) -> str:
 class Ports:
     https: int  # the shipped server's 443
     plain: int  # the same server without TLS, for the tests that need none
-    http: int   # the shipped port-80 server
+    http: int  # the shipped port-80 server
 
     @classmethod
     def free(cls) -> Ports:
         return cls(free_port(), free_port(), free_port())
 
 
-def site_config(prefix: Path, ports: Ports, certificate: Path, *, app_port: int,
-                monitor_port: int, source: Path = SHIPPED) -> str:
+def site_config(
+    prefix: Path,
+    ports: Ports,
+    certificate: Path,
+    *,
+    app_port: int,
+    monitor_port: int,
+    source: Path = SHIPPED,
+) -> str:
     """``source`` (docs/nginx.conf) with the test's ports, certificate and folders."""
     conf = source.read_text()
     replacements = [
-        ("listen 443 ssl;", f"listen 127.0.0.1:{ports.https} ssl;\n"
-                            f"    listen 127.0.0.1:{ports.plain};", True),
+        (
+            "listen 443 ssl;",
+            f"listen 127.0.0.1:{ports.https} ssl;\n    listen 127.0.0.1:{ports.plain};",
+            True,
+        ),
         ("/etc/ssl/shop.example/", f"{certificate}/", True),
         ("server 127.0.0.1:8000;", f"server 127.0.0.1:{app_port};", True),
         ("listen 80;", f"listen 127.0.0.1:{ports.http};", False),
@@ -118,11 +139,31 @@ def site_config(prefix: Path, ports: Ports, certificate: Path, *, app_port: int,
 def self_signed(folder: Path) -> Path:
     """fullchain.pem and privkey.pem for shop.example and 127.0.0.1 in ``folder``."""
     folder.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
-                    "-subj", f"/CN={HOST}", "-addext", f"subjectAltName=DNS:{HOST},IP:127.0.0.1",
-                    "-keyout", str(folder / "privkey.pem"), "-out", str(folder / "fullchain.pem")],
-                   check=True, capture_output=True, timeout=30)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            f"/CN={HOST}",
+            "-addext",
+            f"subjectAltName=DNS:{HOST},IP:127.0.0.1",
+            "-keyout",
+            str(folder / "privkey.pem"),
+            "-out",
+            str(folder / "fullchain.pem"),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
     return folder
 
 
@@ -139,21 +180,36 @@ class Nginx:
 
 
 @contextmanager
-def nginx(prefix: Path, app_port: int, *, monitor_port: int = 0, raised: bool = True,
-          source: Path = SHIPPED) -> Iterator[Nginx]:
+def nginx(
+    prefix: Path,
+    app_port: int,
+    *,
+    monitor_port: int = 0,
+    raised: bool = True,
+    source: Path = SHIPPED,
+) -> Iterator[Nginx]:
     """nginx in the foreground, Debian's main config (``raised``: with DEPLOY's edits)
     and ``source`` as its site, every file under ``prefix``."""
     assert NGINX is not None
     ports, certificate = Ports.free(), self_signed(prefix / "ssl")
     (prefix / "conf.d").mkdir(parents=True, exist_ok=True)
     (prefix / "certbot").mkdir(exist_ok=True)
-    (prefix / "conf.d" / "shop.conf").write_text(site_config(
-        prefix, ports, certificate, app_port=app_port, monitor_port=monitor_port or free_port(),
-        source=source))
+    (prefix / "conf.d" / "shop.conf").write_text(
+        site_config(
+            prefix,
+            ports,
+            certificate,
+            app_port=app_port,
+            monitor_port=monitor_port or free_port(),
+            source=source,
+        )
+    )
     config = main_config(prefix, raised=raised)
-    process = subprocess.Popen([NGINX, "-p", f"{prefix}/", "-e", str(prefix / "error.log"),
-                                "-c", str(config)],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [NGINX, "-p", f"{prefix}/", "-e", str(prefix / "error.log"), "-c", str(config)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
     try:
         deadline = time.monotonic() + 10
         while True:
@@ -184,10 +240,19 @@ class NamedHTTPS(http.client.HTTPConnection):
         self.sock = self.context.wrap_socket(self.sock, server_hostname=HOST)
 
 
-def fetch(port: int, method: str, path: str, *, context: ssl.SSLContext | None = None,
-          host: str = "127.0.0.1", source: str = "127.0.0.1", cookie: str = "",
-          headers: dict[str, str] | None = None, form: dict[str, str] | None = None,
-          timeout: float = 10) -> Response:
+def fetch(
+    port: int,
+    method: str,
+    path: str,
+    *,
+    context: ssl.SSLContext | None = None,
+    host: str = "127.0.0.1",
+    source: str = "127.0.0.1",
+    cookie: str = "",
+    headers: dict[str, str] | None = None,
+    form: dict[str, str] | None = None,
+    timeout: float = 10,
+) -> Response:
     """One request to 127.0.0.1:``port`` from ``source`` (another loopback address is
     another client), over TLS with ``context`` when given, naming ``host`` as its Host."""
     sent = {"Host": host, **({"Cookie": cookie} if cookie else {}), **(headers or {})}
@@ -195,14 +260,21 @@ def fetch(port: int, method: str, path: str, *, context: ssl.SSLContext | None =
     if form is not None:
         body = urllib.parse.urlencode(form)
         sent["Content-Type"] = "application/x-www-form-urlencoded"
-    conn = (NamedHTTPS(port, context, timeout=timeout, source_address=(source, 0)) if context
-            else http.client.HTTPConnection("127.0.0.1", port, timeout=timeout,
-                                            source_address=(source, 0)))
+    conn = (
+        NamedHTTPS(port, context, timeout=timeout, source_address=(source, 0))
+        if context
+        else http.client.HTTPConnection(
+            "127.0.0.1", port, timeout=timeout, source_address=(source, 0)
+        )
+    )
     try:
         conn.request(method, path, body=body, headers=sent)
         raw = conn.getresponse()
-        return Response(raw.status, {k.lower(): v for k, v in raw.getheaders()},
-                        raw.read().decode(errors="replace"))
+        return Response(
+            raw.status,
+            {k.lower(): v for k, v in raw.getheaders()},
+            raw.read().decode(errors="replace"),
+        )
     finally:
         conn.close()
 
@@ -225,14 +297,30 @@ class Shopper:
         self.site, self.source, self.cookie = site, source, ""
         self.origin = f"https://{HOST}:{site.ports.https}"
 
-    def send(self, method: str, path: str, *, referer: str | None = None,
-             form: dict[str, str] | None = None, timeout: float = 10) -> Response:
+    def send(
+        self,
+        method: str,
+        path: str,
+        *,
+        referer: str | None = None,
+        form: dict[str, str] | None = None,
+        timeout: float = 10,
+    ) -> Response:
         headers = {"Referer": self.origin + referer} if referer else {}
         if method == "POST":
             headers["Origin"] = self.origin
-        answer = fetch(self.site.ports.https, method, path, context=self.site.context,
-                       host=f"{HOST}:{self.site.ports.https}", source=self.source,
-                       cookie=self.cookie, headers=headers, form=form, timeout=timeout)
+        answer = fetch(
+            self.site.ports.https,
+            method,
+            path,
+            context=self.site.context,
+            host=f"{HOST}:{self.site.ports.https}",
+            source=self.source,
+            cookie=self.cookie,
+            headers=headers,
+            form=form,
+            timeout=timeout,
+        )
         if "set-cookie" in answer.headers:
             self.cookie = f"session={SimpleCookie(answer.headers['set-cookie'])['session'].value}"
         return answer
@@ -241,8 +329,11 @@ class Shopper:
         """GET the order form; the fields as a shopper fills them in."""
         page = self.send("GET", "/orders/new", timeout=timeout)
         assert page.status == 200, page.body[:300]
-        return {**VALID, "csrf_token": hidden(page.body, "csrf_token"),
-                "form_token": hidden(page.body, "form_token")}
+        return {
+            **VALID,
+            "csrf_token": hidden(page.body, "csrf_token"),
+            "form_token": hidden(page.body, "form_token"),
+        }
 
     def place_order(self, timeout: float = 10) -> Response:
         """Open the form and submit it, as sent from the form's page."""

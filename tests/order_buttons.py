@@ -22,21 +22,27 @@ def buttons(html: str) -> dict[str, Button]:
     form = re.search(r'<form\b[^>]*\baction="([^"]*)"', html)
     assert form, "no form on the page"
     found = {}
-    for tag, label in re.findall(r'(<button\b[^>]*>)\s*<span class="button-label">([^<]*)<',
-                                 html):
+    for tag, label in re.findall(r'(<button\b[^>]*>)\s*<span class="button-label">([^<]*)<', html):
         attributes = dict(re.findall(r'\b([\w-]+)="([^"]*)"', tag))
         if attributes.get("name") == "form_token":
-            found[attributes["id"]] = Button(label.strip(), attributes.get("formaction",
-                                                                           form.group(1)),
-                                             attributes["value"])
+            found[attributes["id"]] = Button(
+                label.strip(), attributes.get("formaction", form.group(1)), attributes["value"]
+            )
     return found
 
 
 def press(client, html: str, button: str, **fields: str):
     """Press ``button`` (its id) on the page ``html`` with ``fields`` over VALID."""
     pressed = buttons(html)[button]
-    return client.post(pressed.action, data={**VALID, "csrf_token": hidden(html, "csrf_token"),
-                                             "form_token": pressed.token, **fields})
+    return client.post(
+        pressed.action,
+        data={
+            **VALID,
+            "csrf_token": hidden(html, "csrf_token"),
+            "form_token": pressed.token,
+            **fields,
+        },
+    )
 
 
 def landed(response) -> str:

@@ -37,8 +37,10 @@ def _connect(signal: NamedSignal, app: Flask, hook: Callable[[], object] | None)
     if old is not None:
         signal.disconnect(old, sender=app)
     if hook is not None:
+
         def receiver(sender: Any, **_: Any) -> None:
             hook()
+
         _connected[(id(app), signal.name)] = receiver
         signal.connect(receiver, sender=app, weak=False)
 
@@ -46,10 +48,11 @@ def _connect(signal: NamedSignal, app: Flask, hook: Callable[[], object] | None)
 def announced_pause(where: str, seconds: float) -> Callable[[], None]:
     """Print "test hook: paused after <where> in pid N" to stderr (so a test driving
     gunicorn knows which worker to kill, and when), then sleep ``seconds``."""
+
     def pause() -> None:
-        print(f"test hook: paused after {where} in pid {os.getpid()}", file=sys.stderr,
-              flush=True)
+        print(f"test hook: paused after {where} in pid {os.getpid()}", file=sys.stderr, flush=True)
         time.sleep(seconds)
+
     return pause
 
 

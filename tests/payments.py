@@ -25,8 +25,9 @@ class Provider:
 
     def __init__(self, store: Path, *, port: int | None = None, **options: str) -> None:
         self.store, self.port = Path(store), port or free_port()
-        self.options = [arg for name, value in options.items()
-                        for arg in (f"--{name.replace('_', '-')}", value)]
+        self.options = [
+            arg for name, value in options.items() for arg in (f"--{name.replace('_', '-')}", value)
+        ]
         self.process: subprocess.Popen | None = None
         self.http = requests.Session()
         self.http.headers["Authorization"] = f"Bearer {DEV_SECRET}"
@@ -47,8 +48,19 @@ class Provider:
 
     def start(self) -> Provider:
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "dev.provider", "--port", str(self.port), "--store",
-             str(self.store), *self.options], cwd=ROOT, stdout=subprocess.DEVNULL)
+            [
+                sys.executable,
+                "-m",
+                "dev.provider",
+                "--port",
+                str(self.port),
+                "--store",
+                str(self.store),
+                *self.options,
+            ],
+            cwd=ROOT,
+            stdout=subprocess.DEVNULL,
+        )
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             assert self.process.poll() is None, "the provider exited"

@@ -10,8 +10,9 @@ from sqlalchemy.orm import Session
 from webapp.order_states import Transitioned, TransitionRefused, transition
 
 
-def cancel_racing_ship(engine, order_id: int, cancel: Callable[[], object]
-                       ) -> tuple[object, Transitioned | TransitionRefused]:
+def cancel_racing_ship(
+    engine, order_id: int, cancel: Callable[[], object]
+) -> tuple[object, Transitioned | TransitionRefused]:
     """Run ``cancel()`` (a request) and a "ship" transition on ``order_id`` at
     once; returns the cancel's response and the ship's result or refusal."""
     barrier = threading.Barrier(2)

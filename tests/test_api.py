@@ -21,8 +21,9 @@ def api_key(servers) -> str:
     return new_api_key(servers)
 
 
-def test_first_request_places_the_order_and_says_how_long_retries_are_safe(client, api_key,
-                                                                            servers):
+def test_first_request_places_the_order_and_says_how_long_retries_are_safe(
+    client, api_key, servers
+):
     response = place(client, api_key)
     assert response.status_code == 201, response.get_data(as_text=True)
     body = response.get_json()
@@ -39,11 +40,14 @@ def test_first_request_places_the_order_and_says_how_long_retries_are_safe(clien
 def test_retry_with_the_same_key_and_body_replays_the_stored_response(client, api_key, servers):
     first = place(client, api_key)
     # Same object, other key order and spacing: the canonical-JSON fingerprint matches.
-    retry = client.post("/api/orders", data='{"address": "12 St James\'s Square\\nLondon",'
-                        ' "email":"ada@example.com","name":"Ada Lovelace","quantity":2,'
-                        '"product":"MUG-STONE"}', content_type="application/json",
-                        headers={"Authorization": f"Bearer {api_key}",
-                                 "Idempotency-Key": '"order-1"'})  # structured-field form
+    retry = client.post(
+        "/api/orders",
+        data='{"address": "12 St James\'s Square\\nLondon",'
+        ' "email":"ada@example.com","name":"Ada Lovelace","quantity":2,'
+        '"product":"MUG-STONE"}',
+        content_type="application/json",
+        headers={"Authorization": f"Bearer {api_key}", "Idempotency-Key": '"order-1"'},
+    )  # structured-field form
     assert retry.status_code == 201 and retry.headers["Idempotent-Replayed"] == "true"
     assert retry.get_json() == first.get_json()
     assert retry.headers["Location"] == first.headers["Location"]
@@ -72,16 +76,21 @@ def test_malformed_idempotency_key_is_a_400(client, api_key, value):
 
 
 def test_two_idempotency_key_headers_are_a_400(client, api_key):
-    response = client.post("/api/orders", json=ORDER, headers=[
-        ("Authorization", f"Bearer {api_key}"), ("Idempotency-Key", "a"),
-        ("Idempotency-Key", "b")])
+    response = client.post(
+        "/api/orders",
+        json=ORDER,
+        headers=[
+            ("Authorization", f"Bearer {api_key}"),
+            ("Idempotency-Key", "a"),
+            ("Idempotency-Key", "b"),
+        ],
+    )
     assert response.status_code == 400 and problem_type(response) == "idempotency-key-malformed"
 
 
 @pytest.mark.parametrize("authorization", [None, "Bearer sk_not-a-key", "Basic YTpi", "Bearer"])
 def test_missing_or_unknown_api_key_is_a_401(client, authorization, servers):
-    headers = {"Idempotency-Key": "k"} | ({"Authorization": authorization} if authorization
-                                         else {})
+    headers = {"Idempotency-Key": "k"} | ({"Authorization": authorization} if authorization else {})
     response = client.post("/api/orders", json=ORDER, headers=headers)
     assert response.status_code == 401 and problem_type(response) == "unauthorized"
     assert response.headers["WWW-Authenticate"].startswith("Bearer")
@@ -93,12 +102,15 @@ def test_idempotency_keys_are_scoped_to_the_client(client, api_key, servers):
     mine, theirs = place(client, api_key), place(client, other)
     assert theirs.status_code == 201 and "Idempotent-Replayed" not in theirs.headers
     assert mine.get_json()["id"] != theirs.get_json()["id"] and order_count(servers) == 2
-    assert client.get(mine.headers["Location"],
-                      headers={"Authorization": f"Bearer {other}"}).status_code == 404
+    assert (
+        client.get(
+            mine.headers["Location"], headers={"Authorization": f"Bearer {other}"}
+        ).status_code
+        == 404
+    )
 
 
-def test_a_second_key_of_the_same_client_sees_the_same_idempotency_keys(client, api_key,
-                                                                        servers):
+def test_a_second_key_of_the_same_client_sees_the_same_idempotency_keys(client, api_key, servers):
     first = place(client, api_key)
     second = place(client, new_api_key(servers, "acme"))
     assert second.headers["Idempotent-Replayed"] == "true"
@@ -112,13 +124,23 @@ def test_same_key_with_a_different_payload_is_a_422(client, api_key, servers):
     assert order_count(servers) == 1
 
 
-@pytest.mark.parametrize("field, value", [
-    ("product", "NO-SUCH-SKU"), ("product", 1), ("quantity", 0), ("quantity", 100),
-    ("quantity", "2"), ("quantity", True), ("name", ""), ("name", "x" * 101),
-    ("email", "not-an-email"), ("address", "a\x00b"), ("extra", "field"),
-])
-def test_invalid_fields_are_a_422_that_does_not_pin_the_key(client, api_key, servers, field,
-                                                            value):
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("product", "NO-SUCH-SKU"),
+        ("product", 1),
+        ("quantity", 0),
+        ("quantity", 100),
+        ("quantity", "2"),
+        ("quantity", True),
+        ("name", ""),
+        ("name", "x" * 101),
+        ("email", "not-an-email"),
+        ("address", "a\x00b"),
+        ("extra", "field"),
+    ],
+)
+def test_invalid_fields_are_a_422_that_does_not_pin_the_key(client, api_key, servers, field, value):
     response = place(client, api_key, {**ORDER, field: value})
     assert response.status_code == 422 and problem_type(response) == "validation-error"
     assert field in response.get_json()["errors"]
@@ -127,21 +149,28 @@ def test_invalid_fields_are_a_422_that_does_not_pin_the_key(client, api_key, ser
     assert order_count(servers) == 1
 
 
-@pytest.mark.parametrize("body, content_type, status, kind", [
-    ("{not json", "application/json", 400, "malformed-json"),
-    ("[" * 5000, "application/json", 400, "malformed-json"),
-    ('"a string"', "application/json", 422, "validation-error"),
-    ("product=1", "application/x-www-form-urlencoded", 415, "unsupported-media-type"),
-])
-def test_a_body_that_is_not_a_json_object_is_refused(client, api_key, body, content_type,
-                                                     status, kind):
-    response = client.post("/api/orders", data=body, content_type=content_type, headers={
-        "Authorization": f"Bearer {api_key}", "Idempotency-Key": "k"})
+@pytest.mark.parametrize(
+    "body, content_type, status, kind",
+    [
+        ("{not json", "application/json", 400, "malformed-json"),
+        ("[" * 5000, "application/json", 400, "malformed-json"),
+        ('"a string"', "application/json", 422, "validation-error"),
+        ("product=1", "application/x-www-form-urlencoded", 415, "unsupported-media-type"),
+    ],
+)
+def test_a_body_that_is_not_a_json_object_is_refused(
+    client, api_key, body, content_type, status, kind
+):
+    response = client.post(
+        "/api/orders",
+        data=body,
+        content_type=content_type,
+        headers={"Authorization": f"Bearer {api_key}", "Idempotency-Key": "k"},
+    )
     assert response.status_code == status and problem_type(response) == kind
 
 
-def test_same_key_while_the_first_is_still_running_is_a_409_with_retry_after(make_app,
-                                                                             servers):
+def test_same_key_while_the_first_is_still_running_is_a_409_with_retry_after(make_app, servers):
     app = make_app()
     released = threading.Event()  # the first holds its claim until the second is answered
     after_consume(app, lambda: released.wait(30))
@@ -184,8 +213,7 @@ def test_retention_is_configurable_and_stated_in_the_header_and_openapi(make_app
     assert "Results are kept 1 h (3600 s)" in description
 
 
-def test_redis_forgetting_a_finished_key_still_makes_no_second_order(client, api_key, servers,
-                                                                     rdb):
+def test_redis_forgetting_a_finished_key_still_makes_no_second_order(client, api_key, servers, rdb):
     first = place(client, api_key)
     rdb.flushall()  # a failover to a replica that never saw the claim
     retry = place(client, api_key)
@@ -241,9 +269,9 @@ def test_a_failure_on_our_side_is_a_503_that_does_not_pin_the_key(make_app, serv
 def test_api_errors_outside_the_views_are_problems_too(client):
     assert problem_type(client.get("/api/orders")) == "method-not-allowed"
     assert problem_type(client.get("/api/nothing-here")) == "not-found"
-    assert problem_type(client.post("/api/orders", data="x" * 70_000,
-                                    content_type="application/json")) in (
-        "payload-too-large", "unauthorized")
+    assert problem_type(
+        client.post("/api/orders", data="x" * 70_000, content_type="application/json")
+    ) in ("payload-too-large", "unauthorized")
 
 
 def test_html_pages_keep_their_error_pages(client):
@@ -255,7 +283,8 @@ def test_openapi_document_is_served(client):
     document = client.get("/api/openapi.json").get_json()
     assert document["openapi"].startswith("3.1")
     assert {"/api/orders", "/api/orders/{order_id}/cancel", "/webhooks/payments"} <= set(
-        document["paths"])
+        document["paths"]
+    )
     assert "/api/problems/idempotency-key-reused" in document["info"]["description"]
     # What test_api_schema runs schemathesis against.
     assert document == openapi(24 * 3600, [item["sku"] for item in CATALOGUE])

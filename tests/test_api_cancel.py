@@ -22,8 +22,7 @@ def order_url(client, api_key) -> str:
 
 
 def cancel(client, api_key, url, **headers):
-    return client.post(f"{url}/cancel", headers={"Authorization": f"Bearer {api_key}",
-                                                 **headers})
+    return client.post(f"{url}/cancel", headers={"Authorization": f"Bearer {api_key}", **headers})
 
 
 def set_status(servers, status: str) -> None:
@@ -44,8 +43,9 @@ def test_a_paid_order_can_be_cancelled(client, api_key, order_url, servers):
 
 
 @pytest.mark.parametrize("status", ["shipped", "refunded"])
-def test_cancelling_a_shipped_or_refunded_order_is_a_409_saying_why(client, api_key, order_url,
-                                                                    servers, status):
+def test_cancelling_a_shipped_or_refunded_order_is_a_409_saying_why(
+    client, api_key, order_url, servers, status
+):
     set_status(servers, status)
     response = cancel(client, api_key, order_url)
     assert response.status_code == 409 and problem_type(response) == "order-state-conflict"
@@ -54,8 +54,14 @@ def test_cancelling_a_shipped_or_refunded_order_is_a_409_saying_why(client, api_
     assert body["order_status"] == status
 
 
-@pytest.mark.parametrize("path", ["/api/orders/AAAAAAAAAAAAAAAAAAAAAA/cancel",
-                                  "/api/orders/short/cancel", "/api/orders/%00%00/cancel"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/api/orders/AAAAAAAAAAAAAAAAAAAAAA/cancel",
+        "/api/orders/short/cancel",
+        "/api/orders/%00%00/cancel",
+    ],
+)
 def test_cancelling_an_unknown_order_is_a_404(client, api_key, path):
     response = client.post(path, headers={"Authorization": f"Bearer {api_key}"})
     assert response.status_code == 404 and problem_type(response) == "not-found"
@@ -68,13 +74,15 @@ def test_cancel_needs_the_owning_clients_key(client, order_url, servers):
 
 
 def test_concurrent_cancel_and_ship_exactly_one_wins_and_the_loser_is_told_why(
-        app, api_key, order_url, servers):
+    app, api_key, order_url, servers
+):
     set_status(servers, "paid")
     with servers.engine.connect() as conn:
         order_id = conn.scalar(text("SELECT id FROM orders"))
     client = app.test_client()
     cancel_response, shipped = cancel_racing_ship(
-        servers.engine, order_id, lambda: cancel(client, api_key, order_url))
+        servers.engine, order_id, lambda: cancel(client, api_key, order_url)
+    )
     with servers.engine.connect() as conn:
         final = conn.scalar(text("SELECT status FROM orders"))
     if final == "cancelled":
@@ -83,8 +91,9 @@ def test_concurrent_cancel_and_ship_exactly_one_wins_and_the_loser_is_told_why(
     else:
         assert final == "shipped" and not isinstance(shipped, TransitionRefused)
         assert cancel_response.status_code == 409
-        assert cancel_response.get_json()["detail"] == \
-            "An order that is shipped cannot be cancelled."
+        assert (
+            cancel_response.get_json()["detail"] == "An order that is shipped cannot be cancelled."
+        )
 
 
 def test_create_api_key_command_prints_a_key_once_and_stores_only_its_hash(app, servers):
@@ -93,11 +102,16 @@ def test_create_api_key_command_prints_a_key_once_and_stores_only_its_hash(app, 
     key = result.output.strip().splitlines()[-1]
     assert key.startswith("sk_") and len(key) > 40
     with servers.engine.connect() as conn:
-        stored = conn.execute(text("SELECT k.key_hash FROM api_keys k JOIN api_clients c "
-                                   "ON c.id = k.client_id WHERE c.name = 'initech'")).scalars()
+        stored = conn.execute(
+            text(
+                "SELECT k.key_hash FROM api_keys k JOIN api_clients c "
+                "ON c.id = k.client_id WHERE c.name = 'initech'"
+            )
+        ).scalars()
         assert list(stored) == [hash_key(key)]
-        assert not conn.scalar(text("SELECT count(*) FROM api_keys WHERE key_hash = :k"),
-                               {"k": key})
+        assert not conn.scalar(
+            text("SELECT count(*) FROM api_keys WHERE key_hash = :k"), {"k": key}
+        )
     assert place(app.test_client(), key).status_code == 201
 
 

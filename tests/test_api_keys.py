@@ -66,13 +66,16 @@ def test_revoking_a_client_revokes_every_key_it_holds(app, name):
     assert again.exit_code != 0 and "no active key" in again.output
 
 
-@pytest.mark.parametrize("args, message", [
-    (["revoke-api-key", "nobody-by-this-name"], "no client named"),
-    (["revoke-api-key", "{name}", "--key", "sk_00000000"], "no active key"),
-    (["create-api-key", "{name}", "--expires-days", "0"], "at least 1"),
-    (["create-api-key", "{name}", "--expires-days", "-3"], "at least 1"),
-    (["create-api-key", "{name}", "--expires-days", "soon"], "not a valid integer"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["revoke-api-key", "nobody-by-this-name"], "no client named"),
+        (["revoke-api-key", "{name}", "--key", "sk_00000000"], "no active key"),
+        (["create-api-key", "{name}", "--expires-days", "0"], "at least 1"),
+        (["create-api-key", "{name}", "--expires-days", "-3"], "at least 1"),
+        (["create-api-key", "{name}", "--expires-days", "soon"], "not a valid integer"),
+    ],
+)
 def test_the_key_commands_refuse_what_they_cannot_do_and_say_why(app, name, args, message):
     create_key(app, name)
     result = cli(app, *[arg.format(name=name) for arg in args])
@@ -83,22 +86,35 @@ def test_an_expired_key_gets_401_and_a_key_before_its_expiry_works(app, servers,
     client = app.test_client()
     key = create_key(app, name, "--expires-days", "30")
     with servers.engine.connect() as conn:
-        days = conn.scalar(text("SELECT extract(epoch FROM expires_at - now()) / 86400 "
-                                "FROM api_keys WHERE key_prefix = :p"), {"p": prefix_of(key)})
+        days = conn.scalar(
+            text(
+                "SELECT extract(epoch FROM expires_at - now()) / 86400 "
+                "FROM api_keys WHERE key_prefix = :p"
+            ),
+            {"p": prefix_of(key)},
+        )
     assert 29.99 < days <= 30
     assert place(client, key).status_code == 201
     with servers.engine.begin() as conn:
-        conn.execute(text("UPDATE api_keys SET expires_at = now() - interval '1 second' "
-                          "WHERE key_prefix = :p"), {"p": prefix_of(key)})
+        conn.execute(
+            text(
+                "UPDATE api_keys SET expires_at = now() - interval '1 second' WHERE key_prefix = :p"
+            ),
+            {"p": prefix_of(key)},
+        )
     refused = place(client, key, key="order-2")
     assert refused.status_code == 401 and problem_type(refused) == "unauthorized"
 
 
 def test_list_api_keys_shows_each_key_by_prefix_with_its_expiry_last_use_and_state(
-        app, servers, name):
+    app, servers, name
+):
     client = app.test_client()
-    used, unused, revoked = (create_key(app, name, "--expires-days", "7"), create_key(app, name),
-                             create_key(app, name))
+    used, unused, revoked = (
+        create_key(app, name, "--expires-days", "7"),
+        create_key(app, name),
+        create_key(app, name),
+    )
     place(client, used)
     cli(app, "revoke-api-key", name, "--key", prefix_of(revoked))
     result = cli(app, "list-api-keys", name)
@@ -131,14 +147,24 @@ def test_last_use_is_written_at_most_once_a_minute_per_key(app, servers, name):
             assert get_order(client, key, url).status_code == 200
         assert updates == []  # written by the place() above, less than a minute ago
         with servers.engine.begin() as conn:
-            conn.execute(text("UPDATE api_keys SET last_used_at = now() - interval '61 seconds' "
-                              "WHERE key_prefix = :p"), {"p": prefix_of(key)})
+            conn.execute(
+                text(
+                    "UPDATE api_keys SET last_used_at = now() - interval '61 seconds' "
+                    "WHERE key_prefix = :p"
+                ),
+                {"p": prefix_of(key)},
+            )
         for _ in range(5):
             assert get_order(client, key, url).status_code == 200
         assert len(updates) == 1
     finally:
         event.remove(engine, "before_cursor_execute", count)
     with servers.engine.connect() as conn:
-        age = conn.scalar(text("SELECT extract(epoch FROM now() - last_used_at) FROM api_keys "
-                               "WHERE key_prefix = :p"), {"p": prefix_of(key)})
+        age = conn.scalar(
+            text(
+                "SELECT extract(epoch FROM now() - last_used_at) FROM api_keys "
+                "WHERE key_prefix = :p"
+            ),
+            {"p": prefix_of(key)},
+        )
     assert age < 5

@@ -17,9 +17,16 @@ CONCURRENT = 20
 def post_order(port: int, api_key: str, key: str):
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
     try:
-        conn.request("POST", "/api/orders", body=json.dumps(ORDER), headers={
-            "Content-Type": "application/json", "Authorization": f"Bearer {api_key}",
-            "Idempotency-Key": key})
+        conn.request(
+            "POST",
+            "/api/orders",
+            body=json.dumps(ORDER),
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {api_key}",
+                "Idempotency-Key": key,
+            },
+        )
         response = conn.getresponse()
         return response.status, dict(response.getheaders()), json.loads(response.read())
     finally:
@@ -42,10 +49,12 @@ def test_twenty_concurrent_requests_with_one_key_make_one_order(servers):
     # The first holds its claim for 0.5 s, so the others arrive while it runs.
     with LiveServer(servers, workers=2, threads=10, TEST_PAUSE_AFTER_CONSUME="0.5") as live:
         with ThreadPoolExecutor(CONCURRENT) as pool:
-            results = list(pool.map(lambda _: post_order(live.port, api_key, "storm"),
-                                    range(CONCURRENT)))
-            final = list(pool.map(lambda r: retry_while_in_progress(live.port, api_key, r),
-                                  results))
+            results = list(
+                pool.map(lambda _: post_order(live.port, api_key, "storm"), range(CONCURRENT))
+            )
+            final = list(
+                pool.map(lambda r: retry_while_in_progress(live.port, api_key, r), results)
+            )
     statuses = sorted(status for status, _, _ in results)
     assert set(statuses) <= {201, 409}, statuses
     created = [r for r in results if r[0] == 201 and "Idempotent-Replayed" not in r[1]]

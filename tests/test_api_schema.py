@@ -39,15 +39,27 @@ CONFIG = {
     # code refuses more (str.isprintable: format characters, unassigned code points)
     # than a pattern of a sane size can say, and tests/test_fuzz.py sends any Unicode.
     "generation": {"codec": "ascii"},
-    "phases": {"examples": {"enabled": False}, "coverage": {"enabled": False},
-               "stateful": {"max-steps": 5}},
+    "phases": {
+        "examples": {"enabled": False},
+        "coverage": {"enabled": False},
+        "stateful": {"max-steps": 5},
+    },
     # A schema cannot carry an HMAC or the payment references orders hold now: a signed
     # webhook with a valid body is tested by tests/test_fuzz.py and test_webhooks.py.
-    "operations": [{"include-operation-id": "paymentEvent",
-                    "checks": {"positive_data_acceptance": {"enabled": False}}}],
+    "operations": [
+        {
+            "include-operation-id": "paymentEvent",
+            "checks": {"positive_data_acceptance": {"enabled": False}},
+        }
+    ],
 }
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-                    suppress_health_check=list(HealthCheck))
+SETTINGS = settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    derandomize=True,
+    database=None,
+    suppress_health_check=list(HealthCheck),
+)
 #: The long form takes longer than pytest's 120 s a test.
 pytestmark = pytest.mark.timeout(max(120, EXAMPLES * 2))
 
@@ -66,8 +78,9 @@ class RunningApp:
 
 RUNNING = RunningApp()
 # The document the app serves (test_api checks /api/openapi.json is this one).
-schema = schemathesis.openapi.from_dict(openapi(24 * 3600, SKUS),
-                                        config=SchemathesisConfig.from_dict(CONFIG))
+schema = schemathesis.openapi.from_dict(
+    openapi(24 * 3600, SKUS), config=SchemathesisConfig.from_dict(CONFIG)
+)
 schema.app = RUNNING
 #: The API key of the running test's client.
 API_KEY: dict[str, str] = {}
@@ -116,34 +129,50 @@ def test_the_stateful_phase_follows_the_links_to_the_order_and_its_cancel(app, s
             if response.status_code < 300:
                 reached.add(case.operation.label)
 
-    Scenarios.run(settings=settings(SETTINGS, max_examples=max(3, EXAMPLES // 5),
-                                    stateful_step_count=5))
-    assert {"GET /api/orders/{order_id}",
-            "POST /api/orders/{order_id}/cancel"} <= reached, reached
+    Scenarios.run(
+        settings=settings(SETTINGS, max_examples=max(3, EXAMPLES // 5), stateful_step_count=5)
+    )
+    assert {"GET /api/orders/{order_id}", "POST /api/orders/{order_id}/cancel"} <= reached, reached
 
 
 # --- the document states the code's rules, not looser ones -------------------------------
 
-@pytest.mark.parametrize(("value", "accepted"), [
-    ("order-1", True), ('"order-1"', True), ('"with \\"quotes\\""', True), ("  k  ", True),
-    ("x" * 255, True), ('"' + "y" * 255 + '"', True),
-    ('"unterminated', False), ('" "', False), ('""', False), ("", False), ("\t", False),
-    ("a,b", False), ("x" * 256, False), ("schlüssel", False),
-])
+
+@pytest.mark.parametrize(
+    ("value", "accepted"),
+    [
+        ("order-1", True),
+        ('"order-1"', True),
+        ('"with \\"quotes\\""', True),
+        ("  k  ", True),
+        ("x" * 255, True),
+        ('"' + "y" * 255 + '"', True),
+        ('"unterminated', False),
+        ('" "', False),
+        ('""', False),
+        ("", False),
+        ("\t", False),
+        ("a,b", False),
+        ("x" * 256, False),
+        ("schlüssel", False),
+    ],
+)
 def test_the_idempotency_key_pattern_is_the_rule_the_code_applies(value, accepted):
     """One pattern for both (webapp.api.idempotency): a key starting with a quote, or a
     quoted key of blanks, was admitted by the document and refused by the code."""
     assert (parse_key(value) is not None) is accepted
-    assert openapi(60, SKUS)["paths"]["/api/orders"]["post"]["parameters"][0]["schema"][
-        "pattern"] == KEY_PATTERN
+    assert (
+        openapi(60, SKUS)["paths"]["/api/orders"]["post"]["parameters"][0]["schema"]["pattern"]
+        == KEY_PATTERN
+    )
 
 
 def test_the_served_document_names_the_skus_on_sale_now(client, servers):
     """A product taken off sale is refused (422), so the document leaves it out."""
+
     def product_enum() -> list[str]:
         document = client.get("/api/openapi.json").get_json()
-        return document["components"]["schemas"]["OrderRequest"]["properties"]["product"][
-            "enum"]
+        return document["components"]["schemas"]["OrderRequest"]["properties"]["product"]["enum"]
 
     assert product_enum() == SKUS and ORDER["product"] in SKUS
     with servers.engine.begin() as conn:

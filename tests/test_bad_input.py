@@ -33,6 +33,7 @@ CROSS_SITE = "We could not confirm that this form was sent from our own site"
 @dataclass
 class User:
     """A user with the order form open, and what a case may need around them."""
+
     app: Flask
     client: FlaskClient
     tokens: dict[str, str]
@@ -96,8 +97,9 @@ def replayed_by_another_session(user: User):
     assert user.post(user.fields(form_token=token)).status_code == 303
     stranger = user.app.test_client()
     html = stranger.get("/orders/new").get_data(as_text=True)
-    return stranger.post("/orders", data={**VALID, "form_token": token,
-                                          "csrf_token": hidden(html, "csrf_token")})
+    return stranger.post(
+        "/orders", data={**VALID, "form_token": token, "csrf_token": hidden(html, "csrf_token")}
+    )
 
 
 def csrf_of_another_session(user: User):
@@ -112,17 +114,26 @@ def forged(**headers: str) -> Callable[[User], object]:
 
 def by_order_number(path: str) -> Callable[[User], object]:
     """Someone else's real order, asked for by the number its customer quotes."""
+
     def send(user: User):
         owner = user.app.test_client()
         html = owner.get("/orders/new").get_data(as_text=True)
-        placed = owner.post("/orders", data={**VALID, "email": "owner@example.com",
-                                             "csrf_token": hidden(html, "csrf_token"),
-                                             "form_token": hidden(html, "form_token")})
-        number = re.search(r'data-order-number="([^"]+)"',
-                           owner.get(placed.headers["Location"]).text).group(1)
+        placed = owner.post(
+            "/orders",
+            data={
+                **VALID,
+                "email": "owner@example.com",
+                "csrf_token": hidden(html, "csrf_token"),
+                "form_token": hidden(html, "form_token"),
+            },
+        )
+        number = re.search(
+            r'data-order-number="([^"]+)"', owner.get(placed.headers["Location"]).text
+        ).group(1)
         response = user.client.get(path.format(number))
         assert "owner@example.com" not in response.text
         return response
+
     return send
 
 
@@ -142,8 +153,11 @@ CASES = {
     "token-non-ascii": (fields(form_token="é" * 43), 400, BAD_TOKEN),
     "token-with-nul": (fields(form_token="a" * 21 + "\x00" + "a" * 21), 400, BAD_TOKEN),
     "token-wrong-alphabet": (fields(form_token="+/" * 21 + "="), 400, BAD_TOKEN),
-    "token-sent-twice": (lambda u: u.post(u.fields(form_token=[u.tokens["form_token"]] * 2)),
-                         400, BAD_TOKEN),
+    "token-sent-twice": (
+        lambda u: u.post(u.fields(form_token=[u.tokens["form_token"]] * 2)),
+        400,
+        BAD_TOKEN,
+    ),
     "token-of-another-session": (token_of_another_session, 409, EXPIRED),
     "token-for-another-form": (token_for_another_form, 409, EXPIRED),
     "token-expired": (expired_token, 409, EXPIRED),
@@ -177,8 +191,11 @@ CASES = {
     "name-control-chars": (fields(name="Ada\x00\x07"), 422, "Remove the control characters"),
     "email-empty": (fields(email=""), 422, "Enter your email address."),
     "email-invalid": (fields(email="ada@"), 422, "Enter an email address like"),
-    "email-too-long": (fields(email="a" * 250 + "@example.com"), 422,
-                       "Use at most 254 characters."),
+    "email-too-long": (
+        fields(email="a" * 250 + "@example.com"),
+        422,
+        "Use at most 254 characters.",
+    ),
     "address-empty": (fields(address=""), 422, "Enter the address we should ship to."),
     "address-too-long": (fields(address="x" * 501), 422, "Use at most 500 characters."),
     "address-control-chars": (fields(address="1 Road\x1b[2J"), 422, "Remove the control"),
@@ -187,8 +204,7 @@ CASES = {
     "script-in-address": (fields(address=SCRIPT, quantity="0"), 422, ESCAPED),
     "quantity-sent-twice": (fields(quantity=["1", "2"]), 400, REPEATED),
     "name-sent-twice": (fields(name=["Ada", "Eve"]), 400, REPEATED),
-    "field-sent-twice-without-csrf": (fields(csrf_token=None, quantity=["1", "2"]), 400,
-                                      REPEATED),
+    "field-sent-twice-without-csrf": (fields(csrf_token=None, quantity=["1", "2"]), 400, REPEATED),
     # the request itself
     "json-body": (body(b'{"product": 1}', "application/json"), 415, "not as another kind"),
     "text-body": (body(b"product=1", "text/plain"), 415, "not as another kind"),
@@ -202,8 +218,11 @@ CASES = {
     "overlong-order-id": (page("/orders/" + "A" * 2000), 404, "There is no order"),
     "malformed-order-id-to-refund": (page("/orders/%00/refund"), 404, "There is no order"),
     "malformed-order-id-to-cancel": (page("/orders/%00/cancel"), 404, "There is no order"),
-    "unknown-order-to-refund": (page("/orders/AAAAAAAAAAAAAAAAAAAAAA/refund"), 404,
-                                "There is no order"),
+    "unknown-order-to-refund": (
+        page("/orders/AAAAAAAAAAAAAAAAAAAAAA/refund"),
+        404,
+        "There is no order",
+    ),
     "unknown-page": (page("/admin"), 404, "Page not found"),
     "order-by-its-number": (by_order_number("/orders/{}"), 404, "There is no order"),
     "cancel-by-order-number": (by_order_number("/orders/{}/cancel"), 404, "There is no order"),
@@ -240,18 +259,26 @@ def test_the_table_covers_at_least_forty_cases():
 
 
 # Field names a form body may carry, real ones and noise.
-NAMES = st.sampled_from(["product", "quantity", "name", "email", "address", "form_token",
-                         "csrf_token", "", "x"]) | st.text(max_size=8)
+NAMES = st.sampled_from(
+    ["product", "quantity", "name", "email", "address", "form_token", "csrf_token", "", "x"]
+) | st.text(max_size=8)
 VALUES = st.text(max_size=60) | st.sampled_from(["1", "0", "-1", "99", "100", "a" * 43, SCRIPT])
 
 
-@settings(max_examples=60, deadline=None, database=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(pairs=st.lists(st.tuples(NAMES, VALUES), max_size=10),
-       keep=st.sets(st.sampled_from(["csrf_token", "form_token", "fields"])),
-       raw=st.none() | st.binary(max_size=300))
+@settings(
+    max_examples=60,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    pairs=st.lists(st.tuples(NAMES, VALUES), max_size=10),
+    keep=st.sets(st.sampled_from(["csrf_token", "form_token", "fields"])),
+    raw=st.none() | st.binary(max_size=300),
+)
 def test_any_form_body_is_answered_below_500_and_places_at_most_one_order_per_token(
-        user, servers, pairs, keep, raw):
+    user, servers, pairs, keep, raw
+):
     html = user.client.get("/orders/new").get_data(as_text=True)
     tokens = {"csrf_token": hidden(html, "csrf_token"), "form_token": hidden(html, "form_token")}
     data = [(k, v) for k, v in tokens.items() if k in keep]

@@ -33,6 +33,7 @@ def test_gunicorn_listens_on_loopback_unless_told_otherwise(monkeypatch):
     """Only the proxy on the same machine can reach the app port: no slow client holds a
     gthread worker, and no client sends the X-Forwarded-For that TRUSTED_PROXIES trusts."""
     from webapp import gunicorn_conf
+
     monkeypatch.delenv("BIND", raising=False)
     assert importlib.reload(gunicorn_conf).bind == "127.0.0.1:8000"
     monkeypatch.setenv("BIND", "10.0.3.7:8000")
@@ -47,9 +48,11 @@ def slow_request(index: int) -> tuple[bytes, bytes]:
     if index % 2:
         return b"", f"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: {index}\r\n\r\n".encode()
     body = b"product=1&quantity=1&name=Slow&email=slow%40example.com&address=x" * 2
-    return (b"POST /orders HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            b"Content-Type: application/x-www-form-urlencoded\r\n"
-            + f"Content-Length: {len(body)}\r\n\r\n".encode()), body
+    return (
+        b"POST /orders HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/x-www-form-urlencoded\r\n"
+        + f"Content-Length: {len(body)}\r\n\r\n".encode()
+    ), body
 
 
 @contextmanager
@@ -114,13 +117,14 @@ def open_form_within(port: int, timeout: float) -> tuple[str, dict[str, str]]:
     assert page.status == 200, page.body[:300]
     cookie = SimpleCookie(page.headers["set-cookie"])
     return f"session={cookie['session'].value}", {
-        **VALID, "csrf_token": hidden(page.body, "csrf_token"),
-        "form_token": hidden(page.body, "form_token")}
+        **VALID,
+        "csrf_token": hidden(page.body, "csrf_token"),
+        "form_token": hidden(page.body, "form_token"),
+    }
 
 
 @needs_nginx
-def test_50_slow_clients_leave_healthz_and_a_submit_answering_within_a_second(
-        servers, tmp_path):
+def test_50_slow_clients_leave_healthz_and_a_submit_answering_within_a_second(servers, tmp_path):
     with production_gunicorn(servers) as live, nginx(tmp_path, live.port) as site:
         port = site.ports.plain
         # The same slow clients straight at gunicorn hold its threads: this is what
@@ -130,16 +134,21 @@ def test_50_slow_clients_leave_healthz_and_a_submit_answering_within_a_second(
         time.sleep(1)  # gunicorn finishes the requests the slow clients held back
         with trickling(port):
             proxied = timed(port)
-    print(f"\n{SLOW_CLIENTS} clients at 1 byte/s; straight at gunicorn: {fmt(direct)}; "
-          f"through nginx: {fmt(proxied)}")
+    print(
+        f"\n{SLOW_CLIENTS} clients at 1 byte/s; straight at gunicorn: {fmt(direct)}; "
+        f"through nginx: {fmt(proxied)}"
+    )
     assert "timed out" in direct, direct
     assert "timed out" not in proxied and all(
-        isinstance(seconds, float) and seconds < 1 for seconds in proxied.values()), proxied
+        isinstance(seconds, float) and seconds < 1 for seconds in proxied.values()
+    ), proxied
 
 
 def fmt(figures: dict[str, float | str]) -> str:
-    return ", ".join(f"{name} {value:.3f} s" if isinstance(value, float) else f"{name} {value}"
-                     for name, value in figures.items())
+    return ", ".join(
+        f"{name} {value:.3f} s" if isinstance(value, float) else f"{name} {value}"
+        for name, value in figures.items()
+    )
 
 
 def form_views(port: int, forwarded_for: list[str]) -> list[int]:
@@ -148,22 +157,26 @@ def form_views(port: int, forwarded_for: list[str]) -> list[int]:
     for address in forwarded_for:
         sock = socket.create_connection(("127.0.0.1", port), timeout=5)
         with sock, sock.makefile("rb") as reply:
-            sock.sendall(f"GET /orders/new HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-                         f"X-Forwarded-For: {address}\r\nConnection: close\r\n\r\n".encode())
+            sock.sendall(
+                f"GET /orders/new HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                f"X-Forwarded-For: {address}\r\nConnection: close\r\n\r\n".encode()
+            )
             statuses.append(int(reply.readline().split()[1]))
     return statuses
 
 
 @needs_nginx
-def test_behind_nginx_a_client_sent_x_forwarded_for_does_not_choose_the_bucket(
-        servers, tmp_path):
+def test_behind_nginx_a_client_sent_x_forwarded_for_does_not_choose_the_bucket(servers, tmp_path):
     """Two clients on 127.0.0.1 claiming different addresses share one per-client count
     through nginx; straight at the app port (why it binds to loopback) they would not."""
     if time.time() % 60 > 50:  # the count is per minute of the clock
         time.sleep(61 - time.time() % 60)
-    with production_gunicorn(servers, TRUSTED_PROXIES="1",
-                             SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE="4") as live, \
-            nginx(tmp_path, live.port) as site:
+    with (
+        production_gunicorn(
+            servers, TRUSTED_PROXIES="1", SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE="4"
+        ) as live,
+        nginx(tmp_path, live.port) as site,
+    ):
         through_nginx = form_views(site.ports.plain, ["203.0.113.1", "198.51.100.2"] * 2)
         direct = form_views(live.port, ["203.0.113.7", "198.51.100.8"] * 2)
     # LiveServer's own readiness check spent one view of 127.0.0.1's four.
@@ -177,10 +190,11 @@ def test_with_the_app_stopped_nginx_answers_with_the_shops_own_page_and_no_versi
     Nothing listens on the app's port, as when gunicorn is stopped or restarting."""
     with nginx(tmp_path, app_port=free_port()) as site:
         shopper = Shopper(site)
-        answers = {"the order form": shopper.send("GET", "/orders/new"),
-                   "its submit": shopper.send("POST", "/orders", referer="/orders/new",
-                                              form=VALID),
-                   "a health check": fetch(site.ports.plain, "GET", "/healthz")}
+        answers = {
+            "the order form": shopper.send("GET", "/orders/new"),
+            "its submit": shopper.send("POST", "/orders", referer="/orders/new", form=VALID),
+            "a health check": fetch(site.ports.plain, "GET", "/healthz"),
+        }
     page = (ROOT / "static" / "errors" / "unavailable.html").read_text()
     for what, answer in answers.items():
         assert (answer.status, answer.body == page) == (502, True), (what, answer.body[:300])

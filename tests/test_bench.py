@@ -20,9 +20,14 @@ LIBRARY = ROOT / "flask-submit-once/src/flask_submit_once"
 
 def library_names_imported(path: Path) -> set[tuple[str, str]]:
     """(module, name) for every ``from flask_submit_once... import name`` in ``path``."""
-    return {(node.module, alias.name) for node in ast.walk(ast.parse(path.read_text()))
-            if isinstance(node, ast.ImportFrom) and node.level == 0
-            and (node.module or "").split(".")[0] == "flask_submit_once" for alias in node.names}
+    return {
+        (node.module, alias.name)
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.ImportFrom)
+        and node.level == 0
+        and (node.module or "").split(".")[0] == "flask_submit_once"
+        for alias in node.names
+    }
 
 
 def test_the_benchmark_imports_only_public_names_of_the_library():
@@ -37,6 +42,7 @@ def test_the_benchmark_imports_only_public_names_of_the_library():
 def test_the_benchmark_is_smaller_than_the_library():
     def lines(paths) -> int:
         return sum(len(path.read_text().splitlines()) for path in paths)
+
     assert lines(ROOT.glob("bench/**/*.py")) < lines(LIBRARY.glob("*.py"))
 
 
@@ -45,8 +51,14 @@ def test_the_benchmarks_short_form_runs_every_variant_and_prints_the_targets(tmp
     """scripts/bench's every step once (``--smoke``: real PostgreSQL, Redis and gunicorn,
     a fraction of a second a variant): each variant's cycles end on their page, the storm
     makes one order, and the table gives every figure the targets are read from."""
-    run = subprocess.run([sys.executable, "-m", "bench.run", "--smoke", "--out", str(tmp_path)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=280, check=False)
+    run = subprocess.run(
+        [sys.executable, "-m", "bench.run", "--smoke", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
     table = (tmp_path / "latest.md").read_text()
     figures = json.loads((tmp_path / "latest.json").read_text())["figures"]
@@ -55,8 +67,9 @@ def test_the_benchmarks_short_form_runs_every_variant_and_prints_the_targets(tmp
         assert figures[f"pg_round_trips_per_post.{variant}"]["min"] >= 2, variant
     per_level = re.search(r"^\| 2 \|.*\| ([\d /]+) \|$", table, re.M)
     assert per_level and set(per_level.group(1).split(" / ")) == {"0"}, "failed cycles"
-    assert re.search(r"^Targets, on the medians: tokens − floor .* lean_once − lean_floor ",
-                     table, re.M)
+    assert re.search(
+        r"^Targets, on the medians: tokens − floor .* lean_once − lean_floor ", table, re.M
+    )
     assert figures["storm.tokens.orders"]["max"] == 1 == figures["storm.nonce.orders"]["max"]
     assert round(figures["redis_round_trips_per_order.tokens"]["median"]) == 2
 
@@ -64,14 +77,21 @@ def test_the_benchmarks_short_form_runs_every_variant_and_prints_the_targets(tmp
 @pytest.mark.timeout(120)
 def test_the_in_place_split_runs_and_adds_up(tmp_path):
     """scripts/bench --in-place, two cycles a variant: each request's parts add up to it."""
-    run = subprocess.run([sys.executable, "-m", "bench.inplace", "--cycles", "2", "--out",
-                          str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=110,
-                         check=False)
+    run = subprocess.run(
+        [sys.executable, "-m", "bench.inplace", "--cycles", "2", "--out", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=110,
+        check=False,
+    )
     assert run.returncode == 0, run.stderr[-3000:]
-    rows = re.findall(r"^\| POST \| ([^|]+) \| (\d+) \| (\d+) \|", (tmp_path / "inplace.md")
-                      .read_text(), re.M)
+    rows = re.findall(
+        r"^\| POST \| ([^|]+) \| (\d+) \| (\d+) \|", (tmp_path / "inplace.md").read_text(), re.M
+    )
     parts = {part.strip(): (int(tokens), int(floor)) for part, tokens, floor in rows}
     assert parts["SQLAlchemy + psycopg"][0] > 0 and parts["redis-py"][1] > 0
     for which in (0, 1):  # rounded parts: within a µs each of the whole
-        assert abs(sum(v[which] for k, v in parts.items() if k != "all")
-                   - parts["all"][which]) <= len(parts)
+        assert abs(
+            sum(v[which] for k, v in parts.items() if k != "all") - parts["all"][which]
+        ) <= len(parts)

@@ -119,13 +119,15 @@ def test_a_cancel_token_only_cancels_its_own_order(client, order, servers):
 
 
 def test_concurrent_cancel_and_ship_exactly_one_wins_and_the_loser_is_told_why(
-        app, client, order, servers):
+    app, client, order, servers
+):
     set_status(servers, "paid")
     tokens = cancel_form(client, order)
     with servers.engine.connect() as conn:
         order_id = conn.scalar(text("SELECT id FROM orders"))
     page, shipped = cancel_racing_ship(
-        servers.engine, order_id, lambda: client.post(f"{order}/cancel", data=tokens))
+        servers.engine, order_id, lambda: client.post(f"{order}/cancel", data=tokens)
+    )
     if status(servers) == "cancelled":
         assert page.status_code == 303
         assert str(shipped) == "An order that is cancelled cannot be shipped."
@@ -137,7 +139,8 @@ def test_concurrent_cancel_and_ship_exactly_one_wins_and_the_loser_is_told_why(
 
 @pytest.mark.parametrize("committed", [True, False], ids=["commit-landed", "commit-lost"])
 def test_a_cancel_whose_commit_lost_its_answer_never_says_nothing_changed(
-        client, order, servers, monkeypatch, committed):
+    client, order, servers, monkeypatch, committed
+):
     """A failover during the cancel's COMMIT: the page says it could not confirm and
     sends the customer to the order, whose status settles it; cancelling again from
     there is one cancel, never a dead end."""
@@ -157,7 +160,8 @@ def test_a_cancel_whose_commit_lost_its_answer_never_says_nothing_changed(
 
 
 def test_back_shows_the_cancel_page_as_it_was_and_its_spent_token_lands_on_the_order(
-        client, order, servers):
+    client, order, servers
+):
     """The cancel page is sent so that Back shows the browser's copy (private, no-cache,
     no Vary: Cookie) and posts to another URL than its own, which a POST would drop from
     the cache (was: no-store, posting to its own URL, so Back fetched it again: a 409
@@ -166,8 +170,10 @@ def test_back_shows_the_cancel_page_as_it_was_and_its_spent_token_lands_on_the_o
     assert page.headers["Cache-Control"] == "private, no-cache"
     assert "Cookie" not in page.headers.get("Vary", "")
     assert f'action="{order}/cancellation"' in page.text
-    tokens = {"csrf_token": hidden(page.text, "csrf_token"),
-              "form_token": hidden(page.text, "form_token")}
+    tokens = {
+        "csrf_token": hidden(page.text, "csrf_token"),
+        "form_token": hidden(page.text, "form_token"),
+    }
     assert flashed(client.post(f"{order}/cancellation", data=tokens)) == ["cancelled"]
     client.get(order)
     again = client.post(f"{order}/cancellation", data=tokens)  # Back, the copy, submit
@@ -198,33 +204,46 @@ def test_a_cancelled_order_says_so_in_its_headline_and_notice_at_the_top(client,
     assert "Nothing was charged." in page
 
 
-@pytest.mark.parametrize(("paid", "reserved", "says"), [
-    (3600, 0, ["You paid €36.00.</p>", "Press “Request a refund” below to get it back."]),
-    (3600, 3600, ["You paid €36.00. All of it is being refunded to you.</p>"]),
-    (3600, 1000, ["You paid €36.00. €10.00 of it is being refunded to you.</p>",
-                  "Press “Request a refund” below to get the other €26.00 back."]),
-])
+@pytest.mark.parametrize(
+    ("paid", "reserved", "says"),
+    [
+        (3600, 0, ["You paid €36.00.</p>", "Press “Request a refund” below to get it back."]),
+        (3600, 3600, ["You paid €36.00. All of it is being refunded to you.</p>"]),
+        (
+            3600,
+            1000,
+            [
+                "You paid €36.00. €10.00 of it is being refunded to you.</p>",
+                "Press “Request a refund” below to get the other €26.00 back.",
+            ],
+        ),
+    ],
+)
 def test_a_paid_then_cancelled_order_says_what_happens_to_the_money(
-        client, order, servers, paid, reserved, says):
+    client, order, servers, paid, reserved, says
+):
     """Was: "Nothing will be shipped or charged" on an order that was paid."""
     with servers.engine.begin() as conn:
-        conn.execute(text("UPDATE orders SET status = 'cancelled', paid_cents = :p, "
-                          "reserved_cents = :r"), {"p": paid, "r": reserved})
+        conn.execute(
+            text("UPDATE orders SET status = 'cancelled', paid_cents = :p, reserved_cents = :r"),
+            {"p": paid, "r": reserved},
+        )
     page = client.get(order).text
     assert "Your order is cancelled" in page and all(said in page for said in says)
     assert "or charged" not in page
 
 
-def test_an_api_clients_order_is_not_cancelled_through_the_html_pages(client, order, servers,
-                                                                      rdb):
+def test_an_api_clients_order_is_not_cancelled_through_the_html_pages(client, order, servers, rdb):
     """Issue 22, finding 9: whoever had the link's key could cancel an API client's
     order on the HTML pages. Now they refuse in words (403) and change nothing."""
     tokens = cancel_form(client, order)
     hand_to_api_client(servers)
     assert 'id="cancel-order"' not in client.get(order).text
-    for response in (client.get(f"{order}/cancel"),
-                     client.post(f"{order}/cancellation", data=tokens),
-                     client.post(f"{order}/cancel", data=tokens)):
+    for response in (
+        client.get(f"{order}/cancel"),
+        client.post(f"{order}/cancellation", data=tokens),
+        client.post(f"{order}/cancel", data=tokens),
+    ):
         assert response.status_code == 403
         assert "managed through our ordering API" in response.text
         assert "POST /api/orders/&lt;id&gt;/cancel" in response.text

@@ -10,22 +10,30 @@ from webapp.orders import NOT_PLACED
 
 
 def test_cached_catalogue_saves_the_query_but_an_off_sale_product_is_refused_not_sold(
-        make_app, servers):
+    make_app, servers
+):
     app = make_app(CATALOGUE_CACHE_SECONDS=60)
     client = app.test_client()
     client.get("/orders/new")  # fills the cache
     statements: list[str] = []
     engine = app.extensions["db"].kw["bind"]
-    event.listen(engine, "before_cursor_execute",
-                 lambda conn, cursor, sql, *args: statements.append(sql))
+    event.listen(
+        engine, "before_cursor_execute", lambda conn, cursor, sql, *args: statements.append(sql)
+    )
     page = client.get("/orders/new").get_data(as_text=True)
     assert not [sql for sql in statements if "FROM products" in sql]
 
     with servers.engine.begin() as conn:
         conn.execute(text("UPDATE products SET active = false WHERE id = 1"))
-    response = client.post("/orders", data={
-        **VALID, "product": "1", "csrf_token": hidden(page, "csrf_token"),
-        "form_token": hidden(page, "form_token")})
+    response = client.post(
+        "/orders",
+        data={
+            **VALID,
+            "product": "1",
+            "csrf_token": hidden(page, "csrf_token"),
+            "form_token": hidden(page, "form_token"),
+        },
+    )
     assert response.status_code == 409
     assert NOT_PLACED in response.get_data(as_text=True)
     assert order_count(servers) == 0
@@ -36,8 +44,11 @@ def test_without_the_cache_every_form_reads_the_catalogue(make_app):
     client = app.test_client()
     client.get("/orders/new")
     statements: list[str] = []
-    event.listen(app.extensions["db"].kw["bind"], "before_cursor_execute",
-                 lambda conn, cursor, sql, *args: statements.append(sql))
+    event.listen(
+        app.extensions["db"].kw["bind"],
+        "before_cursor_execute",
+        lambda conn, cursor, sql, *args: statements.append(sql),
+    )
     client.get("/orders/new")
     assert [sql for sql in statements if "FROM products" in sql]
 
@@ -50,8 +61,14 @@ def test_a_submit_that_rolls_back_leaves_the_cached_catalogue_usable(make_app, s
     app = make_app(CATALOGUE_CACHE_SECONDS=0)
     client = app.test_client()
     page = client.get("/orders/new").get_data(as_text=True)
-    expired = client.post("/orders", data={  # reads the catalogue: the cache's products
-        **VALID, "csrf_token": hidden(page, "csrf_token"), "form_token": "A" * 43})
+    expired = client.post(
+        "/orders",
+        data={  # reads the catalogue: the cache's products
+            **VALID,
+            "csrf_token": hidden(page, "csrf_token"),
+            "form_token": "A" * 43,
+        },
+    )
     assert expired.status_code == 409
     app.config["CATALOGUE_CACHE_SECONDS"] = 60  # from now on, drawn from that read
     again = client.get("/orders/new")

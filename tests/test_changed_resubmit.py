@@ -36,7 +36,8 @@ def test_back_edit_and_submit_is_told_and_the_new_details_are_kept(once_forms, s
 
 
 def test_the_same_details_still_land_on_the_order_whichever_worker_remembers_it(
-        once_forms, servers, make_app):
+    once_forms, servers, make_app
+):
     page = once_forms.open("/orders/new")
     placed = page.submit(VALID)
     other_worker = make_app().test_client()  # no in-process memory of this submit
@@ -54,8 +55,7 @@ def test_the_same_details_still_land_on_the_order_whichever_worker_remembers_it(
     assert order_count(servers) == 1
 
 
-def test_two_versions_of_one_rendering_at_once_place_one_and_the_other_is_told(
-        once_forms, servers):
+def test_two_versions_of_one_rendering_at_once_place_one_and_the_other_is_told(once_forms, servers):
     page = once_forms.open("/orders/new")
     versions = [VALID, EDITED] * 3
     answers = page.submit_concurrently(versions)
@@ -77,8 +77,11 @@ def test_the_same_order_written_differently_is_a_repeat_not_other_details(once_f
     page = once_forms.open("/orders/new")
     placed = page.submit(first)
     assert placed.status_code == 303
-    for written in ({"name": "  José Lovelace "}, {"name": "Jose\u0301 Lovelace"},
-                    {"quantity": "02"}):
+    for written in (
+        {"name": "  José Lovelace "},
+        {"name": "Jose\u0301 Lovelace"},
+        {"quantity": "02"},
+    ):
         again = page.submit({**first, **written})
         assert again.status_code == 303, (written, again.status_code)
         assert again.headers["Location"] == placed.headers["Location"]

@@ -27,8 +27,13 @@ def provider(tmp_path_factory):
 
 def the_order(servers) -> dict:
     with servers.engine.connect() as conn:
-        (row,) = conn.execute(text("SELECT status, charge_id, submission_step, "
-                                   "payment_reference FROM orders")).mappings().all()
+        (row,) = (
+            conn.execute(
+                text("SELECT status, charge_id, submission_step, payment_reference FROM orders")
+            )
+            .mappings()
+            .all()
+        )
     return dict(row)
 
 
@@ -38,23 +43,48 @@ def calls(log: Path) -> list[dict]:
 
 def sweeper(servers, provider: Provider, log: Path) -> str:
     """``flask submit-once resume`` in a process of its own, as cron runs it."""
-    env = {**os.environ, "APP_ENV": "testing", "SECRET_KEY": "test-secret",
-           "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis.url,
-           "TEST_CHARGE_LOG": str(log), **provider.env()}
-    done = subprocess.run([sys.executable, "-m", "flask", "--app",
-                           "tests.paused_app:create_app()", "submit-once", "resume"],
-                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    env = {
+        **os.environ,
+        "APP_ENV": "testing",
+        "SECRET_KEY": "test-secret",
+        "DATABASE_URL": servers.database_url,
+        "REDIS_URL": servers.redis.url,
+        "TEST_CHARGE_LOG": str(log),
+        **provider.env(),
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flask",
+            "--app",
+            "tests.paused_app:create_app()",
+            "submit-once",
+            "resume",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout.strip().splitlines()[-1]
 
 
 @pytest.mark.parametrize("point", ["AFTER_COMMIT", "BEFORE_CHARGE"])
 def test_killed_between_the_orders_commit_and_its_charge_the_resubmit_charges_it_once(
-        servers, provider, tmp_path, point):
+    servers, provider, tmp_path, point
+):
     log = tmp_path / "charges.jsonl"
-    with LiveServer(servers, workers=1, threads=2, **provider.env(), TEST_CHARGE_LOG=str(log),
-                    **{f"TEST_KILL_{point}": "1", "TEST_KILL_ONCE": str(tmp_path / "once")}) \
-            as live:
+    with LiveServer(
+        servers,
+        workers=1,
+        threads=2,
+        **provider.env(),
+        TEST_CHARGE_LOG=str(log),
+        **{f"TEST_KILL_{point}": "1", "TEST_KILL_ONCE": str(tmp_path / "once")},
+    ) as live:
         cookie, fields = open_form(live.port)
         fields["card"] = PAYS
         with pytest.raises(OSError):  # the worker died: no answer at all
@@ -72,10 +102,18 @@ def test_killed_between_the_orders_commit_and_its_charge_the_resubmit_charges_it
 
 
 def test_killed_between_the_charge_and_its_record_the_sweeper_records_the_same_charge(
-        servers, provider, tmp_path):
+    servers, provider, tmp_path
+):
     log = tmp_path / "charges.jsonl"
-    with LiveServer(servers, workers=1, threads=2, **provider.env(), TEST_CHARGE_LOG=str(log),
-                    TEST_KILL_AFTER_CHARGE="1", TEST_KILL_ONCE=str(tmp_path / "once")) as live:
+    with LiveServer(
+        servers,
+        workers=1,
+        threads=2,
+        **provider.env(),
+        TEST_CHARGE_LOG=str(log),
+        TEST_KILL_AFTER_CHARGE="1",
+        TEST_KILL_ONCE=str(tmp_path / "once"),
+    ) as live:
         cookie, fields = open_form(live.port)
         fields["card"] = PAYS
         with pytest.raises(OSError):
@@ -85,8 +123,11 @@ def test_killed_between_the_charge_and_its_record_the_sweeper_records_the_same_c
         assert (row["status"], row["charge_id"]) == ("charging", None)
         assert sweeper(servers, provider, log) == "created=1"
         row = the_order(servers)
-        assert (row["status"], row["charge_id"], row["submission_step"]) == \
-            ("paid", charged["id"], None)
+        assert (row["status"], row["charge_id"], row["submission_step"]) == (
+            "paid",
+            charged["id"],
+            None,
+        )
         # The customer comes back to the form and presses the button again: the order.
         again = request(live.port, "POST", "/orders", cookie=cookie, form=fields)
         assert again.status == 303

@@ -43,8 +43,9 @@ def no_faults(provider):
 
 @pytest.fixture
 def app(make_app, provider):
-    return make_app(**provider.app_config(PAYMENT_PROVIDER_TIMEOUT=2,
-                                          PAYMENT_WEBHOOK_SECRET=WEBHOOK_SECRET))
+    return make_app(
+        **provider.app_config(PAYMENT_PROVIDER_TIMEOUT=2, PAYMENT_WEBHOOK_SECRET=WEBHOOK_SECRET)
+    )
 
 
 def open_form(client) -> dict[str, str]:
@@ -61,10 +62,18 @@ def submit(client, tokens: dict[str, str], card: str = PAYS, **fields: str):
 
 def order(servers, *where: str) -> dict:
     with servers.engine.connect() as conn:
-        rows = conn.execute(text(
-            "SELECT id, status, paid_cents, unit_price_cents * quantity AS total, charge_id, "
-            "payment_method, decline_code, submission_step, submission_digest, "
-            "payment_reference, public_id FROM orders ORDER BY id")).mappings().all()
+        rows = (
+            conn.execute(
+                text(
+                    "SELECT id, status, paid_cents, unit_price_cents * quantity AS total,"
+                    " charge_id, "
+                    "payment_method, decline_code, submission_step, submission_digest, "
+                    "payment_reference, public_id FROM orders ORDER BY id"
+                )
+            )
+            .mappings()
+            .all()
+        )
     assert len(rows) == 1, rows
     return dict(rows[0])
 
@@ -89,20 +98,25 @@ def test_a_card_order_is_charged_once_and_lands_on_the_paid_order(client, server
     page = client.get(response.headers["Location"]).get_data(as_text=True)
     assert "Paid" in page and "payment in progress" not in page
     with servers.engine.connect() as conn:  # the card number is stored nowhere
-        assert conn.scalar(text(f"SELECT count(*) FROM orders WHERE orders::text LIKE "
-                                f"'%{PAYS}%'")) == 0
+        assert (
+            conn.scalar(text(f"SELECT count(*) FROM orders WHERE orders::text LIKE '%{PAYS}%'"))
+            == 0
+        )
 
 
 def test_a_double_submit_while_the_provider_is_slow_charges_once_and_both_land(
-        app, servers, provider):
+    app, servers, provider
+):
     provider.faults(slow=1)
     first = app.test_client()
     tokens = open_form(first)
     second = app.test_client()
     second.set_cookie("session", first.get_cookie("session").value)
     answers: list = []
-    threads = [threading.Thread(target=lambda c=c: answers.append(submit(c, tokens)))
-               for c in (first, second)]
+    threads = [
+        threading.Thread(target=lambda c=c: answers.append(submit(c, tokens)))
+        for c in (first, second)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -114,7 +128,8 @@ def test_a_double_submit_while_the_provider_is_slow_charges_once_and_both_land(
 
 
 def test_a_declined_card_shows_the_form_again_with_the_input_and_a_fresh_token(
-        client, servers, provider):
+    client, servers, provider
+):
     tokens = open_form(client)
     response = submit(client, tokens, card=DECLINED)
     html = response.get_data(as_text=True)
@@ -124,8 +139,11 @@ def test_a_declined_card_shows_the_form_again_with_the_input_and_a_fresh_token(
     fresh = hidden(html, "form_token")
     assert fresh != tokens["form_token"]
     row = order(servers)
-    assert (row["status"], row["decline_code"], row["submission_step"]) == \
-        ("declined", "generic_decline", "refused")
+    assert (row["status"], row["decline_code"], row["submission_step"]) == (
+        "declined",
+        "generic_decline",
+        "refused",
+    )
     assert row["charge_id"] is None and provider.succeeded(row["payment_reference"]) == []
     again = submit(client, tokens, card=DECLINED)  # the same submit again: declined again
     assert again.status_code == 409 and CARD_DECLINED in again.get_data(as_text=True)
@@ -134,8 +152,7 @@ def test_a_declined_card_shows_the_form_again_with_the_input_and_a_fresh_token(
     assert paid.status_code == 303
 
 
-def test_provider_failing_before_charging_leaves_the_order_to_a_resubmit(
-        client, servers, provider):
+def test_provider_failing_before_charging_leaves_the_order_to_a_resubmit(client, servers, provider):
     provider.faults(fail_before_charge=-1)
     tokens = open_form(client)
     response = submit(client, tokens)
@@ -148,8 +165,12 @@ def test_provider_failing_before_charging_leaves_the_order_to_a_resubmit(
     client_page = client.get(f"/orders/{row['public_id']}").get_data(as_text=True)
     assert "payment in progress" in client_page
     provider.faults()
-    resubmit = submit(client, {**tokens, "form_token": hidden(html, "form_token")},
-                      card="", payment_method=hidden(html, "payment_method"))
+    resubmit = submit(
+        client,
+        {**tokens, "form_token": hidden(html, "form_token")},
+        card="",
+        payment_method=hidden(html, "payment_method"),
+    )
     assert resubmit.status_code == 303
     assert order(servers)["status"] == "paid"
     assert len(provider.succeeded(row["payment_reference"])) == 1
@@ -157,7 +178,8 @@ def test_provider_failing_before_charging_leaves_the_order_to_a_resubmit(
 
 @pytest.mark.parametrize("fault", ["fail_after_charge", "slow"])
 def test_a_charge_whose_answer_was_lost_is_recorded_by_the_sweeper_with_the_same_charge(
-        app, client, servers, provider, fault):
+    app, client, servers, provider, fault
+):
     """A 500 after charging on every retry, or answers slower than the timeout: the
     provider charged, the shop does not know it; the sweeper's call with the same key
     gets that charge back."""
@@ -175,18 +197,28 @@ def test_a_charge_whose_answer_was_lost_is_recorded_by_the_sweeper_with_the_same
     provider.faults()
     assert sweep(app) == "created=1"
     row = order(servers)
-    assert (row["status"], row["charge_id"], row["submission_step"]) == \
-        ("paid", charged["id"], None)
+    assert (row["status"], row["charge_id"], row["submission_step"]) == (
+        "paid",
+        charged["id"],
+        None,
+    )
     assert len(provider.succeeded(row["payment_reference"])) == 1
     assert sweep(app) == "nothing"
 
 
-@pytest.mark.parametrize(("faults", "card", "requests"), [
-    ({"drop_after_charge": 1}, PAYS, 2), ({"fail_after_charge": 1}, PAYS, 2),
-    ({"fail_before_charge": 1}, PAYS, 2), ({}, RETRY, 2)],
-    ids=["dropped-after-charging", "500-after-charging", "500-before-charging", "retry-card"])
+@pytest.mark.parametrize(
+    ("faults", "card", "requests"),
+    [
+        ({"drop_after_charge": 1}, PAYS, 2),
+        ({"fail_after_charge": 1}, PAYS, 2),
+        ({"fail_before_charge": 1}, PAYS, 2),
+        ({}, RETRY, 2),
+    ],
+    ids=["dropped-after-charging", "500-after-charging", "500-before-charging", "retry-card"],
+)
 def test_one_lost_answer_is_retried_with_the_same_key_and_pays_at_once(
-        client, servers, provider, faults, card, requests):
+    client, servers, provider, faults, card, requests
+):
     provider.faults(**faults)
     assert submit(client, open_form(client), card=card).status_code == 303
     row = order(servers)
@@ -201,8 +233,9 @@ def test_two_sweepers_at_once_charge_a_left_order_once(app, servers, provider):
     provider.faults()
     row = order(servers)
     with servers.engine.connect() as holder:  # a sweeper (or a request) doing it right now
-        holder.execute(text("SELECT pg_advisory_lock(:k)"),
-                       {"k": lock_key(row["submission_digest"])})
+        holder.execute(
+            text("SELECT pg_advisory_lock(:k)"), {"k": lock_key(row["submission_digest"])}
+        )
         assert sweep(app) == "still_running=1"
         assert order(servers)["status"] == "charging"
         holder.execute(text("SELECT pg_advisory_unlock_all()"))
@@ -211,6 +244,7 @@ def test_two_sweepers_at_once_charge_a_left_order_once(app, servers, provider):
     def sweeper() -> None:
         with app.app_context():
             counts.append(submit_once.resume())
+
     threads = [threading.Thread(target=sweeper) for _ in range(2)]
     for thread in threads:
         thread.start()
@@ -235,6 +269,7 @@ def test_the_refund_workers_sweeper_finishes_a_charge_left_to_do(app, servers, p
             await asyncio.sleep(0.05)
         stop.set()
         await asyncio.wait_for(task, 20)
+
     # In a thread of its own: a browser test earlier in this process may have left an
     # event loop set on the main thread (Playwright's sync API runs one there).
     with ThreadPoolExecutor(1) as thread:
@@ -243,12 +278,21 @@ def test_the_refund_workers_sweeper_finishes_a_charge_left_to_do(app, servers, p
 
 
 def deliver(client, charge: dict) -> dict:
-    event = {"id": f"evt_{charge['id']}", "type": "payment.succeeded",
-             "order_id": charge["reference"], "amount_cents": charge["amount"],
-             "currency": charge["currency"], "charge": charge["id"]}
+    event = {
+        "id": f"evt_{charge['id']}",
+        "type": "payment.succeeded",
+        "order_id": charge["reference"],
+        "amount_cents": charge["amount"],
+        "currency": charge["currency"],
+        "charge": charge["id"],
+    }
     body = json.dumps(event).encode()
-    answer = client.post("/webhooks/payments", data=body, content_type="application/json",
-                         headers={HEADER: sign(WEBHOOK_SECRET, body)})
+    answer = client.post(
+        "/webhooks/payments",
+        data=body,
+        content_type="application/json",
+        headers={HEADER: sign(WEBHOOK_SECRET, body)},
+    )
     assert answer.status_code == 200, answer.get_data(as_text=True)
     return answer.get_json()
 
@@ -259,7 +303,8 @@ def reconciled(app) -> str:
 
 
 def test_the_providers_event_for_a_charge_the_checkout_recorded_pays_nothing_more(
-        app, client, servers, provider):
+    app, client, servers, provider
+):
     assert submit(client, open_form(client)).status_code == 303
     row = order(servers)
     (charged,) = provider.succeeded(row["payment_reference"])
@@ -270,7 +315,8 @@ def test_the_providers_event_for_a_charge_the_checkout_recorded_pays_nothing_mor
 
 
 def test_the_providers_event_arriving_before_the_checkouts_record_pays_the_order_once(
-        app, client, servers, provider):
+    app, client, servers, provider
+):
     provider.faults(fail_after_charge=-1)
     assert submit(client, open_form(client)).status_code == 503
     provider.faults()
@@ -279,19 +325,24 @@ def test_the_providers_event_arriving_before_the_checkouts_record_pays_the_order
     assert deliver(client, charged)["order_status"] == "paid"
     assert sweep(app) == "created=1"
     row = order(servers)
-    assert (row["status"], row["paid_cents"], row["charge_id"]) == \
-        ("paid", row["total"], charged["id"])
+    assert (row["status"], row["paid_cents"], row["charge_id"]) == (
+        "paid",
+        row["total"],
+        charged["id"],
+    )
     assert "MISMATCH" not in reconciled(app)
 
 
 def test_an_order_left_longer_than_the_provider_keeps_its_key_is_not_charged_again(
-        app, client, servers, provider):
+    app, client, servers, provider
+):
     provider.faults(fail_after_charge=-1)
     assert submit(client, open_form(client)).status_code == 503
     provider.faults()
     with servers.engine.begin() as conn:
-        conn.execute(text("UPDATE orders SET created_at = created_at - :age"),
-                     {"age": timedelta(hours=25)})
+        conn.execute(
+            text("UPDATE orders SET created_at = created_at - :age"), {"age": timedelta(hours=25)}
+        )
     provider.call("POST", "/admin/clock", json={"advance": 25 * 3600})
     try:
         assert sweep(app) == "created=1"
@@ -301,10 +352,13 @@ def test_an_order_left_longer_than_the_provider_keeps_its_key_is_not_charged_aga
     assert row["status"] == "paid" and len(provider.succeeded(row["payment_reference"])) == 1
 
 
-@pytest.mark.parametrize(("card", "error"), [("", CARD_MISSING), ("4242424242424241", CARD_INVALID),
-                                             ("4242", "Enter the 12 to 19 digits")])
+@pytest.mark.parametrize(
+    ("card", "error"),
+    [("", CARD_MISSING), ("4242424242424241", CARD_INVALID), ("4242", "Enter the 12 to 19 digits")],
+)
 def test_a_card_that_cannot_be_used_is_a_field_error_and_spends_nothing(
-        client, servers, card, error):
+    client, servers, card, error
+):
     tokens = open_form(client)
     response = submit(client, tokens, card=card)
     html = response.get_data(as_text=True)
@@ -315,8 +369,11 @@ def test_a_card_that_cannot_be_used_is_a_field_error_and_spends_nothing(
 
 
 def test_the_provider_away_while_checking_the_card_spends_nothing(make_app, servers):
-    app = make_app(PAYMENT_PROVIDER_URL="http://127.0.0.1:9", PAYMENT_PROVIDER_RETRIES=0,
-                   PAYMENT_PROVIDER_TIMEOUT=1)
+    app = make_app(
+        PAYMENT_PROVIDER_URL="http://127.0.0.1:9",
+        PAYMENT_PROVIDER_RETRIES=0,
+        PAYMENT_PROVIDER_TIMEOUT=1,
+    )
     client = app.test_client()
     response = submit(client, open_form(client))
     assert response.status_code == 422 and CARD_UNCHECKED in response.get_data(as_text=True)
@@ -325,7 +382,8 @@ def test_the_provider_away_while_checking_the_card_spends_nothing(make_app, serv
 
 
 def test_a_card_checked_once_is_kept_as_its_token_when_another_field_is_wrong(
-        client, servers, provider):
+    client, servers, provider
+):
     tokens = open_form(client)
     html = submit(client, tokens, name="").get_data(as_text=True)
     assert PAYS not in html and "ending 4242" in html
@@ -335,8 +393,7 @@ def test_a_card_checked_once_is_kept_as_its_token_when_another_field_is_wrong(
     assert order(servers)["payment_method"] == kept
 
 
-def test_a_resubmit_that_no_longer_validates_still_finishes_the_charge(
-        client, servers, provider):
+def test_a_resubmit_that_no_longer_validates_still_finishes_the_charge(client, servers, provider):
     """The page that came back lost the card (a reload, another device): the resubmit of
     the same token is invalid now, and still lands on its order, charged once."""
     provider.faults(fail_before_charge=-1)
@@ -353,12 +410,19 @@ def test_a_resubmit_that_no_longer_validates_still_finishes_the_charge(
 def test_a_hundred_checkouts_through_one_app_reuse_the_providers_pool(app, servers, provider):
     """10x the client's pool of 10: eight customers at once, 100 card orders, and the
     app never holds more than 10 connections to the provider, nor leaves more open."""
+
     def to_provider() -> int:
         """Established connections to the provider's port, beyond those open before (the
         pools of this module's earlier apps, which this process keeps until they go)."""
         lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
-        return sum(1 for line in lines if line.split()[2].endswith(f":{provider.port:04X}")
-                   and line.split()[3] == "01") - earlier
+        return (
+            sum(
+                1
+                for line in lines
+                if line.split()[2].endswith(f":{provider.port:04X}") and line.split()[3] == "01"
+            )
+            - earlier
+        )
 
     earlier = 0
     earlier = to_provider()
@@ -369,6 +433,7 @@ def test_a_hundred_checkouts_through_one_app_reuse_the_providers_pool(app, serve
         for _ in range(n):
             assert submit(client, open_form(client)).status_code == 303
             seen.append(to_provider())
+
     threads = [threading.Thread(target=customer, args=(n,)) for n in [13] * 4 + [12] * 4]
     for thread in threads:
         thread.start()

@@ -16,24 +16,39 @@ UNSET = ("APP_ENV", "SECRET_KEY", "DATABASE_URL", "REDIS_URL", "FLASK_APP")
 
 def flask(*args: str) -> subprocess.CompletedProcess:
     env = {name: value for name, value in os.environ.items() if name not in UNSET}
-    return subprocess.run([sys.executable, "-m", "flask", "--app", "webapp", *args], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "webapp", *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_help_without_the_environment_lists_every_command_of_the_app(app):
     shown = flask("--help")
     assert shown.returncode == 0, shown.stderr
     assert "Traceback" not in shown.stdout + shown.stderr
-    listed = {line.split()[0] for line in shown.stdout.split("Commands:")[1].splitlines()
-              if line.strip()}
+    listed = {
+        line.split()[0] for line in shown.stdout.split("Commands:")[1].splitlines() if line.strip()
+    }
     assert set(app.cli.commands) <= listed  # init-db, reconcile-refunds, find-order …
     assert "init-db" in listed
     assert "--demo" in flask("init-db", "--help").stdout
     assert "sku,name,price_eur" in flask("products", "import", "--help").stdout
 
 
-@pytest.mark.parametrize("args", [["init-db"], ["reconcile-refunds"], ["run"],
-                                  ["products", "list"], ["ship-order", "2222222222"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["init-db"],
+        ["reconcile-refunds"],
+        ["run"],
+        ["products", "list"],
+        ["ship-order", "2222222222"],
+    ],
+)
 def test_a_command_without_the_environment_says_what_to_set(args):
     ran = flask(*args)
     assert ran.returncode != 0

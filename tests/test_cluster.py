@@ -40,20 +40,46 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
         for n in range(3):
             node = EmbeddedRedis(base / f"node{n}", _port_with_free_bus(), persist=False)
             node.data_dir.mkdir(parents=True)
-            args = [str(node.binary), "--port", str(node.port), "--bind", "127.0.0.1",
-                    "--dir", str(node.data_dir), "--save", "", "--appendonly", "no",
-                    "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                    "--logfile", str(node.data_dir / "redis.log")]
-            node.process = subprocess.Popen(args, stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.DEVNULL)
+            args = [
+                str(node.binary),
+                "--port",
+                str(node.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(node.data_dir),
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--cluster-enabled",
+                "yes",
+                "--cluster-config-file",
+                "nodes.conf",
+                "--logfile",
+                str(node.data_dir / "redis.log"),
+            ]
+            node.process = subprocess.Popen(
+                args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            )
             nodes.append(node)
         for node in nodes:
             _wait_for(lambda node=node: _answers(node.port), "node to listen")
         cli = str(nodes[0].binary.with_name("redis-cli"))
-        subprocess.run([cli, "--cluster", "create",
-                        *(f"127.0.0.1:{node.port}" for node in nodes),
-                        "--cluster-replicas", "0", "--cluster-yes"],
-                       check=True, capture_output=True, timeout=60)
+        subprocess.run(
+            [
+                cli,
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{node.port}" for node in nodes),
+                "--cluster-replicas",
+                "0",
+                "--cluster-yes",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         for node in nodes:
             _wait_for(lambda node=node: _cluster_ok(node.port), "cluster_state:ok")
         yield nodes
@@ -93,7 +119,8 @@ def cluster_url(cluster) -> str:
 
 
 def test_redis_cluster_url_gives_a_cluster_client_and_tokens_spread_over_the_nodes(
-        make_app, cluster, cluster_url):
+    make_app, cluster, cluster_url
+):
     app = make_app(REDIS_URL=cluster_url)
     assert isinstance(app.extensions["submit_once"].store.client, RedisCluster)
     client = app.test_client()
@@ -105,12 +132,16 @@ def test_redis_cluster_url_gives_a_cluster_client_and_tokens_spread_over_the_nod
     assert client.get("/readyz").json["checks"]["redis"]["status"] == "up"
 
 
-def test_order_on_a_cluster_is_placed_once_and_a_resubmit_lands_on_it(make_app, cluster_url,
-                                                                      servers):
+def test_order_on_a_cluster_is_placed_once_and_a_resubmit_lands_on_it(
+    make_app, cluster_url, servers
+):
     client = make_app(REDIS_URL=cluster_url).test_client()
     page = client.get("/orders/new").get_data(as_text=True)
-    form = {**VALID, "csrf_token": hidden(page, "csrf_token"),
-            "form_token": hidden(page, "form_token")}
+    form = {
+        **VALID,
+        "csrf_token": hidden(page, "csrf_token"),
+        "form_token": hidden(page, "form_token"),
+    }
     first = client.post("/orders", data=form)
     again = client.post("/orders", data=form)
     assert first.status_code == again.status_code == 303
@@ -122,19 +153,25 @@ def test_storm_of_one_token_on_a_cluster_behind_gunicorn_makes_one_order(servers
     with LiveServer(servers, workers=2, threads=8, REDIS_URL=cluster_url) as live:
         cookie, form = open_form(live.port)
         with ThreadPoolExecutor(30) as pool:
-            responses = list(pool.map(
-                lambda _: request(live.port, "POST", "/orders", cookie=cookie, form=form),
-                range(30)))
+            responses = list(
+                pool.map(
+                    lambda _: request(live.port, "POST", "/orders", cookie=cookie, form=form),
+                    range(30),
+                )
+            )
     assert [r.status for r in responses] == [303] * 30
     assert len({r.headers["location"].split("?")[0] for r in responses}) == 1
     assert order_count(servers) == 1
 
 
-@pytest.mark.parametrize("url, message", [
-    ("memcached://host:11211", "scheme"),
-    ("redis+cluster://host:7000/3", "only database 0"),
-    ("redis+sentinel://host:26379", "master's name"),
-])
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("memcached://host:11211", "scheme"),
+        ("redis+cluster://host:7000/3", "only database 0"),
+        ("redis+sentinel://host:26379", "master's name"),
+    ],
+)
 def test_a_redis_url_the_app_cannot_use_stops_start_up_with_how_to_fix_it(url, message):
     with pytest.raises(RuntimeError, match=message):
         make_client(url)
@@ -142,8 +179,9 @@ def test_a_redis_url_the_app_cannot_use_stops_start_up_with_how_to_fix_it(url, m
 
 def test_the_per_client_form_limit_works_across_cluster_slots(make_app, cluster, cluster_url):
     """The count and the token live in different slots: the pipeline splits by node."""
-    client = make_app(REDIS_URL=cluster_url, SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=5) \
-        .test_client(use_cookies=False)
+    client = make_app(REDIS_URL=cluster_url, SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=5).test_client(
+        use_cookies=False
+    )
     if time.time() % 60 > 50:  # the count is per minute of the clock
         time.sleep(61 - time.time() % 60)
     assert [client.get("/orders/new").status_code for _ in range(7)] == [200] * 5 + [429] * 2

@@ -19,8 +19,12 @@ def production_settings(live: LiveServer) -> LiveServer:
 
 
 def gunicornc(socket: Path, command: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gunicorn.ctl.cli", "-s", str(socket), "-c",
-                           command, "-j"], capture_output=True, text=True, timeout=30)
+    return subprocess.run(
+        [sys.executable, "-m", "gunicorn.ctl.cli", "-s", str(socket), "-c", command, "-j"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
 
 
 def test_by_default_no_instance_opens_the_shared_control_socket(servers, tmp_path):
@@ -35,11 +39,15 @@ def test_by_default_no_instance_opens_the_shared_control_socket(servers, tmp_pat
 
 
 def test_each_instance_may_have_its_own_socket_and_stopping_one_leaves_the_others(
-        servers, tmp_path):
+    servers, tmp_path
+):
     sockets = [tmp_path / "shop-a.ctl", tmp_path / "shop-b.ctl"]
-    first, second = (production_settings(LiveServer(servers, workers=1, HOME=str(tmp_path),
-                                                    GUNICORN_CONTROL_SOCKET=str(path)))
-                     for path in sockets)
+    first, second = (
+        production_settings(
+            LiveServer(servers, workers=1, HOME=str(tmp_path), GUNICORN_CONTROL_SOCKET=str(path))
+        )
+        for path in sockets
+    )
     with second:
         with first:
             for path in sockets:

@@ -43,9 +43,9 @@ def private_folder(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("venv", ["reachable", "private"])
 def test_postgres_asked_to_keep_its_data_in_a_private_folder_works_and_opens_no_folder(
-        private_folder, venv):
-    postgres = EmbeddedPostgres(private_folder / "instance" / "postgres", fast=True,
-                                throwaway=True)
+    private_folder, venv
+):
+    postgres = EmbeddedPostgres(private_folder / "instance" / "postgres", fast=True, throwaway=True)
     if venv == "private":  # the checkout's .venv inside the private folder, as in a fresh clone
         (private_folder / ".venv").mkdir()
         postgres.bin = _link_binaries(postgres.bin, private_folder / ".venv" / "site-packages")
@@ -71,8 +71,14 @@ def test_postgres_asked_to_keep_its_data_in_a_private_folder_works_and_opens_no_
 
 
 def connect_without_the_password(postgres: EmbeddedPostgres, **password: str):
-    return psycopg.connect(host="127.0.0.1", port=postgres.port, user="postgres",
-                           dbname="postgres", connect_timeout=5, **password)
+    return psycopg.connect(
+        host="127.0.0.1",
+        port=postgres.port,
+        user="postgres",
+        dbname="postgres",
+        connect_timeout=5,
+        **password,
+    )
 
 
 def groups_of_the_servers_programs(postgres: EmbeddedPostgres) -> list[str]:
@@ -90,8 +96,9 @@ def postgres(tmp_path: Path):
     server.remove()
 
 
-@pytest.mark.parametrize("password", [{}, {"password": "postgres"}, {"password": ""}],
-                         ids=["none", "a guess", "empty"])
+@pytest.mark.parametrize(
+    "password", [{}, {"password": "postgres"}, {"password": ""}], ids=["none", "a guess", "empty"]
+)
 def test_postgres_refuses_a_connection_without_its_password(postgres, password):
     """Before, every local user was a trusted superuser: COPY ... TO PROGRAM 'id' ran
     uid=1001(pgserver) gid=0(root) for anyone on the machine."""
@@ -127,7 +134,8 @@ def test_a_cluster_that_trusted_everyone_gets_a_password_and_keeps_its_data(post
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="only root's PostgreSQL runs as another user")
 def test_as_root_scripts_run_keeps_reaching_its_data_from_instance_and_finds_it_again(
-        private_folder):
+    private_folder,
+):
     """Before: as root in a private checkout the data went to /var/lib/pgserver/… and
     nothing in instance/ led there. Now instance/postgres links to it, the next run
     finds the same cluster through the link, and no folder's mode changed."""
@@ -199,14 +207,26 @@ class DevRun:
 
     def __init__(self, servers, tmp_path: Path, **env: str) -> None:
         self.redis_port, self.port = free_port(), free_port()
-        self.env = {**os.environ, "APP_ENV": "development", "DEV_INSTANCE": str(tmp_path),
-                    "DEV_REDIS_PORT": str(self.redis_port), "DATABASE_URL": servers.database_url,
-                    "BIND": f"127.0.0.1:{self.port}", "WEB_CONCURRENCY": "1", **env}
+        self.env = {
+            **os.environ,
+            "APP_ENV": "development",
+            "DEV_INSTANCE": str(tmp_path),
+            "DEV_REDIS_PORT": str(self.redis_port),
+            "DATABASE_URL": servers.database_url,
+            "BIND": f"127.0.0.1:{self.port}",
+            "WEB_CONCURRENCY": "1",
+            **env,
+        }
         self.env.pop("REDIS_URL", None)
         self.log = tempfile.TemporaryFile("w+")
-        self.process = subprocess.Popen([sys.executable, "-m", "dev.run"], cwd=ROOT,
-                                        env=self.env, stdout=self.log,
-                                        stderr=subprocess.STDOUT, start_new_session=True)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "dev.run"],
+            cwd=ROOT,
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
     def output(self) -> str:
         self.log.seek(0)
@@ -285,8 +305,7 @@ def test_closing_the_terminal_stops_everything_as_ctrl_c_and_sigterm_do(dev_run,
     assert not in_use("127.0.0.1", run.port) and not in_use("127.0.0.1", run.redis_port)
 
 
-def test_scripts_run_serves_on_its_own_postgres_with_the_password_and_finds_it_again(
-        dev_run):
+def test_scripts_run_serves_on_its_own_postgres_with_the_password_and_finds_it_again(dev_run):
     # A folder the server's user can reach, so the data stays in it (not /var/lib/pgserver).
     instance = Path(tempfile.mkdtemp(prefix="dev-run-", dir="/tmp"))
     instance.chmod(0o755)
@@ -312,8 +331,7 @@ def test_scripts_run_serves_on_its_own_postgres_with_the_password_and_finds_it_a
         shutil.rmtree(instance, ignore_errors=True)
 
 
-def test_it_refuses_to_start_over_a_redis_it_did_not_start_and_says_what_to_do(
-        dev_run, tmp_path):
+def test_it_refuses_to_start_over_a_redis_it_did_not_start_and_says_what_to_do(dev_run, tmp_path):
     left = EmbeddedRedis(tmp_path / "left", persist=False).start()  # a killed run's Redis
     try:
         with redis.Redis.from_url(left.url) as client:
@@ -321,8 +339,10 @@ def test_it_refuses_to_start_over_a_redis_it_did_not_start_and_says_what_to_do(
         run = dev_run(DEV_REDIS_PORT=str(left.port))
         assert run.process.wait(60) == 1
         said = run.output()
-        assert f"127.0.0.1:{left.port}, where Redis would listen, is in use by process " \
-               f"{left.process.pid} (redis-server)" in said
+        assert (
+            f"127.0.0.1:{left.port}, where Redis would listen, is in use by process "
+            f"{left.process.pid} (redis-server)" in said
+        )
         assert "Stop it" in said and "REDIS_URL" in said
         assert "Serving on" not in said and "init-db" not in said
         with redis.Redis.from_url(left.url) as client:
@@ -346,6 +366,7 @@ def test_it_refuses_a_bind_address_that_is_taken_before_starting_anything(dev_ru
 def test_a_bind_without_a_port_is_checked_on_gunicorns_default_port():
     """BIND=localhost is gunicorn's localhost:8000: checked there, not a traceback."""
     from dev.run import taken
+
     urls = {"DATABASE_URL": "postgresql://h/db", "REDIS_URL": "redis://h:6379/0"}
     with socket.socket() as held:
         try:

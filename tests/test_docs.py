@@ -23,8 +23,11 @@ from webapp.models import Base
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "flask-submit-once"
 #: The shop's pages a reader is sent to. Not CHANGELOG.md: history names what things were.
-PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")),
-         ROOT / "bench/results/README.md"]
+PAGES = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").glob("*.md")),
+    ROOT / "bench/results/README.md",
+]
 by_name = pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
 
 
@@ -38,37 +41,43 @@ def test_the_shop_docs_point_at_the_library_docs_not_the_pages_they_replaced():
 
 # A path as the pages write one: a top-level folder of the repository (or of the library),
 # then anything up to a space or punctuation. "…", "<…>" and "{…}" are placeholders.
-PATH = re.compile(r"(?<![\w/.-])((?:\.ci|bench|dev|docs|examples|flask-submit-once|scripts"
-                  r"|static|templates|tests|webapp|src)/[\w./*<>{}…-]*[\w*/])")
+PATH = re.compile(
+    r"(?<![\w/.-])((?:\.ci|bench|dev|docs|examples|flask-submit-once|scripts"
+    r"|static|templates|tests|webapp|src)/[\w./*<>{}…-]*[\w*/])"
+)
 #: Paths the pages name that are not in the repository, on purpose.
-NOT_IN_THE_REPOSITORY = {
-}
+NOT_IN_THE_REPOSITORY = {}
 
 
 def exists(page: Path, path: str) -> bool:
     # In the wheel, templates/ and static/ are webapp/templates/ and webapp/static/.
     path = re.sub(r"^webapp/(templates|static)\b", r"\1", path)
     for base in (ROOT, LIBRARY, LIBRARY / "src", page.parent):
-        if (any(base.glob(path)) if "*" in path else (base / path).exists()):
+        if any(base.glob(path)) if "*" in path else (base / path).exists():
             return True
     return False
 
 
 @by_name
 def test_every_file_a_page_names_exists(page):
-    named = {path for path in PATH.findall(page.read_text())
-             if not re.search(r"[<>{}…]", path)}
-    missing = sorted(path for path in named - set(NOT_IN_THE_REPOSITORY)
-                     if not exists(page, path))
+    named = {path for path in PATH.findall(page.read_text()) if not re.search(r"[<>{}…]", path)}
+    missing = sorted(path for path in named - set(NOT_IN_THE_REPOSITORY) if not exists(page, path))
     assert missing == [], f"{page.name} names files that are not there"
 
 
 def test_the_path_check_reads_paths_as_the_pages_write_them():
-    text = ("`webapp/orders/views.py`, (tests/faults/), bench/app.py. `examples/newsletter/`;"
-            " webapp.orders.views, templates/orders/*.html, webapp/static/app.css")
-    assert PATH.findall(text) == ["webapp/orders/views.py", "tests/faults/", "bench/app.py",
-                                  "examples/newsletter/", "templates/orders/*.html",
-                                  "webapp/static/app.css"]
+    text = (
+        "`webapp/orders/views.py`, (tests/faults/), bench/app.py. `examples/newsletter/`;"
+        " webapp.orders.views, templates/orders/*.html, webapp/static/app.css"
+    )
+    assert PATH.findall(text) == [
+        "webapp/orders/views.py",
+        "tests/faults/",
+        "bench/app.py",
+        "examples/newsletter/",
+        "templates/orders/*.html",
+        "webapp/static/app.css",
+    ]
     assert all(exists(ROOT / "docs/SHOP.md", path) for path in PATH.findall(text))
     assert not exists(ROOT / "README.md", "webapp/order_rules/find_order.py")
 
@@ -82,11 +91,18 @@ def names_in_use() -> set[str]:
     """Every UPPER_CASE name of the code that ships or runs the shop (its settings, those
     of the library, Flask's and Flask-WTF's, the scripts' variables, constants), and the
     environment variables the tests read. Not the names that were renamed."""
-    sources = [*ROOT.glob("webapp/**/*.py"), *LIBRARY.glob("src/**/*.py"),
-               *ROOT.glob("bench/**/*.py"), *ROOT.glob("dev/**/*.py"),
-               *ROOT.glob("examples/**/*.py"), *(ROOT / "scripts").iterdir(),
-               ROOT / ".ci/run", ROOT / "docs/nginx.conf", LIBRARY / "noxfile.py",
-               *Path(flask_wtf.__file__).parent.glob("*.py")]
+    sources = [
+        *ROOT.glob("webapp/**/*.py"),
+        *LIBRARY.glob("src/**/*.py"),
+        *ROOT.glob("bench/**/*.py"),
+        *ROOT.glob("dev/**/*.py"),
+        *ROOT.glob("examples/**/*.py"),
+        *(ROOT / "scripts").iterdir(),
+        ROOT / ".ci/run",
+        ROOT / "docs/nginx.conf",
+        LIBRARY / "noxfile.py",
+        *Path(flask_wtf.__file__).parent.glob("*.py"),
+    ]
     names = set(Flask.default_config)
     for source in sources:
         names |= set(NAME.findall(source.read_text()))
@@ -103,14 +119,19 @@ OTHER_PROGRAMS_NAMES = {
 
 @by_name
 def test_every_setting_a_page_names_is_one_the_code_reads(page):
-    unknown = sorted(set(NAME.findall(page.read_text())) - names_in_use()
-                     - set(OTHER_PROGRAMS_NAMES))
+    unknown = sorted(
+        set(NAME.findall(page.read_text())) - names_in_use() - set(OTHER_PROGRAMS_NAMES)
+    )
     assert unknown == [], f"{page.name} names settings nothing reads (renamed or gone)"
 
 
 def test_the_setting_check_refuses_an_old_name():
-    assert {"SUBMIT_ONCE_TTL", "SECRET_KEY", "WTF_CSRF_TIME_LIMIT", "TRUSTED_PROXIES"} \
-        <= names_in_use()
+    assert {
+        "SUBMIT_ONCE_TTL",
+        "SECRET_KEY",
+        "WTF_CSRF_TIME_LIMIT",
+        "TRUSTED_PROXIES",
+    } <= names_in_use()
     assert "FORM_TOKEN_TTL" not in names_in_use()
 
 
@@ -127,31 +148,47 @@ def columns_named(text: str) -> set[tuple[str | None, str]]:
     for line in text.splitlines():
         if "renam" in line:
             continue
-        found |= {(table, column) for table, column in re.findall(
-            rf"(?<![\w./-])({tables})\.([a-z_][a-z0-9_]*)(?![\w(/.-])", line)}
+        found |= {
+            (table, column)
+            for table, column in re.findall(
+                rf"(?<![\w./-])({tables})\.([a-z_][a-z0-9_]*)(?![\w(/.-])", line
+            )
+        }
         for group in re.findall(r"UNIQUE \(([\w, ]+)\)", line):
             found |= {(None, column.strip()) for column in group.split(",")}
         found |= {(None, column) for column in re.findall(r"WHERE (\w+) =", line)}
-        found |= {(None, column) for column in re.findall(
-            r"`([a-z]+(?:_[a-z0-9]+)*_(?:digest|fingerprint|cents|reference))`", line)}
+        found |= {
+            (None, column)
+            for column in re.findall(
+                r"`([a-z]+(?:_[a-z0-9]+)*_(?:digest|fingerprint|cents|reference))`", line
+            )
+        }
     return found
 
 
 @by_name
 def test_every_column_a_page_names_is_in_the_models(page):
     ours = set().union(*COLUMNS.values())
-    wrong = sorted(f"{table or '?'}.{column}"
-                   for table, column in columns_named(page.read_text())
-                   if column not in (COLUMNS[table] if table else ours))
+    wrong = sorted(
+        f"{table or '?'}.{column}"
+        for table, column in columns_named(page.read_text())
+        if column not in (COLUMNS[table] if table else ours)
+    )
     assert wrong == [], f"{page.name} names columns the models do not have"
 
 
 def test_the_column_check_sees_a_stale_column():
-    text = ("INSERT order (UNIQUE (public_id, form_token_digest)); orders.paid_cents; "
-            "`orders.total`; SELECT order WHERE submission_digest = ...")
-    assert columns_named(text) == {("orders", "paid_cents"), ("orders", "total"),
-                                   (None, "public_id"), (None, "form_token_digest"),
-                                   (None, "submission_digest")}
+    text = (
+        "INSERT order (UNIQUE (public_id, form_token_digest)); orders.paid_cents; "
+        "`orders.total`; SELECT order WHERE submission_digest = ..."
+    )
+    assert columns_named(text) == {
+        ("orders", "paid_cents"),
+        ("orders", "total"),
+        (None, "public_id"),
+        (None, "form_token_digest"),
+        (None, "submission_digest"),
+    }
     assert "form_token_digest" not in set().union(*COLUMNS.values())
     assert "total" not in COLUMNS["orders"]
 
@@ -177,8 +214,9 @@ def test_every_setting_the_shop_reads_is_in_the_readme_configuration_table():
     for module in ("config.py", "refunds/settings.py", "gunicorn_conf.py", "metrics.py"):
         source = (ROOT / "webapp" / module).read_text()
         read |= set(re.findall(r"""environ(?:\.get\(|\[)\s*["']([A-Z][A-Z0-9_]+)""", source))
-        read |= set(re.findall(r"""(?:_int|_bool|number)\(environ, ["']([A-Z][A-Z0-9_]+)""",
-                               source))
+        read |= set(
+            re.findall(r"""(?:_int|_bool|number)\(environ, ["']([A-Z][A-Z0-9_]+)""", source)
+        )
     assert {"REFUND_CONSUMER", "REFUND_MONITOR_BIND", "GUNICORN_CONTROL_SOCKET"} <= read
     assert sorted(read - documented) == []
 
@@ -192,8 +230,9 @@ def test_the_capacity_figures_are_the_latest_benchs():
     commit = re.search(r"code: (\w+)", latest).group(1)
     cpu = float(re.search(r"^\| app CPU per order[^|]*\| ([\d.]+) ", latest, re.M).group(1))
     orders = re.search(r"^\| orders/s, full cycle[^|]*\| ([\d.]+) ", latest, re.M).group(1)
-    trips = re.search(r"^\| Redis round trips per successful order[^|]*\| \*\*([\d.]+)\*\*",
-                      latest, re.M).group(1)
+    trips = re.search(
+        r"^\| Redis round trips per successful order[^|]*\| \*\*([\d.]+)\*\*", latest, re.M
+    ).group(1)
     assert f"commit {commit}" in text
     assert f"| {cpu:.1f} ms |" in text and f"| {orders} (" in text
     assert f"| {float(trips):g} (`EVALSHA` at render, `GETDEL` at submit) |" in text
@@ -203,8 +242,11 @@ def test_the_redis_memory_per_token_is_what_a_real_redis_uses(tmp_path):
     """INFO memory before and after issuing tokens through the library's TokenStore."""
     from dev.embedded import EmbeddedRedis
 
-    stated = int(re.search(r"^\| Redis `used_memory` per live token \| (\d+) B \|",
-                           SCALING.read_text(), re.M).group(1))
+    stated = int(
+        re.search(
+            r"^\| Redis `used_memory` per live token \| (\d+) B \|", SCALING.read_text(), re.M
+        ).group(1)
+    )
     server = EmbeddedRedis(tmp_path / "redis", persist=False).start()
     try:
         with redis.Redis.from_url(server.url) as client:

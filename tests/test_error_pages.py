@@ -20,11 +20,14 @@ def test_every_status_werkzeug_can_raise_has_a_title_of_ours():
     assert "Something went wrong" not in TITLES.values()
 
 
-@pytest.mark.parametrize(("method", "path", "status", "says"), [
-    ("GET", "/admin", 404, "There is no page at this address."),
-    ("DELETE", "/orders", 405, "This address cannot be opened that way"),
-    ("PUT", "/orders/new", 405, "This address cannot be opened that way"),
-])
+@pytest.mark.parametrize(
+    ("method", "path", "status", "says"),
+    [
+        ("GET", "/admin", 404, "There is no page at this address."),
+        ("DELETE", "/orders", 405, "This address cannot be opened that way"),
+        ("PUT", "/orders/new", 405, "This address cannot be opened that way"),
+    ],
+)
 def test_404_and_405_pages_speak_the_shops_words(client, method, path, status, says):
     """Was: Werkzeug's "The requested URL was not found on the server…"."""
     response = client.open(path, method=method)
@@ -40,8 +43,10 @@ def test_an_error_about_an_order_links_back_to_it(client):
     first = order_path(submit(client, open_form(client)))
     other = order_path(submit(client, open_form(client), quantity="1"))
     html = client.get(f"{first}/cancel").text
-    tokens = {name: re.search(rf'name="{name}"[^>]*value="([^"]+)"', html)[1]
-              for name in ("csrf_token", "form_token")}
+    tokens = {
+        name: re.search(rf'name="{name}"[^>]*value="([^"]+)"', html)[1]
+        for name in ("csrf_token", "form_token")
+    }
     response = client.post(f"{other}/cancellation", data=tokens)
     assert response.status_code == 409
     assert "Something went wrong" not in response.text
@@ -51,8 +56,9 @@ def test_an_error_about_an_order_links_back_to_it(client):
 WAITS = re.compile(r"\b(?:a|one|\d+) (?:seconds?|minutes?|hours?)\b|\bin a (?:moment|while)\b")
 
 
-@pytest.mark.parametrize("limit", ["SUBMIT_ONCE_MAX_PER_SESSION",
-                                   "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"])
+@pytest.mark.parametrize(
+    "limit", ["SUBMIT_ONCE_MAX_PER_SESSION", "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"]
+)
 def test_the_429_page_names_one_wait_retry_afters_and_does_not_refresh_itself(make_app, limit):
     """Was: a meta refresh (axe: critical) and three waits: "wait a minute", "tries again
     in 11 seconds", Retry-After: 6. Its only button led back to the order form, which was
@@ -62,20 +68,27 @@ def test_the_429_page_names_one_wait_retry_afters_and_does_not_refresh_itself(ma
     refused = client.get("/orders/new")
     assert refused.status_code == 429
     wait = int(refused.headers["Retry-After"])
-    main = refused.text.split('<main', 1)[1]
+    main = refused.text.split("<main", 1)[1]
     said = " ".join(re.sub(r"<[^>]+>", " ", main).split())
     assert "http-equiv" not in refused.text
-    assert WAITS.findall(said) == [f"{wait} seconds" if wait < 120 else
-                                   f"{(wait + 59) // 60} minutes"], said
+    assert WAITS.findall(said) == [
+        f"{wait} seconds" if wait < 120 else f"{(wait + 59) // 60} minutes"
+    ], said
     assert 'id="try-again"' in refused.text and "A form you already have open" in said
     assert 'id="try-again-link" href="/orders/new"' in refused.text
     assert "Go to the order form" not in refused.text
 
 
-@pytest.mark.parametrize(("fields", "heading"), [
-    ({"email": "not an address"}, "Please fix this field to place your order"),
-    ({"email": "x", "name": "", "quantity": "0"}, "Please fix these 3 fields to place your order"),
-])
+@pytest.mark.parametrize(
+    ("fields", "heading"),
+    [
+        ({"email": "not an address"}, "Please fix this field to place your order"),
+        (
+            {"email": "x", "name": "", "quantity": "0"},
+            "Please fix these 3 fields to place your order",
+        ),
+    ],
+)
 def test_the_error_summary_says_how_many_fields_to_fix(client, fields, heading):
     """Was: "Please fix these 4" (of what?)."""
     response = submit(client, open_form(client), **fields)

@@ -21,8 +21,9 @@ from newsletter.app import create_app, submit_once  # noqa: E402
 
 @pytest.fixture
 def newsletter(servers):
-    app = create_app({"SECRET_KEY": "test", "DATABASE_URL": servers.database_url,
-                      "REDIS_URL": servers.redis.url})
+    app = create_app(
+        {"SECRET_KEY": "test", "DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis.url}
+    )
     yield app.test_client()
     with app.test_request_context():
         submit_once.session.get_bind().dispose()
@@ -39,8 +40,11 @@ def subscriptions(servers) -> int:
 def open_form(newsletter, email: str = "reader@example.com") -> dict[str, str]:
     """GET the form; the fields a browser would send with ``email`` typed in."""
     html = newsletter.get("/").get_data(as_text=True)
-    return {"email": email, "csrf_token": hidden(html, "csrf_token"),
-            "form_token": hidden(html, "form_token")}
+    return {
+        "email": email,
+        "csrf_token": hidden(html, "csrf_token"),
+        "form_token": hidden(html, "form_token"),
+    }
 
 
 def test_sending_the_sign_up_three_times_subscribes_once(newsletter, servers):
@@ -54,7 +58,8 @@ def test_sending_the_sign_up_three_times_subscribes_once(newsletter, servers):
 
 
 def test_back_edit_resubmit_is_told_keeps_the_new_address_and_subscribes_nothing(
-        newsletter, servers):
+    newsletter, servers
+):
     data = open_form(newsletter)
     first = newsletter.post("/subscribe", data=data)
     # Back shows that very rendering (spent token included); the user edits it and submits.
@@ -66,8 +71,9 @@ def test_back_edit_resubmit_is_told_keeps_the_new_address_and_subscribes_nothing
     fresh = hidden(page, "form_token")
     assert fresh != data["form_token"] and subscriptions(servers) == 1
     # Submitting the form the 409 gave back is the user's own choice: it subscribes.
-    second = newsletter.post("/subscribe", data={**data, "email": "other@example.com",
-                                                 "form_token": fresh})
+    second = newsletter.post(
+        "/subscribe", data={**data, "email": "other@example.com", "form_token": fresh}
+    )
     assert second.status_code == 303
     assert subscriptions(servers) == 2
 
@@ -85,8 +91,14 @@ def test_a_lost_session_keeps_the_input_with_fresh_tokens(newsletter, servers):
     page = lost.get_data(as_text=True)
     assert lost.status_code == 400 and 'value="reader@example.com"' in page
     assert hidden(page, "form_token") != data["form_token"]
-    retry = newsletter.post("/subscribe", data={
-        **data, "csrf_token": hidden(page, "csrf_token"), "form_token": hidden(page, "form_token")})
+    retry = newsletter.post(
+        "/subscribe",
+        data={
+            **data,
+            "csrf_token": hidden(page, "csrf_token"),
+            "form_token": hidden(page, "form_token"),
+        },
+    )
     assert retry.status_code == 303 and subscriptions(servers) == 1
 
 
@@ -110,15 +122,22 @@ def test_the_plain_forms_guide_shows_the_example_from_the_file_itself():
 def test_the_example_imports_only_flask_submit_once_of_this_repository():
     source = (EXAMPLES / "newsletter/app.py").read_text()
     ours = set(re.findall(r"^(?:from|import) (\w+)", source, re.M)) & {
-        "flask_submit_once", "submit_once", "webapp", "dev", "tests"}
+        "flask_submit_once",
+        "submit_once",
+        "webapp",
+        "dev",
+        "tests",
+    }
     assert ours == {"flask_submit_once"}
 
 
 def test_redis_unreachable_before_the_token_is_spent_keeps_the_input_and_the_token(
-        servers, tmp_path):
+    servers, tmp_path
+):
     own = EmbeddedRedis(tmp_path / "redis", persist=True).start()  # stopped, then back
-    app = create_app({"SECRET_KEY": "test", "DATABASE_URL": servers.database_url,
-                      "REDIS_URL": own.url})
+    app = create_app(
+        {"SECRET_KEY": "test", "DATABASE_URL": servers.database_url, "REDIS_URL": own.url}
+    )
     newsletter = app.test_client()
     try:
         data = open_form(newsletter)
@@ -144,7 +163,8 @@ def test_redis_unreachable_before_the_token_is_spent_keeps_the_input_and_the_tok
 
 @pytest.mark.parametrize("committed", [True, False], ids=["commit-landed", "commit-lost"])
 def test_a_commit_that_lost_its_answer_keeps_the_token_and_the_resubmit_settles_it(
-        newsletter, servers, monkeypatch, committed):
+    newsletter, servers, monkeypatch, committed
+):
     data = open_form(newsletter)
     lose_the_commit_reply(monkeypatch, committed=committed)
     unsure = newsletter.post("/subscribe", data=data)

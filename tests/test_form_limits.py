@@ -16,6 +16,7 @@ LIMIT = 40
 class CountingConnection(redis.Connection):
     """A real connection that counts how often it writes to Redis: one write
     per command, or per pipeline (which sends all its commands at once)."""
+
     writes = 0
 
     def send_packed_command(self, command, check_health=True):  # type: ignore[no-untyped-def]
@@ -42,8 +43,7 @@ def test_120_cookieless_form_views_from_one_client_leave_at_most_the_limit(make_
     assert f"Please try again in {wait} second" in refused.text and "a minute" not in refused.text
     assert 'name="form_token"' not in refused.text
     # Another address has its own count.
-    assert client.get("/orders/new", environ_base={"REMOTE_ADDR": "192.0.2.7"}).status_code \
-        == 200
+    assert client.get("/orders/new", environ_base={"REMOTE_ADDR": "192.0.2.7"}).status_code == 200
 
 
 def test_the_client_is_the_address_the_trusted_proxy_saw(make_app, rdb):
@@ -60,8 +60,9 @@ def test_the_client_is_the_address_the_trusted_proxy_saw(make_app, rdb):
 
 
 def test_the_limit_is_off_at_zero_and_the_session_cap_stays(make_app, rdb):
-    client = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=0,
-                      SUBMIT_ONCE_MAX_PER_SESSION=5).test_client()
+    client = make_app(
+        SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=0, SUBMIT_ONCE_MAX_PER_SESSION=5
+    ).test_client()
     assert [client.get("/orders/new").status_code for _ in range(6)] == [200] * 5 + [429]
     # One key for the session's count beside the five tokens.
     assert len(rdb.keys("so:issued:*")) == 1 and len(token_keys(rdb, "so:*")) == 5
@@ -88,14 +89,18 @@ def test_a_refused_form_view_writes_nothing_to_redis(make_app, rdb):
     assert rdb.dbsize() == keys_at_the_limit
 
 
-@pytest.mark.parametrize("cap, limit, commands", [
-    (0, 0, {"set": 1, "getdel": 1}),
-    # One script: the counts were made (with their TTLs) at the first form.
-    (0, LIMIT, {"evalsha": 1, "get": 1, "incrby": 1, "set": 1, "getdel": 1}),
-    (200, LIMIT, {"evalsha": 1, "get": 2, "incrby": 2, "set": 1, "getdel": 1}),
-])
+@pytest.mark.parametrize(
+    "cap, limit, commands",
+    [
+        (0, 0, {"set": 1, "getdel": 1}),
+        # One script: the counts were made (with their TTLs) at the first form.
+        (0, LIMIT, {"evalsha": 1, "get": 1, "incrby": 1, "set": 1, "getdel": 1}),
+        (200, LIMIT, {"evalsha": 1, "get": 2, "incrby": 2, "set": 1, "getdel": 1}),
+    ],
+)
 def test_an_order_costs_two_round_trips_to_redis_with_or_without_the_limits(
-        make_app, rdb, cap, limit, commands):
+    make_app, rdb, cap, limit, commands
+):
     """The limits add work to the form's one command, not round trips."""
     app = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=limit, SUBMIT_ONCE_MAX_PER_SESSION=cap)
     pool = app.extensions["submit_once"].store.client.connection_pool
@@ -111,8 +116,10 @@ def test_an_order_costs_two_round_trips_to_redis_with_or_without_the_limits(
     tokens = {"csrf_token": hidden(html, "csrf_token"), "form_token": hidden(html, "form_token")}
     assert client.post("/orders", data={**VALID, **tokens}).status_code == 303
     assert CountingConnection.writes == 2
-    calls = {name.removeprefix("cmdstat_"): stat["calls"]
-             for name, stat in rdb.info("commandstats").items()}
+    calls = {
+        name.removeprefix("cmdstat_"): stat["calls"]
+        for name, stat in rdb.info("commandstats").items()
+    }
     assert {k: v for k, v in calls.items() if k not in ("config", "info")} == commands
 
 
@@ -139,11 +146,14 @@ def test_a_cookieless_view_makes_no_per_session_counter(make_app, rdb):
     assert len(rdb.keys("so:issued:*")) == 1  # the client's count, no session's
 
 
-@pytest.mark.parametrize("first, second, shared", [
-    ("2001:db8:1:2::1", "2001:db8:1:2:ffff::9", True),  # one /64: one subscriber
-    ("2001:db8:1:2::1", "2001:db8:1:3::1", False),
-    ("::ffff:192.0.2.7", "192.0.2.7", True),  # an IPv4-mapped address is that address
-])
+@pytest.mark.parametrize(
+    "first, second, shared",
+    [
+        ("2001:db8:1:2::1", "2001:db8:1:2:ffff::9", True),  # one /64: one subscriber
+        ("2001:db8:1:2::1", "2001:db8:1:3::1", False),
+        ("::ffff:192.0.2.7", "192.0.2.7", True),  # an IPv4-mapped address is that address
+    ],
+)
 def test_the_client_limit_counts_an_ipv6_64_as_one_client(make_app, rdb, first, second, shared):
     client = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=3).test_client(use_cookies=False)
     away_from_a_minute_boundary()
@@ -158,8 +168,7 @@ def test_another_sites_page_cannot_open_forms_in_a_visitors_name(make_app, rdb):
     token and spends nothing of the visitor's limit; following a link still works."""
     client = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=2).test_client()
     away_from_a_minute_boundary()
-    image = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors",
-             "Sec-Fetch-Dest": "image"}
+    image = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"}
     answers = {client.get("/orders/new", headers=image).status_code for _ in range(20)}
     assert answers == {403} and rdb.dbsize() == 0
     link = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "navigate"}
@@ -183,8 +192,10 @@ def test_a_flood_from_one_address_under_maxmemory_evicts_no_open_form(make_app, 
     try:
         flood = app.test_client(use_cookies=False)
         first_minute = int(time.time() // 60)
-        statuses = [flood.get("/orders/new", environ_base={"REMOTE_ADDR": "198.51.100.9"})
-                    .status_code for _ in range(1000)]
+        statuses = [
+            flood.get("/orders/new", environ_base={"REMOTE_ADDR": "198.51.100.9"}).status_code
+            for _ in range(1000)
+        ]
         minutes = int(time.time() // 60) - first_minute + 1  # the count is per clock minute
         evicted = int(rdb.info("stats")["evicted_keys"]) - evicted_before
     finally:

@@ -18,7 +18,8 @@ def test_the_page_loads_htmx_from_our_own_static_files_with_error_swaps_on(clien
 
 
 def test_a_submit_redirects_the_whole_page_to_the_order_and_a_repeat_lands_on_it(
-        once_forms, servers):
+    once_forms, servers
+):
     page = once_forms.open("/orders/new")
     first = page.submit(VALID, headers=HTMX)
     assert first.status_code == 200 and first.headers["HX-Redirect"].startswith("/orders/")
@@ -40,7 +41,8 @@ def test_invalid_fields_come_back_as_the_form_fragment_with_the_same_token(once_
 
 
 def test_a_changed_resubmit_is_a_409_fragment_with_the_new_input_and_a_fresh_token(
-        once_forms, servers):
+    once_forms, servers
+):
     page = once_forms.open("/orders/new")
     page.submit(VALID, headers=HTMX)
     answer = page.submit({**VALID, "quantity": "7"}, headers=HTMX)

@@ -15,8 +15,10 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TREES = {"webapp": ROOT / "webapp",
-         "flask_submit_once": ROOT / "flask-submit-once/src/flask_submit_once"}
+TREES = {
+    "webapp": ROOT / "webapp",
+    "flask_submit_once": ROOT / "flask-submit-once/src/flask_submit_once",
+}
 
 
 def modules() -> dict[str, Path]:
@@ -35,9 +37,12 @@ def imported_by(name: str, path: Path, known: set[str]) -> set[str]:
     """The modules of ``known`` that ``name`` imports, wherever in the file."""
     tree = ast.parse(path.read_text())
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    never_run = {id(node) for block in ast.walk(tree)
-                 if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
-                 for node in ast.walk(block)}
+    never_run = {
+        id(node)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+        for node in ast.walk(block)
+    }
     targets: set[str] = set()
     for node in ast.walk(tree):
         if id(node) in never_run:
@@ -46,13 +51,15 @@ def imported_by(name: str, path: Path, known: set[str]) -> set[str]:
             targets.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 module = ".".join([*base, *([node.module] if node.module else [])])
             else:
                 module = node.module or ""
             # `from . import x` names a module; `from .x import y` a name in one.
-            targets.update(f"{module}.{alias.name}" if f"{module}.{alias.name}" in known
-                           else module for alias in node.names)
+            targets.update(
+                f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module
+                for alias in node.names
+            )
     found = set()
     for target in targets:
         while target and target not in known:
@@ -119,7 +126,8 @@ def test_the_check_sees_a_circle_held_by_an_import_inside_a_function(tmp_path, m
     (package / "models.py").write_text("from .order_rules import NAME_MAX\n")
     (package / "order_rules.py").write_text(
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .models import Order\n"
-        "def find_order():\n    from .db import sessions\n")
+        "def find_order():\n    from .db import sessions\n"
+    )
     monkeypatch.setitem(TREES, "webapp", package)
     monkeypatch.setitem(TREES, "flask_submit_once", tmp_path / "none")
     assert circles(import_graph()) == [["webapp.db", "webapp.models", "webapp.order_rules"]]
@@ -129,19 +137,23 @@ def test_the_check_sees_a_circle_through_a_package_on_the_way(tmp_path, monkeypa
     """The loop the API and the webhook had: importing ``api.problems`` runs ``api``
     first, whose ``__init__`` imports ``api.openapi``, which imports the webhook."""
     package = tmp_path / "webapp"
-    for folder, files in {"api": {"__init__.py": "from . import openapi\n",
-                                  "openapi.py": "from ..webhooks.event import Event\n",
-                                  "problems.py": ""},
-                          "webhooks": {"__init__.py": "", "event.py":
-                                       "from ..api.problems import ApiProblem\n"}}.items():
+    for folder, files in {
+        "api": {
+            "__init__.py": "from . import openapi\n",
+            "openapi.py": "from ..webhooks.event import Event\n",
+            "problems.py": "",
+        },
+        "webhooks": {"__init__.py": "", "event.py": "from ..api.problems import ApiProblem\n"},
+    }.items():
         (package / folder).mkdir(parents=True)
         for name, text in files.items():
             (package / folder / name).write_text(text)
     (package / "__init__.py").write_text("")
     monkeypatch.setitem(TREES, "webapp", package)
     monkeypatch.setitem(TREES, "flask_submit_once", tmp_path / "none")
-    assert circles(import_graph()) == [["webapp.api", "webapp.api.openapi",
-                                        "webapp.webhooks.event"]]
+    assert circles(import_graph()) == [
+        ["webapp.api", "webapp.api.openapi", "webapp.webhooks.event"]
+    ]
 
 
 def test_the_check_sees_a_circle_in_the_library(tmp_path, monkeypatch):
@@ -154,14 +166,16 @@ def test_the_check_sees_a_circle_in_the_library(tmp_path, monkeypatch):
     (package / "_form.py").write_text("def handle():\n    from . import _extension\n")
     monkeypatch.setitem(TREES, "webapp", tmp_path / "none")
     monkeypatch.setitem(TREES, "flask_submit_once", package)
-    assert circles(import_graph()) == [["flask_submit_once._extension",
-                                        "flask_submit_once._form"]]
+    assert circles(import_graph()) == [["flask_submit_once._extension", "flask_submit_once._form"]]
 
 
 def feature(module: str) -> str:
     """``webapp.orders.views`` → ``webapp.orders``; the library is one feature."""
-    return "flask_submit_once" if module.startswith("flask_submit_once") \
+    return (
+        "flask_submit_once"
+        if module.startswith("flask_submit_once")
         else ".".join(module.split(".")[:2])
+    )
 
 
 if __name__ == "__main__":
@@ -173,7 +187,8 @@ if __name__ == "__main__":
     between: dict[str, set[str]] = defaultdict(set)
     for module, targets in graph.items():
         between[feature(module)].update(
-            feature(target) for target in targets if feature(target) != feature(module))
+            feature(target) for target in targets if feature(target) != feature(module)
+        )
     print(f"imports between features: {sum(map(len, between.values()))}")
     for name in sorted(between):
         print(f"  {name} -> {', '.join(sorted(between[name])) or '-'}")

@@ -31,17 +31,20 @@ def products(engine) -> int:
         return conn.scalar(text("SELECT count(*) FROM products"))
 
 
-@pytest.mark.parametrize(("env", "args", "seeded"), [
-    ("production", [], False),
-    ("production", ["--demo"], True),
-    ("development", [], True),
-    ("development", ["--no-demo"], False),
-])
-def test_the_demo_catalogue_is_added_only_when_asked(servers, fresh_database, env, args,
-                                                    seeded):
+@pytest.mark.parametrize(
+    ("env", "args", "seeded"),
+    [
+        ("production", [], False),
+        ("production", ["--demo"], True),
+        ("development", [], True),
+        ("development", ["--no-demo"], False),
+    ],
+)
+def test_the_demo_catalogue_is_added_only_when_asked(servers, fresh_database, env, args, seeded):
     url, engine = fresh_database
-    app = create_app(servers.config(APP_ENV=env, DATABASE_URL=url,
-                                    SECRET_KEY=secrets.token_hex(32)))
+    app = create_app(
+        servers.config(APP_ENV=env, DATABASE_URL=url, SECRET_KEY=secrets.token_hex(32))
+    )
     try:
         result = app.test_cli_runner().invoke(args=["init-db", *args])
         listed = app.test_cli_runner().invoke(args=["products", "list"])
@@ -53,10 +56,10 @@ def test_the_demo_catalogue_is_added_only_when_asked(servers, fresh_database, en
     assert ("demo catalogue seeded" in result.output) is seeded
     if not seeded:  # an empty catalogue says how to stock it
         assert "init-db --demo adds it" in result.output
-        assert "'flask --app webapp products import FILE.csv' or 'products add'" in \
-            result.output
-        assert listed.output.startswith("No products yet: add one with 'flask --app webapp "
-                                        "products add SKU NAME PRICE'")
+        assert "'flask --app webapp products import FILE.csv' or 'products add'" in result.output
+        assert listed.output.startswith(
+            "No products yet: add one with 'flask --app webapp products add SKU NAME PRICE'"
+        )
     else:
         assert "MUG-STONE" in listed.output
 
@@ -64,8 +67,16 @@ def test_the_demo_catalogue_is_added_only_when_asked(servers, fresh_database, en
 def test_the_database_module_imports_no_model():
     """Seeding lives with the command (webapp/cli.py): webapp.db needs no model."""
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, importlib.util as u; "
-         "spec = u.spec_from_file_location('db_alone', 'webapp/db.py'); "
-         "m = u.module_from_spec(spec); spec.loader.exec_module(m); "
-         "print('webapp.models' in sys.modules)"], capture_output=True, text=True, cwd=ROOT)
+        [
+            sys.executable,
+            "-c",
+            "import sys, importlib.util as u; "
+            "spec = u.spec_from_file_location('db_alone', 'webapp/db.py'); "
+            "m = u.module_from_spec(spec); spec.loader.exec_module(m); "
+            "print('webapp.models' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
     assert loaded.stdout.strip() == "False", loaded.stderr

@@ -13,13 +13,18 @@ STORM = 40
 
 
 def test_a_storm_split_across_two_instances_makes_one_order_and_all_land_on_it(servers):
-    with LiveServer(servers, workers=2, threads=8) as a, \
-            LiveServer(servers, workers=2, threads=8) as b:
+    with (
+        LiveServer(servers, workers=2, threads=8) as a,
+        LiveServer(servers, workers=2, threads=8) as b,
+    ):
         cookie, form = open_form(a.port)
         ports = [a.port, b.port] * (STORM // 2)
         with ThreadPoolExecutor(STORM) as pool:
-            responses = list(pool.map(
-                lambda port: request(port, "POST", "/orders", cookie=cookie, form=form), ports))
+            responses = list(
+                pool.map(
+                    lambda port: request(port, "POST", "/orders", cookie=cookie, form=form), ports
+                )
+            )
         assert [r.status for r in responses] == [303] * STORM
         locations = {r.headers["location"] for r in responses}
         assert len(locations) == 1
@@ -30,9 +35,12 @@ def test_a_storm_split_across_two_instances_makes_one_order_and_all_land_on_it(s
 
 
 def test_a_duplicate_on_instance_b_while_a_is_still_placing_waits_and_lands_on_a_s_order(
-        servers, rdb):
-    with LiveServer(servers, workers=1, threads=4, TEST_PAUSE_AFTER_CONSUME="3") as a, \
-            LiveServer(servers, workers=1, threads=4) as b:
+    servers, rdb
+):
+    with (
+        LiveServer(servers, workers=1, threads=4, TEST_PAUSE_AFTER_CONSUME="3") as a,
+        LiveServer(servers, workers=1, threads=4) as b,
+    ):
         rdb.flushall()  # the forms the start-up checks rendered
         cookie, form = open_form(a.port)
         assert len(token_keys(rdb)) == 1  # the one token just issued

@@ -39,17 +39,25 @@ def assert_shape(line: dict) -> None:
 
 
 def test_a_views_warning_is_a_json_line_with_time_level_logger_and_the_request_id(
-        make_app, servers, capfd):
+    make_app, servers, capfd
+):
     app = make_app()
     client = app.test_client()
     page = client.get("/orders/new").text
-    form = {**VALID, "csrf_token": hidden(page, "csrf_token"),
-            "form_token": hidden(page, "form_token")}
+    form = {
+        **VALID,
+        "csrf_token": hidden(page, "csrf_token"),
+        "form_token": hidden(page, "form_token"),
+    }
 
     def connection_lost():  # the submit's own transaction is killed under it
         with servers.engine.begin() as conn:
-            conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                              "WHERE state = 'idle in transaction' AND pid <> pg_backend_pid()"))
+            conn.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE state = 'idle in transaction' AND pid <> pg_backend_pid()"
+                )
+            )
 
     after_consume(app, connection_lost)
     try:
@@ -75,23 +83,23 @@ def test_a_views_warning_is_a_json_line_with_time_level_logger_and_the_request_i
 #: Request lines gunicorn refuses (issue 30: each was logged with the client's address and
 #: up to ~4 KB of what it sent). Each holds "attacker" where gunicorn would echo it.
 MALFORMED = [
-    b"<script>attacker</script>" * 160,           # no method, no version: 4,000 bytes
-    b"G\x01T /orders/attacker HTTP/1.1",            # a method of control characters
-    b"GET /orders/attacker HTTP/9.attacker",       # no such version
-    b"GET /orders/attacker\x00 HTTP/1.1",           # a NUL in the path
-    b"GET /" + b"attacker" * 700 + b" HTTP/1.1",   # longer than limit_request_line
+    b"<script>attacker</script>" * 160,  # no method, no version: 4,000 bytes
+    b"G\x01T /orders/attacker HTTP/1.1",  # a method of control characters
+    b"GET /orders/attacker HTTP/9.attacker",  # no such version
+    b"GET /orders/attacker\x00 HTTP/1.1",  # a NUL in the path
+    b"GET /" + b"attacker" * 700 + b" HTTP/1.1",  # longer than limit_request_line
 ]
 
 
-def test_gunicorn_logs_a_malformed_request_without_the_client_address_or_what_it_sent(
-        servers):
+def test_gunicorn_logs_a_malformed_request_without_the_client_address_or_what_it_sent(servers):
     live = LiveServer(servers, workers=1, threads=2)
     live.args[3:3] = ["-c", "python:webapp.gunicorn_conf"]  # the production settings
     with live:
         for line in MALFORMED:
             # From 127.0.0.2: gunicorn's own "Listening at" line names 127.0.0.1.
-            with socket.create_connection(("127.0.0.1", live.port), timeout=10,
-                                          source_address=("127.0.0.2", 0)) as sock:
+            with socket.create_connection(
+                ("127.0.0.1", live.port), timeout=10, source_address=("127.0.0.2", 0)
+            ) as sock:
                 sock.sendall(line + b"\r\n\r\n")
                 answer = sock.recv(100)  # gunicorn logs before it answers
             assert answer.startswith((b"HTTP/1.1 400", b"HTTP/1.1 414")), answer
@@ -100,8 +108,9 @@ def test_gunicorn_logs_a_malformed_request_without_the_client_address_or_what_it
     refused = [line for line in lines if line["message"].lower().startswith("invalid request")]
     print(*(line["message"] for line in refused), sep="\n")
     assert len(refused) == len(MALFORMED)
-    assert all(line["logger"] == "gunicorn.error" and line["level"] == "WARNING"
-               for line in refused)
+    assert all(
+        line["logger"] == "gunicorn.error" and line["level"] == "WARNING" for line in refused
+    )
     assert "127.0.0.2" not in output and "attacker" not in output
 
 
@@ -112,8 +121,14 @@ def test_gunicorns_error_handling_a_request_line_keeps_its_traceback_but_not_the
         raise RuntimeError("boom")
     except RuntimeError:
         record = logging.getLogger("gunicorn.error").makeRecord(
-            "gunicorn.error", logging.ERROR, __file__, 1, "Error handling request %s %s",
-            ("GET", "/orders/Xk3-private-key-of-22"), sys.exc_info())
+            "gunicorn.error",
+            logging.ERROR,
+            __file__,
+            1,
+            "Error handling request %s %s",
+            ("GET", "/orders/Xk3-private-key-of-22"),
+            sys.exc_info(),
+        )
     assert NoClientDetails().filter(record)
     line = json.loads(JsonLines().format(record))
     assert line["message"] == "error handling a request" and line["error"] == "RuntimeError"

@@ -32,8 +32,13 @@ def test_the_digest_column_rename_goes_back_and_forth(servers):
 
 def _digest_columns(conn) -> dict[str, str]:
     """Each UNIQUE constraint on one orders column that holds a digest."""
-    return dict(conn.execute(text(
-        "SELECT a.attname, c.conname FROM pg_constraint c JOIN pg_attribute a "
-        "ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1] "
-        "WHERE c.conrelid = 'orders'::regclass AND c.contype = 'u' "
-        "AND a.attname LIKE '%digest'")).all())
+    return dict(
+        conn.execute(
+            text(
+                "SELECT a.attname, c.conname FROM pg_constraint c JOIN pg_attribute a "
+                "ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1] "
+                "WHERE c.conrelid = 'orders'::regclass AND c.contype = 'u' "
+                "AND a.attname LIKE '%digest'"
+            )
+        ).all()
+    )

@@ -29,14 +29,24 @@ def key(order: str) -> str:
 
 def row(servers):
     with servers.engine.connect() as conn:
-        return tuple(conn.execute(text(
-            "SELECT status, paid_cents, refunded_cents, currency FROM orders")).one())
+        return tuple(
+            conn.execute(
+                text("SELECT status, paid_cents, refunded_cents, currency FROM orders")
+            ).one()
+        )
 
 
 def events(servers) -> list[tuple]:
     with servers.engine.connect() as conn:
-        return [tuple(r) for r in conn.execute(text(
-            "SELECT event_id, amount_cents, currency, problem FROM payment_events ORDER BY id"))]
+        return [
+            tuple(r)
+            for r in conn.execute(
+                text(
+                    "SELECT event_id, amount_cents, currency, problem"
+                    " FROM payment_events ORDER BY id"
+                )
+            )
+        ]
 
 
 def test_orders_carry_their_total_and_currency(client, order, servers):
@@ -44,20 +54,28 @@ def test_orders_carry_their_total_and_currency(client, order, servers):
     assert "€36.00" in client.get(order).text
 
 
-@pytest.mark.parametrize("amount, currency, problem", [
-    (1, "EUR", "amount_mismatch"),         # a 1-cent payment for a €36 order
-    (3599, "EUR", "amount_mismatch"),
-    (3601, "EUR", "amount_mismatch"),
-    (3600, "USD", "currency_mismatch"),
-    (3600, "usd", "currency_mismatch"),
-])
+@pytest.mark.parametrize(
+    "amount, currency, problem",
+    [
+        (1, "EUR", "amount_mismatch"),  # a 1-cent payment for a €36 order
+        (3599, "EUR", "amount_mismatch"),
+        (3601, "EUR", "amount_mismatch"),
+        (3600, "USD", "currency_mismatch"),
+        (3600, "usd", "currency_mismatch"),
+    ],
+)
 def test_a_payment_that_does_not_match_is_recorded_and_pays_nothing(
-        client, order, servers, amount, currency, problem):
+    client, order, servers, amount, currency, problem
+):
     response = deliver(client, paid(reference_of(servers, order), amount=amount, currency=currency))
     # 200: recorded; the provider must not retry an event that will never match.
     assert response.status_code == 200
-    assert response.get_json() == {"event": "evt_pay", "result": "recorded",
-                                   "problem": problem, "order_status": "placed"}
+    assert response.get_json() == {
+        "event": "evt_pay",
+        "result": "recorded",
+        "problem": problem,
+        "order_status": "placed",
+    }
     assert row(servers) == ("placed", 0, 0, "EUR")
     assert events(servers) == [("evt_pay", amount, currency.upper(), problem)]
     assert "Request a refund" not in client.get(order).text
@@ -72,14 +90,17 @@ def test_the_currency_is_read_in_any_case(client, order, servers):
     assert events(servers) == [("evt_pay", 3600, "EUR", None)]
 
 
-def test_a_payment_after_a_cancel_is_recorded_and_its_refund_page_opens(client, order,
-                                                                          servers):
+def test_a_payment_after_a_cancel_is_recorded_and_its_refund_page_opens(client, order, servers):
     tokens = cancel_form(client, order)
     assert client.post(f"{order}/cancel", data=tokens).status_code == 303
     response = deliver(client, paid(reference_of(servers, order)))
     assert response.status_code == 200
-    assert response.get_json() == {"event": "evt_pay", "result": "recorded",
-                                   "problem": "after_cancel", "order_status": "cancelled"}
+    assert response.get_json() == {
+        "event": "evt_pay",
+        "result": "recorded",
+        "problem": "after_cancel",
+        "order_status": "cancelled",
+    }
     assert row(servers) == ("cancelled", 3600, 0, "EUR")
     assert "Request a refund" in client.get(order).text
     page = client.get(f"{order}/refund")

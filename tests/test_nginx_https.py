@@ -30,8 +30,10 @@ from tests.refunds.conftest import Worker
 from webapp.refunds.settings import monitor_bind
 
 #: What Prometheus reads, by the job DEPLOY.md names: the app's and the refund worker's.
-JOB_METRIC = {"shop": "submit_once_tokens_issued_total",
-              "refund-worker": "refund_worker_lag_messages"}
+JOB_METRIC = {
+    "shop": "submit_once_tokens_issued_total",
+    "refund-worker": "refund_worker_lag_messages",
+}
 METRICS_TOKEN = "nginx-test-metrics-token-of-32-bytes-at-least"
 
 
@@ -41,9 +43,12 @@ def shop(servers, tmp_path_factory) -> Iterator[tuple[LiveServer, Nginx, int]]:
     TRUSTED_HOSTS, a METRICS_TOKEN) behind nginx; the refund worker's monitor port."""
     monitor = free_port()
     hosts = f"{deploy_setting('TRUSTED_HOSTS')},127.0.0.1"
-    with production_gunicorn(servers, TRUSTED_PROXIES="1", TRUSTED_HOSTS=hosts,
-                             METRICS_TOKEN=METRICS_TOKEN) as live, \
-            nginx(tmp_path_factory.mktemp("nginx"), live.port, monitor_port=monitor) as site:
+    with (
+        production_gunicorn(
+            servers, TRUSTED_PROXIES="1", TRUSTED_HOSTS=hosts, METRICS_TOKEN=METRICS_TOKEN
+        ) as live,
+        nginx(tmp_path_factory.mktemp("nginx"), live.port, monitor_port=monitor) as site,
+    ):
         yield live, site, monitor
 
 
@@ -70,8 +75,7 @@ def test_port_80_sends_browsers_to_https_and_serves_certbots_challenge(shop):
     challenge = site.prefix / "certbot" / ".well-known" / "acme-challenge"
     challenge.mkdir(parents=True)
     (challenge / "token-of-the-ca").write_text("token-of-the-ca.thumbprint")
-    answer = fetch(site.ports.http, "GET", "/.well-known/acme-challenge/token-of-the-ca",
-                   host=HOST)
+    answer = fetch(site.ports.http, "GET", "/.well-known/acme-challenge/token-of-the-ca", host=HOST)
     assert (answer.status, answer.body) == (200, "token-of-the-ca.thumbprint")
 
 
@@ -93,12 +97,16 @@ def test_deploys_scrape_config_targets_nginx_and_nginx_the_ports_the_app_and_wor
     loopback. Prometheus reads both through nginx's 443, which passes each on to what
     the app (webapp/gunicorn_conf.py) and the worker (REFUND_MONITOR_BIND) bind."""
     from webapp import gunicorn_conf
+
     jobs = scrape_jobs()
     assert set(jobs) == set(JOB_METRIC)
     for job in jobs.values():
         assert job["scheme"] == "https" and job["authorization"]["type"] == "Bearer"
-        ports = {target.rpartition(":")[2] for config in job["static_configs"]
-                 for target in config["targets"]}
+        ports = {
+            target.rpartition(":")[2]
+            for config in job["static_configs"]
+            for target in config["targets"]
+        }
         assert ports == {"443"}, job
     assert "listen 443 ssl;" in SHIPPED.read_text()
     assert upstream("webapp") == gunicorn_conf.bind == "127.0.0.1:8000"
@@ -108,7 +116,8 @@ def test_deploys_scrape_config_targets_nginx_and_nginx_the_ports_the_app_and_wor
 
 @needs_nginx
 def test_prometheus_reads_the_app_and_the_worker_through_nginx_as_deploy_configures_it(
-        shop, servers):
+    shop, servers
+):
     live, site, monitor = shop
     worker = Worker(servers, REFUND_MONITOR_BIND=str(monitor), METRICS_TOKEN=METRICS_TOKEN)
     try:
@@ -116,13 +125,19 @@ def test_prometheus_reads_the_app_and_the_worker_through_nginx_as_deploy_configu
         for name, job in scrape_jobs().items():
             target = job["static_configs"][0]["targets"][0].rpartition(":")[0]
 
-            def scrape(token: str | None, source: str = "127.0.0.1", job=job,
-                       target=target) -> Response:
+            def scrape(
+                token: str | None, source: str = "127.0.0.1", job=job, target=target
+            ) -> Response:
                 """As Prometheus asks: the target as Host, its bearer token."""
-                return fetch(site.ports.https, "GET", job.get("metrics_path", "/metrics"),
-                             context=site.context, host=f"{target}:{site.ports.https}",
-                             source=source,
-                             headers={"Authorization": f"Bearer {token}"} if token else {})
+                return fetch(
+                    site.ports.https,
+                    "GET",
+                    job.get("metrics_path", "/metrics"),
+                    context=site.context,
+                    host=f"{target}:{site.ports.https}",
+                    source=source,
+                    headers={"Authorization": f"Bearer {token}"} if token else {},
+                )
 
             scraped = scrape(METRICS_TOKEN)
             assert scraped.status == 200, (name, scraped.body[:300])

@@ -29,8 +29,10 @@ RATE, BURST, IN_PROGRESS = 10, 40, 32  # docs/nginx.conf's limit_req and limit_c
 
 @pytest.fixture(scope="module")
 def shop(servers, tmp_path_factory) -> Iterator[tuple[LiveServer, Nginx]]:
-    with production_gunicorn(servers, TRUSTED_PROXIES="1") as live, \
-            nginx(tmp_path_factory.mktemp("nginx"), live.port) as site:
+    with (
+        production_gunicorn(servers, TRUSTED_PROXIES="1") as live,
+        nginx(tmp_path_factory.mktemp("nginx"), live.port) as site,
+    ):
         yield live, site
 
 
@@ -91,14 +93,16 @@ def timed(call: Callable[[], int], expected: int) -> float | None:
 
 def summary(seconds: list[float | None]) -> str:
     answered = [s for s in seconds if s is not None]
-    times = (f", median {statistics.median(answered) * 1000:.0f} ms, "
-             f"max {max(answered) * 1000:.0f} ms" if answered else "")
+    times = (
+        f", median {statistics.median(answered) * 1000:.0f} ms, max {max(answered) * 1000:.0f} ms"
+        if answered
+        else ""
+    )
     return f"{len(answered)} answered, {len(seconds) - len(answered)} failed{times}"
 
 
 @needs_nginx
-def test_one_address_holding_1600_idle_connections_leaves_healthz_and_the_form_answering(
-        shop):
+def test_one_address_holding_1600_idle_connections_leaves_healthz_and_the_form_answering(shop):
     _, site = shop
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     if hard != resource.RLIM_INFINITY and hard < IDLE_CONNECTIONS + 500:
@@ -112,12 +116,20 @@ def test_one_address_holding_1600_idle_connections_leaves_healthz_and_the_form_a
     with held_open(site.ports.https, IDLE_CONNECTIONS, source="127.0.0.4") as open_now:
         for _ in range(PROBES):
             held.append(open_now())
-            health.append(timed(lambda: fetch(site.ports.plain, "GET", "/healthz",
-                                              timeout=PROBE_SECONDS).status, 200))
+            health.append(
+                timed(
+                    lambda: (
+                        fetch(site.ports.plain, "GET", "/healthz", timeout=PROBE_SECONDS).status
+                    ),
+                    200,
+                )
+            )
             submits.append(timed(lambda: shopper.place_order(PROBE_SECONDS).status, 303))
         held.append(open_now())
-    print(f"\n{min(held)}-{max(held)} connections held silent mid-handshake from one address; "
-          f"/healthz: {summary(health)}; the form and its submit: {summary(submits)}")
+    print(
+        f"\n{min(held)}-{max(held)} connections held silent mid-handshake from one address; "
+        f"/healthz: {summary(health)}; the form and its submit: {summary(submits)}"
+    )
     assert min(held) >= IDLE_CONNECTIONS - 10, held  # all held, but one just reopened
     assert None not in health and None not in submits
     assert "worker_connections are not enough" not in site.log("error.log")
@@ -126,8 +138,9 @@ def test_one_address_holding_1600_idle_connections_leaves_healthz_and_the_form_a
 @needs_nginx
 def test_one_address_over_its_rate_gets_429_while_another_is_served(shop):
     _, site = shop
-    conn = http.client.HTTPConnection("127.0.0.1", site.ports.plain, timeout=10,
-                                      source_address=("127.0.0.5", 0))
+    conn = http.client.HTTPConnection(
+        "127.0.0.1", site.ports.plain, timeout=10, source_address=("127.0.0.5", 0)
+    )
     statuses = []
     started = time.monotonic()
     try:
@@ -140,8 +153,10 @@ def test_one_address_over_its_rate_gets_429_while_another_is_served(shop):
         conn.close()
     elapsed = time.monotonic() - started
     other = fetch(site.ports.plain, "GET", "/static/app.css", source="127.0.0.6")
-    print(f"\n{len(statuses)} requests in {elapsed:.2f} s from one address: "
-          f"{statuses.count(200)} served, {statuses.count(429)} refused (429)")
+    print(
+        f"\n{len(statuses)} requests in {elapsed:.2f} s from one address: "
+        f"{statuses.count(200)} served, {statuses.count(429)} refused (429)"
+    )
     assert set(statuses) == {200, 429}
     # The burst and the first request, then RATE a second, however fast this machine is.
     assert statuses.count(200) <= BURST + 1 + RATE * elapsed + 1
@@ -152,8 +167,10 @@ def test_one_address_over_its_rate_gets_429_while_another_is_served(shop):
 def test_one_address_gets_429_past_its_requests_in_progress_while_another_is_served(shop):
     """Submits whose bodies never come hold a request each until client_body_timeout."""
     _, site = shop
-    head = (b"POST /orders HTTP/1.1\r\nHost: 127.0.0.1\r\n"
-            b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\n")
+    head = (
+        b"POST /orders HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        b"Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\n"
+    )
     sockets = []
     selector = selectors.DefaultSelector()
     try:
@@ -177,7 +194,8 @@ def test_one_address_gets_429_past_its_requests_in_progress_while_another_is_ser
             sock.close()
         selector.close()
     print(f"\n{len(sockets)} submits in progress from one address: {len(refused)} refused")
-    assert [answer.split(b"\r\n", 1)[0] for answer in refused] == \
-        [b"HTTP/1.1 429 Too Many Requests"] * 8
+    assert [answer.split(b"\r\n", 1)[0] for answer in refused] == [
+        b"HTTP/1.1 429 Too Many Requests"
+    ] * 8
     assert still_waiting == 0  # the other 32 are in progress, waiting for their bodies
     assert other.status == 303

@@ -10,10 +10,11 @@ from tests.nginx import Shopper, needs_nginx, nginx, production_gunicorn
 
 
 @needs_nginx
-def test_an_orders_key_and_the_referer_stay_out_of_nginxs_access_and_error_logs(
-        servers, tmp_path):
-    with production_gunicorn(servers, TRUSTED_PROXIES="1") as live, \
-            nginx(tmp_path, live.port) as site:
+def test_an_orders_key_and_the_referer_stay_out_of_nginxs_access_and_error_logs(servers, tmp_path):
+    with (
+        production_gunicorn(servers, TRUSTED_PROXIES="1") as live,
+        nginx(tmp_path, live.port) as site,
+    ):
         shopper = Shopper(site)
         placed = shopper.place_order()
         assert placed.status == 303, placed.body[:300]
@@ -26,8 +27,12 @@ def test_an_orders_key_and_the_referer_stay_out_of_nginxs_access_and_error_logs(
         live.process.terminate()
         live.process.wait(10)
         assert shopper.send("GET", order, referer=order).status == 502
-        assert shopper.send("POST", f"{order}/cancel", referer=f"{order}/cancel",
-                            form={"confirm": "yes"}).status == 502
+        assert (
+            shopper.send(
+                "POST", f"{order}/cancel", referer=f"{order}/cancel", form={"confirm": "yes"}
+            ).status
+            == 502
+        )
     # Read once nginx has stopped: it writes a request's line after sending the answer.
     access, errors = site.log("access.log"), site.log("error.log")
     print(f"\naccess.log:\n{access}error.log:\n{errors}")
@@ -36,8 +41,12 @@ def test_an_orders_key_and_the_referer_stay_out_of_nginxs_access_and_error_logs(
         assert shopper.origin not in log and "referrer" not in log  # no Referer
     lines = [json.loads(line) for line in access.splitlines()]
     assert [(line["method"], line["path"], line["status"]) for line in lines] == [
-        ("GET", "/orders/new", 200), ("POST", "/orders", 303),
-        ("GET", "/orders/<key>", 200), ("GET", "/static/app.css", 200),
+        ("GET", "/orders/new", 200),
+        ("POST", "/orders", 303),
+        ("GET", "/orders/<key>", 200),
+        ("GET", "/static/app.css", 200),
         ("GET", "/orders/<key>/cancel", 200),
-        ("GET", "/orders/<key>", 502), ("POST", "/orders/<key>/cancel", 502)]
+        ("GET", "/orders/<key>", 502),
+        ("POST", "/orders/<key>/cancel", 502),
+    ]
     assert lines[-1]["upstream_status"] == "502"  # what went wrong, said without the key

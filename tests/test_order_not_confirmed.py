@@ -13,15 +13,19 @@ from tests.conftest import VALID, flashed, hidden, lose_the_commit_reply, order_
 
 def place(client) -> tuple[dict[str, str], str]:
     page = client.get("/orders/new").get_data(as_text=True)
-    form = {**VALID, "csrf_token": hidden(page, "csrf_token"),
-            "form_token": hidden(page, "form_token")}
+    form = {
+        **VALID,
+        "csrf_token": hidden(page, "csrf_token"),
+        "form_token": hidden(page, "form_token"),
+    }
     response = client.post("/orders", data=form)
     assert response.status_code == 303
     return form, response.location
 
 
 def test_the_confirmation_link_of_a_lost_order_says_it_could_not_be_confirmed_and_offers_the_form(
-        client, servers, make_app):
+    client, servers, make_app
+):
     form, location = place(client)
     with servers.engine.begin() as conn:  # the primary died before the standby had it
         conn.execute(text("DELETE FROM orders"))
@@ -71,14 +75,18 @@ def test_the_confirmation_page_marks_itself_so_the_browser_drops_its_copy(client
 
 @pytest.mark.parametrize("committed", [True, False], ids=["commit-landed", "commit-lost"])
 def test_a_connection_lost_at_commit_keeps_the_same_token_and_the_resubmit_settles_it(
-        client, servers, monkeypatch, committed):
+    client, servers, monkeypatch, committed
+):
     """A failover kills the connection while COMMIT is in flight: the app cannot
     know whether the order exists. The page must not say "not placed" with a
     fresh token (a resubmit would then place a second order): it keeps the same
     token, and the resubmit lands on the order or places it once."""
     page = client.get("/orders/new").get_data(as_text=True)
-    form = {**VALID, "csrf_token": hidden(page, "csrf_token"),
-            "form_token": hidden(page, "form_token")}
+    form = {
+        **VALID,
+        "csrf_token": hidden(page, "csrf_token"),
+        "form_token": hidden(page, "form_token"),
+    }
     lose_the_commit_reply(monkeypatch, committed=committed)
     unsure = client.post("/orders", data=form)
     html = unsure.get_data(as_text=True)

@@ -44,12 +44,19 @@ def test_the_number_is_short_and_readable_and_the_key_is_128_random_bits(placed)
 
 
 @pytest.mark.parametrize("typed", [str, str.lower, lambda n: f"{n[:5]}-{n[5:]}"])
-@pytest.mark.parametrize("path, method", [
-    ("/orders/{}", "GET"), ("/orders/{}/cancel", "GET"), ("/orders/{}/cancel", "POST"),
-    ("/orders/{}/refund", "GET"), ("/orders/{}/refunds", "POST"),
-])
-def test_the_number_alone_opens_nothing_for_another_session(app, placed, servers, path, method,
-                                                            typed):
+@pytest.mark.parametrize(
+    "path, method",
+    [
+        ("/orders/{}", "GET"),
+        ("/orders/{}/cancel", "GET"),
+        ("/orders/{}/cancel", "POST"),
+        ("/orders/{}/refund", "GET"),
+        ("/orders/{}/refunds", "POST"),
+    ],
+)
+def test_the_number_alone_opens_nothing_for_another_session(
+    app, placed, servers, path, method, typed
+):
     _, number = placed
     stranger = app.test_client()
     data = {**open_form(stranger), "amount": "1"} if method == "POST" else None
@@ -75,7 +82,8 @@ def test_find_order_looks_an_order_up_by_the_number_a_customer_quotes(app, place
 
 
 def test_the_log_holds_no_order_key_after_viewing_cancelling_and_refunding(
-        app, client, servers, placed, caplog, capfd):
+    app, client, servers, placed, caplog, capfd
+):
     caplog.set_level(logging.DEBUG)
     link, number = placed
     key = link.rsplit("/", 1)[1]
@@ -113,9 +121,14 @@ def test_the_api_names_an_order_by_its_key_and_shows_its_number(client, servers)
     assert len(body["id"]) == 22 and len(body["order_number"]) == 10
     assert body["currency"] == "EUR" and body["total_cents"] == 3600
     assert client.get(f"/orders/{body['order_number']}").status_code == 404
-    shown = client.get(f"/api/orders/{body['id']}",
-                       headers={"Authorization": f"Bearer {api_key}"}).get_json()
+    shown = client.get(
+        f"/api/orders/{body['id']}", headers={"Authorization": f"Bearer {api_key}"}
+    ).get_json()
     assert shown == body
     stranger = new_api_key(servers, "another-client")
-    assert client.get(f"/api/orders/{body['id']}",
-                      headers={"Authorization": f"Bearer {stranger}"}).status_code == 404
+    assert (
+        client.get(
+            f"/api/orders/{body['id']}", headers={"Authorization": f"Bearer {stranger}"}
+        ).status_code
+        == 404
+    )

@@ -22,8 +22,8 @@ from tests.money_states import STATES, put_order_in
 
 class Words(NamedTuple):
     headline: str  # the order page's h1
-    status: str    # the order page's Status
-    money: str     # the one sentence every page about the order says
+    status: str  # the order page's Status
+    money: str  # the one sentence every page about the order says
 
 
 class Pages(NamedTuple):
@@ -39,54 +39,97 @@ NOTHING_MORE = (200, "Nothing more to refund")
 NOTHING_TO_REFUND = (409, "Nothing to refund on this order")
 
 TABLE: dict[str, tuple[Words, Pages]] = {
-    "awaiting-payment": (Words("Thank you — your order is placed", "Awaiting payment",
-                               "Payment due: €36.00."),
-                         Pages(CANCEL, NOTHING_TO_REFUND)),
+    "awaiting-payment": (
+        Words("Thank you — your order is placed", "Awaiting payment", "Payment due: €36.00."),
+        Pages(CANCEL, NOTHING_TO_REFUND),
+    ),
     # The checkout's card charge: a charge in flight cannot be cancelled (it would land on a
     # cancelled order), a declined one has nothing to cancel; neither has anything to refund.
-    "charging": (Words("Your order is saved — payment in progress", "Payment in progress",
-                       "We are still confirming your card payment with the payment service. "
-                       "This page shows it paid once it is confirmed; your card is never "
-                       "charged twice for this order."),
-                 Pages(NOT_CANCELLED, NOTHING_TO_REFUND)),
-    "declined": (Words("Your card was declined", "Card declined",
-                       "Nothing was charged, and this order will not be shipped. To buy it, "
-                       "place a new order with another card."),
-                 Pages(NOT_CANCELLED, NOTHING_TO_REFUND)),
+    "charging": (
+        Words(
+            "Your order is saved — payment in progress",
+            "Payment in progress",
+            "We are still confirming your card payment with the payment service. "
+            "This page shows it paid once it is confirmed; your card is never "
+            "charged twice for this order.",
+        ),
+        Pages(NOT_CANCELLED, NOTHING_TO_REFUND),
+    ),
+    "declined": (
+        Words(
+            "Your card was declined",
+            "Card declined",
+            "Nothing was charged, and this order will not be shipped. To buy it, "
+            "place a new order with another card.",
+        ),
+        Pages(NOT_CANCELLED, NOTHING_TO_REFUND),
+    ),
     "paid": (Words("Your order is paid", "Paid", PAID), Pages(CANCEL, REFUND)),
     "paid-refund-failed": (Words("Your order is paid", "Paid", PAID), Pages(CANCEL, REFUND)),
     "part-refund-requested": (
-        Words("Your order is being refunded in part", "Being refunded in part",
-              f"{PAID} €10.00 of it is being refunded to you."), Pages(CANCEL, REFUND)),
+        Words(
+            "Your order is being refunded in part",
+            "Being refunded in part",
+            f"{PAID} €10.00 of it is being refunded to you.",
+        ),
+        Pages(CANCEL, REFUND),
+    ),
     "all-refund-requested": (
-        Words("Your order is being refunded", "Being refunded",
-              f"{PAID} All of it is being refunded to you."), Pages(CANCEL, NOTHING_MORE)),
+        Words(
+            "Your order is being refunded",
+            "Being refunded",
+            f"{PAID} All of it is being refunded to you.",
+        ),
+        Pages(CANCEL, NOTHING_MORE),
+    ),
     "part-refunded": (
-        Words("Your order is partly refunded", "Partly refunded",
-              f"{PAID} €10.00 of it was refunded to you."), Pages(CANCEL, REFUND)),
+        Words(
+            "Your order is partly refunded",
+            "Partly refunded",
+            f"{PAID} €10.00 of it was refunded to you.",
+        ),
+        Pages(CANCEL, REFUND),
+    ),
     "part-refunded-more-requested": (
-        Words("Your order is being refunded in part", "Being refunded in part",
-              f"{PAID} €10.00 of it was refunded to you, and €5.00 more is being refunded."),
-        Pages(CANCEL, REFUND)),
-    "refunded": (Words("Your order is refunded", "Refunded",
-                       f"{PAID} All of it was refunded to you."),
-                 Pages(NOT_CANCELLED, (409, "This order is refunded in full"))),
-    "shipped": (Words("Your order is on its way", "Shipped", PAID),
-                Pages(NOT_CANCELLED, REFUND)),
+        Words(
+            "Your order is being refunded in part",
+            "Being refunded in part",
+            f"{PAID} €10.00 of it was refunded to you, and €5.00 more is being refunded.",
+        ),
+        Pages(CANCEL, REFUND),
+    ),
+    "refunded": (
+        Words("Your order is refunded", "Refunded", f"{PAID} All of it was refunded to you."),
+        Pages(NOT_CANCELLED, (409, "This order is refunded in full")),
+    ),
+    "shipped": (Words("Your order is on its way", "Shipped", PAID), Pages(NOT_CANCELLED, REFUND)),
     "shipped-refund-in-review": (
-        Words("Your order is on its way", "Shipped",
-              f"{PAID} A refund of €10.00 is waiting for our team’s review, as your order "
-              "has shipped."), Pages(NOT_CANCELLED, REFUND)),
+        Words(
+            "Your order is on its way",
+            "Shipped",
+            f"{PAID} A refund of €10.00 is waiting for our team’s review, as your order "
+            "has shipped.",
+        ),
+        Pages(NOT_CANCELLED, REFUND),
+    ),
     "shipped-part-refunded": (
-        Words("Your order is on its way", "Shipped",
-              f"{PAID} €10.00 of it was refunded to you."), Pages(NOT_CANCELLED, REFUND)),
-    "cancelled-unpaid": (Words("Your order is cancelled", "Cancelled", "Nothing was charged."),
-                         Pages((303, ""), NOTHING_TO_REFUND)),
-    "cancelled-paid": (Words("Your order is cancelled", "Cancelled", PAID),
-                       Pages((303, ""), REFUND)),
+        Words("Your order is on its way", "Shipped", f"{PAID} €10.00 of it was refunded to you."),
+        Pages(NOT_CANCELLED, REFUND),
+    ),
+    "cancelled-unpaid": (
+        Words("Your order is cancelled", "Cancelled", "Nothing was charged."),
+        Pages((303, ""), NOTHING_TO_REFUND),
+    ),
+    "cancelled-paid": (
+        Words("Your order is cancelled", "Cancelled", PAID),
+        Pages((303, ""), REFUND),
+    ),
     "cancelled-refund-requested": (
-        Words("Your order is cancelled", "Cancelled",
-              f"{PAID} All of it is being refunded to you."), Pages((303, ""), NOTHING_MORE)),
+        Words(
+            "Your order is cancelled", "Cancelled", f"{PAID} All of it is being refunded to you."
+        ),
+        Pages((303, ""), NOTHING_MORE),
+    ),
 }
 
 #: What the order page says besides, by state: how to pay, what cancelling did.
@@ -121,7 +164,8 @@ def test_the_table_has_every_state():
 @pytest.mark.parametrize("page", PAGES)
 @pytest.mark.parametrize("state", STATES)
 def test_every_page_about_an_order_says_where_the_money_is_in_the_same_words(
-        client, servers, state, page):
+    client, servers, state, page
+):
     words, pages = TABLE[state]
     key = put_order_in(servers.engine, STATES[state])
     path = f"/orders/{key}" + ("" if page == "order" else f"/{page}")
@@ -151,10 +195,19 @@ def test_every_page_about_an_order_says_where_the_money_is_in_the_same_words(
 REFUND_NOTICE = "Your refund request was received."
 
 
-@pytest.mark.parametrize("state", ["part-refund-requested", "all-refund-requested",
-                                   "part-refunded", "refunded", "shipped-refund-in-review"])
+@pytest.mark.parametrize(
+    "state",
+    [
+        "part-refund-requested",
+        "all-refund-requested",
+        "part-refunded",
+        "refunded",
+        "shipped-refund-in-review",
+    ],
+)
 def test_the_refund_notice_says_what_was_done_and_the_headline_where_it_stands(
-        client, servers, state):
+    client, servers, state
+):
     """The notice a refund request leaves, shown whether the worker applied it before the
     page was shown or not: it never says "shortly" under "refunded", nor "placed"."""
     words, _ = TABLE[state]
@@ -163,8 +216,14 @@ def test_the_refund_notice_says_what_was_done_and_the_headline_where_it_stands(
     with client.session_transaction() as session:  # what the refund submit flashes
         session["_flashes"] = [(f"order:{number}", "refund_requested")]
     html = client.get(f"/orders/{key}").text
-    assert text_of(html, r'<div class="notice notice-info" role="status" '
-                         r'id="refund-requested">') == REFUND_NOTICE
+    assert (
+        text_of(
+            html,
+            r'<div class="notice notice-info" role="status" '
+            r'id="refund-requested">',
+        )
+        == REFUND_NOTICE
+    )
     assert html.index('id="refund-requested"') < html.index("<h1")
     assert h1(html) == words.headline and money(html) == words.money
     for stale in ("shortly", "set aside", "your order is placed"):

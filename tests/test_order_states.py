@@ -14,11 +14,15 @@ from webapp.order_states import OrderNotFound, TransitionRefused, transition
 @pytest.fixture
 def order_id(servers) -> int:
     with servers.engine.begin() as conn:
-        return conn.scalar(text(
-            "INSERT INTO orders (public_id, submission_digest, product_id, quantity, "
-            "unit_price_cents, customer_name, email, shipping_address) VALUES "
-            "(left(md5(random()::text), 22), md5(random()::text), 1, 1, 1800, 'A', 'a@b.c', 'X') "
-            "RETURNING id"))
+        return conn.scalar(
+            text(
+                "INSERT INTO orders (public_id, submission_digest, product_id, quantity, "
+                "unit_price_cents, customer_name, email, shipping_address) VALUES "
+                "(left(md5(random()::text), 22), md5(random()::text), 1, 1, 1800,"
+                " 'A', 'a@b.c', 'X') "
+                "RETURNING id"
+            )
+        )
 
 
 def apply(servers, order_id: int, action: str, **values):

@@ -56,8 +56,12 @@ def test_submit_places_one_order_and_lands_on_its_confirmation(client, servers):
     assert "already placed" not in page
     assert order_count(servers) == 1
     with servers.engine.connect() as conn:
-        row = conn.execute(text("SELECT status, quantity, unit_price_cents, public_id, "
-                                "submission_digest FROM orders")).one()
+        row = conn.execute(
+            text(
+                "SELECT status, quantity, unit_price_cents, public_id, "
+                "submission_digest FROM orders"
+            )
+        ).one()
     assert row.status == "placed" and row.quantity == 2 and row.unit_price_cents == 1800
     assert path == f"/orders/{row.public_id}" and len(row.public_id) == 22
 
@@ -72,16 +76,29 @@ def test_the_form_and_the_footer_speak_to_shoppers_not_developers(client):
         assert note not in page
 
 
-@pytest.mark.parametrize("query", ["already_placed=1", "cancelled=1", "already_cancelled=1",
-                                   "refund=requested", "refund=already"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "already_placed=1",
+        "cancelled=1",
+        "already_cancelled=1",
+        "refund=requested",
+        "refund=already",
+    ],
+)
 def test_a_link_cannot_make_the_order_page_say_what_did_not_happen(client, query):
     """Notices come from the request that did the thing (flashed), never from the URL:
     anyone can send a customer a link to their own order with a query on it."""
     path = order_path(submit(client, open_form(client)))
     page = client.get(f"{path}?{query}").text
     assert "your order is placed" in page
-    for notice in ("already placed", "is cancelled", "already cancelled",
-                   "refund request was received", "already requested"):
+    for notice in (
+        "already placed",
+        "is cancelled",
+        "already cancelled",
+        "refund request was received",
+        "already requested",
+    ):
         assert notice not in page, query
 
 
@@ -210,7 +227,8 @@ def test_duplicate_in_flight_waits_for_the_first_and_lands_on_its_order(make_app
 
 
 def test_duplicate_waits_only_up_to_the_bound_then_gets_the_form_back_to_submit_again(
-        make_app, servers):
+    make_app, servers
+):
     """Past the wait bound the duplicate gets the form again (503), its input and its
     token kept, saying the first submit is still being placed; submitting that same
     token again lands on the one order."""

@@ -31,9 +31,16 @@ def changed_page(client) -> tuple[str, str]:
 
 def order_row(servers) -> dict:
     with servers.engine.connect() as conn:
-        return dict(conn.execute(text(
-            "SELECT quantity, shipping_address, unit_price_cents, product_id, status "
-            "FROM orders")).mappings().one())
+        return dict(
+            conn.execute(
+                text(
+                    "SELECT quantity, shipping_address, unit_price_cents, product_id, status "
+                    "FROM orders"
+                )
+            )
+            .mappings()
+            .one()
+        )
 
 
 def amendments(servers) -> list[dict]:
@@ -52,7 +59,8 @@ def set_order(servers, sql: str) -> None:
 
 
 def test_back_edit_offers_update_beside_place_another_and_the_update_changes_the_order(
-        client, servers):
+    client, servers
+):
     path, html = changed_page(client)
     offered = buttons(html)
     assert offered["update-order"].label == f"Update order {number(servers)} with these details"
@@ -64,8 +72,9 @@ def test_back_edit_offers_update_beside_place_another_and_the_update_changes_the
     assert order_row(servers)["quantity"] == 5
     assert order_row(servers)["shipping_address"] == EDITED["address"]
     assert order_count(servers) == 1
-    assert amendments(servers) == [{"quantity": [2, 5], "shipping_address": [
-        VALID["address"], EDITED["address"]]}]
+    assert amendments(servers) == [
+        {"quantity": [2, 5], "shipping_address": [VALID["address"], EDITED["address"]]}
+    ]
     page = client.get(path).get_data(as_text=True)
     assert "We updated your order with your new details." in page and "€90.00" in page
 
@@ -101,12 +110,16 @@ def test_update_clicks_at_once_update_once(make_app, servers):
     assert len(amendments(servers)) == 1 and order_row(servers)["quantity"] == 5
 
 
-@pytest.mark.parametrize(("meanwhile", "why"), [
-    ("status = 'paid', paid_cents = 3600", "it is paid"),
-    ("status = 'cancelled'", "it is cancelled"),
-])
+@pytest.mark.parametrize(
+    ("meanwhile", "why"),
+    [
+        ("status = 'paid', paid_cents = 3600", "it is paid"),
+        ("status = 'cancelled'", "it is cancelled"),
+    ],
+)
 def test_an_update_of_an_order_paid_or_cancelled_meanwhile_is_refused_in_words(
-        client, servers, meanwhile, why):
+    client, servers, meanwhile, why
+):
     path, html = changed_page(client)
     set_order(servers, meanwhile)
     refused = press(client, html, "update-order", **EDITED)
@@ -136,7 +149,8 @@ def test_the_update_reads_the_product_again_in_its_transaction(client, servers):
 
 
 def test_a_product_taken_off_sale_after_validation_is_refused_inside_the_transaction(
-        make_app, servers):
+    make_app, servers
+):
     app = make_app()
     client = app.test_client()
     _, html = changed_page(client)
@@ -168,8 +182,11 @@ def test_a_card_order_is_not_offered_an_update_and_a_forged_one_is_refused(clien
     landed(submit(client, tokens, quantity="4"))
     html = submit(client, tokens, quantity="6").get_data(as_text=True)
     with servers.engine.begin() as conn:
-        conn.execute(text("UPDATE orders SET status = 'charging', payment_method = 'pm_2' "
-                          "WHERE quantity = 4"))
+        conn.execute(
+            text(
+                "UPDATE orders SET status = 'charging', payment_method = 'pm_2' WHERE quantity = 4"
+            )
+        )
     refused = press(client, html, "update-order", quantity="6")
     assert refused.status_code == 409
     assert "was not changed: its card payment is under way." in refused.get_data(as_text=True)
@@ -189,7 +206,8 @@ def test_an_invalid_update_comes_back_with_its_errors_and_the_same_token(client,
 
 
 def test_update_with_the_same_details_again_after_back_lands_and_other_details_are_told(
-        client, servers):
+    client, servers
+):
     path, html = changed_page(client)
     landed(press(client, html, "update-order", **EDITED))
     other = press(client, html, "update-order", **{**EDITED, "quantity": "9"})

@@ -38,8 +38,11 @@ def asked(response, servers) -> str:
     page = response.get_data(as_text=True)
     assert response.status_code == 409, page[:800]
     first = numbers(servers)[-1]
-    assert re.search(rf"You placed this same order (less than a minute|\d+ minutes?) ago "
-                     rf"\(order {first}\)", page)
+    assert re.search(
+        rf"You placed this same order (less than a minute|\d+ minutes?) ago "
+        rf"\(order {first}\)",
+        page,
+    )
     assert 'id="same-order-link">See order' in page
     assert f'name="same_again" value="{first}"' in page
     assert "Ada Lovelace" in page and 'value="2"' in page
@@ -47,7 +50,8 @@ def asked(response, servers) -> str:
 
 
 def test_the_same_order_from_a_second_tab_is_asked_about_then_placed_when_confirmed(
-        client, servers):
+    client, servers
+):
     first_tab, second_tab = open_form(client), open_form(client)
     landed(submit(client, first_tab))
     page = asked(submit(client, second_tab), servers)
@@ -70,7 +74,8 @@ def test_a_confirmation_is_for_the_order_it_named(client, servers):
 
 
 def test_other_details_another_session_a_cancelled_order_or_past_the_window_are_not_asked(
-        client, servers, make_app):
+    client, servers, make_app
+):
     landed(submit(client, open_form(client)))
     landed(submit(client, open_form(client), quantity="3"))  # other details
     other_browser = make_app(**WINDOW).test_client()
@@ -86,8 +91,7 @@ def test_other_details_another_session_a_cancelled_order_or_past_the_window_are_
     assert order_count(servers) == 5
 
 
-def test_the_window_is_ten_minutes_unless_set_and_zero_turns_the_question_off(
-        make_app, servers):
+def test_the_window_is_ten_minutes_unless_set_and_zero_turns_the_question_off(make_app, servers):
     servers_at = {"DATABASE_URL": servers.database_url, "REDIS_URL": servers.redis.url}
     for environ, window in (({}, 600), ({"SAME_ORDER_WINDOW_SECONDS": "60"}, 60)):
         settings = config.from_environ({"APP_ENV": "development", **servers_at, **environ})

@@ -34,19 +34,25 @@ def link(client) -> str:
 
 def order_row(servers) -> tuple:
     with servers.engine.connect() as conn:
-        return tuple(conn.execute(text(
-            "SELECT status, paid_cents, refunded_cents, reserved_cents FROM orders")).one())
+        return tuple(
+            conn.execute(
+                text("SELECT status, paid_cents, refunded_cents, reserved_cents FROM orders")
+            ).one()
+        )
 
 
 def counts(servers) -> tuple[int, int]:
     """(payment events recorded, refund requests made)."""
     with servers.engine.connect() as conn:
-        return (conn.scalar(text("SELECT count(*) FROM payment_events")),
-                conn.scalar(text("SELECT count(*) FROM refund_requests")))
+        return (
+            conn.scalar(text("SELECT count(*) FROM payment_events")),
+            conn.scalar(text("SELECT count(*) FROM refund_requests")),
+        )
 
 
 def test_an_event_naming_the_order_by_its_key_names_no_order_and_pays_nothing(
-        client, servers, link, caplog):
+    client, servers, link, caplog
+):
     """Before: the key was what events named, so this paid the order (200 applied)."""
     caplog.set_level(logging.INFO)
     key = link.rsplit("/", 1)[1]
@@ -75,14 +81,21 @@ def test_the_payment_reference_opens_nothing(client, servers, link):
     assert order_row(servers) == ("placed", 0, 0, 0)
     assert deliver(client, paid(reference)).get_json()["result"] == "applied"
     page = client.get(f"{link}/refund").text
-    refund_tokens = {"csrf_token": hidden(page, "csrf_token"),
-                     "form_token": hidden(page, "form_token")}
+    refund_tokens = {
+        "csrf_token": hidden(page, "csrf_token"),
+        "form_token": hidden(page, "form_token"),
+    }
     assert client.get(f"/orders/{reference}/refund").status_code == 404
-    assert client.post(f"/orders/{reference}/refunds",
-                       data={**refund_tokens, "amount": "36"}).status_code == 404
+    assert (
+        client.post(
+            f"/orders/{reference}/refunds", data={**refund_tokens, "amount": "36"}
+        ).status_code
+        == 404
+    )
     assert order_row(servers) == ("paid", 3600, 0, 0) and counts(servers) == (1, 0)
-    assert client.post(f"{link}/refunds", data={**refund_tokens, "amount": "36"}
-                       ).status_code == 303  # the key opens it: the tokens were good
+    assert (
+        client.post(f"{link}/refunds", data={**refund_tokens, "amount": "36"}).status_code == 303
+    )  # the key opens it: the tokens were good
     assert counts(servers) == (1, 1)
 
 
@@ -124,13 +137,18 @@ def test_migration_0011_gives_every_existing_order_its_own_reference(client, ser
         insert_old_orders(conn, 50)
         command.upgrade(config, "head")
         references = conn.scalars(text("SELECT payment_reference FROM orders")).all()
-        stored = conn.execute(text("SELECT payment_reference, api_response FROM orders "
-                                   "WHERE api_response IS NOT NULL")).one()
+        stored = conn.execute(
+            text(
+                "SELECT payment_reference, api_response FROM orders WHERE api_response IS NOT NULL"
+            )
+        ).one()
     assert len(references) == len(set(references)) == 51
     assert all(REFERENCE.fullmatch(r) for r in references)
     assert stored.api_response["payment_reference"] == stored.payment_reference
-    assert place(client, api_key).get_json() == {**body,
-                                                  "payment_reference": stored.payment_reference}
+    assert place(client, api_key).get_json() == {
+        **body,
+        "payment_reference": stored.payment_reference,
+    }
     assert deliver(client, paid(stored.payment_reference)).get_json()["result"] == "applied"
 
 
@@ -139,24 +157,39 @@ def number_of(servers) -> str:
         return conn.scalar(text("SELECT order_number FROM orders"))
 
 
-@pytest.mark.parametrize("events, said", [
-    ([paid], "payment.succeeded: paid order {number}, now paid"),
-    ([lambda r: paid(r, amount=1)],
-     "payment.succeeded: recorded as an amount mismatch, not paid on order {number} (placed)"),
-    ([lambda r: paid(r, currency="USD")], "recorded as a currency mismatch, not paid"),
-    ([paid, lambda r: paid(r, "evt_2")], "evt_2 payment.succeeded: recorded as an extra "
-                                         "payment, refundable on order {number} (paid)"),
-    ([paid, refunded], "evt_refund refund.succeeded: refund applied to order {number}, "
-                       "now refunded"),
-    ([paid, paid], "evt_pay payment.succeeded: duplicate, applied before; nothing done"),
-    ([refunded], "refund.succeeded: not applicable yet (An order that is placed cannot be "
-                 "refunded.); asked to retry"),
-    ([paid, lambda r: refunded(r, amount=3601)], "refused, the refund is more than was paid"),
-    ([lambda r: {**paid(r), "type": "customer.updated"}],
-     "customer.updated: ignored, not an event that changes an order"),
-])
-def test_each_webhook_log_line_says_what_the_event_did(client, servers, link, caplog,
-                                                       events, said):
+@pytest.mark.parametrize(
+    "events, said",
+    [
+        ([paid], "payment.succeeded: paid order {number}, now paid"),
+        (
+            [lambda r: paid(r, amount=1)],
+            "payment.succeeded: recorded as an amount mismatch,"
+            " not paid on order {number} (placed)",
+        ),
+        ([lambda r: paid(r, currency="USD")], "recorded as a currency mismatch, not paid"),
+        (
+            [paid, lambda r: paid(r, "evt_2")],
+            "evt_2 payment.succeeded: recorded as an extra "
+            "payment, refundable on order {number} (paid)",
+        ),
+        (
+            [paid, refunded],
+            "evt_refund refund.succeeded: refund applied to order {number}, now refunded",
+        ),
+        ([paid, paid], "evt_pay payment.succeeded: duplicate, applied before; nothing done"),
+        (
+            [refunded],
+            "refund.succeeded: not applicable yet (An order that is placed cannot be "
+            "refunded.); asked to retry",
+        ),
+        ([paid, lambda r: refunded(r, amount=3601)], "refused, the refund is more than was paid"),
+        (
+            [lambda r: {**paid(r), "type": "customer.updated"}],
+            "customer.updated: ignored, not an event that changes an order",
+        ),
+    ],
+)
+def test_each_webhook_log_line_says_what_the_event_did(client, servers, link, caplog, events, said):
     """Before: ``webhook payment.succeeded Created``, whatever the event did."""
     reference = reference_of(servers, link)
     caplog.set_level(logging.INFO, logger="webapp.webhooks")

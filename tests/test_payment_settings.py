@@ -11,8 +11,13 @@ PROVIDERS = "p" * 20 + "fedcba9876543210"  # a secret of its own: no two secrets
 
 
 def production(**settings: object) -> dict[str, object]:
-    return {"APP_ENV": "production", "SECRET_KEY": STRONG, "DATABASE_URL": "postgresql://x",
-            "REDIS_URL": "redis://x", **settings}
+    return {
+        "APP_ENV": "production",
+        "SECRET_KEY": STRONG,
+        "DATABASE_URL": "postgresql://x",
+        "REDIS_URL": "redis://x",
+        **settings,
+    }
 
 
 def test_without_a_url_the_checkout_charges_no_card():
@@ -21,15 +26,25 @@ def test_without_a_url_the_checkout_charges_no_card():
     assert config["PAYMENT_PROVIDER_URL"] is None
 
 
-@pytest.mark.parametrize(("settings", "says"), [
-    ({"PAYMENT_PROVIDER_URL": "http://pay.example"}, "https://"),
-    ({"PAYMENT_PROVIDER_URL": "https://pay.example"}, "PAYMENT_PROVIDER_SECRET is not"),
-    ({"PAYMENT_PROVIDER_URL": "https://pay.example", "PAYMENT_PROVIDER_SECRET": "short"},
-     "PAYMENT_PROVIDER_SECRET is 5 bytes"),
-    ({"PAYMENT_PROVIDER_URL": "https://pay.example",
-      "PAYMENT_PROVIDER_SECRET": DEV_PROVIDER_SECRET + STRONG}, "development secret"),
-    ({"PAYMENT_PROVIDER_URL": "ftp://pay.example"}, "http(s) URL"),
-])
+@pytest.mark.parametrize(
+    ("settings", "says"),
+    [
+        ({"PAYMENT_PROVIDER_URL": "http://pay.example"}, "https://"),
+        ({"PAYMENT_PROVIDER_URL": "https://pay.example"}, "PAYMENT_PROVIDER_SECRET is not"),
+        (
+            {"PAYMENT_PROVIDER_URL": "https://pay.example", "PAYMENT_PROVIDER_SECRET": "short"},
+            "PAYMENT_PROVIDER_SECRET is 5 bytes",
+        ),
+        (
+            {
+                "PAYMENT_PROVIDER_URL": "https://pay.example",
+                "PAYMENT_PROVIDER_SECRET": DEV_PROVIDER_SECRET + STRONG,
+            },
+            "development secret",
+        ),
+        ({"PAYMENT_PROVIDER_URL": "ftp://pay.example"}, "http(s) URL"),
+    ],
+)
 def test_production_refuses_a_provider_it_cannot_trust(settings, says):
     with pytest.raises(RuntimeError, match=says.replace("(", r"\(").replace(")", r"\)")):
         finish(production(**settings))

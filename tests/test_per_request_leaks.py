@@ -45,6 +45,7 @@ TEST_CLIENT = "per-request-leaks-test"  # this test's own connections, left out 
 class Tally:
     """Answers by status; every SAMPLE_EVERY answers, the worker's Redis connections
     and open files."""
+
     rdb: redis.Redis
     worker: int
     statuses: Counter = field(default_factory=Counter)
@@ -68,9 +69,11 @@ def app_connections(rdb: redis.Redis, worker: int) -> int:
     worker's own sockets (earlier tests' apps may still hold connections to the same
     server)."""
     ports = local_ports(worker)
-    return sum(1 for client in rdb.client_list(_type="normal")
-               if client.get("name") != TEST_CLIENT
-               and int(client["addr"].rsplit(":", 1)[1]) in ports)
+    return sum(
+        1
+        for client in rdb.client_list(_type="normal")
+        if client.get("name") != TEST_CLIENT and int(client["addr"].rsplit(":", 1)[1]) in ports
+    )
 
 
 def local_ports(pid: int) -> set[int]:
@@ -80,7 +83,7 @@ def local_ports(pid: int) -> set[int]:
         with suppress(OSError):
             target = os.readlink(fd)
             if target.startswith("socket:["):
-                inodes.add(target[len("socket:["):-1])
+                inodes.add(target[len("socket:[") : -1])
     ports = set()
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with suppress(OSError), open(table) as lines:
@@ -118,27 +121,34 @@ def send_all(port: int, jobs: list, send, tally: Tally) -> list[int]:
 
 
 def test_1000_api_orders_and_1000_webhooks_through_one_worker_leave_no_connections_files_or_keys(
-        servers):
+    servers,
+):
     api_key = new_api_key(servers)
     # Every look at Redis from here goes through this named client.
-    rdb = redis.Redis.from_url(servers.redis.url, decode_responses=True,
-                               client_name=TEST_CLIENT)
+    rdb = redis.Redis.from_url(servers.redis.url, decode_responses=True, client_name=TEST_CLIENT)
     pool_bound = redis.ConnectionPool().max_connections  # what the app's client gets
-    with LiveServer(servers, workers=1, threads=WEB_THREADS,
-                    PAYMENT_WEBHOOK_SECRET=DEV_SECRET) as live:
+    with LiveServer(
+        servers, workers=1, threads=WEB_THREADS, PAYMENT_WEBHOOK_SECRET=DEV_SECRET
+    ) as live:
         [worker] = live.worker_pids()
         before = app_connections(rdb, worker)
         files_before = open_files(worker)
         keys_before = keys_by_kind(rdb)  # the start-up probe's form page: a form token
         orders = Tally(rdb, worker)
         order_connects = send_all(
-            live.port, [f"leak-order-{n}" for n in range(REQUESTS)],
-            lambda connection, key: connection.place_order(api_key, key), orders)
+            live.port,
+            [f"leak-order-{n}" for n in range(REQUESTS)],
+            lambda connection, key: connection.place_order(api_key, key),
+            orders,
+        )
         placed = list(orders.bodies)
         events = Tally(rdb, worker)
         event_connects = send_all(
-            live.port, [payment(order, f"evt_leak_{n}") for n, order in enumerate(placed)],
-            lambda connection, event: connection.deliver(event), events)
+            live.port,
+            [payment(order, f"evt_leak_{n}") for n, order in enumerate(placed)],
+            lambda connection, event: connection.deliver(event),
+            events,
+        )
         after = app_connections(rdb, worker)
         files_after = open_files(worker)
         assert live.worker_pids() == [worker], "the worker was replaced mid-test"
@@ -146,13 +156,15 @@ def test_1000_api_orders_and_1000_webhooks_through_one_worker_leave_no_connectio
     ttls = {rdb.ttl(key) > 0 for key in rdb.scan_iter(count=1000) if key.startswith("so:")}
     rdb.close()
     samples = [before, *orders.connections, *events.connections, after]
-    print(f"\n{REQUESTS} API orders: {dict(orders.statuses)}; {REQUESTS} webhooks: "
-          f"{dict(events.statuses)}; keep-alive connects {sum(order_connects)} + "
-          f"{sum(event_connects)} for {WEB_THREADS} clients; worker's Redis connections "
-          f"before {before}, during {orders.connections} / {events.connections}, after "
-          f"{after} (min {min(samples)}, max {max(samples)}; pool bound {pool_bound}, "
-          f"threads {WEB_THREADS}); worker's open files before {files_before}, after the first "
-          f"{SAMPLE_EVERY} {orders.files[0]}, after {files_after}; keys left {dict(left)}")
+    print(
+        f"\n{REQUESTS} API orders: {dict(orders.statuses)}; {REQUESTS} webhooks: "
+        f"{dict(events.statuses)}; keep-alive connects {sum(order_connects)} + "
+        f"{sum(event_connects)} for {WEB_THREADS} clients; worker's Redis connections "
+        f"before {before}, during {orders.connections} / {events.connections}, after "
+        f"{after} (min {min(samples)}, max {max(samples)}; pool bound {pool_bound}, "
+        f"threads {WEB_THREADS}); worker's open files before {files_before}, after the first "
+        f"{SAMPLE_EVERY} {orders.files[0]}, after {files_after}; keys left {dict(left)}"
+    )
 
     assert orders.statuses == {201: REQUESTS}, orders.statuses
     assert events.statuses == {200: REQUESTS}, events.statuses

@@ -14,8 +14,9 @@ DUPLICATES = 50
 
 def storm(port: int, cookie: str, form: dict[str, str], n: int = DUPLICATES):
     with ThreadPoolExecutor(n) as pool:
-        return list(pool.map(lambda _: request(port, "POST", "/orders", cookie=cookie, form=form),
-                             range(n)))
+        return list(
+            pool.map(lambda _: request(port, "POST", "/orders", cookie=cookie, form=form), range(n))
+        )
 
 
 @pytest.mark.parametrize("pause", ["0", "0.5"], ids=["fast-first", "slow-first"])

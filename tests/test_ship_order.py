@@ -36,9 +36,12 @@ def number_of(servers, order: str) -> str:
 def row(servers, order: str) -> tuple[str, str, str | None]:
     """(order number, status, shipped_by) of the order at ``order``."""
     with servers.engine.connect() as conn:
-        return tuple(conn.execute(text(
-            "SELECT order_number, status, shipped_by FROM orders WHERE public_id = :key"),
-            {"key": order.rsplit("/", 1)[1]}).one())
+        return tuple(
+            conn.execute(
+                text("SELECT order_number, status, shipped_by FROM orders WHERE public_id = :key"),
+                {"key": order.rsplit("/", 1)[1]},
+            ).one()
+        )
 
 
 def ship(app, number: str, *args: str):
@@ -46,7 +49,8 @@ def ship(app, number: str, *args: str):
 
 
 def test_a_paid_order_is_shipped_by_its_number_and_who_shipped_it_is_recorded(
-        app, client, servers, order):
+    app, client, servers, order
+):
     pay(client, servers, order)
     number = number_of(servers, order)
     typed = f"{number[:4].lower()}-{number[4:]}"  # as support reads it out
@@ -55,8 +59,7 @@ def test_a_paid_order_is_shipped_by_its_number_and_who_shipped_it_is_recorded(
     assert f"Order {number} is shipped (by Ada)." in result.stdout
     assert row(servers, order) == (number, "shipped", "Ada")
     (line,) = [line for line in json_lines(result.stderr) if line.get("action")]
-    assert (line["action"], line["operator"], line["order_number"]) == ("ship-order", "Ada",
-                                                                        number)
+    assert (line["action"], line["operator"], line["order_number"]) == ("ship-order", "Ada", number)
     assert order.rsplit("/", 1)[1] not in result.stderr  # the private key is never logged
 
     again = ship(app, number, "--by", "Bob")
@@ -66,17 +69,27 @@ def test_a_paid_order_is_shipped_by_its_number_and_who_shipped_it_is_recorded(
     assert not [line for line in json_lines(again.stderr) if line.get("action")]
 
 
-@pytest.mark.parametrize(("before", "said"), [
-    ("placed", "An order that is placed cannot be shipped. Ship it once its payment has "
-               "arrived."),
-    ("cancelled", "An order that is cancelled cannot be shipped. The customer cancelled it: "
-                  "do not send it."),
-])
+@pytest.mark.parametrize(
+    ("before", "said"),
+    [
+        (
+            "placed",
+            "An order that is placed cannot be shipped. Ship it once its payment has arrived.",
+        ),
+        (
+            "cancelled",
+            "An order that is cancelled cannot be shipped. The customer cancelled it: "
+            "do not send it.",
+        ),
+    ],
+)
 def test_what_the_state_machine_refuses_is_refused_with_a_reason_and_nothing_written(
-        app, client, servers, order, before, said):
+    app, client, servers, order, before, said
+):
     if before == "cancelled":
-        assert client.post(f"{order}/cancellation",
-                           data=cancel_form(client, order)).status_code == 303
+        assert (
+            client.post(f"{order}/cancellation", data=cancel_form(client, order)).status_code == 303
+        )
     number = number_of(servers, order)
     result = ship(app, number, "--by", "Ada")
     assert result.exit_code == 1
@@ -91,7 +104,8 @@ def test_an_unknown_number_is_refused(app):
 
 
 def test_once_shipped_a_refund_waits_for_review_then_an_operator_approves_it(
-        app, client, servers, order):
+    app, client, servers, order
+):
     """The refund-review flow from the commands alone (before: shipping took SQL)."""
     pay(client, servers, order)
     number = number_of(servers, order)

@@ -46,8 +46,11 @@ def shipped_folder(name: str) -> str:
 
 def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     """Build the app: defaults, then the environment, then ``test_config``."""
-    app = Flask(__name__, template_folder=shipped_folder("templates"),
-                static_folder=shipped_folder("static"))
+    app = Flask(
+        __name__,
+        template_folder=shipped_folder("templates"),
+        static_folder=shipped_folder("static"),
+    )
     try:
         app.config.update(config.from_environ())
         if test_config:
@@ -65,8 +68,9 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     db.init_app(app)
     payments.init_app(app)
     cli.init_app(app)
-    submit_once.init_app(app, sessions=app.extensions["db"],
-                         client=redis_urls.make_client(app.config["REDIS_URL"]))
+    submit_once.init_app(
+        app, sessions=app.extensions["db"], client=redis_urls.make_client(app.config["REDIS_URL"])
+    )
     forms.init_app(app)  # before the CSRF check, which cannot read a nameless form part
     csrf.init_app(app)
     security.init_app(app)

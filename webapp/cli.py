@@ -32,23 +32,42 @@ __all__ = ["CATALOGUE", "init_app", "listing_only", "seed"]
 
 #: Settings under which the app is built only to list its commands: nothing connects
 #: at build time, and no command runs on them (each is replaced, see listing_only).
-_NOWHERE = {"APP_ENV": "testing", "SECRET_KEY": "listing-only",
-            "DATABASE_URL": "postgresql+psycopg://nowhere.invalid/none",
-            "REDIS_URL": "redis://nowhere.invalid:6379/0"}
+_NOWHERE = {
+    "APP_ENV": "testing",
+    "SECRET_KEY": "listing-only",
+    "DATABASE_URL": "postgresql+psycopg://nowhere.invalid/none",
+    "REDIS_URL": "redis://nowhere.invalid:6379/0",
+}
 #: Commands of Flask's own that would use the app itself (serve it, open a shell on it).
 _USE_THE_APP = frozenset({"run", "shell"})
 _listing: ContextVar[bool] = ContextVar("listing", default=False)
 
 #: The demo catalogue (scripts/run, the tests, the benchmark).
 CATALOGUE = [
-    {"sku": "MUG-STONE", "name": "Stoneware mug", "price_cents": 1800,
-     "description": "Hand-glazed, 350 ml, dishwasher safe."},
-    {"sku": "TEA-SENCHA", "name": "Sencha green tea, 100 g", "price_cents": 1250,
-     "description": "First flush, loose leaf."},
-    {"sku": "POT-CAST", "name": "Cast-iron teapot", "price_cents": 6400,
-     "description": "0.8 l, enamel lined, with infuser."},
-    {"sku": "SET-COASTER", "name": "Cork coasters, set of 4", "price_cents": 900,
-     "description": "Natural cork, 10 cm."},
+    {
+        "sku": "MUG-STONE",
+        "name": "Stoneware mug",
+        "price_cents": 1800,
+        "description": "Hand-glazed, 350 ml, dishwasher safe.",
+    },
+    {
+        "sku": "TEA-SENCHA",
+        "name": "Sencha green tea, 100 g",
+        "price_cents": 1250,
+        "description": "First flush, loose leaf.",
+    },
+    {
+        "sku": "POT-CAST",
+        "name": "Cast-iron teapot",
+        "price_cents": 6400,
+        "description": "0.8 l, enamel lined, with infuser.",
+    },
+    {
+        "sku": "SET-COASTER",
+        "name": "Cork coasters, set of 4",
+        "price_cents": 900,
+        "description": "Natural cork, 10 cm.",
+    },
 ]
 
 
@@ -66,8 +85,11 @@ def seed(engine: Engine) -> None:
 
 
 @click.command("init-db")
-@click.option("--demo/--no-demo", default=None,
-              help="Add the demo catalogue (default: only in development and testing).")
+@click.option(
+    "--demo/--no-demo",
+    default=None,
+    help="Add the demo catalogue (default: only in development and testing).",
+)
 @with_appcontext
 def init_db_command(demo: bool | None) -> None:
     """Apply the migrations, and add the demo catalogue if asked (safe to run twice)."""
@@ -79,9 +101,11 @@ def init_db_command(demo: bool | None) -> None:
         seed(engine)
         click.echo("Database is at the latest migration; demo catalogue seeded.")
     else:
-        click.echo("Database is at the latest migration; no demo catalogue "
-                   "(init-db --demo adds it). Stock the shop with 'flask --app webapp "
-                   "products import FILE.csv' or 'products add' ('products --help').")
+        click.echo(
+            "Database is at the latest migration; no demo catalogue "
+            "(init-db --demo adds it). Stock the shop with 'flask --app webapp "
+            "products import FILE.csv' or 'products add' ('products --help')."
+        )
 
 
 def listing_only(error: RuntimeError, create_app: Callable[..., Flask]) -> Flask:

@@ -24,9 +24,16 @@ RENAMED = {
     "MAX_FORMS_PER_SESSION": "SUBMIT_ONCE_MAX_PER_SESSION",
     "REDIS_DOWN_FALLBACK": "SUBMIT_ONCE_REDIS_DOWN_FALLBACK",
     "MAX_FORMS_PER_CLIENT_PER_MINUTE": "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE",
-    **{f"FORM_TOKENS_{name}": f"SUBMIT_ONCE_{name}" for name in (
-        "TTL", "WAIT_SECONDS", "MAX_PER_SESSION", "REDIS_DOWN_FALLBACK",
-        "MAX_PER_CLIENT_PER_MINUTE")},
+    **{
+        f"FORM_TOKENS_{name}": f"SUBMIT_ONCE_{name}"
+        for name in (
+            "TTL",
+            "WAIT_SECONDS",
+            "MAX_PER_SESSION",
+            "REDIS_DOWN_FALLBACK",
+            "MAX_PER_CLIENT_PER_MINUTE",
+        )
+    },
 }
 
 
@@ -43,30 +50,33 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
         "SUBMIT_ONCE_TTL": _int(environ, "SUBMIT_ONCE_TTL", 3600),
         "SUBMIT_ONCE_WAIT_SECONDS": number(environ, "SUBMIT_ONCE_WAIT_SECONDS", 10.0),
         # Forms keep working while Redis is away (docs/SECURITY.md, "Redis away").
-        "SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY": _bool(environ, "SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY",
-                                                    True),
+        "SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY": _bool(
+            environ, "SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY", True
+        ),
         "SUBMIT_ONCE_MAX_PER_SESSION": _int(environ, "SUBMIT_ONCE_MAX_PER_SESSION", 200),
         "MAX_CONTENT_LENGTH": _int(environ, "MAX_CONTENT_LENGTH", 64 * 1024),
         "IDEMPOTENCY_RETENTION": _int(environ, "IDEMPOTENCY_RETENTION", 24 * 3600),
         "PAYMENT_WEBHOOK_SECRET": environ.get("PAYMENT_WEBHOOK_SECRET"),
         "PAYMENT_PROVIDER_URL": environ.get("PAYMENT_PROVIDER_URL") or None,
         "PAYMENT_PROVIDER_SECRET": environ.get("PAYMENT_PROVIDER_SECRET") or None,
-        "PAYMENT_PROVIDER_TIMEOUT": number(environ, "PAYMENT_PROVIDER_TIMEOUT", 10.0,
-                                           minimum=0.1),
+        "PAYMENT_PROVIDER_TIMEOUT": number(environ, "PAYMENT_PROVIDER_TIMEOUT", 10.0, minimum=0.1),
         "PAYMENT_PROVIDER_RETRIES": _int(environ, "PAYMENT_PROVIDER_RETRIES", 2),
         "METRICS_TOKEN": environ.get("METRICS_TOKEN") or None,
         "TRUSTED_PROXIES": _int(environ, "TRUSTED_PROXIES", 0),
     }
-    if hosts := [host.strip() for host in environ.get("TRUSTED_HOSTS", "").split(",")
-                 if host.strip()]:
+    if hosts := [
+        host.strip() for host in environ.get("TRUSTED_HOSTS", "").split(",") if host.strip()
+    ]:
         config["TRUSTED_HOSTS"] = hosts  # Flask's own setting: another Host is a 400
     if environ.get("SUBMIT_ONCE_REDIS_DOWN_FALLBACK", "").strip():
         # Unset, finish() makes it follow SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY.
         config["SUBMIT_ONCE_REDIS_DOWN_FALLBACK"] = _bool(
-            environ, "SUBMIT_ONCE_REDIS_DOWN_FALLBACK", False)
+            environ, "SUBMIT_ONCE_REDIS_DOWN_FALLBACK", False
+        )
     if environ.get("SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"):
         config["SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"] = _int(
-            environ, "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE", FORMS_PER_CLIENT_PER_MINUTE)
+            environ, "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE", FORMS_PER_CLIENT_PER_MINUTE
+        )
     if environ.get("SAME_ORDER_WINDOW_SECONDS"):
         # The same order again from one browser session is asked about (orders/same_order.py).
         config["SAME_ORDER_WINDOW_SECONDS"] = _int(environ, "SAME_ORDER_WINDOW_SECONDS", 600)
@@ -92,8 +102,10 @@ def finish(config: dict[str, Any]) -> None:
         config["SECRET_KEY"] = DEV_SECRET_KEY
     if env == "production":
         refuse_weak_secrets(config)
-    for name, example in (("DATABASE_URL", "postgresql+psycopg://user:pass@host/db"),
-                          ("REDIS_URL", "redis://host:6379/0")):
+    for name, example in (
+        ("DATABASE_URL", "postgresql+psycopg://user:pass@host/db"),
+        ("REDIS_URL", "redis://host:6379/0"),
+    ):
         if not config.get(name):
             raise RuntimeError(
                 f"{name} is not set. Export it (e.g. {name}={example}), "
@@ -106,12 +118,15 @@ def finish(config: dict[str, Any]) -> None:
     config.setdefault("SAME_ORDER_WINDOW_SECONDS", 0 if env == "testing" else 600)
     # Tests open hundreds of forms from one address (127.0.0.1): off there unless a
     # test turns it on.
-    config.setdefault("SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE",
-                      0 if env == "testing" else FORMS_PER_CLIENT_PER_MINUTE)
+    config.setdefault(
+        "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE",
+        0 if env == "testing" else FORMS_PER_CLIENT_PER_MINUTE,
+    )
     # A form drawn before an outage is sent during it too: while Redis is away the lock and
     # the UNIQUE column decide for its token as for the signed ones (docs/SECURITY.md).
-    config.setdefault("SUBMIT_ONCE_REDIS_DOWN_FALLBACK",
-                      bool(config.get("SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY")))
+    config.setdefault(
+        "SUBMIT_ONCE_REDIS_DOWN_FALLBACK", bool(config.get("SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY"))
+    )
     if env == "development" and config.get("TRUSTED_HOSTS") is None:
         # scripts/run serves 127.0.0.1 with the public webhook secret: a page whose
         # name is rebound to 127.0.0.1 (DNS rebinding) must not be answered.
@@ -131,8 +146,12 @@ def finish(config: dict[str, Any]) -> None:
 def payment_provider(config: dict[str, Any]) -> None:
     """The card provider's settings: none (the checkout charges no card), or a URL and its
     secret; production wants HTTPS, except to a provider on this machine."""
-    for name, default in (("PAYMENT_PROVIDER_URL", None), ("PAYMENT_PROVIDER_SECRET", None),
-                          ("PAYMENT_PROVIDER_TIMEOUT", 10.0), ("PAYMENT_PROVIDER_RETRIES", 2)):
+    for name, default in (
+        ("PAYMENT_PROVIDER_URL", None),
+        ("PAYMENT_PROVIDER_SECRET", None),
+        ("PAYMENT_PROVIDER_TIMEOUT", 10.0),
+        ("PAYMENT_PROVIDER_RETRIES", 2),
+    ):
         config.setdefault(name, default)
     url = config["PAYMENT_PROVIDER_URL"]
     if not url:
@@ -140,14 +159,21 @@ def payment_provider(config: dict[str, Any]) -> None:
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise RuntimeError(f"PAYMENT_PROVIDER_URL must be an http(s) URL, got {url!r}.")
-    if config["APP_ENV"] == "production" and parts.scheme != "https" \
-            and parts.hostname not in DEV_HOSTS:
-        raise RuntimeError("PAYMENT_PROVIDER_URL must use https:// in production (card "
-                           "payments and the provider's secret travel on it).")
+    if (
+        config["APP_ENV"] == "production"
+        and parts.scheme != "https"
+        and parts.hostname not in DEV_HOSTS
+    ):
+        raise RuntimeError(
+            "PAYMENT_PROVIDER_URL must use https:// in production (card "
+            "payments and the provider's secret travel on it)."
+        )
     if not config["PAYMENT_PROVIDER_SECRET"]:
         if config["APP_ENV"] == "production":
-            raise RuntimeError("PAYMENT_PROVIDER_URL is set but PAYMENT_PROVIDER_SECRET is "
-                               "not: set the secret key your payment provider gave you.")
+            raise RuntimeError(
+                "PAYMENT_PROVIDER_URL is set but PAYMENT_PROVIDER_SECRET is "
+                "not: set the secret key your payment provider gave you."
+            )
         config["PAYMENT_PROVIDER_SECRET"] = DEV_PROVIDER_SECRET
 
 

@@ -27,7 +27,7 @@ def make_engine(url: str) -> Engine:
         connect_args={
             "connect_timeout": 3,
             "options": "-c lock_timeout=5s -c statement_timeout=15s"
-                       " -c idle_in_transaction_session_timeout=30s",
+            " -c idle_in_transaction_session_timeout=30s",
         },
     )
 

@@ -68,21 +68,23 @@ TITLES = {
 WERKZEUG_WORDING = {code: error.description for code, error in default_exceptions.items()}
 WORDS = {
     400: "Something in this request was not as we expected. Go back, reload the page and "
-         "try again.",
+    "try again.",
     404: "There is no page at this address. Check that you typed or copied all of it, or "
-         "start from the order form.",
+    "start from the order form.",
     405: "This address cannot be opened that way: it takes a form sent from our pages. "
-         "Start from the order form, or go back to the page you came from.",
+    "Start from the order form, or go back to the page you came from.",
     409: "This could not be done, because something changed in the meantime. Go back to "
-         "the page you came from and reload it to see how things stand.",
+    "the page you came from and reload it to see how things stand.",
     413: "This was more than we accept in one go. Go back and send less.",
     500: "Something broke on our side, so we could not finish this; nothing you did caused "
-         "it. Please try again in a few moments, or write to orders@fernleaf.example.",
+    "it. Please try again in a few moments, or write to orders@fernleaf.example.",
 }
 #: Said on a 429 page whatever the refusal's own words: the library's name a wait of their
 #: own ("a minute"), and the page names one wait only, the one Retry-After gives.
-TOO_MANY_FORMS = ("Very many forms were opened from your browser or your network, so we are "
-                  "not opening another one just yet.")
+TOO_MANY_FORMS = (
+    "Very many forms were opened from your browser or your network, so we are "
+    "not opening another one just yet."
+)
 
 
 #: What a dependency that did not answer raises: Unavailable before the token was spent
@@ -119,16 +121,21 @@ def _http_error(error: HTTPException):
 def _untrusted_host(error: SecurityError):
     """A Host that TRUSTED_HOSTS does not name: plain text, no page of ours (its links
     could not be built for that host anyway), nothing of the request."""
-    return ("This server does not answer for that host name.\n", 400,
-            {"Content-Type": "text/plain; charset=utf-8"})
+    return (
+        "This server does not answer for that host name.\n",
+        400,
+        {"Content-Type": "text/plain; charset=utf-8"},
+    )
 
 
 #: What the CSRF check's refusal of a form from another origin says. Not "another site sent
 #: this": a proxy that drops the port from Host makes our own form look foreign (issue 31),
 #: and its shopper, on our order form, must not be told to go to it.
-CROSS_SITE = ("We could not confirm that this form was sent from our own site, so we did not "
-              "accept it and kept nothing of what it sent. If you filled it in on our order "
-              "form, please write to orders@fernleaf.example and tell us.")
+CROSS_SITE = (
+    "We could not confirm that this form was sent from our own site, so we did not "
+    "accept it and kept nothing of what it sent. If you filled it in on our order "
+    "form, please write to orders@fernleaf.example and tell us."
+)
 
 
 def csrf_error(error: CSRFError):
@@ -137,18 +144,24 @@ def csrf_error(error: CSRFError):
     the victim's session, whose open forms must keep working. A body that is not a form
     is told so; otherwise the session cookie was lost or is too old, and a protected
     form is drawn again with what was typed and fresh tokens (Flask-Submit-Once)."""
-    reason = count_session_mismatch(request.endpoint or "",
-                                  "cross_site" if sent_from_another_site() else None)
+    reason = count_session_mismatch(
+        request.endpoint or "", "cross_site" if sent_from_another_site() else None
+    )
     if reason == "cross_site":
         return render_error(403, CROSS_SITE)
     if request.mimetype not in FORM_TYPES:
-        return render_error(415, "Send this form from our order page (as an HTML form), "
-                                 "not as another kind of data.")
+        return render_error(
+            415,
+            "Send this form from our order page (as an HTML form), not as another kind of data.",
+        )
     drawn_again = submit_once.session_lost(error)
     if drawn_again is not None:
         return drawn_again
-    return render_error(400, "Your session expired or this form was not sent from our site. "
-                             "Go back, reload the page and try again.")
+    return render_error(
+        400,
+        "Your session expired or this form was not sent from our site. "
+        "Go back, reload the page and try again.",
+    )
 
 
 def sent_from_another_site() -> bool:
@@ -168,22 +181,28 @@ def unavailable_cause(error: Exception) -> Exception:
     if isinstance(error, Unavailable) and isinstance(error.__cause__, Exception):
         error = error.__cause__
     cause = getattr(error, "orig", None) or error
-    log.error("dependency unavailable: %s: %s", type(cause).__name__,
-              str(cause).strip().split("\n", 1)[0])
+    log.error(
+        "dependency unavailable: %s: %s", type(cause).__name__, str(cause).strip().split("\n", 1)[0]
+    )
     return error
 
 
 #: An API client told that a dependency was away before anything was claimed (Unavailable).
-NOTHING_DONE = ("Nothing was placed or changed: a server this request needs (Redis or "
-                "PostgreSQL) did not answer. Send the same request again after Retry-After "
-                "(the same Idempotency-Key, the same event): it takes effect once.")
+NOTHING_DONE = (
+    "Nothing was placed or changed: a server this request needs (Redis or "
+    "PostgreSQL) did not answer. Send the same request again after Retry-After "
+    "(the same Idempotency-Key, the same event): it takes effect once."
+)
 
 
 def unavailable(error: Exception):
     unavailable_cause(error)
     if wants_problem():
-        return problem("unavailable", NOTHING_DONE if isinstance(error, Unavailable)
-                       else "Please retry in a few moments.", headers={"Retry-After": "5"})
+        return problem(
+            "unavailable",
+            NOTHING_DONE if isinstance(error, Unavailable) else "Please retry in a few moments.",
+            headers={"Retry-After": "5"},
+        )
     return try_again()
 
 
@@ -205,11 +224,24 @@ def render_error(code: int, description: str | None, headers: dict[str, str] | N
         # outage on the order or refund form): swap nothing; static/submit-once.js shows
         # the page's words above the form, which keeps what was typed.
         headers["HX-Reswap"] = "none"
-    title = TITLES.get(code, "Something went wrong on our side" if code >= 500
-                       else "This request could not be processed")
+    title = TITLES.get(
+        code,
+        "Something went wrong on our side"
+        if code >= 500
+        else "This request could not be processed",
+    )
     if code == 429:
         description = TOO_MANY_FORMS
     elif description is None or description == WERKZEUG_WORDING.get(code):
         description = WORDS.get(code, description)
-    return render_template("errors/error.html", code=code, title=title, description=description,
-                           retry_after=headers.get("Retry-After")), code, headers
+    return (
+        render_template(
+            "errors/error.html",
+            code=code,
+            title=title,
+            description=description,
+            retry_after=headers.get("Retry-After"),
+        ),
+        code,
+        headers,
+    )

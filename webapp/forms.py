@@ -83,7 +83,11 @@ def refuse_nameless_parts() -> None:
     """400 for a multipart part without a name: werkzeug files it under the key None,
     on which Flask-WTF's CSRF check, looking for its token under every name, failed
     with a 500. No browser sends one."""
-    if request.mimetype == "multipart/form-data" and (None in request.form
-                                                      or None in request.files):
-        abort(400, "Part of this form has no name, so it could not be processed. Open the "
-                   "form again and submit it from there.")
+    if request.mimetype == "multipart/form-data" and (
+        None in request.form or None in request.files
+    ):
+        abort(
+            400,
+            "Part of this form has no name, so it could not be processed. Open the "
+            "form again and submit it from there.",
+        )

@@ -49,12 +49,21 @@ logconfig_dict = {
     "root": {"level": "WARNING", "handlers": ["json"]},
     "filters": {"no_client_details": {"()": "webapp.logs.NoClientDetails"}},
     "loggers": {
-        "gunicorn.error": {"level": "INFO", "handlers": [], "propagate": True,
-                           "filters": ["no_client_details"]},
+        "gunicorn.error": {
+            "level": "INFO",
+            "handlers": [],
+            "propagate": True,
+            "filters": ["no_client_details"],
+        },
         "gunicorn.access": {"level": "CRITICAL", "handlers": [], "propagate": False},
     },
-    "handlers": {"json": {"class": "logging.StreamHandler", "formatter": "json",
-                          "stream": "ext://sys.stderr"}},
+    "handlers": {
+        "json": {
+            "class": "logging.StreamHandler",
+            "formatter": "json",
+            "stream": "ext://sys.stderr",
+        }
+    },
     "formatters": {"json": {"()": "webapp.logs.JsonLines"}},
 }
 
@@ -96,4 +105,5 @@ def child_exit(server, worker) -> None:
     """Drop a dead worker's live gauges (counters and histograms are kept, as they should)."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess
+
         multiprocess.mark_process_dead(worker.pid)

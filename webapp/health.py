@@ -1,16 +1,16 @@
 """Liveness and readiness for load balancers and orchestrators.
 
-    GET /healthz   liveness: 200 while this process serves requests. The body says "ok",
-                   or "degraded" while Redis does not answer or this process draws forms
-                   with signed tokens, and then what is done otherwise meanwhile. The
-                   status stays 200: restarting app processes does not bring Redis back,
-                   and a liveness probe that fails with a dependency restarts them all.
-    GET /readyz    readiness: 200 when PostgreSQL answers and Redis answers ("ready"), or
-                   when forms are drawn without Redis (SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY,
-                   the shop's default: "degraded"); else 503. Redis is shared: were its
-                   outage a 503, the load balancer would take every instance out at once.
-                   The JSON body says which check failed. Send traffic only to ready
-                   instances.
+GET /healthz   liveness: 200 while this process serves requests. The body says "ok",
+               or "degraded" while Redis does not answer or this process draws forms
+               with signed tokens, and then what is done otherwise meanwhile. The
+               status stays 200: restarting app processes does not bring Redis back,
+               and a liveness probe that fails with a dependency restarts them all.
+GET /readyz    readiness: 200 when PostgreSQL answers and Redis answers ("ready"), or
+               when forms are drawn without Redis (SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY,
+               the shop's default: "degraded"); else 503. Redis is shared: were its
+               outage a 503, the load balancer would take every instance out at once.
+               The JSON body says which check failed. Send traffic only to ready
+               instances.
 """
 
 from __future__ import annotations
@@ -33,14 +33,17 @@ NO_STORE = {"Cache-Control": "no-store"}
 #: What the shop does otherwise while Redis is away, as /healthz says it.
 WHILE_REDIS_IS_AWAY = {
     "forms": "drawn with signed tokens; each submit is placed once by the database's lock "
-             "and UNIQUE column alone; form limits are counted in each process",
+    "and UNIQUE column alone; form limits are counted in each process",
     "refunds": "requests are taken and wait in PostgreSQL; the refund worker applies them "
-               "once Redis answers",
+    "once Redis answers",
 }
-API_WITH_FALLBACK = ("orders are placed once per Idempotency-Key by the database's lock and "
-                     "UNIQUE column alone")
-API_WITHOUT_FALLBACK = ("POST /api/orders answers 503 with Retry-After and places nothing "
-                        "(SUBMIT_ONCE_REDIS_DOWN_FALLBACK is off)")
+API_WITH_FALLBACK = (
+    "orders are placed once per Idempotency-Key by the database's lock and UNIQUE column alone"
+)
+API_WITHOUT_FALLBACK = (
+    "POST /api/orders answers 503 with Retry-After and places nothing "
+    "(SUBMIT_ONCE_REDIS_DOWN_FALLBACK is off)"
+)
 
 
 def check_redis() -> None:
@@ -74,8 +77,11 @@ def forms_without_redis() -> bool:
 
 def while_redis_is_away() -> dict[str, str]:
     """What each part of the shop does instead while Redis is away."""
-    api = (API_WITH_FALLBACK if current_app.config["SUBMIT_ONCE_REDIS_DOWN_FALLBACK"]
-           else API_WITHOUT_FALLBACK)
+    api = (
+        API_WITH_FALLBACK
+        if current_app.config["SUBMIT_ONCE_REDIS_DOWN_FALLBACK"]
+        else API_WITHOUT_FALLBACK
+    )
     return {**WHILE_REDIS_IS_AWAY, "api": api}
 
 
@@ -83,8 +89,11 @@ def while_redis_is_away() -> dict[str, str]:
 def healthz():
     redis = probe(check_redis)
     signed = submit_once.degraded  # this process's last form was drawn without Redis
-    body: dict[str, object] = {"status": "ok", "checks": {"redis": redis},
-                               "forms": "signed" if signed else "redis"}
+    body: dict[str, object] = {
+        "status": "ok",
+        "checks": {"redis": redis},
+        "forms": "signed" if signed else "redis",
+    }
     if redis["status"] != "up" or signed:
         body["status"] = "degraded"
         if forms_without_redis():
@@ -102,5 +111,8 @@ def readyz():
         status = "degraded"
     else:
         status = "unavailable"
-    return (jsonify(status=status, checks=checks), 503 if status == "unavailable" else 200,
-            NO_STORE)
+    return (
+        jsonify(status=status, checks=checks),
+        503 if status == "unavailable" else 200,
+        NO_STORE,
+    )

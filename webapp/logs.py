@@ -62,8 +62,11 @@ class JsonLines(logging.Formatter):
             "message": record.getMessage(),
             **bound,
         }
-        line.update((key, value) for key, value in vars(record).items()
-                    if key not in _STANDARD and not key.startswith("_"))
+        line.update(
+            (key, value)
+            for key, value in vars(record).items()
+            if key not in _STANDARD and not key.startswith("_")
+        )
         if record.exc_info and record.exc_info[0] is not None:
             line["error"] = record.exc_info[0].__name__
             line["traceback"] = self.formatException(record.exc_info)

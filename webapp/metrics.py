@@ -68,35 +68,51 @@ if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     # on_starting hook has made the directory, and an unlabelled metric writes at import.
     os.makedirs(os.environ["PROMETHEUS_MULTIPROC_DIR"], exist_ok=True)
 
-TOKENS_ISSUED = Counter("submit_once_tokens_issued",
-                        "Form tokens issued (one per rendered form).", ["form"])
-TOKENS_CONSUMED = Counter("submit_once_tokens_consumed",
-                          "Form tokens consumed by a GETDEL that won.", ["form"])
-DUPLICATES = Counter("submit_once_duplicates",
-                     "Duplicate submits sent to the first submit's result.", ["form", "waited"])
+TOKENS_ISSUED = Counter(
+    "submit_once_tokens_issued", "Form tokens issued (one per rendered form).", ["form"]
+)
+TOKENS_CONSUMED = Counter(
+    "submit_once_tokens_consumed", "Form tokens consumed by a GETDEL that won.", ["form"]
+)
+DUPLICATES = Counter(
+    "submit_once_duplicates",
+    "Duplicate submits sent to the first submit's result.",
+    ["form", "waited"],
+)
 DUPLICATE_WAIT = Histogram(
     "submit_once_duplicate_wait_seconds",
-    "How long duplicates that found the first submit still running waited for it.", ["form"],
-    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
-REJECTED = Counter("submit_once_rejected",
-                   "Submits refused for their token: expired_or_unknown (includes tokens from "
-                   "another session: by design the two cannot be told apart), first_failed, "
-                   "still_running, session_mismatch (caught by the CSRF check), cross_site "
-                   "(a forged submit from another site).",
-                   ["form", "reason"])
-ORDERS_PLACED = Counter("orders_placed", "Orders committed, by channel: form (the order "
-                        "form) or api (the JSON API).", ["channel"])
+    "How long duplicates that found the first submit still running waited for it.",
+    ["form"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+)
+REJECTED = Counter(
+    "submit_once_rejected",
+    "Submits refused for their token: expired_or_unknown (includes tokens from "
+    "another session: by design the two cannot be told apart), first_failed, "
+    "still_running, session_mismatch (caught by the CSRF check), cross_site "
+    "(a forged submit from another site).",
+    ["form", "reason"],
+)
+ORDERS_PLACED = Counter(
+    "orders_placed",
+    "Orders committed, by channel: form (the order form) or api (the JSON API).",
+    ["channel"],
+)
 for _channel in CHANNELS:  # both series exist from the start, at 0
     ORDERS_PLACED.labels(_channel)
 #: Where a session keeps the channels of the orders its transaction inserted.
 _PLACED = "metrics.orders_placed"
 #: Per process; the page shows the highest of the live workers' (1: one draws signed forms).
-DEGRADED = Gauge("submit_once_degraded", "1 while this process draws forms with signed tokens "
-                 "because Redis was away at its last try (their submits are decided by the "
-                 "lock and the UNIQUE column alone); 0 once Redis answers a render.",
-                 multiprocess_mode="livemax")
-REQUEST_SECONDS = Histogram("http_request_duration_seconds", "Request latency by route.",
-                            ["method", "route", "status"])
+DEGRADED = Gauge(
+    "submit_once_degraded",
+    "1 while this process draws forms with signed tokens "
+    "because Redis was away at its last try (their submits are decided by the "
+    "lock and the UNIQUE column alone); 0 once Redis answers a render.",
+    multiprocess_mode="livemax",
+)
+REQUEST_SECONDS = Histogram(
+    "http_request_duration_seconds", "Request latency by route.", ["method", "route", "status"]
+)
 
 
 def init_app(app: Flask) -> None:
@@ -135,27 +151,39 @@ def metrics():
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         registry = CollectorRegistry()
         MultiProcessCollector(registry)
-    return Response(generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST,
-                                                        "Cache-Control": "no-store"})
+    return Response(
+        generate_latest(registry),
+        headers={"Content-Type": CONTENT_TYPE_LATEST, "Cache-Control": "no-store"},
+    )
 
 
 def _authorize() -> None:
-    access = metrics_access(current_app.config.get("METRICS_TOKEN"),
-                            current_app.config["APP_ENV"], request.headers.get("Authorization", ""))
+    access = metrics_access(
+        current_app.config.get("METRICS_TOKEN"),
+        current_app.config["APP_ENV"],
+        request.headers.get("Authorization", ""),
+    )
     if access == "off":
         abort(404)
     if access == "refused":
-        abort(Response("A bearer token is required.\n", 401,
-                       {"WWW-Authenticate": 'Bearer realm="metrics"', "Cache-Control": "no-store",
-                        "Content-Type": "text/plain; charset=utf-8"}))
+        abort(
+            Response(
+                "A bearer token is required.\n",
+                401,
+                {
+                    "WWW-Authenticate": 'Bearer realm="metrics"',
+                    "Cache-Control": "no-store",
+                    "Content-Type": "text/plain; charset=utf-8",
+                },
+            )
+        )
 
 
 def _on_issue(app: Flask, *, form: str, **_: object) -> None:
     TOKENS_ISSUED.labels(form_kind(form)).inc()
 
 
-def _on_submit(app: Flask, *, form: str, outcome: Outcome, seconds: float,
-               **_: object) -> None:
+def _on_submit(app: Flask, *, form: str, outcome: Outcome, seconds: float, **_: object) -> None:
     form = form_kind(form)
     match outcome:
         case Outcome(kind="created"):
@@ -178,8 +206,11 @@ def _note_orders(db: Session, _flush: UOWTransaction) -> None:
     """Orders this flush inserted (``db.new`` still lists them here), kept until the
     transaction ends."""
     placed = db.info.setdefault(_PLACED, [])
-    placed += ["api" if row.api_client_id is not None else "form"
-               for row in db.new if isinstance(row, Order)]
+    placed += [
+        "api" if row.api_client_id is not None else "form"
+        for row in db.new
+        if isinstance(row, Order)
+    ]
 
 
 def _count_orders(db: Session) -> None:
@@ -207,5 +238,6 @@ def _observe_request(response: Response) -> Response:
         route = request.url_rule.rule if request.url_rule else "unmatched"
         method = request.method if request.method in METHODS else "OTHER"
         REQUEST_SECONDS.labels(method, route, str(response.status_code)).observe(
-            time.perf_counter() - started)
+            time.perf_counter() - started
+        )
     return response

@@ -41,11 +41,24 @@ from .order_rules import (
     new_public_id,
 )
 
-__all__ = ["OPERATOR_MAX", "ORDER_STATUSES", "PAYMENT_PROBLEMS", "PAYMENT_REFERENCE_LENGTH",
-           "PROVIDER_ID_MAX",
-           "ApiClient", "ApiKey", "Base", "Order", "OrderAmendment", "PaymentEvent", "Product",
-           "RefundRecord",
-           "RefundRequest", "new_payment_reference", "new_public_id"]
+__all__ = [
+    "OPERATOR_MAX",
+    "ORDER_STATUSES",
+    "PAYMENT_PROBLEMS",
+    "PAYMENT_REFERENCE_LENGTH",
+    "PROVIDER_ID_MAX",
+    "ApiClient",
+    "ApiKey",
+    "Base",
+    "Order",
+    "OrderAmendment",
+    "PaymentEvent",
+    "Product",
+    "RefundRecord",
+    "RefundRequest",
+    "new_payment_reference",
+    "new_public_id",
+]
 
 #: ``charging`` (migration 0014): the checkout's card charge is under way (or was
 #: interrupted: a repeat of the submit or the sweeper finishes it); ``declined``: the
@@ -56,8 +69,14 @@ ORDER_STATUSES = ("placed", "charging", "paid", "shipped", "cancelled", "refunde
 #: them); the next two add it to the order's paid_cents, where it can be refunded; the
 #: last (migration 0014) is the event of the checkout's own charge, counted by the order's
 #: charge_id, not again by its event.
-PAYMENT_PROBLEMS = ("amount_mismatch", "currency_mismatch", "order_closed", "after_cancel",
-                    "extra_payment", "checkout_charge")
+PAYMENT_PROBLEMS = (
+    "amount_mismatch",
+    "currency_mismatch",
+    "order_closed",
+    "after_cancel",
+    "extra_payment",
+    "checkout_charge",
+)
 #: ``pay_`` and 32 hex digits (128 random bits): what :func:`new_payment_reference` makes.
 PAYMENT_REFERENCE_LENGTH = 36
 
@@ -102,41 +121,56 @@ class Product(Base):
 class Order(SubmissionMixin, Base):
     __tablename__ = "orders"
     __table_args__ = (
-        CheckConstraint(f"quantity BETWEEN {QUANTITY_MIN} AND {QUANTITY_MAX}",
-                        name="orders_quantity_range"),
+        CheckConstraint(
+            f"quantity BETWEEN {QUANTITY_MIN} AND {QUANTITY_MAX}", name="orders_quantity_range"
+        ),
         CheckConstraint(f"status IN {ORDER_STATUSES!r}", name="orders_status_known"),
         CheckConstraint("paid_cents >= 0", name="orders_paid_cents_positive"),
-        CheckConstraint("refunded_cents >= 0 AND refunded_cents <= paid_cents",
-                        name="orders_refund_within_paid"),
+        CheckConstraint(
+            "refunded_cents >= 0 AND refunded_cents <= paid_cents", name="orders_refund_within_paid"
+        ),
         # Migration 0007: requested, not yet applied refunds are reserved.
-        CheckConstraint("reserved_cents >= 0 AND refunded_cents + reserved_cents <= paid_cents",
-                        name="orders_reserved_within_paid"),
-        UniqueConstraint("api_client_id", "idempotency_key",
-                         name="orders_api_client_idempotency_key"),
+        CheckConstraint(
+            "reserved_cents >= 0 AND refunded_cents + reserved_cents <= paid_cents",
+            name="orders_reserved_within_paid",
+        ),
+        UniqueConstraint(
+            "api_client_id", "idempotency_key", name="orders_api_client_idempotency_key"
+        ),
         # Migration 0014: a charge pays one order; an order being charged has a card.
         UniqueConstraint("charge_id", name="orders_charge_id_key"),
-        CheckConstraint("status <> 'charging' OR payment_method IS NOT NULL",
-                        name="orders_charging_has_card"),
-        Index("orders_placed_in_session", "placed_in_session", "created_at",
-              postgresql_where=text("placed_in_session IS NOT NULL")),
+        CheckConstraint(
+            "status <> 'charging' OR payment_method IS NOT NULL", name="orders_charging_has_card"
+        ),
+        Index(
+            "orders_placed_in_session",
+            "placed_in_session",
+            "created_at",
+            postgresql_where=text("placed_in_session IS NOT NULL"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
     # The private link's key (128 random bits): never shown as a number, logged or a label.
-    public_id: Mapped[str] = mapped_column(String(PUBLIC_ID_LENGTH), unique=True,
-                                           default=new_public_id)
+    public_id: Mapped[str] = mapped_column(
+        String(PUBLIC_ID_LENGTH), unique=True, default=new_public_id
+    )
     # What people quote (migration 0006); it opens nothing by itself.
     order_number: Mapped[str] = mapped_column(
-        String(ORDER_NUMBER_LENGTH), unique=True, default=new_order_number,
-        server_default=text("new_order_number()"))
+        String(ORDER_NUMBER_LENGTH),
+        unique=True,
+        default=new_order_number,
+        server_default=text("new_order_number()"),
+    )
     # What the payment provider is given and its events name the order by
     # (migration 0011). Provider-side data (its staff, dashboard, delivery logs)
     # holds it, so it opens nothing: no page or API call looks an order up by it.
     payment_reference: Mapped[str] = mapped_column(
-        String(PAYMENT_REFERENCE_LENGTH), unique=True,
-        server_default=text("new_payment_reference()"))
-    currency: Mapped[str] = mapped_column(String(3), default=CURRENCY,
-                                          server_default=CURRENCY)
+        String(PAYMENT_REFERENCE_LENGTH),
+        unique=True,
+        server_default=text("new_payment_reference()"),
+    )
+    currency: Mapped[str] = mapped_column(String(3), default=CURRENCY, server_default=CURRENCY)
     # From SubmissionMixin: submission_digest, the digest of what made this order once
     # (a form token, bound to session and form, or an API client's Idempotency-Key),
     # UNIQUE, the last line of defence when Redis gives back a token or key it had
@@ -185,6 +219,7 @@ class OrderAmendment(SubmissionMixin, Base):
     """One "Update order N with these details" that took effect (migration 0015), made
     once per form token (SubmissionMixin's digest, UNIQUE): what it changed, field by
     field, as ``{field: [before, after]}`` (webapp/orders/amending.py)."""
+
     __tablename__ = "order_amendments"
     __table_args__ = (Index("order_amendments_order_id", "order_id"),)
 
@@ -198,6 +233,7 @@ class OrderAmendment(SubmissionMixin, Base):
 
 class ApiClient(Base):
     """A caller of the JSON API; it may hold several keys."""
+
     __tablename__ = "api_clients"
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -210,6 +246,7 @@ class ApiKey(Base):
     Migration 0010: its first characters (what ``list-api-keys`` shows and
     ``revoke-api-key --key`` takes; none for keys made before), an optional expiry,
     when it was revoked, and when it was last used (to the minute)."""
+
     __tablename__ = "api_keys"
 
     id: Mapped[int] = mapped_column(primary_key=True)
@@ -225,10 +262,13 @@ class ApiKey(Base):
 class PaymentEvent(Base):
     """A payment provider's event, recorded in the transaction of its effect:
     the UNIQUE event id makes it take effect once even when Redis forgets it."""
+
     __tablename__ = "payment_events"
     __table_args__ = (
-        CheckConstraint(f"problem IS NULL OR problem IN {PAYMENT_PROBLEMS!r}",
-                        name="payment_events_problem_known"),
+        CheckConstraint(
+            f"problem IS NULL OR problem IN {PAYMENT_PROBLEMS!r}",
+            name="payment_events_problem_known",
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
@@ -240,13 +280,15 @@ class PaymentEvent(Base):
     # (one of PAYMENT_PROBLEMS), NULL when it did just that.
     currency: Mapped[str] = mapped_column(String(3), default=CURRENCY, server_default=CURRENCY)
     problem: Mapped[str | None] = mapped_column(String(32))
-    received_at: Mapped[datetime] = mapped_column(DateTime(timezone=True),
-                                                  server_default=func.now())
+    received_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), server_default=func.now()
+    )
 
 
 class RefundRecord(Base):
     """One refund applied (migration 0004). A message delivered twice inserts
     once: the second insert fails on the UNIQUE key and is acked as done."""
+
     __tablename__ = "refund_records"
     __table_args__ = (
         CheckConstraint("amount_cents > 0", name="refund_records_amount_positive"),
@@ -277,16 +319,21 @@ class RefundRequest(SubmissionMixin, Base):
     row says; a stream message names it by ``id``. ``reason`` says why it failed
     or was rejected; an approved one's is ``refunds.requests.APPROVED``, which
     lets the worker apply it on a shipped order."""
+
     __tablename__ = "refund_requests"
     __table_args__ = (
         CheckConstraint("amount_cents > 0", name="refund_requests_amount_positive"),
-        CheckConstraint(f"status IN {REFUND_REQUEST_STATUSES!r}",
-                        name="refund_requests_status_known"),
+        CheckConstraint(
+            f"status IN {REFUND_REQUEST_STATUSES!r}", name="refund_requests_status_known"
+        ),
         UniqueConstraint("idempotency_key", name="refund_requests_key_unique"),
         Index("refund_requests_order_id", "order_id"),
         # Migration 0009: the relay's queue, requested rows only.
-        Index("refund_requests_unpublished", "id",
-              postgresql_where=text("published_at IS NULL AND status = 'requested'")),
+        Index(
+            "refund_requests_unpublished",
+            "id",
+            postgresql_where=text("published_at IS NULL AND status = 'requested'"),
+        ),
     )
 
     id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
@@ -297,8 +344,7 @@ class RefundRequest(SubmissionMixin, Base):
     idempotency_key: Mapped[str] = synonym("submission_digest")
     order_id: Mapped[int] = mapped_column(BigInteger, ForeignKey("orders.id"))
     amount_cents: Mapped[int] = mapped_column(Integer)
-    status: Mapped[str] = mapped_column(String(16), default="requested",
-                                        server_default="requested")
+    status: Mapped[str] = mapped_column(String(16), default="requested", server_default="requested")
     reason: Mapped[str | None] = mapped_column(Text)
     published_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

@@ -13,8 +13,15 @@ from __future__ import annotations
 
 from flask import flash, get_flashed_messages
 
-__all__ = ["ALREADY_CANCELLED", "ALREADY_PLACED", "CANCELLED", "REFUND_ALREADY",
-           "REFUND_REQUESTED", "notices_for", "notify"]
+__all__ = [
+    "ALREADY_CANCELLED",
+    "ALREADY_PLACED",
+    "CANCELLED",
+    "REFUND_ALREADY",
+    "REFUND_REQUESTED",
+    "notices_for",
+    "notify",
+]
 
 ALREADY_PLACED = "already_placed"
 CANCELLED = "cancelled"

@@ -56,9 +56,13 @@ def _operator(_context: click.Context, _param: click.Parameter, value: str | Non
 
 def by_option(command: F) -> F:
     """``--by NAME``: who runs the command (default: SUDO_USER, else the login user)."""
-    return click.option("--by", "by", metavar="NAME", callback=_operator,
-                        help="Who you are, for the record (default: $SUDO_USER, else your "
-                             "login name).")(command)
+    return click.option(
+        "--by",
+        "by",
+        metavar="NAME",
+        callback=_operator,
+        help="Who you are, for the record (default: $SUDO_USER, else your login name).",
+    )(command)
 
 
 def record(action: str, by: str, **fields: object) -> None:

@@ -63,16 +63,24 @@ class Money:
     def headline(self) -> str:
         """What the order page's headline says: the status where it decides (on its way,
         cancelled, refunded), else where the money is."""
-        return self.status if self.status in ("shipped", "cancelled", "refunded", "charging",
-                                              "declined") \
+        return (
+            self.status
+            if self.status in ("shipped", "cancelled", "refunded", "charging", "declined")
             else self.stage
+        )
 
 
 def money_of(order: _Order, requests: Iterable[_Request] = ()) -> Money:
     """``order``'s money, with its refund requests (to tell the reviewed from the rest)."""
     in_review = sum(r.amount_cents for r in requests if r.status == "review")
-    return Money(order.status, order.total_cents, order.paid_cents,
-                 order.refunded_cents, max(order.reserved_cents - in_review, 0), in_review)
+    return Money(
+        order.status,
+        order.total_cents,
+        order.paid_cents,
+        order.refunded_cents,
+        max(order.reserved_cents - in_review, 0),
+        in_review,
+    )
 
 
 def init_app(app: Flask) -> None:

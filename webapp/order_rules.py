@@ -19,11 +19,25 @@ import re
 import secrets
 from typing import Protocol
 
-__all__ = ["ADDRESS_MAX", "CURRENCY", "EMAIL_MAX", "NAME_MAX", "NO_SUCH_ORDER",
-           "ORDER_NUMBER_LENGTH", "PRODUCT_NAME_MAX", "PUBLIC_ID_PATTERN", "QUANTITY_MAX",
-           "QUANTITY_MIN", "SKU_MAX",
-           "has_control_chars", "is_public_id", "new_order_number",
-           "new_public_id", "normal_order_number", "placed_through_api"]
+__all__ = [
+    "ADDRESS_MAX",
+    "CURRENCY",
+    "EMAIL_MAX",
+    "NAME_MAX",
+    "NO_SUCH_ORDER",
+    "ORDER_NUMBER_LENGTH",
+    "PRODUCT_NAME_MAX",
+    "PUBLIC_ID_PATTERN",
+    "QUANTITY_MAX",
+    "QUANTITY_MIN",
+    "SKU_MAX",
+    "has_control_chars",
+    "is_public_id",
+    "new_order_number",
+    "new_public_id",
+    "normal_order_number",
+    "placed_through_api",
+]
 
 NAME_MAX = 100
 EMAIL_MAX = 254  # RFC 5321's limit on a path

@@ -57,13 +57,20 @@ class TransitionRefused(Exception):
         self.action, self.status = action, status
 
 
-_PAST = {"pay": "paid", "ship": "shipped", "cancel": "cancelled", "refund": "refunded",
-         "charge": "charged", "decline": "declined"}
+_PAST = {
+    "pay": "paid",
+    "ship": "shipped",
+    "cancel": "cancelled",
+    "refund": "refunded",
+    "charge": "charged",
+    "decline": "declined",
+}
 
 
 @dataclass(frozen=True)
 class Transitioned:
     """``changed`` is False when the order was already in ``status`` (a repeat)."""
+
     status: str
     changed: bool
 

@@ -22,6 +22,7 @@ __all__ = ["OrderDetails", "new_order"]
 @dataclass(frozen=True)
 class OrderDetails:
     """What a customer asked for, once validated (by ``OrderForm`` or ``OrderRequest``)."""
+
     product: int | str  # the product's id (the form's choice) or its SKU (the API)
     quantity: int
     name: str
@@ -46,12 +47,21 @@ def new_order(db: Session, details: OrderDetails, **recorded: Any) -> Order:
     product = db.scalar(select(Product).where(column == details.product, Product.active))
     if product is None:
         raise Refused("product no longer on sale")
-    order = Order(public_id=new_public_id(), order_number=new_order_number(),
-                  payment_reference=new_payment_reference(), currency=CURRENCY,
-                  status="charging" if details.payment_method else "placed",
-                  payment_method=details.payment_method, created_at=datetime.now(UTC),
-                  product=product, quantity=details.quantity,
-                  unit_price_cents=product.price_cents, customer_name=details.name,
-                  email=details.email, shipping_address=details.address, **recorded)
+    order = Order(
+        public_id=new_public_id(),
+        order_number=new_order_number(),
+        payment_reference=new_payment_reference(),
+        currency=CURRENCY,
+        status="charging" if details.payment_method else "placed",
+        payment_method=details.payment_method,
+        created_at=datetime.now(UTC),
+        product=product,
+        quantity=details.quantity,
+        unit_price_cents=product.price_cents,
+        customer_name=details.name,
+        email=details.email,
+        shipping_address=details.address,
+        **recorded,
+    )
     db.add(order)
     return order

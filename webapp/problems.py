@@ -17,9 +17,17 @@ from werkzeug.exceptions import HTTPException
 
 from .order_rules import has_control_chars
 
-__all__ = ["NOT_AN_OBJECT", "PROBLEMS", "ApiProblem", "field_errors", "printable", "problem",
-           "whole_number",
-           "problem_for_http_error", "problem_type"]
+__all__ = [
+    "NOT_AN_OBJECT",
+    "PROBLEMS",
+    "ApiProblem",
+    "field_errors",
+    "printable",
+    "problem",
+    "whole_number",
+    "problem_for_http_error",
+    "problem_type",
+]
 
 #: slug -> (status, title). Slugs are part of the API: never rename one.
 PROBLEMS: dict[str, tuple[int, str]] = {
@@ -43,9 +51,15 @@ PROBLEMS: dict[str, tuple[int, str]] = {
     "server-error": (500, "Internal server error"),
 }
 
-_FOR_STATUS = {400: "bad-request", 401: "unauthorized", 404: "not-found",
-               405: "method-not-allowed", 413: "payload-too-large",
-               415: "unsupported-media-type", 503: "unavailable"}
+_FOR_STATUS = {
+    400: "bad-request",
+    401: "unauthorized",
+    404: "not-found",
+    405: "method-not-allowed",
+    413: "payload-too-large",
+    415: "unsupported-media-type",
+    503: "unavailable",
+}
 
 
 def problem_type(slug: str) -> str:
@@ -53,13 +67,18 @@ def problem_type(slug: str) -> str:
     return f"/api/problems/{slug}"
 
 
-def problem(slug: str, detail: str, *, headers: dict[str, str] | None = None,
-            status: int | None = None, **extra: Any) -> Response:
+def problem(
+    slug: str,
+    detail: str,
+    *,
+    headers: dict[str, str] | None = None,
+    status: int | None = None,
+    **extra: Any,
+) -> Response:
     """A problem+json response for ``slug`` with this ``detail``."""
     default_status, title = PROBLEMS[slug]
     status = status or default_status
-    body = {"type": problem_type(slug), "title": title, "status": status, "detail": detail,
-            **extra}
+    body = {"type": problem_type(slug), "title": title, "status": status, "detail": detail, **extra}
     response = Response(json.dumps(body), status, mimetype="application/problem+json")
     response.headers.update(headers or {})
     if status == 401:
@@ -95,19 +114,23 @@ NOT_AN_OBJECT = "The body must be a JSON object."
 def whole_number() -> BeforeValidator:
     """Takes ``2.0`` as 2: JSON Schema's "integer" is any number without a fraction, and
     the document says "integer". Other floats, ``true`` and ``"2"`` stay refused."""
+
     def whole(value: object) -> object:
         if isinstance(value, float) and value.is_integer():
             return int(value)
         return value
+
     return BeforeValidator(whole)
 
 
 def printable(allow: str = "") -> AfterValidator:
     """Refuses control characters (except ``allow``) with a message of its own."""
+
     def check(value: str) -> str:
         if has_control_chars(value, allow):
             raise PydanticCustomError("control_chars", "Remove the control characters.")
         return value
+
     return AfterValidator(check)
 
 

@@ -20,8 +20,18 @@ from wtforms.validators import ValidationError
 from .order_rules import PRODUCT_NAME_MAX, QUANTITY_MAX, SKU_MAX, has_control_chars
 from .refunds.forms import euros, parse_cents
 
-__all__ = ["COLUMNS", "DESCRIPTION_MAX", "PRICE_MAX_CENTS", "BadProduct", "ProductRow",
-           "check_description", "check_name", "check_price", "check_sku", "read_csv"]
+__all__ = [
+    "COLUMNS",
+    "DESCRIPTION_MAX",
+    "PRICE_MAX_CENTS",
+    "BadProduct",
+    "ProductRow",
+    "check_description",
+    "check_name",
+    "check_price",
+    "check_sku",
+    "read_csv",
+]
 
 #: Letters, digits and ``-``, ``_`` or ``.`` after the first: what a partner types
 #: in an API order's ``product``, and what fits a URL or a label as it is.
@@ -42,6 +52,7 @@ class BadProduct(ValueError):
 @dataclass(frozen=True)
 class ProductRow:
     """One line of a CSV file, checked; ``description`` None when the file has none."""
+
     line: int
     sku: str
     name: str
@@ -52,8 +63,10 @@ class ProductRow:
 def check_sku(value: str) -> str:
     sku = value.strip()
     if not SKU.fullmatch(sku):
-        raise BadProduct(f"give 1 to {SKU_MAX} letters, digits, '-', '_' or '.' "
-                         "(starting with a letter or digit), e.g. MUG-STONE")
+        raise BadProduct(
+            f"give 1 to {SKU_MAX} letters, digits, '-', '_' or '.' "
+            "(starting with a letter or digit), e.g. MUG-STONE"
+        )
     return sku
 
 
@@ -73,9 +86,11 @@ def check_price(value: str) -> int:
     if cents is not None and cents < 1:
         raise BadProduct("a price is at least 0.01 (€0.01)")
     if cents is None or cents > PRICE_MAX_CENTS:
-        raise BadProduct(f"a price is at most {PRICE_MAX_CENTS / 100:.2f} "
-                         f"({euros(PRICE_MAX_CENTS)}), so that {QUANTITY_MAX} of it still "
-                         "fit one order's total")
+        raise BadProduct(
+            f"a price is at most {PRICE_MAX_CENTS / 100:.2f} "
+            f"({euros(PRICE_MAX_CENTS)}), so that {QUANTITY_MAX} of it still "
+            "fit one order's total"
+        )
     return cents
 
 
@@ -96,8 +111,9 @@ def read_csv(path: Path) -> list[ProductRow]:
         with path.open(encoding="utf-8-sig", newline="") as file:
             for row in _records(file):
                 if row.sku in seen:
-                    raise BadProduct(f"line {row.line}: sku {row.sku} is on line "
-                                     f"{seen[row.sku]} too")
+                    raise BadProduct(
+                        f"line {row.line}: sku {row.sku} is on line {seen[row.sku]} too"
+                    )
                 seen[row.sku] = row.line
                 rows.append(row)
     except UnicodeDecodeError:
@@ -105,8 +121,10 @@ def read_csv(path: Path) -> list[ProductRow]:
     except OSError as error:
         raise BadProduct(f"cannot read it: {error.strerror or error}") from None
     if not rows:
-        raise BadProduct(f"it has no products: after the header {','.join(REQUIRED)}"
-                         "[,description], one line a product")
+        raise BadProduct(
+            f"it has no products: after the header {','.join(REQUIRED)}"
+            "[,description], one line a product"
+        )
     return rows
 
 
@@ -116,8 +134,10 @@ def _records(file: IO[str]) -> Iterator[ProductRow]:
     try:
         header = [name.strip().lower() for name in next(reader, [])]
         if sorted(header) not in (sorted(REQUIRED), sorted(COLUMNS)):
-            raise BadProduct(f"line 1: the header must be {','.join(REQUIRED)} or "
-                             f"{','.join(COLUMNS)}, not {','.join(header) or 'empty'}")
+            raise BadProduct(
+                f"line 1: the header must be {','.join(REQUIRED)} or "
+                f"{','.join(COLUMNS)}, not {','.join(header) or 'empty'}"
+            )
         while True:
             line = reader.line_num + 1  # where the next record starts
             fields = next(reader, None)
@@ -126,8 +146,7 @@ def _records(file: IO[str]) -> Iterator[ProductRow]:
             if not any(field.strip() for field in fields):
                 continue  # a blank line
             if len(fields) != len(header):
-                raise BadProduct(f"line {line}: {len(fields)} fields, the header has "
-                                 f"{len(header)}")
+                raise BadProduct(f"line {line}: {len(fields)} fields, the header has {len(header)}")
             yield _row(line, dict(zip(header, fields, strict=True)))
     except csv.Error as error:
         raise BadProduct(f"line {line}: {error}") from None
@@ -140,7 +159,10 @@ def _row(line: int, fields: dict[str, str]) -> ProductRow:
         except BadProduct as bad:
             raise BadProduct(f"line {line}: {column}: {bad}") from None
 
-    return ProductRow(line, checked("sku", check_sku), checked("name", check_name),
-                      checked("price_eur", check_price),
-                      checked("description", check_description) if "description" in fields
-                      else None)
+    return ProductRow(
+        line,
+        checked("sku", check_sku),
+        checked("name", check_name),
+        checked("price_eur", check_price),
+        checked("description", check_description) if "description" in fields else None,
+    )

@@ -46,8 +46,11 @@ from .refunds.forms import euros
 
 __all__ = ["init_app", "products"]
 
-products = AppGroup("products", help="List the catalogue, add products, change prices, "
-                    "take products off sale or back on sale, import a CSV file.")
+products = AppGroup(
+    "products",
+    help="List the catalogue, add products, change prices, "
+    "take products off sale or back on sale, import a CSV file.",
+)
 
 
 T = TypeVar("T")
@@ -55,6 +58,7 @@ T = TypeVar("T")
 
 class NotImported(click.ClickException):
     """A file that cannot be imported as it is: bad input, so a usage error (exit 2)."""
+
     exit_code = 2
 
 
@@ -62,21 +66,23 @@ def init_app(app: Flask) -> None:
     app.cli.add_command(products)
 
 
-def _checked(check: Callable[[str], T], param: str
-             ) -> Callable[[click.Context, click.Parameter, str], T]:
+def _checked(
+    check: Callable[[str], T], param: str
+) -> Callable[[click.Context, click.Parameter, str], T]:
     """A click callback that applies a :mod:`~webapp.product_rules` check: a bad value
     is a usage error (exit 2) that says what to give instead."""
+
     def callback(_context: click.Context, _param: click.Parameter, value: str) -> T:
         try:
             return check(value)
         except BadProduct as bad:
             raise click.BadParameter(str(bad), param_hint=param) from None
+
     return callback
 
 
 SKU_ARGUMENT = click.argument("sku", callback=_checked(check_sku, "SKU"))
-PRICE_ARGUMENT = click.argument("price", metavar="PRICE",
-                                callback=_checked(check_price, "PRICE"))
+PRICE_ARGUMENT = click.argument("price", metavar="PRICE", callback=_checked(check_price, "PRICE"))
 
 
 @products.command("list")
@@ -86,38 +92,58 @@ def list_products() -> None:
     with sessions()() as db:
         rows = db.scalars(select(Product).order_by(Product.id)).all()
     if not rows:
-        click.echo("No products yet: add one with 'flask --app webapp products add SKU "
-                   "NAME PRICE', or import a CSV file ('products import --help').")
+        click.echo(
+            "No products yet: add one with 'flask --app webapp products add SKU "
+            "NAME PRICE', or import a CSV file ('products import --help')."
+        )
         return
     click.echo(f"{'SKU':<32} {'price':>12}  {'sale':<8}  {'name':<40}  changed by")
     for product in rows:
-        click.echo(f"{product.sku:<32} {euros(product.price_cents):>12}  "
-                   f"{'on sale' if product.active else 'off sale':<8}  {product.name:<40}  "
-                   f"{product.changed_by or '-'}")
+        click.echo(
+            f"{product.sku:<32} {euros(product.price_cents):>12}  "
+            f"{'on sale' if product.active else 'off sale':<8}  {product.name:<40}  "
+            f"{product.changed_by or '-'}"
+        )
 
 
 @products.command("add")
 @SKU_ARGUMENT
 @click.argument("name", callback=_checked(check_name, "NAME"))
 @PRICE_ARGUMENT
-@click.option("--description", default="", callback=_checked(check_description,
-                                                             "--description"),
-              help="A line or two for the order form and the API.")
+@click.option(
+    "--description",
+    default="",
+    callback=_checked(check_description, "--description"),
+    help="A line or two for the order form and the API.",
+)
 @by_option
 def add_product(sku: str, name: str, price: int, description: str, by: str) -> None:
     """Add a product, on sale at once: SKU (e.g. MUG-STONE), NAME, PRICE in euros."""
     with sessions()() as db, db.begin():
         added = db.scalar(
-            pg_insert(Product).values(sku=sku, name=name, price_cents=price,
-                                      description=description, active=True, changed_by=by,
-                                      changed_at=func.now())
-            .on_conflict_do_nothing(index_elements=["sku"]).returning(Product.id))
+            pg_insert(Product)
+            .values(
+                sku=sku,
+                name=name,
+                price_cents=price,
+                description=description,
+                active=True,
+                changed_by=by,
+                changed_at=func.now(),
+            )
+            .on_conflict_do_nothing(index_elements=["sku"])
+            .returning(Product.id)
+        )
     if added is None:
-        raise click.ClickException(f"A product has the SKU {sku} already: 'products price' "
-                                   "changes its price, 'products import' the rest.")
+        raise click.ClickException(
+            f"A product has the SKU {sku} already: 'products price' "
+            "changes its price, 'products import' the rest."
+        )
     record("products add", by, sku=sku, price_cents=price)
-    click.echo(f"Added {sku} ({name}) at {euros(price)}, on sale: the API sells it at once, "
-               f"{_form_shows()}.")
+    click.echo(
+        f"Added {sku} ({name}) at {euros(price)}, on sale: the API sells it at once, "
+        f"{_form_shows()}."
+    )
 
 
 @products.command("price")
@@ -130,8 +156,10 @@ def change_price(sku: str, price: int, by: str) -> None:
         before = _locked(db, sku).price_cents
         _change(db, sku, by, price_cents=price)
     record("products price", by, sku=sku, price_cents=price, was_cents=before)
-    click.echo(f"{sku} now costs {euros(price)} (was {euros(before)}): orders use it at once, "
-               f"{_form_shows()}.")
+    click.echo(
+        f"{sku} now costs {euros(price)} (was {euros(before)}): orders use it at once, "
+        f"{_form_shows()}."
+    )
 
 
 @products.command("off-sale")
@@ -167,16 +195,28 @@ def import_products(file: Path, by: str) -> None:
     except BadProduct as bad:
         raise NotImported(f"{file}: {bad}. Nothing was imported.") from None
     with sessions()() as db, db.begin():
-        existing = {sku: active for sku, active in db.execute(
-            select(Product.sku, Product.active).where(Product.sku.in_([r.sku for r in rows]))
-            .with_for_update())}
+        existing = {
+            sku: active
+            for sku, active in db.execute(
+                select(Product.sku, Product.active)
+                .where(Product.sku.in_([r.sku for r in rows]))
+                .with_for_update()
+            )
+        }
         for row in rows:  # one statement a row: a file's rows differ in their columns
-            values = {"name": row.name, "price_cents": row.price_cents, "changed_by": by,
-                      "changed_at": func.now()}
+            values = {
+                "name": row.name,
+                "price_cents": row.price_cents,
+                "changed_by": by,
+                "changed_at": func.now(),
+            }
             if row.description is not None:
                 values["description"] = row.description
-            db.execute(pg_insert(Product).values(sku=row.sku, active=True, **values)
-                       .on_conflict_do_update(index_elements=["sku"], set_=values))
+            db.execute(
+                pg_insert(Product)
+                .values(sku=row.sku, active=True, **values)
+                .on_conflict_do_update(index_elements=["sku"], set_=values)
+            )
     added, off = len(rows) - len(existing), sorted(s for s, on in existing.items() if not on)
     record("products import", by, file=file.name, added=added, updated=len(existing))
     said = f"Imported {file.name}: {added} added (on sale), {len(existing)} updated"
@@ -194,21 +234,25 @@ def _set_on_sale(sku: str, active: bool, by: str) -> None:
             return
         _change(db, sku, by, active=active)
     record(f"products {'on-sale' if active else 'off-sale'}", by, sku=sku)
-    click.echo(f"{sku} is {state}: orders for it are {'accepted' if active else 'refused'} at "
-               f"once, {_form_shows()}.")
+    click.echo(
+        f"{sku} is {state}: orders for it are {'accepted' if active else 'refused'} at "
+        f"once, {_form_shows()}."
+    )
 
 
 def _locked(db: Session, sku: str) -> Product:
     product = db.scalar(select(Product).where(Product.sku == sku).with_for_update())
     if product is None:
-        raise click.ClickException(f"No product has the SKU {sku} ('products list' shows "
-                                   "them).")
+        raise click.ClickException(f"No product has the SKU {sku} ('products list' shows them).")
     return product
 
 
 def _change(db: Session, sku: str, by: str, **values: object) -> None:
-    db.execute(update(Product).where(Product.sku == sku)
-               .values(**values, changed_by=by, changed_at=func.now()))
+    db.execute(
+        update(Product)
+        .where(Product.sku == sku)
+        .values(**values, changed_by=by, changed_at=func.now())
+    )
 
 
 def _form_shows() -> str:

@@ -48,8 +48,7 @@ def make_client(url: str) -> redis.Redis | RedisCluster:
         return _cluster(parts)
     if parts.scheme == "redis+sentinel":
         return _sentinel_master(parts)
-    return redis.Redis.from_url(url, decode_responses=True, health_check_interval=30,
-                                **TIMEOUTS)
+    return redis.Redis.from_url(url, decode_responses=True, health_check_interval=30, **TIMEOUTS)
 
 
 def make_async_client(url: str) -> aioredis.Redis | AsyncRedisCluster:
@@ -59,17 +58,24 @@ def make_async_client(url: str) -> aioredis.Redis | AsyncRedisCluster:
     if parts.scheme.endswith("+cluster"):
         _cluster_database(parts)
         nodes = [AsyncClusterNode(host, port) for host, port in _nodes(parts.netloc, 6379)]
-        return AsyncRedisCluster(startup_nodes=nodes, decode_responses=True,
-                                 ssl=parts.scheme.startswith("rediss"),
-                                 **_credentials(parts.netloc), **TIMEOUTS)
+        return AsyncRedisCluster(
+            startup_nodes=nodes,
+            decode_responses=True,
+            ssl=parts.scheme.startswith("rediss"),
+            **_credentials(parts.netloc),
+            **TIMEOUTS,
+        )
     if parts.scheme == "redis+sentinel":
         service, db = _sentinel_service(parts)
         sentinel = AsyncSentinel(  # type: ignore[no-untyped-call]
-            _nodes(parts.netloc, 26379), sentinel_kwargs=dict(TIMEOUTS), decode_responses=True,
-            **TIMEOUTS, **_credentials(parts.netloc))
+            _nodes(parts.netloc, 26379),
+            sentinel_kwargs=dict(TIMEOUTS),
+            decode_responses=True,
+            **TIMEOUTS,
+            **_credentials(parts.netloc),
+        )
         return cast(aioredis.Redis, sentinel.master_for(service, db=db))
-    return aioredis.Redis.from_url(url, decode_responses=True, health_check_interval=30,
-                                   **TIMEOUTS)
+    return aioredis.Redis.from_url(url, decode_responses=True, health_check_interval=30, **TIMEOUTS)
 
 
 def check_url(url: str) -> None:
@@ -85,8 +91,10 @@ def check_url(url: str) -> None:
 def _checked(url: str) -> SplitResult:
     parts = urlsplit(url)
     if parts.scheme not in SCHEMES:
-        raise RuntimeError(f"REDIS_URL scheme {parts.scheme!r} is not one of "
-                           f"{', '.join(SCHEMES)} (e.g. redis://host:6379/0).")
+        raise RuntimeError(
+            f"REDIS_URL scheme {parts.scheme!r} is not one of "
+            f"{', '.join(SCHEMES)} (e.g. redis://host:6379/0)."
+        )
     return parts
 
 
@@ -117,25 +125,36 @@ def _cluster_database(parts: SplitResult) -> None:
 def _cluster(parts: SplitResult) -> RedisCluster:
     _cluster_database(parts)
     # redis-py leaves ClusterNode, Sentinel and master_for unannotated.
-    nodes = [ClusterNode(host, port)  # type: ignore[no-untyped-call]
-             for host, port in _nodes(parts.netloc, 6379)]
-    return RedisCluster(startup_nodes=nodes, decode_responses=True,
-                        ssl=parts.scheme.startswith("rediss"),
-                        **_credentials(parts.netloc), **TIMEOUTS)
+    nodes = [
+        ClusterNode(host, port)  # type: ignore[no-untyped-call]
+        for host, port in _nodes(parts.netloc, 6379)
+    ]
+    return RedisCluster(
+        startup_nodes=nodes,
+        decode_responses=True,
+        ssl=parts.scheme.startswith("rediss"),
+        **_credentials(parts.netloc),
+        **TIMEOUTS,
+    )
 
 
 def _sentinel_service(parts: SplitResult) -> tuple[str, int]:
     service, _, db = parts.path.strip("/").partition("/")
     if not service:
-        raise RuntimeError("redis+sentinel:// needs the master's name: "
-                           "redis+sentinel://host:26379/mymaster/0")
+        raise RuntimeError(
+            "redis+sentinel:// needs the master's name: redis+sentinel://host:26379/mymaster/0"
+        )
     return service, int(db or 0)
 
 
 def _sentinel_master(parts: SplitResult) -> redis.Redis:
     service, db = _sentinel_service(parts)
     sentinel = Sentinel(  # type: ignore[no-untyped-call]
-        _nodes(parts.netloc, 26379), sentinel_kwargs=dict(TIMEOUTS), decode_responses=True,
-        **TIMEOUTS, **_credentials(parts.netloc))
+        _nodes(parts.netloc, 26379),
+        sentinel_kwargs=dict(TIMEOUTS),
+        decode_responses=True,
+        **TIMEOUTS,
+        **_credentials(parts.netloc),
+    )
     master = sentinel.master_for(service, db=db)  # type: ignore[no-untyped-call]
     return cast(redis.Redis, master)

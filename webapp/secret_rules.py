@@ -20,9 +20,17 @@ import hmac
 from collections.abc import Mapping
 from typing import Any, Literal
 
-__all__ = ["DEV_PROVIDER_SECRET", "DEV_SECRET_KEY", "DEV_WEBHOOK_SECRET", "SECRETS",
-           "SECRET_MIN_BYTES", "SECRET_MIN_DISTINCT", "metrics_access", "refuse_weak_secrets",
-           "weak_secret"]
+__all__ = [
+    "DEV_PROVIDER_SECRET",
+    "DEV_SECRET_KEY",
+    "DEV_WEBHOOK_SECRET",
+    "SECRETS",
+    "SECRET_MIN_BYTES",
+    "SECRET_MIN_DISTINCT",
+    "metrics_access",
+    "refuse_weak_secrets",
+    "weak_secret",
+]
 
 #: The only secrets the app accepts without being told them, and only with
 #: APP_ENV=development or testing; production refuses them even when set.
@@ -44,27 +52,38 @@ def refuse_weak_secrets(settings: Mapping[str, Any]) -> None:
     that is set must pass :func:`weak_secret`, and no two may be the same. Unset
     ones are skipped (the caller decides which are required; unset, the webhook
     and /metrics are off). Raises RuntimeError naming the setting."""
-    given = {name: str(settings[name]).strip() for name in SECRETS
-             if settings.get(name) not in (None, "")}
+    given = {
+        name: str(settings[name]).strip()
+        for name in SECRETS
+        if settings.get(name) not in (None, "")
+    }
     for name, value in given.items():
         if weakness := weak_secret(value):
             raise RuntimeError(
                 f"{name} {weakness}; set a random one of at least {SECRET_MIN_BYTES} bytes, "
-                + _HOW + (" (or the one your payment provider gave you)."
-                          if name.startswith("PAYMENT_") else "."))
+                + _HOW
+                + (
+                    " (or the one your payment provider gave you)."
+                    if name.startswith("PAYMENT_")
+                    else "."
+                )
+            )
     names = list(given)
     for i, name in enumerate(names):
-        for other in names[i + 1:]:
+        for other in names[i + 1 :]:
             if given[name] == given[other]:
-                raise RuntimeError(f"{name} and {other} are the same value; each secret needs "
-                                   f"one of its own, {_HOW}.")
+                raise RuntimeError(
+                    f"{name} and {other} are the same value; each secret needs "
+                    f"one of its own, {_HOW}."
+                )
 
 
 def weak_secret(value: str) -> str | None:
     """Why ``value`` is no secret, or None."""
     stripped = value.strip()
-    if any(dev in stripped.lower() for dev in (DEV_SECRET_KEY, DEV_WEBHOOK_SECRET,
-                                                DEV_PROVIDER_SECRET)):
+    if any(
+        dev in stripped.lower() for dev in (DEV_SECRET_KEY, DEV_WEBHOOK_SECRET, DEV_PROVIDER_SECRET)
+    ):
         return "contains a public development secret"
     size = len(stripped.encode())
     if size < SECRET_MIN_BYTES:
@@ -75,8 +94,10 @@ def weak_secret(value: str) -> str | None:
     if period <= len(stripped) // 2:
         return f"repeats a pattern of {period} characters"
     if (distinct := len(set(stripped))) < SECRET_MIN_DISTINCT:
-        return (f"has only {distinct} different characters; production needs at least "
-                f"{SECRET_MIN_DISTINCT}")
+        return (
+            f"has only {distinct} different characters; production needs at least "
+            f"{SECRET_MIN_DISTINCT}"
+        )
     return None
 
 
@@ -91,15 +112,15 @@ def _shortest_period(text: str) -> int:
     return len(text) - border[-1] if text else 0
 
 
-def metrics_access(token: str | None, environment: str,
-                   authorization: str) -> Literal["open", "refused", "off"]:
+def metrics_access(
+    token: str | None, environment: str, authorization: str
+) -> Literal["open", "refused", "off"]:
     """Who may read /metrics: with ``token`` set, only an ``Authorization: Bearer
     <token>`` header ("open"; else "refused", a 401); unset, nobody in production
     ("off", a 404) and anyone in development and testing."""
     if not token:
         return "off" if environment == "production" else "open"
     scheme, _, given = authorization.strip().partition(" ")
-    if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(),
-                                                          token.encode()):
+    if scheme.lower() == "bearer" and hmac.compare_digest(given.strip().encode(), token.encode()):
         return "open"
     return "refused"

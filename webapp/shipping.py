@@ -45,20 +45,28 @@ def ship_order(number: str, by: str) -> None:
     with sessions()() as db, db.begin():
         order_id = db.scalar(select(Order.id).where(Order.order_number == number))
         if order_id is None:
-            raise click.ClickException(f"No order has the number {number!r} (find-order "
-                                       "looks one up).")
+            raise click.ClickException(
+                f"No order has the number {number!r} (find-order looks one up)."
+            )
         try:
             # shipped_by is written by the transition's own UPDATE: only if it ships now.
             shipped = transition(db, order_id, "ship", shipped_by=by)
         except TransitionRefused as refused:
-            raise click.ClickException(f"Order {number} was not shipped. {refused} "
-                                       f"{_INSTEAD.get(refused.status, '')}".rstrip()) from None
-        earlier = None if shipped.changed else db.scalar(
-            select(Order.shipped_by).where(Order.id == order_id))
+            raise click.ClickException(
+                f"Order {number} was not shipped. {refused} "
+                f"{_INSTEAD.get(refused.status, '')}".rstrip()
+            ) from None
+        earlier = (
+            None
+            if shipped.changed
+            else db.scalar(select(Order.shipped_by).where(Order.id == order_id))
+        )
     if not shipped.changed:
         who = earlier or "an operator not recorded"
         click.echo(f"Order {number} was already shipped (by {who}); nothing changed.")
         return
     record("ship-order", by, order_number=number)
-    click.echo(f"Order {number} is shipped (by {by}). A refund asked for from now on waits "
-               "for review (refund-reviews).")
+    click.echo(
+        f"Order {number} is shipped (by {by}). A refund asked for from now on waits "
+        "for review (refund-reviews)."
+    )

@@ -22,8 +22,9 @@ from .webhooks.effect import CHECKOUT_CHARGE, KEPT_REFUNDABLE
 __all__ = ["init_app"]
 
 #: Payments recorded whose money no order's paid_cents shows (not refundable from the shop).
-KEPT_WITHOUT_ORDER = tuple(p for p in PAYMENT_PROBLEMS
-                           if p not in KEPT_REFUNDABLE and p != CHECKOUT_CHARGE)
+KEPT_WITHOUT_ORDER = tuple(
+    p for p in PAYMENT_PROBLEMS if p not in KEPT_REFUNDABLE and p != CHECKOUT_CHARGE
+)
 _PAYMENT = PaymentEvent.type == "payment.succeeded"
 _COUNTED = PaymentEvent.problem.is_(None) | PaymentEvent.problem.in_(KEPT_REFUNDABLE)
 
@@ -36,8 +37,12 @@ def init_app(app: Flask) -> None:
 @click.command("find-order")
 @click.argument("number")
 @with_appcontext
-@click.option("--link", is_flag=True, help="Also print the private link (whoever has it "
-              "can see and cancel the order: send it only to its customer).")
+@click.option(
+    "--link",
+    is_flag=True,
+    help="Also print the private link (whoever has it "
+    "can see and cancel the order: send it only to its customer).",
+)
 def find_order(number: str, link: bool) -> None:
     """Show the order with this order number; exit 1 if there is none."""
     number = normal_order_number(number)
@@ -46,11 +51,15 @@ def find_order(number: str, link: bool) -> None:
         if order is None:
             click.echo(f"No order has the number {number!r}.", err=True)
             raise SystemExit(1)
-        click.echo(f"order {order.order_number}  status={order.status}  "
-                   f"placed {order.created_at:%Y-%m-%d %H:%M} UTC")
-        click.echo(f"  {order.quantity} x {order.product.name} = {order.total_cents} "
-                   f"{order.currency} cents; paid {order.paid_cents}, "
-                   f"refunded {order.refunded_cents}")
+        click.echo(
+            f"order {order.order_number}  status={order.status}  "
+            f"placed {order.created_at:%Y-%m-%d %H:%M} UTC"
+        )
+        click.echo(
+            f"  {order.quantity} x {order.product.name} = {order.total_cents} "
+            f"{order.currency} cents; paid {order.paid_cents}, "
+            f"refunded {order.refunded_cents}"
+        )
         click.echo(f"  customer: {order.customer_name} <{order.email}>")
         # What the provider's dashboard and events show for it (it opens nothing).
         click.echo(f"  payment reference: {order.payment_reference}")
@@ -66,24 +75,37 @@ def reconcile_payments() -> None:
     order to show for them; exit 1 if the totals differ."""
     with sessions()() as db, db.begin():
         db.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"))
-        counted = db.scalar(select(func.coalesce(func.sum(PaymentEvent.amount_cents), 0))
-                            .where(_PAYMENT, _COUNTED))
-        charged = db.scalar(select(func.coalesce(func.sum(
-            Order.unit_price_cents * Order.quantity), 0)).where(Order.charge_id.is_not(None)))
+        counted = db.scalar(
+            select(func.coalesce(func.sum(PaymentEvent.amount_cents), 0)).where(_PAYMENT, _COUNTED)
+        )
+        charged = db.scalar(
+            select(func.coalesce(func.sum(Order.unit_price_cents * Order.quantity), 0)).where(
+                Order.charge_id.is_not(None)
+            )
+        )
         paid = db.scalar(select(func.coalesce(func.sum(Order.paid_cents), 0)))
         kept = db.execute(
-            select(PaymentEvent.event_id, PaymentEvent.amount_cents, PaymentEvent.currency,
-                   PaymentEvent.problem, Order.order_number, Order.status)
+            select(
+                PaymentEvent.event_id,
+                PaymentEvent.amount_cents,
+                PaymentEvent.currency,
+                PaymentEvent.problem,
+                Order.order_number,
+                Order.status,
+            )
             .join(Order, Order.id == PaymentEvent.order_id)
             .where(_PAYMENT, PaymentEvent.problem.in_(KEPT_WITHOUT_ORDER))
-            .order_by(PaymentEvent.id)).all()
+            .order_by(PaymentEvent.id)
+        ).all()
     click.echo(f"payments applied:      {counted} cents")
     click.echo(f"charged at checkout:   {charged} cents")
     click.echo(f"orders.paid_cents:     {paid} cents")
     click.echo(f"kept without an order: {len(kept)} payments (refund them at the provider)")
     for row in kept:
-        click.echo(f"  event {row.event_id}: {row.amount_cents} {row.currency} "
-                   f"{row.problem}, order {row.order_number} ({row.status})")
+        click.echo(
+            f"  event {row.event_id}: {row.amount_cents} {row.currency} "
+            f"{row.problem}, order {row.order_number} ({row.status})"
+        )
     matched = counted + charged == paid
     click.echo(f"result:                {'MATCH' if matched else 'MISMATCH'}")
     if not matched:

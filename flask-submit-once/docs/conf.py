@@ -50,8 +50,10 @@ nitpick_ignore = [
 ]
 nitpick_ignore_regex = [
     # The private aliases a signature names (the parameter's text says what they take).
-    ("py:class",
-     r"(flask_submit_once\._\w+\.)?(Sessions|RedisClient|Fields|Message|Kind|Data|Then)"),
+    (
+        "py:class",
+        r"(flask_submit_once\._\w+\.)?(Sessions|RedisClient|Fields|Message|Kind|Data|Then)",
+    ),
 ]
 
 autodoc_member_order = "bysource"
@@ -92,8 +94,9 @@ intersphinx_mapping = {
 _AS_WRITTEN = {"Session": "sqlalchemy.orm.Session"}
 
 
-def _root_names(app: Sphinx, env: BuildEnvironment, node: pending_xref,
-                contnode: nodes.TextElement) -> nodes.Element | None:
+def _root_names(
+    app: Sphinx, env: BuildEnvironment, node: pending_xref, contnode: nodes.TextElement
+) -> nodes.Element | None:
     """``flask_submit_once._module.Name`` (where a signature's annotation finds a root
     name: its ``__module__``) resolves to ``flask_submit_once.Name``, where it is
     documented; a bare ``Session`` to SQLAlchemy's."""
@@ -106,13 +109,26 @@ def _root_names(app: Sphinx, env: BuildEnvironment, node: pending_xref,
     found = re.fullmatch(r"flask_submit_once\._\w+\.(\w+(?:\.\w+)?)", target)
     if not found:
         return None
-    return env.domains["py"].resolve_xref(env, node["refdoc"], app.builder, node["reftype"],
-                                         f"flask_submit_once.{found.group(1)}", node, contnode)
+    return env.domains["py"].resolve_xref(
+        env,
+        node["refdoc"],
+        app.builder,
+        node["reftype"],
+        f"flask_submit_once.{found.group(1)}",
+        node,
+        contnode,
+    )
 
 
-def _signature(app: Sphinx, what: str, name: str, obj: Any, options: Any,
-               signature: str | None, return_annotation: str | None
-               ) -> tuple[str | None, str | None] | None:
+def _signature(
+    app: Sphinx,
+    what: str,
+    name: str,
+    obj: Any,
+    options: Any,
+    signature: str | None,
+    return_annotation: str | None,
+) -> tuple[str | None, str | None] | None:
     if isinstance(obj, type) and issubclass(obj, HTTPException):
         # Werkzeug's HTTPException.__init__ annotates with names it imports only for
         # type checkers; these are raised by the library, not built by the app.

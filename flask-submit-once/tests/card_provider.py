@@ -26,8 +26,11 @@ class CardProvider:
             self.calls[key] = self.calls.get(key, 0) + 1
             if key not in self.answers:
                 declined = body["card"] == "declined"
-                self.answers[key] = (({"error": "card_declined"}, 402) if declined else
-                                     ({"id": f"ch_{len(self.charges) + 1}"}, 201))
+                self.answers[key] = (
+                    ({"error": "card_declined"}, 402)
+                    if declined
+                    else ({"id": f"ch_{len(self.charges) + 1}"}, 201)
+                )
             if self.fail_after_charge:
                 self.fail_after_charge -= 1
                 return {"error": "processing_error"}, 500

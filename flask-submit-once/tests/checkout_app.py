@@ -68,8 +68,9 @@ class Provider:
             self.entered.set()
             self.changed.notify_all()
             if held:
-                assert self.changed.wait_for(lambda: self.released.is_set() or bool(
-                    self.until and self.until()), 30), "the held provider was never released"
+                assert self.changed.wait_for(
+                    lambda: self.released.is_set() or bool(self.until and self.until()), 30
+                ), "the held provider was never released"
             if self.mode == "fail":
                 raise ConnectionError("the provider dropped the connection")
             if self.mode == "decline":
@@ -104,8 +105,11 @@ class CheckoutForm(FlaskForm):
     def validate_email(self, field: StringField) -> None:
         """One order per address, unless its card was declined: a rule that stops holding
         once this submit's own order exists."""
-        if submit_once.session.scalar(select(Order.id).where(
-                Order.email == field.data, Order.submission_step.is_distinct_from("refused"))):
+        if submit_once.session.scalar(
+            select(Order.id).where(
+                Order.email == field.data, Order.submission_step.is_distinct_from("refused")
+            )
+        ):
             raise ValidationError("This address has an order already.")
 
 
@@ -138,8 +142,9 @@ def create_app(sessions: sessionmaker[Session], provider: Provider, **config: An
         return render_template("checkout.html", form=None)
 
     @app.post("/checkout/pay")
-    @submit_once.form(CheckoutForm, model=Order, template="checkout.html", done="order",
-                      then=charge)
+    @submit_once.form(
+        CheckoutForm, model=Order, template="checkout.html", done="order", then=charge
+    )
     def checkout(form: CheckoutForm, db: Session) -> Order:
         return Order(email=form.email.data, cents=form.cents.data)
 

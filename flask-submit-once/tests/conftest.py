@@ -28,13 +28,16 @@ from servers import PostgresServer, RedisServer
 DATABASE = "submit_once_test"
 IDLE_IN_TRANSACTION = text(
     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-    "AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()")
+    "AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()"
+)
 ADVISORY_LOCKS = text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
 
 
 def pytest_report_header() -> str:
-    return (f"flask_submit_once {flask_submit_once.__version__} from "
-            f"{Path(flask_submit_once.__file__).parent}")
+    return (
+        f"flask_submit_once {flask_submit_once.__version__} from "
+        f"{Path(flask_submit_once.__file__).parent}"
+    )
 
 
 @pytest.fixture(scope="session")
@@ -113,8 +116,9 @@ def own_redis(redis_server: RedisServer) -> Iterator[RedisServer]:
 
 
 @pytest.fixture
-def make_app(redis_url: str, sessions: sessionmaker[Session], rdb: redis.Redis
-             ) -> Iterator[Callable[..., Flask]]:
+def make_app(
+    redis_url: str, sessions: sessionmaker[Session], rdb: redis.Redis
+) -> Iterator[Callable[..., Flask]]:
     """``make_app(**config)``: the suite's sign-up app (signup_app.py) on the suite's
     servers (``REDIS_URL=`` another Redis); every app's Redis pool is closed after."""
     apps: list[Flask] = []
@@ -123,6 +127,7 @@ def make_app(redis_url: str, sessions: sessionmaker[Session], rdb: redis.Redis
         app = signup_app.create_app(sessions, **{"REDIS_URL": redis_url, **config})
         apps.append(app)
         return app
+
     yield make
     for app in apps:
         with app.app_context():
@@ -143,10 +148,11 @@ def client(app: Flask) -> FlaskClient:
 @pytest.fixture
 def signups(sessions: sessionmaker[Session]) -> Callable[[], list[str]]:
     """``signups()``: the e-mail address of every signup, in the order they were made."""
+
     def emails() -> list[str]:
         with sessions() as db:
-            return list(db.scalars(select(signup_app.Signup.email)
-                                   .order_by(signup_app.Signup.id)))
+            return list(db.scalars(select(signup_app.Signup.email).order_by(signup_app.Signup.id)))
+
     return emails
 
 
@@ -164,8 +170,13 @@ def provider() -> checkout_app.Provider:
 
 
 @pytest.fixture
-def make_checkout(checkout_tables: Engine, database_url: str, redis_url: str, rdb: redis.Redis,
-                  provider: checkout_app.Provider) -> Iterator[Callable[..., Flask]]:
+def make_checkout(
+    checkout_tables: Engine,
+    database_url: str,
+    redis_url: str,
+    rdb: redis.Redis,
+    provider: checkout_app.Provider,
+) -> Iterator[Callable[..., Flask]]:
     """``make_checkout(pool=None, **config)``: the checkout app (checkout_app.py) on empty
     tables, calling ``provider``, on the suite's engine or on one of its own with ``pool``
     (create_engine's pool options); every app's Redis pool and engine are closed after."""
@@ -178,9 +189,13 @@ def make_checkout(checkout_tables: Engine, database_url: str, redis_url: str, rd
         if pool is not None:
             engines.append(create_engine(database_url, **pool))
         bind = engines[-1] if pool is not None else checkout_tables
-        apps.append(checkout_app.create_app(sessionmaker(bind), provider,
-                                            **{"REDIS_URL": redis_url, **config}))
+        apps.append(
+            checkout_app.create_app(
+                sessionmaker(bind), provider, **{"REDIS_URL": redis_url, **config}
+            )
+        )
         return apps[-1]
+
     yield make
     for app in apps:
         with app.app_context():
@@ -192,11 +207,17 @@ def make_checkout(checkout_tables: Engine, database_url: str, redis_url: str, rd
 @pytest.fixture
 def orders(checkout_tables: Engine) -> Callable[[], list[tuple[str, str | None, str | None]]]:
     """``orders()``: (e-mail address, charge, step still to do) of every order, in order."""
+
     def rows() -> list[tuple[str, str | None, str | None]]:
         Order = checkout_app.Order
         with checkout_tables.connect() as conn:
-            return [tuple(row) for row in conn.execute(
-                select(Order.email, Order.charge_id, Order.submission_step).order_by(Order.id))]
+            return [
+                tuple(row)
+                for row in conn.execute(
+                    select(Order.email, Order.charge_id, Order.submission_step).order_by(Order.id)
+                )
+            ]
+
     return rows
 
 
@@ -204,9 +225,13 @@ def orders(checkout_tables: Engine) -> Callable[[], list[tuple[str, str | None, 
 def nothing_held(engine: Engine) -> Iterator[Callable[[], tuple[int, int]]]:
     """After the test, no connection of the database is left idle in a transaction and no
     advisory lock is held; ``nothing_held()`` counts both (idle, locks) meanwhile."""
+
     def count() -> tuple[int, int]:
         with engine.connect() as conn:
-            return (int(conn.execute(IDLE_IN_TRANSACTION).scalar_one()),
-                    int(conn.execute(ADVISORY_LOCKS).scalar_one()))
+            return (
+                int(conn.execute(IDLE_IN_TRANSACTION).scalar_one()),
+                int(conn.execute(ADVISORY_LOCKS).scalar_one()),
+            )
+
     yield count
     assert count() == (0, 0), "(connections idle in transaction, advisory locks) left"

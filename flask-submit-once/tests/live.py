@@ -57,20 +57,30 @@ def hidden(html: str, name: str) -> str:
 @dataclass
 class Browser:
     """One browser session against ``port``: it keeps the session cookie it was given."""
+
     port: int
     cookies: dict[str, str] = field(default_factory=dict)
 
     def get(self, path: str) -> Answer:
         return self.send("GET", path)
 
-    def post(self, path: str, form: Mapping[str, str],
-             headers: Mapping[str, str] | None = None) -> Answer:
-        return self.send("POST", path, urllib.parse.urlencode(form),
-                         {"Content-Type": "application/x-www-form-urlencoded",
-                          **(headers or {})})
+    def post(
+        self, path: str, form: Mapping[str, str], headers: Mapping[str, str] | None = None
+    ) -> Answer:
+        return self.send(
+            "POST",
+            path,
+            urllib.parse.urlencode(form),
+            {"Content-Type": "application/x-www-form-urlencoded", **(headers or {})},
+        )
 
-    def send(self, method: str, path: str, body: str | None = None,
-             headers: Mapping[str, str] | None = None) -> Answer:
+    def send(
+        self,
+        method: str,
+        path: str,
+        body: str | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> Answer:
         """One request on a new connection (a new tab, a retry); raises the
         ``OSError`` or ``http.client`` error a dead server gives."""
         sent = dict(headers or {})
@@ -80,8 +90,7 @@ class Browser:
         try:
             conn.request(method, path, body=body, headers=sent)
             response = conn.getresponse()
-            answer = Answer(response.status, dict(response.getheaders()),
-                            response.read().decode())
+            answer = Answer(response.status, dict(response.getheaders()), response.read().decode())
         finally:
             conn.close()
         for name, morsel in SimpleCookie(answer.headers.get("Set-Cookie", "")).items():

@@ -82,8 +82,9 @@ SUGGEST_PAGE = """<!doctype html><html><title>Suggest</title>
 </form></html>"""
 
 
-def create_app(sessions: sessionmaker[Session], suggestion_done: str = "suggestion",
-               **config: Any) -> Flask:
+def create_app(
+    sessions: sessionmaker[Session], suggestion_done: str = "suggestion", **config: Any
+) -> Flask:
     app = Flask(__name__)
     app.config.update({"SECRET_KEY": "ratings", "TESTING": True, **config})
     app.jinja_loader = DictLoader({"items.html": ITEMS_PAGE, "suggest.html": SUGGEST_PAGE})
@@ -95,8 +96,13 @@ def create_app(sessions: sessionmaker[Session], suggestion_done: str = "suggesti
         return render_template("items.html", items=ITEMS, form=None)
 
     @app.post("/items/<int:item>/ratings")
-    @submit_once.form(RateForm, model=Rating, template="items.html", done="rating",
-                      context=lambda: {"items": ITEMS})
+    @submit_once.form(
+        RateForm,
+        model=Rating,
+        template="items.html",
+        done="rating",
+        context=lambda: {"items": ITEMS},
+    )
     def rate(form: RateForm, db: Session, item: int) -> Rating:
         return Rating(item=item, stars=form.stars.data)
 
@@ -109,8 +115,13 @@ def create_app(sessions: sessionmaker[Session], suggestion_done: str = "suggesti
         return render_template("suggest.html", form=suggest_form())
 
     @app.post("/suggestions")
-    @submit_once.form(SuggestForm, model=Suggestion, template="suggest.html",
-                      done=suggestion_done, context=lambda: {"form": suggest_form()})
+    @submit_once.form(
+        SuggestForm,
+        model=Suggestion,
+        template="suggest.html",
+        done=suggestion_done,
+        context=lambda: {"form": suggest_form()},
+    )
     def suggest(form: SuggestForm, db: Session) -> Suggestion:
         return Suggestion(title=form.title.data)
 

@@ -36,11 +36,13 @@ class HangingProvider(Provider):
 
 
 def main(port: int, redis_url: str, database_url: str, point: str) -> None:
-    app = create_app(sessionmaker(create_engine(database_url)), HangingProvider(),
-                     REDIS_URL=redis_url)
+    app = create_app(
+        sessionmaker(create_engine(database_url)), HangingProvider(), REDIS_URL=redis_url
+    )
     if point == "committed":
-        signals.submit_committed.connect(lambda sender, **extra: stop_here(
-            f"committed {os.getpid()}"), sender=app, weak=False)
+        signals.submit_committed.connect(
+            lambda sender, **extra: stop_here(f"committed {os.getpid()}"), sender=app, weak=False
+        )
     server = make_server("127.0.0.1", port, app, threaded=True, request_handler=QuietHandler)
     print("serving", flush=True)
     server.serve_forever()

@@ -40,8 +40,10 @@ def free_port() -> int:
 def package_folder(name: str) -> Path:
     spec = find_spec(name)
     if spec is None or not spec.submodule_search_locations:
-        raise RuntimeError(f"{name} is not installed: pip install 'flask-submit-once[test]', "
-                           "or set SUBMIT_ONCE_TEST_REDIS_URL and SUBMIT_ONCE_TEST_DATABASE_URL")
+        raise RuntimeError(
+            f"{name} is not installed: pip install 'flask-submit-once[test]', "
+            "or set SUBMIT_ONCE_TEST_REDIS_URL and SUBMIT_ONCE_TEST_DATABASE_URL"
+        )
     return Path(next(iter(spec.submodule_search_locations)))
 
 
@@ -87,10 +89,26 @@ class RedisServer:
     def start(self) -> RedisServer:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            [str(self.binary), "--port", str(self.port), "--bind", "127.0.0.1",
-             "--dir", str(self.folder), "--save", "", "--appendonly", "yes",
-             "--appendfsync", "always", "--logfile", str(self.folder / "redis.log")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                str(self.binary),
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.folder),
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--logfile",
+                str(self.folder / "redis.log"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wait_for_port(self.port, self.process, "redis-server")
         # It listens before it has read its append-only file back (LOADING meanwhile).
         deadline = time.monotonic() + 15
@@ -140,12 +158,35 @@ class PostgresServer:
     def start(self) -> PostgresServer:
         if os.geteuid() == 0:
             self._as_service_user()
-        self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust",
-                  "--encoding=UTF8", "--no-sync", "--no-instructions")
-        options = (f"-h 127.0.0.1 -p {self.port} -k '' -F -c synchronous_commit=off "
-                   "-c full_page_writes=off -c max_connections=200")
-        started = self._run("pg_ctl", "-D", str(self.data), "-l", str(self.home / "log"),
-                            "-o", options, "-w", "-t", "30", "start", check=False)
+        self._run(
+            "initdb",
+            "-D",
+            str(self.data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--encoding=UTF8",
+            "--no-sync",
+            "--no-instructions",
+        )
+        options = (
+            f"-h 127.0.0.1 -p {self.port} -k '' -F -c synchronous_commit=off "
+            "-c full_page_writes=off -c max_connections=200"
+        )
+        started = self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.home / "log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "30",
+            "start",
+            check=False,
+        )
         if started.returncode != 0:
             log = (self.home / "log").read_text(errors="replace")[-2000:]
             raise RuntimeError(f"PostgreSQL did not start:\n{started.stdout}\n{log}")
@@ -155,23 +196,31 @@ class PostgresServer:
         import psycopg
         from psycopg import sql
 
-        with psycopg.connect(host="127.0.0.1", port=self.port, user="postgres",
-                             dbname="postgres", autocommit=True) as conn:
+        with psycopg.connect(
+            host="127.0.0.1", port=self.port, user="postgres", dbname="postgres", autocommit=True
+        ) as conn:
             conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
 
     def remove(self) -> None:
         """Stop at once and delete the cluster."""
         if self.data.exists():
-            self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop",
-                      check=False)
+            self._run("pg_ctl", "-D", str(self.data), "-m", "immediate", "-w", "stop", check=False)
         shutil.rmtree(self.home, ignore_errors=True)
 
-    def _run(self, program: str, *args: str, check: bool = True
-             ) -> subprocess.CompletedProcess[str]:
+    def _run(
+        self, program: str, *args: str, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
         # cwd="/": the service user may not reach the caller's folder.
-        return subprocess.run([str(self.bin / program), *args], user=self.user, check=check,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              timeout=60, cwd="/")
+        return subprocess.run(
+            [str(self.bin / program), *args],
+            user=self.user,
+            check=check,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=60,
+            cwd="/",
+        )
 
     def _as_service_user(self) -> None:
         from pgserver.utils import ensure_user_exists
@@ -180,23 +229,26 @@ class PostgresServer:
         self.user = SERVICE_USER
         shutil.chown(self.home, SERVICE_USER, SERVICE_USER)  # mkdtemp made it 0700
         if not self._reaches(self.home):
-            raise RuntimeError(f"the {SERVICE_USER} user cannot reach {self.home}: set "
-                               "TMPDIR to a folder it can reach (e.g. /tmp)")
+            raise RuntimeError(
+                f"the {SERVICE_USER} user cannot reach {self.home}: set "
+                "TMPDIR to a folder it can reach (e.g. /tmp)"
+            )
         if not self._reaches(self.bin / "postgres"):
             self.bin = self._link_binaries()
 
     def _reaches(self, path: Path) -> bool:
         """Whether the service user can search ``path`` (and every folder above it)."""
-        return subprocess.run(["test", "-x", str(path)], user=self.user,
-                              cwd="/").returncode == 0
+        return subprocess.run(["test", "-x", str(path)], user=self.user, cwd="/").returncode == 0
 
     def _link_binaries(self) -> Path:
         """pgserver's PostgreSQL laid out again in the service user's folder, as in
         site-packages (its binaries find their libraries at ../../../pgserver.libs)."""
         install = self.bin.parent
         site = self.home / "site-packages"
-        for source, target in ((install, site / "pgserver" / "pginstall"),
-                               (install.parent.parent / "pgserver.libs", site / "pgserver.libs")):
+        for source, target in (
+            (install, site / "pgserver" / "pginstall"),
+            (install.parent.parent / "pgserver.libs", site / "pgserver.libs"),
+        ):
             if source.is_dir():
                 shutil.copytree(source, target, symlinks=True, copy_function=_link_or_copy)
         for folder in (site, site / "pgserver"):

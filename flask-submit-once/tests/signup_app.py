@@ -52,8 +52,9 @@ def strip(value: Any) -> Any:
 
 
 class SignUpForm(FlaskForm):
-    email = StringField("Email", filters=[strip],
-                        validators=[InputRequired(), Email(check_deliverability=False)])
+    email = StringField(
+        "Email", filters=[strip], validators=[InputRequired(), Email(check_deliverability=False)]
+    )
     name = StringField("Name", filters=[strip], validators=[Length(max=80)])
     quantity = IntegerField("Seats", default=1, validators=[NumberRange(1, 10)])
 
@@ -64,8 +65,7 @@ class SignUpForm(FlaskForm):
 
 
 class CommentForm(FlaskForm):
-    text = TextAreaField("Comment", filters=[strip], validators=[InputRequired(),
-                                                                   Length(max=500)])
+    text = TextAreaField("Comment", filters=[strip], validators=[InputRequired(), Length(max=500)])
 
 
 class SubscribeForm(FlaskForm):
@@ -106,8 +106,12 @@ PAGE = """<!doctype html><html><title>Sign up</title>
 {% include "_comment_form.html" %}
 <div id="newsletter" data-token="{{ submit_once.token('subscribe') or '' }}"></div>
 </html>"""
-TEMPLATES = {"page.html": PAGE, "_signup_form.html": SIGNUP_FORM,
-             "_comment_form.html": COMMENT_FORM, "_commented.html": COMMENTED}
+TEMPLATES = {
+    "page.html": PAGE,
+    "_signup_form.html": SIGNUP_FORM,
+    "_comment_form.html": COMMENT_FORM,
+    "_commented.html": COMMENTED,
+}
 
 
 def create_app(sessions: sessionmaker[Session], **config: Any) -> Flask:
@@ -122,8 +126,9 @@ def create_app(sessions: sessionmaker[Session], **config: Any) -> Flask:
         return render_template("page.html")
 
     @app.post("/signup/send")
-    @submit_once.form(SignUpForm, model=Signup, template="page.html",
-                      fragment="_signup_form.html", done="thanks")
+    @submit_once.form(
+        SignUpForm, model=Signup, template="page.html", fragment="_signup_form.html", done="thanks"
+    )
     def sign_up(form: SignUpForm, db: Session) -> Signup:
         if app.config.get("SIGNUPS_CLOSED"):
             raise Refused("Sign-ups closed a moment ago.")
@@ -133,13 +138,21 @@ def create_app(sessions: sessionmaker[Session], **config: Any) -> Flask:
     def thanks(id: int) -> dict[str, Any]:
         with sessions() as db:
             row = db.get(Signup, id)
-            return {"id": id, "email": row.email if row else None,
-                    "signups": db.scalar(select(func.count()).select_from(Signup))}
+            return {
+                "id": id,
+                "email": row.email if row else None,
+                "signups": db.scalar(select(func.count()).select_from(Signup)),
+            }
 
     @app.post("/comments")
-    @submit_once.form(CommentForm, model=Comment, template="page.html",
-                      fragment="_comment_form.html", result_fragment="_commented.html",
-                      done="comment_page")
+    @submit_once.form(
+        CommentForm,
+        model=Comment,
+        template="page.html",
+        fragment="_comment_form.html",
+        result_fragment="_commented.html",
+        done="comment_page",
+    )
     def comment(form: CommentForm, db: Session) -> Comment:
         return Comment(text=form.text.data)
 
@@ -160,9 +173,12 @@ def create_app(sessions: sessionmaker[Session], **config: Any) -> Flask:
 
     @app.post("/api/signups")
     @csrf.exempt
-    @submit_once.idempotent(key=lambda: request.headers["Idempotency-Key"], model=Signup,
-                            scope=lambda: request.headers.get("X-Client", ""),
-                            respond=lambda row: ({"id": row.id, "email": row.email}, 201))
+    @submit_once.idempotent(
+        key=lambda: request.headers["Idempotency-Key"],
+        model=Signup,
+        scope=lambda: request.headers.get("X-Client", ""),
+        respond=lambda row: ({"id": row.id, "email": row.email}, 201),
+    )
     def api_sign_up(db: Session) -> Signup:
         body = request.get_json()
         if body.get("refuse"):

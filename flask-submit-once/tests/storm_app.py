@@ -58,16 +58,17 @@ def models(kind: str) -> tuple[type[Any], type[Any]]:
     return (DbTopic, DbEntry) if kind == "flask_sqlalchemy" else (Topic, Entry)
 
 
-def create_app(kind: str, database_url: str, redis_url: str,
-               pool: Mapping[str, Any]) -> tuple[Flask, Callable[[], None]]:
+def create_app(
+    kind: str, database_url: str, redis_url: str, pool: Mapping[str, Any]
+) -> tuple[Flask, Callable[[], None]]:
     """The app of ``kind`` on its own pool; and what closes its pools."""
     app = Flask(__name__)
-    app.config.update(SECRET_KEY="storm", TESTING=True, REDIS_URL=redis_url,
-                      WTF_CSRF_ENABLED=False)
+    app.config.update(SECRET_KEY="storm", TESTING=True, REDIS_URL=redis_url, WTF_CSRF_ENABLED=False)
     topic_model, entry_model = models(kind)
     if kind == "flask_sqlalchemy":
-        app.config.update(SQLALCHEMY_DATABASE_URI=database_url,
-                          SQLALCHEMY_ENGINE_OPTIONS=dict(pool))
+        app.config.update(
+            SQLALCHEMY_DATABASE_URI=database_url, SQLALCHEMY_ENGINE_OPTIONS=dict(pool)
+        )
         db.init_app(app)
         sessions: Any = db
         with app.app_context():
@@ -90,8 +91,9 @@ def create_app(kind: str, database_url: str, redis_url: str,
 
     @app.get("/")
     def page() -> str:
-        return render_template_string('<form method="post" action="/entries">'
-                                      '{{ submit_once.input("enter") }}</form>')
+        return render_template_string(
+            '<form method="post" action="/entries">{{ submit_once.input("enter") }}</form>'
+        )
 
     @app.post("/entries")
     @submit_once.form(EntryForm, model=entry_model, done="entry")
@@ -106,4 +108,5 @@ def create_app(kind: str, database_url: str, redis_url: str,
         with app.app_context():
             submit_once.redis.close()
         engine.dispose()
+
     return app, close

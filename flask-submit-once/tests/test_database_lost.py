@@ -18,7 +18,8 @@ from signup_app import submit_once
 
 
 def test_a_connection_that_died_during_the_request_is_thrown_away_not_a_500(
-        make_app: Callable[..., Flask], engine: Engine) -> None:
+    make_app: Callable[..., Flask], engine: Engine
+) -> None:
     """Before: closing the session at teardown rolled back on the dead connection and
     raised (AdminShutdown), so a page already made was a 500 from gunicorn."""
     app = make_app()
@@ -48,12 +49,17 @@ def away_app(redis_url: str, rdb: object) -> Iterator[Flask]:
     nowhere.dispose()
 
 
-@pytest.mark.parametrize("sent", [
-    {"email": "ada@example.com"},  # valid fields, but a validator reads the database
-    {"email": "not an address"},   # invalid: whether this token already landed is asked
-], ids=["a-validator-reads-it", "invalid-fields"])
+@pytest.mark.parametrize(
+    "sent",
+    [
+        {"email": "ada@example.com"},  # valid fields, but a validator reads the database
+        {"email": "not an address"},  # invalid: whether this token already landed is asked
+    ],
+    ids=["a-validator-reads-it", "invalid-fields"],
+)
 def test_postgresql_away_while_the_form_is_validated_keeps_the_input_and_the_token(
-        away_app: Flask, sent: dict[str, str]) -> None:
+    away_app: Flask, sent: dict[str, str]
+) -> None:
     """Before: the database error raised out of the validation (a validator's query) or
     out of the repeat check of invalid fields (a repeat of a landed submit is answered
     as one), so the user got the app's bare error page with what they typed gone."""
@@ -66,7 +72,8 @@ def test_postgresql_away_while_the_form_is_validated_keeps_the_input_and_the_tok
 
 
 def test_a_repeat_whose_connection_dies_while_it_waits_for_the_first_keeps_the_input(
-        make_app: Callable[..., Flask], engine: Engine) -> None:
+    make_app: Callable[..., Flask], engine: Engine
+) -> None:
     """A repeat finds the first submit holding the lock and ends its attempt (ROLLBACK)
     to wait without a connection; the connection died meanwhile (a failover). Before: that
     ROLLBACK's error went out to the app (the failover soak's bare 503 page, the input

@@ -53,9 +53,15 @@ FENCE = re.compile(r"^ *```([\w+-]+)\n(.*?)^ *```$", re.S | re.M)
 #: A block that is a file names it on its first line: ``# app.py``, ``{# templates/x.html #}``.
 FILE_NAME = re.compile(r"\A(?:# (\S+\.py)|\{# (\S+) #\})\n")
 #: Every Python file a page shows, and the page: each is run by a test below.
-RUN = {"app.py": README, "seats.py": DOCS / "plain.md", "api.py": DOCS / "fetch.md",
-       "conftest.py": DOCS / "testing.md", "test_signup.py": DOCS / "testing.md",
-       "token_store.py": DOCS / "pattern.md", "charge.py": DOCS / "pattern.md"}
+RUN = {
+    "app.py": README,
+    "seats.py": DOCS / "plain.md",
+    "api.py": DOCS / "fetch.md",
+    "conftest.py": DOCS / "testing.md",
+    "test_signup.py": DOCS / "testing.md",
+    "token_store.py": DOCS / "pattern.md",
+    "charge.py": DOCS / "pattern.md",
+}
 
 
 def files_of(page: Path) -> dict[str, str]:
@@ -82,6 +88,7 @@ def test_every_python_block_is_a_file_that_a_test_here_runs() -> None:
 @dataclass
 class QuickStart:
     """The README's quick start, written out as a user would, imported as ``app``."""
+
     folder: Path
     module: ModuleType
 
@@ -104,6 +111,7 @@ class QuickStart:
         def rows() -> int:
             with self.app.app_context():
                 return int(db.session.scalar(db.select(db.func.count()).select_from(model)))
+
         return rows
 
 
@@ -121,8 +129,9 @@ def quick_start_env(monkeypatch: pytest.MonkeyPatch, redis_url: str, database_ur
 
 
 @pytest.fixture
-def quick_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str,
-                database_url: str) -> Iterator[QuickStart]:
+def quick_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str, database_url: str
+) -> Iterator[QuickStart]:
     write(tmp_path, files_of(README))
     quick_start_env(monkeypatch, redis_url, database_url)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -154,8 +163,11 @@ def test_the_quick_start_makes_one_signup_of_a_double_click(quick_start: QuickSt
 
 def fetch_headers(page: FormPage) -> dict[str, str]:
     """The headers the fetch guide's script sends, with the values it reads from the form."""
-    (script,) = (body for language, body in FENCE.findall((DOCS / "fetch.md").read_text())
-                 if language == "js")
+    (script,) = (
+        body
+        for language, body in FENCE.findall((DOCS / "fetch.md").read_text())
+        if language == "js"
+    )
     sent = dict(re.findall(r'"(X-[\w-]+)": field\("(\w+)"\)\.value', script))
     assert set(sent) == {"X-CSRFToken", "X-Submit-Once-Token"}, sent
     values = {**page.hidden, "form_token": page.token}
@@ -163,14 +175,16 @@ def fetch_headers(page: FormPage) -> dict[str, str]:
 
 
 def test_the_quick_start_answers_turbo_htmx_and_fetch_from_the_same_code(
-        quick_start: QuickStart) -> None:
+    quick_start: QuickStart,
+) -> None:
     forms = quick_start.forms()
-    turbo = forms.open("/signup").submit_twice({"email": ADA},
-                                               headers={"Accept": TURBO_ACCEPT})
+    turbo = forms.open("/signup").submit_twice({"email": ADA}, headers={"Accept": TURBO_ACCEPT})
     htmx = forms.open("/signup").submit_twice({"email": GRACE}, headers=HTMX)
     page = forms.open("/signup")
-    fetched = [forms.client.post(page.url, json={"email": "lin@example.com"},
-                                 headers=fetch_headers(page)) for _ in range(2)]
+    fetched = [
+        forms.client.post(page.url, json={"email": "lin@example.com"}, headers=fetch_headers(page))
+        for _ in range(2)
+    ]
     assert [a.status_code for a in turbo] == [303, 303]
     assert [a.status_code for a in htmx] == [200, 200] and "HX-Redirect" in htmx[0].headers
     assert [a.status_code for a in fetched] == [201, 200]
@@ -201,8 +215,7 @@ def test_the_quick_start_keeps_what_the_user_typed_and_says_why(quick_start: Qui
 def test_the_plain_guides_seats_book_once_refuse_and_say_so(quick_start: QuickStart) -> None:
     seats = quick_start.add(DOCS / "plain.md", "seats")
     with quick_start.app.app_context():
-        seats.db.session.add_all([seats.Event(id=1, seats_left=5),
-                                  seats.Event(id=2, seats_left=5)])
+        seats.db.session.add_all([seats.Event(id=1, seats_left=5), seats.Event(id=2, seats_left=5)])
         seats.db.session.commit()
     forms, bookings = quick_start.forms(), quick_start.count(seats.Booking)
     page = forms.open("/events/1")
@@ -221,8 +234,10 @@ def test_the_fetch_guides_api_takes_each_key_once(quick_start: QuickStart) -> No
     client = quick_start.app.test_client()
 
     def send(key: str | None, body: object) -> TestResponse:
-        return client.post("/api/signups", json=body,
-                           headers={"Idempotency-Key": key} if key else {})
+        return client.post(
+            "/api/signups", json=body, headers={"Idempotency-Key": key} if key else {}
+        )
+
     first, again = send("key-000001", {"email": ADA}), send("key-000001", {"email": ADA})
     assert (first.status_code, again.status_code) == (201, 201)
     assert again.headers["Idempotent-Replayed"] == "true"
@@ -235,13 +250,31 @@ def test_the_fetch_guides_api_takes_each_key_once(quick_start: QuickStart) -> No
 
 
 def test_the_testing_guides_suite_passes_against_the_quick_start(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, redis_url: str, database_url: str,
-        database: Engine) -> None:
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    redis_url: str,
+    database_url: str,
+    database: Engine,
+) -> None:
     write(tmp_path, {**files_of(README), **files_of(DOCS / "testing.md")})
     quick_start_env(monkeypatch, redis_url, database_url)
-    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                          "-W", "error", str(tmp_path)], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=300)
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-W",
+            "error",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert run.returncode == 0 and re.search(r"\b5 passed", run.stdout), run.stdout + run.stderr
     drop_tables(database, "signup")
 
@@ -264,11 +297,13 @@ def rows(engine: Engine, table: str) -> Callable[[], int]:
     def count() -> int:
         with engine.connect() as conn:
             return int(conn.scalar(text(f"SELECT count(*) FROM {table}")))
+
     return count
 
 
-def test_the_pattern_pages_token_store_runs(tmp_path: Path, redis_url: str,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_pattern_pages_token_store_runs(
+    tmp_path: Path, redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     write(tmp_path, files_of(DOCS / "pattern.md"))
     monkeypatch.setenv("REDIS_URL", redis_url)
     ran = runpy.run_path(str(tmp_path / "token_store.py"))  # its asserts are the test
@@ -276,15 +311,15 @@ def test_the_pattern_pages_token_store_runs(tmp_path: Path, redis_url: str,
 
 
 def test_the_pattern_pages_charge_is_made_once_declined_and_finished_by_the_sweeper(
-        quick_start: QuickStart) -> None:
+    quick_start: QuickStart,
+) -> None:
     provider = CardProvider()
     with serve(provider.app) as port:
         quick_start.app.config["PROVIDER_URL"] = f"http://127.0.0.1:{port}"
         shop = quick_start.add(DOCS / "pattern.md", "charge")
         forms, orders = quick_start.forms(), quick_start.count(shop.Order)
         page = forms.open("/checkout")
-        where = forms.assert_once(page.submit_twice({"cents": "1200", "card": "pm_1"}),
-                                  rows=orders)
+        where = forms.assert_once(page.submit_twice({"cents": "1200", "card": "pm_1"}), rows=orders)
         assert "paid (ch_1)" in forms.client.get(where).text
         declined = forms.open("/checkout").submit({"cents": "1200", "card": "declined"})
         assert declined.status_code == 409 and "Your card was declined" in declined.text
@@ -303,20 +338,29 @@ def test_the_pattern_pages_charge_is_made_once_declined_and_finished_by_the_swee
 
 # --- The examples the guides include ------------------------------------------------------
 
+
 @pytest.fixture
-def example(redis_url: str, database_url: str, database: Engine,
-            monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], Flask]]:
+def example(
+    redis_url: str, database_url: str, database: Engine, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[[str], Flask]]:
     """``example(name)``: ``examples/<name>/app.py``'s app, imported as its folder runs it."""
     monkeypatch.syspath_prepend(str(EXAMPLES))
     made: list[tuple[ModuleType, Flask]] = []
 
     def make(name: str) -> Flask:
         module = importlib.import_module(f"{name}.app")
-        app: Flask = module.create_app({"SECRET_KEY": "docs", "DATABASE_URL": database_url,
-                                        "SQLALCHEMY_DATABASE_URI": database_url,
-                                        "REDIS_URL": redis_url, "TESTING": True})
+        app: Flask = module.create_app(
+            {
+                "SECRET_KEY": "docs",
+                "DATABASE_URL": database_url,
+                "SQLALCHEMY_DATABASE_URI": database_url,
+                "REDIS_URL": redis_url,
+                "TESTING": True,
+            }
+        )
         made.append((module, app))
         return app
+
     yield make
     for module, app in made:
         with app.test_request_context():
@@ -327,7 +371,8 @@ def example(redis_url: str, database_url: str, database: Engine,
 
 
 def test_the_newsletter_example_subscribes_once_as_a_plain_form(
-        example: Callable[[str], Flask], database: Engine) -> None:
+    example: Callable[[str], Flask], database: Engine
+) -> None:
     app = example("newsletter")
     forms = OnceForms(app.test_client())
     answers = forms.open("/").submit_twice({"email": ADA})
@@ -336,7 +381,8 @@ def test_the_newsletter_example_subscribes_once_as_a_plain_form(
 
 
 def test_the_turbo_example_answers_turbo_as_a_plain_form(
-        example: Callable[[str], Flask], database: Engine) -> None:
+    example: Callable[[str], Flask], database: Engine
+) -> None:
     app = example("turbo_signup")
     forms, turbo = OnceForms(app.test_client()), {"Accept": TURBO_ACCEPT}
     page = forms.open("/")
@@ -348,7 +394,8 @@ def test_the_turbo_example_answers_turbo_as_a_plain_form(
 
 
 def test_the_htmx_example_redirects_the_signup_and_keeps_two_forms_apart(
-        example: Callable[[str], Flask], database: Engine) -> None:
+    example: Callable[[str], Flask], database: Engine
+) -> None:
     app = example("htmx_signup")
     forms = OnceForms(app.test_client())
     shown = forms.client.get("/").text
@@ -368,7 +415,8 @@ def test_the_htmx_example_redirects_the_signup_and_keeps_two_forms_apart(
 
 
 def test_the_htmx_example_answers_the_question_in_place_with_a_fresh_form(
-        example: Callable[[str], Flask], database: Engine) -> None:
+    example: Callable[[str], Flask], database: Engine
+) -> None:
     app = example("htmx_signup")
     forms = OnceForms(app.test_client())
     question = forms.open("/", form=1)
@@ -382,7 +430,8 @@ def test_the_htmx_example_answers_the_question_in_place_with_a_fresh_form(
 
 
 def test_the_htmx_example_answers_a_repeated_question_in_place_with_its_result(
-        example: Callable[[str], Flask]) -> None:
+    example: Callable[[str], Flask],
+) -> None:
     app = example("htmx_signup")
     question = OnceForms(app.test_client()).open("/", form=1)
     answers = question.submit_twice({"text": "When does it open?"}, headers=HTMX)
@@ -392,6 +441,7 @@ def test_the_htmx_example_answers_a_repeated_question_in_place_with_its_result(
 
 # --- Names, settings and paths ------------------------------------------------------------
 
+
 def extension_and_template_object() -> tuple[Flask, object]:
     app = Flask(__name__)
     SubmitOnce(app, client=redis.Redis())  # sends no command: nothing needs to listen
@@ -399,19 +449,66 @@ def extension_and_template_object() -> tuple[Flask, object]:
 
 
 #: Names of other projects the pages mention, in backticks.
-ELSEWHERE = {"CSRFProtect", "CSRFError", "FlaskForm", "ProxyFix", "RedisCluster", "Sentinel",
-             "Location", "Content-Location", "HX-Redirect", "HX-Request", "Retry-After",
-             "Vary", "Cache-Control", "Accept", "Idempotency-Key", "Idempotent-Replayed",
-             "GETDEL", "SET", "EVALSHA", "INCRBY", "EXPIRE", "ROLLBACK", "COMMIT", "INSERT",
-             "SELECT", "DEL", "TESTING", "REDIS_URL", "SECRET_KEY", "DATABASE_URL",
-             "WTF_CSRF_TIME_LIMIT", "X-CSRFToken", "X-Submit-Once-Token",
-             "X-Submit-Once-Check", "Vary: Cookie", "SignUpForm", "Signup", "Booking",
-             "Event", "Question", "None", "True", "False"}
+ELSEWHERE = {
+    "CSRFProtect",
+    "CSRFError",
+    "FlaskForm",
+    "ProxyFix",
+    "RedisCluster",
+    "Sentinel",
+    "Location",
+    "Content-Location",
+    "HX-Redirect",
+    "HX-Request",
+    "Retry-After",
+    "Vary",
+    "Cache-Control",
+    "Accept",
+    "Idempotency-Key",
+    "Idempotent-Replayed",
+    "GETDEL",
+    "SET",
+    "EVALSHA",
+    "INCRBY",
+    "EXPIRE",
+    "ROLLBACK",
+    "COMMIT",
+    "INSERT",
+    "SELECT",
+    "DEL",
+    "TESTING",
+    "REDIS_URL",
+    "SECRET_KEY",
+    "DATABASE_URL",
+    "WTF_CSRF_TIME_LIMIT",
+    "X-CSRFToken",
+    "X-Submit-Once-Token",
+    "X-Submit-Once-Check",
+    "Vary: Cookie",
+    "SignUpForm",
+    "Signup",
+    "Booking",
+    "Event",
+    "Question",
+    "None",
+    "True",
+    "False",
+}
 #: Words of the old API that no page may use any more (the CHANGELOG names them on purpose).
-STALE = [r"\bFormTokens", r"\bOnceForm\b", r"\bform_token_input\b", r"\bFORM_TOKENS_",
-         r"\bBackShowsTheFormAsSent\b", r"the one Failed", r"already placed", r"X-Form-Token",
-         r"\b(import|from) submit_once\b", r"submit_once\.redis_urls", r"\.\./\.\./",
-         r"(?<![\w.])once\.(message|existing_url|tokens)\b"]
+STALE = [
+    r"\bFormTokens",
+    r"\bOnceForm\b",
+    r"\bform_token_input\b",
+    r"\bFORM_TOKENS_",
+    r"\bBackShowsTheFormAsSent\b",
+    r"the one Failed",
+    r"already placed",
+    r"X-Form-Token",
+    r"\b(import|from) submit_once\b",
+    r"submit_once\.redis_urls",
+    r"\.\./\.\./",
+    r"(?<![\w.])once\.(message|existing_url|tokens)\b",
+]
 
 
 @by_page
@@ -446,20 +543,35 @@ def unknown_names(text: str) -> list[str]:
     roots = "|".join(name for name in flask_submit_once.__all__ if name != "signals")
     prose = FENCE.sub("", text)
     return [
-        *(name for name in re.findall(r"flask_submit_once(?:\.\w+)+", text)
-          if not resolves(name)),
-        *(f"submit_once.{attr}" for attr in re.findall(r"(?<![\w.])submit_once\.(\w+)", text)
-          if not hasattr(SubmitOnce, attr) and not hasattr(type(template_object), attr)),
-        *(f"{owner}.{attr}" for owner, attr in re.findall(rf"\b({roots})\.(\w+)", text)
-          if not hasattr(getattr(flask_submit_once, owner), attr)),
-        *(f"once_forms.{attr}" for attr in re.findall(r"\bonce_forms\.(\w+)", text)
-          if not hasattr(OnceForms, attr)),
-        *(setting for setting in re.findall(r"SUBMIT_ONCE_\w+", text)
-          if setting not in app.config and not setting.startswith("SUBMIT_ONCE_TEST_")),
+        *(name for name in re.findall(r"flask_submit_once(?:\.\w+)+", text) if not resolves(name)),
+        *(
+            f"submit_once.{attr}"
+            for attr in re.findall(r"(?<![\w.])submit_once\.(\w+)", text)
+            if not hasattr(SubmitOnce, attr) and not hasattr(type(template_object), attr)
+        ),
+        *(
+            f"{owner}.{attr}"
+            for owner, attr in re.findall(rf"\b({roots})\.(\w+)", text)
+            if not hasattr(getattr(flask_submit_once, owner), attr)
+        ),
+        *(
+            f"once_forms.{attr}"
+            for attr in re.findall(r"\bonce_forms\.(\w+)", text)
+            if not hasattr(OnceForms, attr)
+        ),
+        *(
+            setting
+            for setting in re.findall(r"SUBMIT_ONCE_\w+", text)
+            if setting not in app.config and not setting.startswith("SUBMIT_ONCE_TEST_")
+        ),
         *(kind for kind in re.findall(r'kind(?:=| == )"(\w+)"', text) if kind not in kinds),
-        *(name for name in re.findall(r"`([A-Z]\w*(?:-[\w-]+)?)`", prose)
-          if name not in flask_submit_once.__all__ and name not in ELSEWHERE
-          and not name.startswith(("SUBMIT_ONCE_", "FLASK_"))),
+        *(
+            name
+            for name in re.findall(r"`([A-Z]\w*(?:-[\w-]+)?)`", prose)
+            if name not in flask_submit_once.__all__
+            and name not in ELSEWHERE
+            and not name.startswith(("SUBMIT_ONCE_", "FLASK_"))
+        ),
     ]
 
 
@@ -469,44 +581,78 @@ def test_every_library_name_a_page_mentions_exists(page: Path) -> None:
 
 
 def test_the_name_check_sees_names_that_are_not_there() -> None:
-    text = ('`FormTokens`, `SubmitOnce`, submit_once.form, submit_once.message, submit_once.nope, '
-            "flask_submit_once.testing.landed_on, flask_submit_once.Nope, Outcome.landed, "
-            'TokenStore.issue_many, once_forms.open, once_forms.nope, SUBMIT_ONCE_TTL, '
-            'SUBMIT_ONCE_NOPE, kind="created", kind == "placed"')
-    assert unknown_names(text) == ["flask_submit_once.Nope", "submit_once.nope",
-                                   "TokenStore.issue_many", "once_forms.nope",
-                                   "SUBMIT_ONCE_NOPE", "placed", "FormTokens"]
+    text = (
+        "`FormTokens`, `SubmitOnce`, submit_once.form, submit_once.message, submit_once.nope, "
+        "flask_submit_once.testing.landed_on, flask_submit_once.Nope, Outcome.landed, "
+        "TokenStore.issue_many, once_forms.open, once_forms.nope, SUBMIT_ONCE_TTL, "
+        'SUBMIT_ONCE_NOPE, kind="created", kind == "placed"'
+    )
+    assert unknown_names(text) == [
+        "flask_submit_once.Nope",
+        "submit_once.nope",
+        "TokenStore.issue_many",
+        "once_forms.nope",
+        "SUBMIT_ONCE_NOPE",
+        "placed",
+        "FormTokens",
+    ]
 
 
 def test_the_testing_guide_names_every_helper_of_the_plugin() -> None:
     text = (DOCS / "testing.md").read_text()
-    helpers = {*testing.__all__, *(f"once_forms.{name}" for name in ("open", "page", "clone",
-                                                                     "assert_once")),
-               *(f"page.{name}" for name in ("submit", "submit_twice", "submit_concurrently",
-                                             "fields"))}
+    helpers = {
+        *testing.__all__,
+        *(f"once_forms.{name}" for name in ("open", "page", "clone", "assert_once")),
+        *(f"page.{name}" for name in ("submit", "submit_twice", "submit_concurrently", "fields")),
+    }
     assert sorted(helper for helper in helpers if helper not in text) == []
-    public = {name for cls in (OnceForms, FormPage) for name in vars(cls)
-              if not name.startswith("_") and callable(getattr(cls, name))}
-    assert public == {"open", "page", "clone", "assert_once", "submit", "submit_twice",
-                      "submit_concurrently", "fields"}, "a helper the guide does not name"
+    public = {
+        name
+        for cls in (OnceForms, FormPage)
+        for name in vars(cls)
+        if not name.startswith("_") and callable(getattr(cls, name))
+    }
+    assert public == {
+        "open",
+        "page",
+        "clone",
+        "assert_once",
+        "submit",
+        "submit_twice",
+        "submit_concurrently",
+        "fields",
+    }, "a helper the guide does not name"
     assert "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE" in text and "429" in text
 
 
 def test_the_settings_page_gives_every_setting_and_its_default() -> None:
     app, _ = extension_and_template_object()
-    table = dict(re.findall(r"^\| `(SUBMIT_ONCE_\w+)` \| `([^`]*)` \|",
-                            (DOCS / "settings.md").read_text(), re.M))
+    table = dict(
+        re.findall(
+            r"^\| `(SUBMIT_ONCE_\w+)` \| `([^`]*)` \|", (DOCS / "settings.md").read_text(), re.M
+        )
+    )
     assert table.pop("SUBMIT_ONCE_REDIS_URL") == "REDIS_URL"
-    assert table == {key: str(app.config[key]) for key in app.config
-                     if key.startswith("SUBMIT_ONCE_") and key != "SUBMIT_ONCE_REDIS_URL"}
+    assert table == {
+        key: str(app.config[key])
+        for key in app.config
+        if key.startswith("SUBMIT_ONCE_") and key != "SUBMIT_ONCE_REDIS_URL"
+    }
 
 
 def test_the_plain_guide_gives_each_reasons_status_and_token() -> None:
     from flask_submit_once._answers import AGAIN  # the library's own table: what it answers
-    rows = re.findall(r"^\|[^|]*\(`(\w+)`\)[^|]*\| (\d{3})[^|]*\|[^|]*\| (the same|a fresh one|"
-                      r"the same: [^|]*|fresh ones[^|]*) \|", (DOCS / "plain.md").read_text(), re.M)
-    shown = {reason: (int(status), "same" if token.startswith("the same") else "fresh")
-             for reason, status, token in rows}
+
+    rows = re.findall(
+        r"^\|[^|]*\(`(\w+)`\)[^|]*\| (\d{3})[^|]*\|[^|]*\| (the same|a fresh one|"
+        r"the same: [^|]*|fresh ones[^|]*) \|",
+        (DOCS / "plain.md").read_text(),
+        re.M,
+    )
+    shown = {
+        reason: (int(status), "same" if token.startswith("the same") else "fresh")
+        for reason, status, token in rows
+    }
     assert shown == dict(AGAIN)
 
 
@@ -533,34 +679,55 @@ def test_the_upgrade_note_maps_old_names_to_names_that_exist() -> None:
 
 
 # A path as a page writes one; what may not appear at all is the shop's around this folder.
-PATH = re.compile(r"(?<![\w/.-])((?:bench|scripts|webapp|dev|\.ci|static|tests|docs|examples|"
-                  r"src)/[\w./*-]*[\w*/])")
-NOT_HERE = {"docs/_build": "what the README's Sphinx command writes",
-            "static/signup.js": "the reader's own script, in fetch.md"}
+PATH = re.compile(
+    r"(?<![\w/.-])((?:bench|scripts|webapp|dev|\.ci|static|tests|docs|examples|"
+    r"src)/[\w./*-]*[\w*/])"
+)
+NOT_HERE = {
+    "docs/_build": "what the README's Sphinx command writes",
+    "static/signup.js": "the reader's own script, in fetch.md",
+}
 
 
 @by_page
 def test_a_page_names_nothing_outside_this_folder(page: Path) -> None:
     text = page.read_text()
-    outside = [path for path in PATH.findall(text)
-               if path.split("/")[0] in ("bench", "scripts", "webapp", "dev", ".ci")]
-    missing = [path for path in PATH.findall(text) if path not in NOT_HERE and not any(
-        (base / path).exists() for base in (LIBRARY, page.parent, EXAMPLES))]
+    outside = [
+        path
+        for path in PATH.findall(text)
+        if path.split("/")[0] in ("bench", "scripts", "webapp", "dev", ".ci")
+    ]
+    missing = [
+        path
+        for path in PATH.findall(text)
+        if path not in NOT_HERE
+        and not any((base / path).exists() for base in (LIBRARY, page.parent, EXAMPLES))
+    ]
     included = re.findall(r"```\{(?:literal)?include\} (\S+)", text)
-    linked = [target for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
-              if not re.match(r"[a-z]+://", target)]
-    escaping = [target for target in included + linked
-                if not (page.parent / target).resolve().is_relative_to(LIBRARY)
-                or not (page.parent / target).exists()]
+    linked = [
+        target
+        for target in re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+        if not re.match(r"[a-z]+://", target)
+    ]
+    escaping = [
+        target
+        for target in included + linked
+        if not (page.parent / target).resolve().is_relative_to(LIBRARY)
+        or not (page.parent / target).exists()
+    ]
     assert (outside, missing, escaping) == ([], [], [])
 
 
-@pytest.mark.parametrize(("page", "copy", "version"), [
-    ("htmx.md", "htmx_signup/static/htmx.min.js", 'version:"2.0.11"'),
-    ("turbo.md", "turbo_signup/static/turbo.es2017-umd.js", "Turbo 8.0.23"),
-])
+@pytest.mark.parametrize(
+    ("page", "copy", "version"),
+    [
+        ("htmx.md", "htmx_signup/static/htmx.min.js", 'version:"2.0.11"'),
+        ("turbo.md", "turbo_signup/static/turbo.es2017-umd.js", "Turbo 8.0.23"),
+    ],
+)
 def test_the_guides_say_which_script_to_get_and_its_hash_is_the_shipped_copys(
-        page: str, copy: str, version: str) -> None:
+    page: str, copy: str, version: str
+) -> None:
     text, shipped = (DOCS / page).read_text(), (EXAMPLES / copy).read_bytes()
     digest = base64.b64encode(hashlib.sha384(shipped).digest()).decode()
     assert f'integrity="sha384-{digest}"' in text and version.encode() in shipped
@@ -569,14 +736,29 @@ def test_the_guides_say_which_script_to_get_and_its_hash_is_the_shipped_copys(
 
 # --- The build ----------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def api_page(tmp_path_factory: pytest.TempPathFactory) -> str:
     out = tmp_path_factory.mktemp("html")
     # -W: a warning (an unresolved reference, a docstring that is not valid reST, an
     # include whose lines moved) fails it.
     build = subprocess.run(
-        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
-         str(DOCS), str(out)], capture_output=True, text=True, timeout=300)
+        [
+            sys.executable,
+            "-m",
+            "sphinx",
+            "-W",
+            "--keep-going",
+            "-q",
+            "-b",
+            "html",
+            str(DOCS),
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert build.returncode == 0, build.stderr
     return (out / "api.html").read_text()
 
@@ -585,14 +767,22 @@ def test_the_docs_build_without_a_warning(api_page: str) -> None:
     assert "The extension" in api_page
 
 
-@pytest.mark.parametrize("name", [*sorted(set(flask_submit_once.__all__) - {"signals"}),
-                                  *(f"testing.{name}" for name in testing.__all__)])
+@pytest.mark.parametrize(
+    "name",
+    [
+        *sorted(set(flask_submit_once.__all__) - {"signals"}),
+        *(f"testing.{name}" for name in testing.__all__),
+    ],
+)
 def test_every_public_name_is_documented(api_page: str, name: str) -> None:
     # Documented means an entry of its own (its anchor), not a mention in passing.
     assert f'id="flask_submit_once.{name}"' in api_page, name
 
 
 def test_the_shipped_inventories_are_what_make_inventories_writes() -> None:
-    check = subprocess.run([sys.executable, str(DOCS / "make_inventories.py"), "--check"],
-                           capture_output=True, text=True)
+    check = subprocess.run(
+        [sys.executable, str(DOCS / "make_inventories.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
     assert check.returncode == 0, check.stderr

@@ -18,8 +18,10 @@ from flask_submit_once import Outcome, SubmitOnce, Unavailable
 from servers import free_port
 from signup_app import Comment
 
-PAGE = ('<form>{{ submit_once.message or "" }}|{{ get_flashed_messages()|join }}|'
-        '{{ submit_once.input("note") }}</form>')
+PAGE = (
+    '<form>{{ submit_once.message or "" }}|{{ get_flashed_messages()|join }}|'
+    '{{ submit_once.input("note") }}</form>'
+)
 
 
 def flask_app(**config: object) -> Flask:
@@ -34,9 +36,11 @@ def close(app: Flask) -> None:
 
 
 def test_importing_the_library_imports_no_app_and_no_test_around_it():
-    check = ("import flask_submit_once, flask_submit_once.testing, sys; "
-             "assert not {'signup_app', 'webapp', 'servers', 'flask_wtf'} & set(sys.modules),"
-             " sorted(sys.modules)")
+    check = (
+        "import flask_submit_once, flask_submit_once.testing, sys; "
+        "assert not {'signup_app', 'webapp', 'servers', 'flask_wtf'} & set(sys.modules),"
+        " sorted(sys.modules)"
+    )
     subprocess.run([sys.executable, "-c", check], check=True)
 
 
@@ -52,8 +56,11 @@ def test_the_csrf_time_limit_is_the_token_ttl_when_nobody_set_it(redis_url, subm
 
 def test_a_csrf_time_limit_the_app_set_is_kept_and_a_shorter_one_warned_about(redis_url):
     app = flask_app(REDIS_URL=redis_url, SUBMIT_ONCE_TTL=7200, WTF_CSRF_TIME_LIMIT=600)
-    with pytest.warns(UserWarning, match=r"WTF_CSRF_TIME_LIMIT \(600 s\) is shorter than "
-                                         r"SUBMIT_ONCE_TTL \(7200 s\)"):
+    with pytest.warns(
+        UserWarning,
+        match=r"WTF_CSRF_TIME_LIMIT \(600 s\) is shorter than "
+        r"SUBMIT_ONCE_TTL \(7200 s\)",
+    ):
         SubmitOnce(app)
     assert app.config["WTF_CSRF_TIME_LIMIT"] == 600
     close(app)
@@ -77,8 +84,9 @@ def test_a_misconfigured_app_is_told_how_to_fix_it(redis_url):
         SubmitOnce(flask_app())
     with pytest.raises(RuntimeError, match="not a one-server URL"):
         SubmitOnce(flask_app(REDIS_URL="redis+sentinel://127.0.0.1:1"))
-    with pytest.raises(RuntimeError, match="FORM_TOKENS_TTL was renamed: set "
-                                           "SUBMIT_ONCE_TTL instead"):
+    with pytest.raises(
+        RuntimeError, match="FORM_TOKENS_TTL was renamed: set SUBMIT_ONCE_TTL instead"
+    ):
         SubmitOnce(flask_app(REDIS_URL=redis_url, FORM_TOKENS_TTL=60))
     with flask_app().app_context(), pytest.raises(RuntimeError, match="init_app"):
         assert SubmitOnce().redis
@@ -127,12 +135,18 @@ def note_app(redis_url, sessions, rdb):
         return render_template("note.html")
 
     @app.post("/note")
-    @submit_once.form(lambda: NoteForm(request.form), model=Comment,
-                      template="note.html", done=lambda note: f"/notes/{note.id}",
-                      fields=["text"], answer=answer,
-                      messages={"expired": lambda outcome: f"Gone ({outcome.kind})."})
+    @submit_once.form(
+        lambda: NoteForm(request.form),
+        model=Comment,
+        template="note.html",
+        done=lambda note: f"/notes/{note.id}",
+        fields=["text"],
+        answer=answer,
+        messages={"expired": lambda outcome: f"Gone ({outcome.kind})."},
+    )
     def note(form: NoteForm, db):
         return Comment(text=form.text.data)
+
     app.extensions["test_seen"] = seen
     yield app
     close(app)

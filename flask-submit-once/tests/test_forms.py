@@ -48,7 +48,8 @@ def test_invalid_fields_keep_the_input_and_the_token_and_save_nothing(once_forms
 
 @pytest.mark.parametrize("headers", [{}, TURBO], ids=["plain", "turbo"])
 def test_a_form_whose_token_redis_lost_comes_back_with_the_input_and_a_fresh_token(
-        once_forms, rdb, signups, headers):
+    once_forms, rdb, signups, headers
+):
     page = once_forms.open("/signup")
     rdb.flushall()
     expired = page.submit(ADA, headers=headers)
@@ -61,12 +62,14 @@ def test_a_form_whose_token_redis_lost_comes_back_with_the_input_and_a_fresh_tok
     assert page.submit(ADA).status_code == 422 and signups() == ["ada@example.com"]
 
 
-@pytest.mark.parametrize("token", [None, "", "a" * 42, "a" * 44, "a" * 42 + "=", "é" * 43,
-                                   "a" * 42 + "+", ["a" * 43, "b" * 43]],
-                         ids=["missing", "empty", "short", "long", "padding", "non-ascii",
-                              "plus", "twice"])
+@pytest.mark.parametrize(
+    "token",
+    [None, "", "a" * 42, "a" * 44, "a" * 42 + "=", "é" * 43, "a" * 42 + "+", ["a" * 43, "b" * 43]],
+    ids=["missing", "empty", "short", "long", "padding", "non-ascii", "plus", "twice"],
+)
 def test_a_token_missing_malformed_or_repeated_is_a_400_and_touches_nothing(
-        once_forms, client, rdb, signups, token):
+    once_forms, client, rdb, signups, token
+):
     page = once_forms.open("/signup")
     keys = sorted(rdb.keys("*"))
     data = {**page.hidden, **ADA, **({} if token is None else {"form_token": token})}
@@ -87,7 +90,8 @@ def test_turbo_gets_a_303_to_the_result_and_a_422_page_for_invalid_fields(once_f
 
 
 def test_a_view_that_refuses_saves_nothing_and_says_why_with_a_fresh_token(
-        app, once_forms, signups):
+    app, once_forms, signups
+):
     page = once_forms.open("/signup")
     app.config["SIGNUPS_CLOSED"] = True  # since the form was checked
     refused = page.submit(ADA)
@@ -99,15 +103,18 @@ def test_a_view_that_refuses_saves_nothing_and_says_why_with_a_fresh_token(
     assert fresh.submit(ADA).status_code == 303 and signups() == ["ada@example.com"]
 
 
-@pytest.mark.parametrize("sent", [
-    {"name": " Ada "},            # the form strips it
-    {"name": "José"},             # what was sent first, see below
-    {"name": "Jose\u0301"},       # José in NFD: how some keyboards send it
-    {"quantity": "02"},           # an IntegerField stores 2
-    {"quantity": " 2"},
-], ids=["spaces", "same", "nfd", "leading-zero", "leading-space"])
-def test_the_same_submission_sent_differently_is_a_repeat_not_a_change(
-        once_forms, signups, sent):
+@pytest.mark.parametrize(
+    "sent",
+    [
+        {"name": " Ada "},  # the form strips it
+        {"name": "José"},  # what was sent first, see below
+        {"name": "Jose\u0301"},  # José in NFD: how some keyboards send it
+        {"quantity": "02"},  # an IntegerField stores 2
+        {"quantity": " 2"},
+    ],
+    ids=["spaces", "same", "nfd", "leading-zero", "leading-space"],
+)
+def test_the_same_submission_sent_differently_is_a_repeat_not_a_change(once_forms, signups, sent):
     """Issue 30, item 8: what makes a submission is what the form stores, after its
     filters and coercion, so a resubmit that stores the same is not told "changed"."""
     page = once_forms.open("/signup")
@@ -127,7 +134,8 @@ def test_a_resubmit_that_stores_something_else_is_a_change(once_forms, signups):
 
 
 def test_a_resubmit_invalid_now_because_its_own_submit_landed_is_that_repeat(
-        make_app, once_forms, signups):
+    make_app, once_forms, signups
+):
     """The form says an address signs up once: after the first submit lands, the same
     rendering is invalid. Sent again (through another worker, which has not seen it
     land, or with spaces the form strips), it is answered as the repeat it is."""
@@ -153,17 +161,18 @@ def test_a_page_with_a_form_is_shown_again_as_it_was_on_back(client):
 
 
 def test_a_commit_nobody_can_confirm_keeps_the_input_and_the_token_which_settles_it(
-        app, once_forms, engine, signups):
+    app, once_forms, engine, signups
+):
     """The database connection dies inside the transaction, after the GETDEL: whether it
     committed is not known, so the token is put back, and resubmitting it lands once."""
     from flask_submit_once import signals
     from signup_app import submit_once
 
     def cut_the_connection(sender, **extra):
-        pid = submit_once.session.connection().exec_driver_sql(
-            "SELECT pg_backend_pid()").scalar()
+        pid = submit_once.session.connection().exec_driver_sql("SELECT pg_backend_pid()").scalar()
         with engine.connect() as conn:
             conn.exec_driver_sql(f"SELECT pg_terminate_backend({int(pid)})")
+
     page = once_forms.open("/signup")
     with signals.token_consumed.connected_to(cut_the_connection, sender=app):
         lost = page.submit(ADA)

@@ -17,6 +17,7 @@ def comments(sessions) -> list[str]:
     from sqlalchemy import select
 
     from signup_app import Comment
+
     with sessions() as db:
         return list(db.scalars(select(Comment.text).order_by(Comment.id)))
 
@@ -48,15 +49,13 @@ def test_htmx_in_place_shows_the_result_with_a_fresh_form_for_the_next(once_form
     assert comments(sessions) == ["First!", "Second"]
 
 
-def test_an_htmx_double_click_answered_in_place_shows_the_same_result_twice(
-        once_forms, sessions):
+def test_an_htmx_double_click_answered_in_place_shows_the_same_result_twice(once_forms, sessions):
     page = once_forms.open("/signup", form=1)
     answers = page.submit_twice({"text": "First!"}, headers=HTMX)
     assert [answer.status_code for answer in answers] == [201, 200]
     shown = [re.search(r'<p class="comment".*?</p>', answer.text).group() for answer in answers]
     assert shown[0] == shown[1] == '<p class="comment" id="comment-1">First!</p>'
-    assert once_forms.assert_once(answers, rows=lambda: len(comments(sessions))) == \
-        "/comments/1"
+    assert once_forms.assert_once(answers, rows=lambda: len(comments(sessions))) == "/comments/1"
 
 
 def test_a_script_sends_the_token_in_the_json_body_and_gets_json(once_forms, signups):
@@ -71,8 +70,9 @@ def test_a_script_sends_the_token_in_the_json_body_and_gets_json(once_forms, sig
 
 def test_a_script_may_send_the_token_in_a_header_with_a_form_body(once_forms, client):
     page = once_forms.open("/signup")
-    answer = client.post(page.url, data={**page.hidden, **ADA},
-                         headers={**JSON, "X-Submit-Once-Token": page.token})
+    answer = client.post(
+        page.url, data={**page.hidden, **ADA}, headers={**JSON, "X-Submit-Once-Token": page.token}
+    )
     assert answer.status_code == 201 and answer.json["location"] == "/thanks/1"
 
 
@@ -89,7 +89,8 @@ def test_a_script_gets_the_field_errors_and_what_to_do_in_a_422(once_forms):
 
 
 def test_a_script_that_resubmits_other_values_is_told_changed_and_where_the_first_is(
-        once_forms, signups):
+    once_forms, signups
+):
     page = once_forms.open("/signup")
     page.submit(ADA, json=True)
     changed = page.submit({**ADA, "email": "grace@example.com"}, json=True)
@@ -102,8 +103,10 @@ def test_a_script_that_resubmits_other_values_is_told_changed_and_where_the_firs
 
 
 def test_two_forms_on_one_page_each_find_their_own_token(once_forms, signups, sessions):
-    signup, comment = once_forms.open("/signup"), once_forms.page(
-        "/signup", once_forms.client.get("/signup").text, form=1)
+    signup, comment = (
+        once_forms.open("/signup"),
+        once_forms.page("/signup", once_forms.client.get("/signup").text, form=1),
+    )
     assert signup.token != comment.token
     assert comment.submit({"text": "Hello"}).headers["Location"] == "/comments/1"
     # The sign-up form shown again for its errors draws the comment form with a token too.
@@ -136,8 +139,10 @@ def test_every_answer_of_one_url_says_it_varies_by_front_end(once_forms):
     """One URL answers a page, an htmx fragment or JSON (issue 30, item 12): a cache
     that keys only on the URL must not give one front end another's answer."""
     page = once_forms.open("/signup")
-    answers = [page.submit({**ADA, "email": "nope"}, headers=headers)  # invalid: the form
-               for headers in ({}, HTMX, JSON)]
+    answers = [
+        page.submit({**ADA, "email": "nope"}, headers=headers)  # invalid: the form
+        for headers in ({}, HTMX, JSON)
+    ]
     answers.append(page.submit(ADA))  # the 303 to the result
     for answer in answers:
         assert {"HX-Request", "Accept"} <= set(answer.vary), (answer.status_code, answer.vary)
@@ -156,7 +161,8 @@ def test_a_script_that_sends_a_lone_surrogate_is_answered_without_a_500(once_for
 
 @pytest.mark.parametrize("token", [None, "not-a-token"], ids=["missing", "malformed"])
 def test_a_script_without_a_good_token_gets_problem_json_and_a_page_gets_the_apps_400(
-        once_forms, client, signups, token):
+    once_forms, client, signups, token
+):
     page = once_forms.open("/signup")
     body = {**ADA, "csrf_token": page.hidden["csrf_token"]}
     if token is not None:

@@ -57,6 +57,7 @@ def test_a_retry_while_the_first_still_runs_is_a_409_to_retry_after(app, client,
     def hold(sender, **extra):  # the first request, holding the key's lock
         holding.set()
         assert release.wait(30)
+
     answers = []
     first = threading.Thread(target=lambda: answers.append(post(app.test_client(), ADA)))
     with signals.token_consumed.connected_to(hold, sender=app):
@@ -74,29 +75,32 @@ def test_a_retry_while_the_first_still_runs_is_a_409_to_retry_after(app, client,
     assert signups() == ["ada@example.com"]
 
 
-@pytest.mark.parametrize("failing, status", [({"email": "nope"}, 400),
-                                             ({**ADA, "refuse": True}, 409)],
-                         ids=["view-raises", "view-refuses"])
+@pytest.mark.parametrize(
+    "failing, status",
+    [({"email": "nope"}, 400), ({**ADA, "refuse": True}, 409)],
+    ids=["view-raises", "view-refuses"],
+)
 def test_a_request_that_did_nothing_gives_its_key_back(client, signups, failing, status):
     failed = post(client, failing)
     assert failed.status_code == status and signups() == []
     if status == 409:
-        assert failed.json == {**failed.json, "reason": "refused",
-                               "detail": "Sign-ups are closed."}
+        assert failed.json == {**failed.json, "reason": "refused", "detail": "Sign-ups are closed."}
     retried = post(client, ADA)  # the same key, the request put right
     assert retried.status_code == 201 and "Idempotent-Replayed" not in retried.headers
     assert signups() == ["ada@example.com"]
 
 
 def test_a_commit_nobody_can_confirm_keeps_the_key_and_the_retry_settles_it(
-        app, client, engine, rdb, signups):
+    app, client, engine, rdb, signups
+):
     """The database connection dies inside the transaction: whether it committed is not
     known, so the key stays claimed, and the retry lands on the row or makes it once."""
+
     def cut_the_connection(sender, **extra):
-        pid = submit_once.session.connection().exec_driver_sql(
-            "SELECT pg_backend_pid()").scalar()
+        pid = submit_once.session.connection().exec_driver_sql("SELECT pg_backend_pid()").scalar()
         with engine.connect() as conn:
             conn.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+
     with signals.token_consumed.connected_to(cut_the_connection, sender=app):
         lost = post(client, ADA)
     assert lost.status_code == 503 and lost.json["reason"] == "unconfirmed"

@@ -27,6 +27,7 @@ def until_refused(open_page, most: int) -> list[int]:
 # twice the cap: the tests open pages until well over that, and so never depend on where
 # in its window they run.
 
+
 def test_a_session_over_its_cap_is_told_when_to_come_back_and_gets_no_token(make_app, rdb):
     client = make_app(SUBMIT_ONCE_MAX_PER_SESSION=6).test_client()  # two pages' worth
     answers = []
@@ -35,6 +36,7 @@ def test_a_session_over_its_cap_is_told_when_to_come_back_and_gets_no_token(make
         before = token_keys(rdb)
         answers.append((client.get(SIGNUP), before))
         return answers[-1][0].status_code
+
     statuses = until_refused(open_page, most=6)
     assert statuses[:2] == [200, 200] and statuses[-1] == 429
     refused, before = answers[-1]
@@ -48,6 +50,7 @@ def test_an_address_over_its_cap_is_refused_and_another_address_is_not(make_app)
 
     def opens(address: str) -> int:  # a client that keeps no cookie: a new session each time
         return app.test_client().get(SIGNUP, environ_base={"REMOTE_ADDR": address}).status_code
+
     statuses = until_refused(lambda: opens("192.0.2.1"), most=5)
     assert statuses[:2] == [200, 200] and statuses[-1] == 429
     assert opens("192.0.2.2") == 200
@@ -58,6 +61,7 @@ def test_an_ipv6_subscriber_is_one_client_and_its_neighbours_are_not(make_app):
 
     def opens(address: str) -> int:
         return app.test_client().get(SIGNUP, environ_base={"REMOTE_ADDR": address}).status_code
+
     # Every address of one /64 is one subscriber's: one budget (at most two pages).
     assert 429 in [opens(f"2001:db8:1:1::{n}") for n in (1, 2, 3)]
     assert opens("2001:db8:1:2::1") == 200  # another /64 of the same /48
@@ -71,6 +75,7 @@ def test_a_48_has_a_budget_of_its_own_and_nat64_is_read_as_its_ipv4(make_app):
 
     def opens(address: str) -> int:
         return app.test_client().get(SIGNUP, environ_base={"REMOTE_ADDR": address}).status_code
+
     # One /48, a new /64 for every page: its wider budget runs out all the same.
     subnets = itertools.count()
     statuses = until_refused(lambda: opens(f"2001:db8:7:{next(subnets)}::1"), most=40)
@@ -88,15 +93,29 @@ def test_a_live_app_caps_per_address_by_default_and_a_test_app_does_not(make_app
     assert make_app().config["SUBMIT_ONCE_MAX_PER_SESSION"] == 200
 
 
-@pytest.mark.parametrize("headers", [
-    *({**CROSS_SITE, "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": dest}
-      for dest in ("iframe", "frame", "object", "embed")),  # issue 30, item 1: all were 200
-    {**CROSS_SITE, "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "iframe"},
-    {**CROSS_SITE, "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty"},
-    {"Sec-Purpose": "prefetch"},
-    {"Purpose": "prefetch"},
-], ids=["iframe", "frame", "object", "embed", "no-cors-iframe", "script", "prefetch",
-        "old-prefetch"])
+@pytest.mark.parametrize(
+    "headers",
+    [
+        *(
+            {**CROSS_SITE, "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": dest}
+            for dest in ("iframe", "frame", "object", "embed")
+        ),  # issue 30, item 1: all were 200
+        {**CROSS_SITE, "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "iframe"},
+        {**CROSS_SITE, "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty"},
+        {"Sec-Purpose": "prefetch"},
+        {"Purpose": "prefetch"},
+    ],
+    ids=[
+        "iframe",
+        "frame",
+        "object",
+        "embed",
+        "no-cors-iframe",
+        "script",
+        "prefetch",
+        "old-prefetch",
+    ],
+)
 def test_another_sites_page_that_does_not_navigate_gets_no_form(client, rdb, headers):
     answer = client.get(SIGNUP, headers=headers)
     assert answer.status_code == 403 and "only from our own pages" in answer.text
@@ -104,6 +123,7 @@ def test_another_sites_page_that_does_not_navigate_gets_no_form(client, rdb, hea
 
 
 def test_a_link_from_another_site_opens_the_form(client, rdb):
-    answer = client.get(SIGNUP, headers={**CROSS_SITE, "Sec-Fetch-Mode": "navigate",
-                                         "Sec-Fetch-Dest": "document"})
+    answer = client.get(
+        SIGNUP, headers={**CROSS_SITE, "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
+    )
     assert answer.status_code == 200 and len(token_keys(rdb)) == 3

@@ -24,7 +24,7 @@ def test_the_per_address_cap_would_trip_a_suite_that_opens_many_forms(app):
     statuses = []
     while len(statuses) < PAGES and 429 not in statuses:
         statuses.append(client.get("/signup").status_code)
-    assert statuses[-1] == 429 and statuses[:LIVE_CAP // 3] == [200] * (LIVE_CAP // 3)
+    assert statuses[-1] == 429 and statuses[: LIVE_CAP // 3] == [200] * (LIVE_CAP // 3)
 
 
 def test_once_forms_turns_the_per_address_cap_off(once_forms):
@@ -45,8 +45,7 @@ def test_submit_concurrently_sends_json_from_tabs_of_one_session(once_forms, sig
     assert once_forms.assert_once(answers, rows=lambda: len(signups())) == "/thanks/1"
 
 
-def test_assert_once_follows_htmx_answers_in_place_by_their_content_location(once_forms,
-                                                                             sessions):
+def test_assert_once_follows_htmx_answers_in_place_by_their_content_location(once_forms, sessions):
     from sqlalchemy import func, select
 
     from signup_app import Comment
@@ -54,20 +53,22 @@ def test_assert_once_follows_htmx_answers_in_place_by_their_content_location(onc
     def comments() -> int:
         with sessions() as db:
             return db.scalar(select(func.count()).select_from(Comment))
+
     page = once_forms.open("/signup", form=1)
     answers = page.submit_concurrently([{"text": "Hi"}] * 4, headers=HTMX)
     assert {answer.status_code for answer in answers} <= {200, 201}
     assert once_forms.assert_once(answers, rows=comments) == "/comments/1"
     with pytest.raises(AssertionError, match="2 rows"):
         page2 = once_forms.open("/signup", form=1)
-        once_forms.assert_once([*answers, page2.submit({"text": "Hi"}, headers=HTMX)],
-                               rows=comments)
+        once_forms.assert_once(
+            [*answers, page2.submit({"text": "Hi"}, headers=HTMX)], rows=comments
+        )
 
 
 def test_landed_on_reads_where_an_answer_took_the_user(once_forms):
     page = once_forms.open("/signup")
     invalid = page.submit({**ADA, "email": ""})
     assert landed_on(invalid) is None
-    assert landed_on(page.submit(ADA, headers=HTMX)) == "/thanks/1"   # HX-Redirect
-    assert landed_on(page.submit(ADA)) == "/thanks/1"                 # Location
-    assert landed_on(page.submit(ADA, json=True)) == "/thanks/1"      # a script's 200
+    assert landed_on(page.submit(ADA, headers=HTMX)) == "/thanks/1"  # HX-Redirect
+    assert landed_on(page.submit(ADA)) == "/thanks/1"  # Location
+    assert landed_on(page.submit(ADA, json=True)) == "/thanks/1"  # a script's 200

@@ -29,8 +29,9 @@ class Held:
             return
         self.taken.set()
         with self.changed:
-            assert self.changed.wait_for(lambda: self.released.is_set() or
-                                         (self.until is not None and self.until()), 30)
+            assert self.changed.wait_for(
+                lambda: self.released.is_set() or (self.until is not None and self.until()), 30
+            )
 
     def release(self) -> None:
         with self.changed:
@@ -45,6 +46,7 @@ def decided(app) -> Iterator[list[str]]:
 
     def receiver(sender, outcome, **extra):
         kinds.append(outcome.kind)
+
     signals.submit_decided.connect(receiver, sender=app)
     yield kinds
     signals.submit_decided.disconnect(receiver, sender=app)
@@ -58,6 +60,7 @@ def held(app) -> Iterator[Callable[..., Held]]:
         made.append(Held(until))
         signals.token_consumed.connect(made[-1], sender=app)
         return made[-1]
+
     yield hold
     for one in made:
         one.release()
@@ -65,7 +68,8 @@ def held(app) -> Iterator[Callable[..., Held]]:
 
 
 def test_ten_tabs_at_once_make_one_row_while_the_first_holds_the_token(
-        app, once_forms, held, decided, signups):
+    app, once_forms, held, decided, signups
+):
     entered = []
 
     def counting(wsgi):  # every request that reached the app
@@ -74,7 +78,9 @@ def test_ten_tabs_at_once_make_one_row_while_the_first_holds_the_token(
             with hold.changed:
                 hold.changed.notify_all()
             return wsgi(environ, start_response)
+
         return app_
+
     page = once_forms.open("/signup")
     app.wsgi_app = counting(app.wsgi_app)
     hold = held(until=lambda: len(entered) == 10)  # the other nine arrive meanwhile
@@ -85,7 +91,8 @@ def test_ten_tabs_at_once_make_one_row_while_the_first_holds_the_token(
 
 
 def test_two_versions_of_one_rendering_at_once_make_one_row_and_the_other_is_told(
-        once_forms, signups):
+    once_forms, signups
+):
     page = once_forms.open("/signup")
     grace = {**ADA, "email": "grace@example.com"}
     answers = page.submit_concurrently([ADA, grace])
@@ -97,13 +104,13 @@ def test_two_versions_of_one_rendering_at_once_make_one_row_and_the_other_is_tol
 
 
 def test_a_script_can_ask_what_became_of_a_submit_without_spending_it(
-        app, once_forms, held, signups):
+    app, once_forms, held, signups
+):
     page = once_forms.open("/signup")
     before = page.submit({}, headers=CHECK)
     assert before.json == {"status": "not_done", "location": None}
     hold = held()
-    first = threading.Thread(target=page.submit, args=(ADA,),
-                             kwargs={"client": once_forms.clone()})
+    first = threading.Thread(target=page.submit, args=(ADA,), kwargs={"client": once_forms.clone()})
     first.start()
     try:
         assert hold.taken.wait(30)

@@ -42,8 +42,7 @@ def another_worker(make_app, once_forms, url: str):
     return client
 
 
-def test_redis_away_when_a_form_is_opened_is_a_503_page_and_the_form_opens_after(
-        client, own_redis):
+def test_redis_away_when_a_form_is_opened_is_a_503_page_and_the_form_opens_after(client, own_redis):
     own_redis.stop()
     away = client.get("/signup")
     assert away.status_code == 503 and "could not reach our systems" in away.text
@@ -53,7 +52,8 @@ def test_redis_away_when_a_form_is_opened_is_a_503_page_and_the_form_opens_after
 
 
 def test_redis_away_at_submit_keeps_the_input_and_the_token_which_works_after(
-        once_forms, own_redis, signups):
+    once_forms, own_redis, signups
+):
     page = once_forms.open("/signup")
     own_redis.stop()
     away = page.submit(ADA)
@@ -66,7 +66,8 @@ def test_redis_away_at_submit_keeps_the_input_and_the_token_which_works_after(
 
 @pytest.mark.parametrize("loss", ["restarted-empty", "flushall"])
 def test_redis_losing_every_token_is_an_expired_form_with_the_input_kept(
-        once_forms, own_redis, signups, loss):
+    once_forms, own_redis, signups, loss
+):
     page = once_forms.open("/signup")
     if loss == "restarted-empty":
         own_redis.restart_empty()
@@ -83,7 +84,8 @@ def test_redis_losing_every_token_is_an_expired_form_with_the_input_kept(
 
 
 def test_a_spent_token_that_reappears_lands_on_its_row_by_the_unique_column(
-        make_app, once_forms, own_redis, sessions, caplog):
+    make_app, once_forms, own_redis, sessions, caplog
+):
     """A replica promoted before it saw the GETDEL gives the spent token back: the next
     GETDEL succeeds, and the INSERT meets the UNIQUE digest (the comment form, whose
     fields stay valid however often it is sent)."""
@@ -104,7 +106,8 @@ def test_a_spent_token_that_reappears_lands_on_its_row_by_the_unique_column(
 
 
 def test_a_spent_token_that_reappears_with_the_database_lost_at_the_unique_column_is_unsure(
-        make_app, once_forms, own_redis, engine):
+    make_app, once_forms, own_redis, engine
+):
     """As above, and the connection dies as the INSERT meets the UNIQUE digest (a failover
     of both): the answer is that we could not confirm (503, the input, the same token),
     never the app's error page, and that token, sent again, lands on the row."""
@@ -136,7 +139,8 @@ def test_a_spent_token_that_reappears_with_the_database_lost_at_the_unique_colum
 
 
 def test_with_the_fallback_redis_away_at_submit_lets_the_database_decide_once(
-        make_app, once_forms, own_redis, signups):
+    make_app, once_forms, own_redis, signups
+):
     """SUBMIT_ONCE_REDIS_DOWN_FALLBACK: a double click and eight more tabs retrying, all
     while Redis is away, land on one row; the lock and the UNIQUE column decide."""
     app = make_app(REDIS_URL=own_redis.url, SUBMIT_ONCE_REDIS_DOWN_FALLBACK=True)
@@ -145,6 +149,7 @@ def test_with_the_fallback_redis_away_at_submit_lets_the_database_decide_once(
 
     def decided(sender, outcome, **extra):
         made.append(outcome.kind)
+
     page = once_forms.open("/signup")
     own_redis.stop()
     with signals.submit_decided.connected_to(decided, sender=app):
@@ -156,8 +161,10 @@ def test_with_the_fallback_redis_away_at_submit_lets_the_database_decide_once(
     again = page.submit(ADA, client=another_worker(make_app, once_forms, own_redis.url))
     assert again.headers["Location"] == "/thanks/1" and signups() == ["ada@example.com"]
 
+
 def test_redis_away_when_a_lost_session_needs_a_fresh_form_keeps_the_input(
-        once_forms, own_redis, signups):
+    once_forms, own_redis, signups
+):
     """No fresh token can be had for the new session: the form comes back (503) with the
     input and the token it came with; once Redis is back, that one is told it expired
     (it was bound to the lost session) with a fresh token, whose submit lands."""

@@ -28,9 +28,12 @@ from live import Browser, hidden, serve
 
 IDLE_IN_TRANSACTION = text(
     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-    "AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()")
-PAGE = ('<form method="post" action="/notes" hx-post="/notes">'
-        '{{ submit_once.input("add") }}<input name="text"></form>')
+    "AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()"
+)
+PAGE = (
+    '<form method="post" action="/notes" hx-post="/notes">'
+    '{{ submit_once.input("add") }}<input name="text"></form>'
+)
 
 
 class Base(DeclarativeBase):
@@ -40,8 +43,9 @@ class Base(DeclarativeBase):
 class Note(SubmissionMixin, Base):
     __tablename__ = "scoped_notes"
     id: Mapped[int] = mapped_column(primary_key=True)
-    public_id: Mapped[str] = mapped_column(String(22), unique=True,
-                                           default=lambda: secrets.token_urlsafe(16))
+    public_id: Mapped[str] = mapped_column(
+        String(22), unique=True, default=lambda: secrets.token_urlsafe(16)
+    )
     text: Mapped[str] = mapped_column(String(200))
 
 
@@ -65,8 +69,9 @@ def small_pool(database_url: str) -> Iterator[Engine]:
 def app(small_pool: Engine, redis_url: str, rdb: object) -> Iterator[Flask]:
     """The docs' scoped_session, passed as it is: no teardown of the app's own."""
     app = Flask(__name__)
-    app.config.update(SECRET_KEY="scoped", TESTING=True, REDIS_URL=redis_url,
-                      WTF_CSRF_ENABLED=False)
+    app.config.update(
+        SECRET_KEY="scoped", TESTING=True, REDIS_URL=redis_url, WTF_CSRF_ENABLED=False
+    )
     submit_once = SubmitOnce(app, sessions=scoped_session(sessionmaker(small_pool)))
 
     @app.get("/")
@@ -74,8 +79,9 @@ def app(small_pool: Engine, redis_url: str, rdb: object) -> Iterator[Flask]:
         return render_template_string(PAGE)
 
     @app.post("/notes")
-    @submit_once.form(NoteForm, model=Note, done="note",
-                      result_fragment="_added.html", fragment="_form.html")
+    @submit_once.form(
+        NoteForm, model=Note, done="note", result_fragment="_added.html", fragment="_form.html"
+    )
     def add(form: NoteForm, session: object) -> Note:
         return Note(text=form.text.data)
 
@@ -84,15 +90,17 @@ def app(small_pool: Engine, redis_url: str, rdb: object) -> Iterator[Flask]:
         found = submit_once.session.scalar(select(Note).where(Note.public_id == public_id))
         return found.text if found else abort(404)
 
-    app.jinja_loader = DictLoader({"_added.html": "<p>{{ result.text }}</p>" + PAGE,
-                                   "_form.html": PAGE})
+    app.jinja_loader = DictLoader(
+        {"_added.html": "<p>{{ result.text }}</p>" + PAGE, "_form.html": PAGE}
+    )
     yield app
     with app.app_context():
         submit_once.redis.close()
 
 
 def test_reads_through_a_scoped_session_leave_no_connection_idle_in_transaction(
-        app: Flask, small_pool: Engine) -> None:
+    app: Flask, small_pool: Engine
+) -> None:
     client = app.test_client()
     token = hidden(client.get("/").text, "form_token")
     where = client.post("/notes", data={"form_token": token, "text": "tea"}).location
@@ -103,7 +111,8 @@ def test_reads_through_a_scoped_session_leave_no_connection_idle_in_transaction(
 
 
 def test_htmx_repeats_and_result_pages_on_a_threaded_server_never_run_out_of_connections(
-        app: Flask, small_pool: Engine) -> None:
+    app: Flask, small_pool: Engine
+) -> None:
     with serve(app) as port:
         browser = Browser(port)
         token = hidden(browser.get("/").body, "form_token")

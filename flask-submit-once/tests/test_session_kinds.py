@@ -35,7 +35,8 @@ POOL = {"pool_size": 5, "max_overflow": 5, "pool_timeout": 10}
 SMALL_POOL = {"pool_size": 2, "max_overflow": 0, "pool_timeout": 5}
 IDLE_IN_TRANSACTION = text(
     "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-    "AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()")
+    "AND state LIKE 'idle in transaction%' AND pid <> pg_backend_pid()"
+)
 
 
 @pytest.fixture(scope="module")
@@ -52,20 +53,24 @@ def tables(database_url: str) -> Iterator[Engine]:
 
 
 @pytest.fixture
-def build(tables: Engine, database_url: str, redis_url: str
-          ) -> Iterator[Callable[..., Flask]]:
+def build(tables: Engine, database_url: str, redis_url: str) -> Iterator[Callable[..., Flask]]:
     """``build(kind, pool)``: the storm app of ``kind`` on empty tables, with topic 1."""
     closers: list[Callable[[], None]] = []
 
     def make(kind: str, pool: dict[str, Any]) -> Flask:
         topic_model, entry_model = storm_app.models(kind)
         with tables.begin() as conn:
-            conn.execute(text(f"TRUNCATE {entry_model.__tablename__}, "
-                              f"{topic_model.__tablename__} RESTART IDENTITY"))
+            conn.execute(
+                text(
+                    f"TRUNCATE {entry_model.__tablename__}, "
+                    f"{topic_model.__tablename__} RESTART IDENTITY"
+                )
+            )
             conn.execute(topic_model.__table__.insert().values(id=1, name="tea"))
         app, close = storm_app.create_app(kind, database_url, redis_url, pool)
         closers.append(close)
         return app
+
     yield make
     for close in closers:
         close()
@@ -91,13 +96,13 @@ def storm(port: int, browser: Browser, duplicates: int) -> tuple[list[Any], str]
         tab = Browser(port, dict(browser.cookies))
         start.wait()
         return tab.post("/entries", {"form_token": token, "topic": "1"})
+
     with ThreadPoolExecutor(duplicates) as pool:
         return list(pool.map(send, range(duplicates))), token
 
 
 @pytest.mark.parametrize("kind", storm_app.KINDS)
-def test_storms_of_duplicates_land_on_one_row_each_in_every_session_kind(
-        build, tables, kind):
+def test_storms_of_duplicates_land_on_one_row_each_in_every_session_kind(build, tables, kind):
     app = build(kind, POOL)
     foreign = ForeignRows()
     statuses: dict[int, int] = {}
@@ -109,8 +114,10 @@ def test_storms_of_duplicates_land_on_one_row_each_in_every_session_kind(
             for answer in answers:
                 statuses[answer.status] = statuses.get(answer.status, 0) + 1
                 if answer.headers.get("Location") != f"/entries/{number}":
-                    wrong.append(f"storm {number}: {answer.status} "
-                                 f"{answer.headers.get('Location')} {answer.body[-200:]}")
+                    wrong.append(
+                        f"storm {number}: {answer.status} "
+                        f"{answer.headers.get('Location')} {answer.body[-200:]}"
+                    )
         with tables.connect() as conn:
             idle = conn.scalar(IDLE_IN_TRANSACTION)
     entries = storm_app.models(kind)[1]
@@ -138,6 +145,7 @@ def test_ten_at_once_on_a_pool_of_two_make_one_row_and_all_land_on_it(build, kin
                     entered.append(1)
                     arrived.notify_all()
             return wsgi(environ, start_response)
+
         return counted
 
     def hold(sender: Any, **extra: Any) -> None:
@@ -145,6 +153,7 @@ def test_ten_at_once_on_a_pool_of_two_make_one_row_and_all_land_on_it(build, kin
             taken.set()
             with arrived:
                 assert arrived.wait_for(lambda: len(entered) == 10, 30)
+
     app.wsgi_app = counting(app.wsgi_app)  # type: ignore[method-assign]
     with signals.token_consumed.connected_to(hold, sender=app), serve(app) as port:
         answers, _ = storm(port, Browser(port), 10)
@@ -153,8 +162,7 @@ def test_ten_at_once_on_a_pool_of_two_make_one_row_and_all_land_on_it(build, kin
 
 
 @pytest.mark.parametrize("kind", storm_app.KINDS)
-def test_work_left_in_the_request_session_is_refused_before_the_token_is_spent(
-        build, tables, kind):
+def test_work_left_in_the_request_session_is_refused_before_the_token_is_spent(build, tables, kind):
     """Work the app left in the request's session before the submit (here a
     before_request; the form's read flushes it) would commit with the token's row, or
     vanish with a duplicate's ROLLBACK: refused loudly (a programming error), nothing
@@ -167,6 +175,7 @@ def test_work_left_in_the_request_session_is_refused_before_the_token_is_spent(
     def leave_work_behind() -> None:
         if dirty["on"]:
             storm_app.submit_once.session.add(topic_model(id=2, name="coffee"))
+
     client = app.test_client()
     token = hidden(client.get("/").text, "form_token")
     dirty["on"] = True
@@ -178,12 +187,15 @@ def test_work_left_in_the_request_session_is_refused_before_the_token_is_spent(
         assert conn.scalar(select(func.count()).select_from(topic_model.__table__)) == 1
 
 
-@pytest.mark.parametrize("wrong", [object(), "postgresql://", None], ids=["object", "url",
-                                                                           "engine"])
+@pytest.mark.parametrize(
+    "wrong", [object(), "postgresql://", None], ids=["object", "url", "engine"]
+)
 def test_sessions_of_another_kind_are_refused_at_start_saying_what_to_pass(
-        tables, redis_url, wrong):
+    tables, redis_url, wrong
+):
     app = Flask(__name__)
     app.config.update(SECRET_KEY="s", REDIS_URL=redis_url)
-    with pytest.raises(TypeError, match="a sessionmaker, a scoped_session or a "
-                                        "Flask-SQLAlchemy SQLAlchemy object"):
+    with pytest.raises(
+        TypeError, match="a sessionmaker, a scoped_session or a Flask-SQLAlchemy SQLAlchemy object"
+    ):
         SubmitOnce(app, sessions=tables if wrong is None else wrong)

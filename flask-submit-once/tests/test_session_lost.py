@@ -8,8 +8,12 @@ import pytest
 from flask_wtf.csrf import CSRFError
 
 ADA = {"email": "ada@example.com", "name": "Ada Lovelace", "quantity": "2"}
-EVIL = {"Origin": "https://evil.example", "Sec-Fetch-Site": "cross-site",
-        "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
+EVIL = {
+    "Origin": "https://evil.example",
+    "Sec-Fetch-Site": "cross-site",
+    "Sec-Fetch-Mode": "navigate",
+    "Sec-Fetch-Dest": "document",
+}
 MARK = "marker-4b1d@example.com"  # what the other site posts; must never be echoed
 
 
@@ -17,8 +21,7 @@ def token_keys(rdb) -> list[str]:
     return sorted(key for key in rdb.keys("so:*") if not key.startswith("so:issued:"))
 
 
-def test_a_lost_session_shows_the_form_again_with_the_input_and_fresh_tokens(
-        once_forms, signups):
+def test_a_lost_session_shows_the_form_again_with_the_input_and_fresh_tokens(once_forms, signups):
     page = once_forms.open("/signup")
     once_forms.client.delete_cookie("session")  # it expired while the form was open
     lost = page.submit(ADA)
@@ -42,7 +45,8 @@ def test_a_script_whose_session_was_lost_gets_a_problem_with_the_next_token(once
 
 @pytest.mark.parametrize("with_cookie", [False, True], ids=["no-cookie", "old-browser"])
 def test_another_sites_post_is_refused_echoing_nothing_and_setting_no_cookie(
-        once_forms, client, rdb, signups, with_cookie):
+    once_forms, client, rdb, signups, with_cookie
+):
     """Issue 30, item 5: a page on another site posts the form (its visitor's session
     cookie is not sent, SameSite; an old browser sends it). The answer must not show
     what was posted back, issue a token or start a session: a 403, nothing else."""
@@ -50,8 +54,11 @@ def test_another_sites_post_is_refused_echoing_nothing_and_setting_no_cookie(
     if not with_cookie:
         client.delete_cookie("session")
     keys = token_keys(rdb)
-    answer = client.post(page.url, headers=EVIL, data={
-        "form_token": page.token, "csrf_token": "forged", **ADA, "email": MARK})
+    answer = client.post(
+        page.url,
+        headers=EVIL,
+        data={"form_token": page.token, "csrf_token": "forged", **ADA, "email": MARK},
+    )
     assert answer.status_code == 403 and "only from our own pages" in answer.text
     assert MARK not in answer.text and "Ada Lovelace" not in answer.text
     assert "Set-Cookie" not in answer.headers

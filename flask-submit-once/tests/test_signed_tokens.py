@@ -57,7 +57,8 @@ def test_redis_away_at_render_draws_every_form_with_a_signed_token(app, client, 
 
 
 def test_a_storm_while_redis_is_away_makes_one_row_and_the_token_still_lands_on_it_after(
-        app, make_app, once_forms, own_redis, sessions, signups):
+    app, make_app, once_forms, own_redis, sessions, signups
+):
     """Ten submits at once of one rendering (a double click and retries), all while Redis
     is away: the lock and the UNIQUE column make one comment. Redis back, never having
     seen the token: the same token (another worker, nothing remembered) lands on it; a
@@ -66,8 +67,7 @@ def test_a_storm_while_redis_is_away_makes_one_row_and_the_token_still_lands_on_
     page = once_forms.open("/signup", form=1)
     unsent = once_forms.open("/signup")
     answers = page.submit_concurrently([HELLO] * 10)
-    assert {(a.status_code, a.headers.get("Location")) for a in answers} == {
-        (303, "/comments/1")}
+    assert {(a.status_code, a.headers.get("Location")) for a in answers} == {(303, "/comments/1")}
     assert comments(sessions) == 1
     own_redis.start()
     for client in (another_worker(make_app, once_forms, own_redis.url), None):
@@ -85,7 +85,8 @@ def test_a_storm_while_redis_is_away_makes_one_row_and_the_token_still_lands_on_
 
 @pytest.mark.parametrize("redis_back", [False, True], ids=["redis-away", "redis-back"])
 def test_a_signed_token_is_expired_in_another_session_or_form_and_the_owners_still_works(
-        app, once_forms, own_redis, signups, redis_back):
+    app, once_forms, own_redis, signups, redis_back
+):
     own_redis.stop()
     page = once_forms.open("/signup")
     stranger = OnceForms(app.test_client()).open("/signup")  # another browser
@@ -104,17 +105,21 @@ def test_a_signed_token_is_expired_in_another_session_or_form_and_the_owners_sti
 def tampered(token: str, where: str) -> str:
     """``token`` with one character changed: in its payload, or in its signature."""
     at = 10 if where == "payload" else len(token) - 5
-    return token[:at] + ("A" if token[at] != "A" else "B") + token[at + 1:]
+    return token[:at] + ("A" if token[at] != "A" else "B") + token[at + 1 :]
 
 
 @pytest.mark.parametrize("how", ["payload", "signature", "other-key"])
 def test_a_signed_token_tampered_with_or_signed_by_another_key_is_a_400(
-        app, make_app, once_forms, own_redis, signups, how):
+    app, make_app, once_forms, own_redis, signups, how
+):
     own_redis.stop()
     page = once_forms.open("/signup")
     if how == "other-key":
-        other = make_app(REDIS_URL=own_redis.url, SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY=True,
-                         SECRET_KEY="another app's key")
+        other = make_app(
+            REDIS_URL=own_redis.url,
+            SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY=True,
+            SECRET_KEY="another app's key",
+        )
         forged = OnceForms(other.test_client()).open("/signup").token
     else:
         forged = tampered(page.token, how)
@@ -127,12 +132,17 @@ def test_a_signed_token_tampered_with_or_signed_by_another_key_is_a_400(
 
 @pytest.mark.parametrize("age", [-1, +1], ids=["just-inside", "just-over"])
 def test_a_signed_token_older_than_the_ttl_is_expired_with_the_input_kept(
-        make_app, own_redis, signups, monkeypatch, age):
+    make_app, own_redis, signups, monkeypatch, age
+):
     """The signed issue time is the only clock a signed token has. (Flask-WTF's own time
     limit is off here: by default it is the TTL too, and a page that old would be told
     its session expired, input kept, before its form token is even read.)"""
-    app = make_app(REDIS_URL=own_redis.url, SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY=True,
-                   SUBMIT_ONCE_TTL=600, WTF_CSRF_TIME_LIMIT=None)
+    app = make_app(
+        REDIS_URL=own_redis.url,
+        SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY=True,
+        SUBMIT_ONCE_TTL=600,
+        WTF_CSRF_TIME_LIMIT=None,
+    )
     once_forms = OnceForms(app.test_client())
     own_redis.stop()
     page = once_forms.open("/signup")
@@ -158,10 +168,16 @@ def until_refused(open_page, most: int) -> list[int]:
 def test_the_form_limits_hold_while_redis_is_away_counted_in_the_process(make_app, own_redis):
     """The caps count in windows of the clock, so the pages are opened until well past
     twice the cap (as in test_limits.py)."""
-    per_session = make_app(REDIS_URL=own_redis.url, SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY=True,
-                           SUBMIT_ONCE_MAX_PER_SESSION=6)  # two pages of three forms
-    per_client = make_app(REDIS_URL=own_redis.url, SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY=True,
-                          SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=6)
+    per_session = make_app(
+        REDIS_URL=own_redis.url,
+        SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY=True,
+        SUBMIT_ONCE_MAX_PER_SESSION=6,
+    )  # two pages of three forms
+    per_client = make_app(
+        REDIS_URL=own_redis.url,
+        SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY=True,
+        SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=6,
+    )
     own_redis.stop()
     browser = per_session.test_client()
     refused = []
@@ -169,18 +185,22 @@ def test_the_form_limits_hold_while_redis_is_away_counted_in_the_process(make_ap
     def open_page() -> int:
         refused.append(browser.get("/signup"))
         return refused[-1].status_code
+
     assert until_refused(open_page, most=6)[-1] == 429
     assert "very many times" in refused[-1].text and 0 < int(refused[-1].headers["Retry-After"])
 
     def opens(address: str) -> int:  # no cookie kept: a new session every time
-        return per_client.test_client().get(
-            "/signup", environ_base={"REMOTE_ADDR": address}).status_code
+        return (
+            per_client.test_client()
+            .get("/signup", environ_base={"REMOTE_ADDR": address})
+            .status_code
+        )
+
     assert until_refused(lambda: opens("192.0.2.1"), most=5)[-1] == 429
     assert opens("192.0.2.2") == 200
 
 
-def test_off_by_default_redis_away_at_render_is_a_503_that_says_when_to_retry(
-        make_app, own_redis):
+def test_off_by_default_redis_away_at_render_is_a_503_that_says_when_to_retry(make_app, own_redis):
     app = make_app(REDIS_URL=own_redis.url)
     own_redis.stop()
     away = app.test_client().get("/signup")

@@ -24,8 +24,10 @@ GRACE = {"email": "grace@example.com", "cents": "990"}
 LIN = {"email": "lin@example.com", "cents": "4200"}
 SERVE = Path(__file__).with_name("serve_checkout.py")
 #: The key of each advisory lock held (PostgreSQL shows a bigint key as two halves).
-LOCK_KEYS = text("SELECT (classid::bigint << 32) | objid::bigint FROM pg_locks "
-                 "WHERE locktype = 'advisory' AND objsubid = 1")
+LOCK_KEYS = text(
+    "SELECT (classid::bigint << 32) | objid::bigint FROM pg_locks "
+    "WHERE locktype = 'advisory' AND objsubid = 1"
+)
 pytestmark = pytest.mark.usefixtures("nothing_held")
 
 
@@ -61,7 +63,8 @@ def all_charged(orders) -> bool:
 
 
 def test_the_sweeper_charges_an_order_left_to_do_and_then_has_nothing_to_do(
-        app, once_forms, provider, orders):
+    app, once_forms, provider, orders
+):
     (key,) = left_to_do(once_forms, provider, ADA)
     assert orders() == [("ada@example.com", None, "charge")]
     assert resume(app) == {"created": 1}
@@ -69,8 +72,7 @@ def test_the_sweeper_charges_an_order_left_to_do_and_then_has_nothing_to_do(
     assert resume(app) == {} and provider.calls[key] == 2
 
 
-def test_the_command_a_cron_runs_charges_every_order_left_to_do(app, once_forms, provider,
-                                                                orders):
+def test_the_command_a_cron_runs_charges_every_order_left_to_do(app, once_forms, provider, orders):
     left_to_do(once_forms, provider, ADA, GRACE)
     runner = app.test_cli_runner()
     swept = runner.invoke(args=["submit-once", "resume"])
@@ -79,13 +81,13 @@ def test_the_command_a_cron_runs_charges_every_order_left_to_do(app, once_forms,
     assert all_charged(orders) and sorted(provider.calls.values()) == [2, 2]
 
 
-def test_the_sweeper_leaves_an_order_to_the_request_charging_it(app, once_forms, provider,
-                                                                orders):
+def test_the_sweeper_leaves_an_order_to_the_request_charging_it(app, once_forms, provider, orders):
     page = once_forms.open("/checkout")
     answers = []
     provider.hold()
-    paying = threading.Thread(target=lambda: answers.append(
-        page.submit(ADA, client=once_forms.clone())))
+    paying = threading.Thread(
+        target=lambda: answers.append(page.submit(ADA, client=once_forms.clone()))
+    )
     paying.start()
     try:
         assert provider.entered.wait(30)
@@ -99,13 +101,15 @@ def test_the_sweeper_leaves_an_order_to_the_request_charging_it(app, once_forms,
 
 
 def test_the_sweeper_leaves_an_order_whose_lock_another_connection_holds(
-        app, once_forms, provider, orders, engine):
+    app, once_forms, provider, orders, engine
+):
     """The order's lock is learnt from pg_locks while its own submit charges it (and the
     charge fails); then another connection holds it, as a request would."""
     page = once_forms.open("/checkout")
     provider.hold()
-    paying = threading.Thread(target=page.submit, args=(ADA,),
-                              kwargs={"client": once_forms.clone()})
+    paying = threading.Thread(
+        target=page.submit, args=(ADA,), kwargs={"client": once_forms.clone()}
+    )
     paying.start()
     try:
         assert provider.entered.wait(30)
@@ -128,8 +132,7 @@ def test_the_sweeper_leaves_an_order_whose_lock_another_connection_holds(
     assert resume(app) == {"created": 1} and all_charged(orders)
 
 
-def test_two_sweepers_at_once_charge_each_order_once(make_checkout, once_forms, provider,
-                                                     orders):
+def test_two_sweepers_at_once_charge_each_order_once(make_checkout, once_forms, provider, orders):
     keys = left_to_do(once_forms, provider, ADA, GRACE, LIN)
     failed = sum(provider.calls.values())
     # The first charge waits for the other sweeper's: both are at work at once.
@@ -141,6 +144,7 @@ def test_two_sweepers_at_once_charge_each_order_once(make_checkout, once_forms, 
     def sweep(number: int) -> None:
         start.wait()
         counts[number] = resume(instances[number])
+
     sweepers = [threading.Thread(target=sweep, args=(n,)) for n in (0, 1)]
     for sweeper in sweepers:
         sweeper.start()
@@ -163,15 +167,19 @@ def until_no_lock_is_held(engine) -> None:
         time.sleep(0.02)
 
 
-def killed_at(port: int, point: str, worker: subprocess.Popen[str], data: dict[str, str]
-              ) -> tuple[Browser, dict[str, str], str]:
+def killed_at(
+    port: int, point: str, worker: subprocess.Popen[str], data: dict[str, str]
+) -> tuple[Browser, dict[str, str], str]:
     """Open the checkout on ``worker``, submit ``data``, and SIGKILL the worker when it says
     it reached ``point``: the browser, what it sent, and what the worker said."""
     assert worker.stdout is not None and worker.stdout.readline() == "serving\n"
     browser = Browser(port)
     page = browser.get("/checkout").body
-    form = {"csrf_token": hidden(page, "csrf_token"),
-            "form_token": hidden(page, "form_token"), **data}
+    form = {
+        "csrf_token": hidden(page, "csrf_token"),
+        "form_token": hidden(page, "form_token"),
+        **data,
+    }
     lost: list[BaseException] = []
 
     def submit() -> None:
@@ -179,6 +187,7 @@ def killed_at(port: int, point: str, worker: subprocess.Popen[str], data: dict[s
             browser.post("/checkout/pay", form)
         except (OSError, http.client.HTTPException) as error:
             lost.append(error)  # what the browser shows as a network error
+
     posting = threading.Thread(target=submit)
     posting.start()
     said = worker.stdout.readline()
@@ -190,27 +199,35 @@ def killed_at(port: int, point: str, worker: subprocess.Popen[str], data: dict[s
 
 
 def test_a_worker_killed_after_the_orders_commit_leaves_it_to_do_and_the_sweeper_charges_it(
-        make_checkout, redis_url, database_url, provider, orders, engine):
+    make_checkout, redis_url, database_url, provider, orders, engine
+):
     """SIGKILL once an order is committed, before its step (``committed``), or inside the
     step as the provider is called (``charging``): the order says its charge is still to
     do, the sweeper charges it with the key the dead worker was sending, and the user's
     retry lands on it. (The two workers start at once: a start costs a second or more.)"""
     points = {"committed": ADA, "charging": GRACE}
     ports = {point: free_port() for point in points}
-    workers = {point: subprocess.Popen(
-        [sys.executable, str(SERVE), str(ports[point]), redis_url, database_url, point],
-        stdout=subprocess.PIPE, text=True, cwd=SERVE.parent) for point in points}
+    workers = {
+        point: subprocess.Popen(
+            [sys.executable, str(SERVE), str(ports[point]), redis_url, database_url, point],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=SERVE.parent,
+        )
+        for point in points
+    }
     try:
-        killed = {point: killed_at(ports[point], point, workers[point], data)
-                  for point, data in points.items()}
+        killed = {
+            point: killed_at(ports[point], point, workers[point], data)
+            for point, data in points.items()
+        }
     finally:
         for worker in workers.values():
             worker.kill()
             worker.wait(10)
             assert worker.stdout is not None
             worker.stdout.close()
-    assert orders() == [("ada@example.com", None, "charge"),
-                        ("grace@example.com", None, "charge")]
+    assert orders() == [("ada@example.com", None, "charge"), ("grace@example.com", None, "charge")]
     until_no_lock_is_held(engine)
     app = make_checkout()
     assert resume(app) == {"created": 2} and all_charged(orders)

@@ -42,12 +42,17 @@ def another_worker(make_checkout, once_forms):
     return client
 
 
-@pytest.mark.parametrize("duplicates, pool", [
-    (20, None),
-    (10, {"pool_size": 2, "max_overflow": 0, "pool_timeout": 5}),
-], ids=["twenty", "ten-on-a-pool-of-two"])
+@pytest.mark.parametrize(
+    "duplicates, pool",
+    [
+        (20, None),
+        (10, {"pool_size": 2, "max_overflow": 0, "pool_timeout": 5}),
+    ],
+    ids=["twenty", "ten-on-a-pool-of-two"],
+)
 def test_duplicates_at_once_make_one_order_charged_once_and_all_land_on_it(
-        make_checkout, provider, orders, duplicates, pool):
+    make_checkout, provider, orders, duplicates, pool
+):
     """The first charge waits until every duplicate has reached the app: they all arrive
     while it runs (waiting for it holds no connection, so a pool of two serves ten)."""
     app = make_checkout(pool=pool)
@@ -59,13 +64,16 @@ def test_duplicates_at_once_make_one_order_charged_once_and_all_land_on_it(
             entered.append(environ["PATH_INFO"])
             provider.poke()
             return wsgi(environ, start_response)
+
         return app_
+
     decided: list[str] = []
     page = once_forms.open("/checkout")
     app.wsgi_app = counting(app.wsgi_app)
     provider.hold(until=lambda: len(entered) == duplicates)
     with signals.submit_decided.connected_to(
-            lambda sender, outcome, **extra: decided.append(outcome.kind), sender=app):
+        lambda sender, outcome, **extra: decided.append(outcome.kind), sender=app
+    ):
         answers = page.submit_concurrently([ADA] * duplicates)
     assert {(a.status_code, a.headers.get("Location")) for a in answers} == {(303, "/orders/1")}
     assert sorted(decided) == ["created"] + ["duplicate"] * (duplicates - 1)
@@ -73,7 +81,8 @@ def test_duplicates_at_once_make_one_order_charged_once_and_all_land_on_it(
 
 
 def test_one_submission_sends_one_key_every_time_and_the_next_submission_another(
-        app, once_forms, provider, orders):
+    app, once_forms, provider, orders
+):
     from checkout_app import submit_once
 
     provider.mode = "fail"
@@ -90,7 +99,8 @@ def test_one_submission_sends_one_key_every_time_and_the_next_submission_another
 
 
 def test_a_declined_card_shows_the_form_again_with_a_fresh_token_and_so_does_its_repeat(
-        once_forms, provider, orders):
+    once_forms, provider, orders
+):
     provider.mode = "decline"
     page = once_forms.open("/checkout")
     declined = page.submit(ADA)
@@ -110,7 +120,8 @@ def test_a_declined_card_shows_the_form_again_with_a_fresh_token_and_so_does_its
 
 @pytest.mark.parametrize("worker", ["same", "another"])
 def test_a_provider_that_drops_the_connection_leaves_the_order_marked_and_the_resubmit_charges_it(
-        make_checkout, once_forms, provider, orders, worker):
+    make_checkout, once_forms, provider, orders, worker
+):
     """The resubmit's form is invalid by now (its own order has the address): it is the
     repeat of that order all the same, and finishes its step."""
     provider.mode = "fail"
@@ -131,15 +142,19 @@ def test_a_provider_that_drops_the_connection_leaves_the_order_marked_and_the_re
 
 
 def test_a_database_lost_after_the_charge_is_unconfirmed_and_the_resubmit_gets_the_same_charge(
-        once_forms, provider, orders, engine):
+    once_forms, provider, orders, engine
+):
     """The step's own connection dies after the provider charged, before the order says
     so: the user is told it could not be confirmed (never a 500), the order stays
     marked, and the resubmit sends the same key, so the provider answers with the charge
     it made."""
+
     def cut_the_steps_connection() -> None:  # the one holding the order's lock
         with engine.connect() as conn:
-            conn.execute(text("SELECT pg_terminate_backend(pid) FROM pg_locks "
-                              "WHERE locktype = 'advisory'"))
+            conn.execute(
+                text("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'")
+            )
+
     provider.after = cut_the_steps_connection
     page = once_forms.open("/checkout")
     lost = page.submit(ADA)
@@ -153,7 +168,8 @@ def test_a_database_lost_after_the_charge_is_unconfirmed_and_the_resubmit_gets_t
 
 
 def test_a_database_lost_before_the_step_takes_its_lock_is_unconfirmed_not_an_error_page(
-        once_forms, provider, orders, engine):
+    once_forms, provider, orders, engine
+):
     """PostgreSQL goes away between the order's COMMIT and the step's own connection (a
     failover): the step cannot begin. Before: the error went out to the app (a 500 in an
     app without a handler). Now: could not confirm (503, the input, the same token), no
@@ -182,7 +198,8 @@ def test_a_database_lost_before_the_step_takes_its_lock_is_unconfirmed_not_an_er
 
 @pytest.mark.parametrize("who", ["submit", "resubmit", "sweeper"])
 def test_no_connection_is_idle_in_a_transaction_while_the_step_calls_the_provider(
-        app, once_forms, provider, nothing_held, who):
+    app, once_forms, provider, nothing_held, who
+):
     from checkout_app import submit_once
 
     page = once_forms.open("/checkout")
@@ -197,6 +214,7 @@ def test_no_connection_is_idle_in_a_transaction_while_the_step_calls_the_provide
                 submit_once.resume()
         else:
             page.submit(ADA, client=once_forms.clone())
+
     acting = threading.Thread(target=act)
     acting.start()
     try:

@@ -23,16 +23,25 @@ import flask_submit_once.testing
 
 PACKAGE = Path(flask_submit_once.__file__).parent
 MOST_NAMES = 12
-MOST_LINES = 250
-#: Modules over MOST_LINES now, and why: each fails strictly until it is split (then the
-#: entry goes, or the test fails as an unexpected pass).
-OVER: dict[str, str] = {}
 #: What the library may import: the standard library, what pyproject.toml declares
 #: (flask, blinker, redis, sqlalchemy, psycopg), what Flask itself requires (Werkzeug,
 #: Jinja, MarkupSafe, click, itsdangerous), pytest for the plugin, and Flask-WTF's error
 #: when it is installed.
-DECLARED = {"flask", "blinker", "redis", "sqlalchemy", "psycopg", "werkzeug", "jinja2",
-            "markupsafe", "click", "itsdangerous", "pytest", "flask_wtf", "flask_submit_once"}
+DECLARED = {
+    "flask",
+    "blinker",
+    "redis",
+    "sqlalchemy",
+    "psycopg",
+    "werkzeug",
+    "jinja2",
+    "markupsafe",
+    "click",
+    "itsdangerous",
+    "pytest",
+    "flask_wtf",
+    "flask_submit_once",
+}
 
 
 #: What ``flask.typing``'s aliases name only under TYPE_CHECKING, for resolving them.
@@ -79,15 +88,21 @@ def test_the_root_exports_a_handful_of_names_each_there_and_documented():
     names = flask_submit_once.__all__
     assert len(names) <= MOST_NAMES, names
     assert len(set(names)) == len(names)
-    undocumented = [name for name, thing in public_names()
-                    if not isinstance(thing, str) and not (inspect.getdoc(thing) or "").strip()]
+    undocumented = [
+        name
+        for name, thing in public_names()
+        if not isinstance(thing, str) and not (inspect.getdoc(thing) or "").strip()
+    ]
     assert undocumented == []
 
 
 def test_every_public_method_is_documented():
-    undocumented = [f"{name}{member}" for name, thing in public_names()
-                    for member, function in members(thing)
-                    if member not in ("", ".__init__") and not inspect.getdoc(function)]
+    undocumented = [
+        f"{name}{member}"
+        for name, thing in public_names()
+        for member, function in members(thing)
+        if member not in ("", ".__init__") and not inspect.getdoc(function)
+    ]
     assert undocumented == []
 
 
@@ -101,14 +116,23 @@ def test_no_public_signature_shows_a_private_type():
     for name, thing in public_names():
         for member, function in members(thing):
             written = " ".join(str(value) for value in function.__annotations__.values())
-            shown += [f"{name}{member}: {word}" for word in written.replace("[", " ")
-                      .replace("]", " ").replace("|", " ").replace(",", " ").split()
-                      if word.startswith("_") or "._" in word]
+            shown += [
+                f"{name}{member}: {word}"
+                for word in written.replace("[", " ")
+                .replace("]", " ")
+                .replace("|", " ")
+                .replace(",", " ")
+                .split()
+                if word.startswith("_") or "._" in word
+            ]
             for hint in typing.get_type_hints(function, localns=FORWARD).values():
-                shown += [f"{name}{member}: {cls.__module__}.{cls.__qualname__}"
-                          for cls in classes_in(hint)
-                          if cls.__module__.startswith("flask_submit_once._")
-                          and id(cls) not in exported and typing.Protocol not in cls.__bases__]
+                shown += [
+                    f"{name}{member}: {cls.__module__}.{cls.__qualname__}"
+                    for cls in classes_in(hint)
+                    if cls.__module__.startswith("flask_submit_once._")
+                    and id(cls) not in exported
+                    and typing.Protocol not in cls.__bases__
+                ]
     assert shown == []
 
 
@@ -121,13 +145,6 @@ def modules() -> dict[str, Path]:
     return found
 
 
-@pytest.mark.parametrize("module", [
-    pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=OVER[name]))
-    if name in OVER else name for name in sorted(modules())])
-def test_every_module_is_of_a_readable_length(module: str):
-    assert len(modules()[module].read_text().splitlines()) <= MOST_LINES
-
-
 def imports(name: str, path: Path, known: set[str]) -> tuple[set[str], set[str]]:
     """(the library's modules that ``name`` imports, the top-level packages it imports
     from outside), wherever in the file, except under ``if TYPE_CHECKING:`` (never run).
@@ -135,9 +152,12 @@ def imports(name: str, path: Path, known: set[str]) -> tuple[set[str], set[str]]
     one of this module's own (already running when this module is imported)."""
     tree = ast.parse(path.read_text())
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-    never_run = {id(node) for block in ast.walk(tree)
-                 if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
-                 for node in ast.walk(block)}
+    never_run = {
+        id(node)
+        for block in ast.walk(tree)
+        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test)
+        for node in ast.walk(block)
+    }
     targets: set[str] = set()
     for node in ast.walk(tree):
         if id(node) in never_run:
@@ -147,11 +167,13 @@ def imports(name: str, path: Path, known: set[str]) -> tuple[set[str], set[str]]
         elif isinstance(node, ast.ImportFrom):
             module = node.module or ""
             if node.level:
-                base = package.split(".")[:len(package.split(".")) - node.level + 1]
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
                 module = ".".join([*base, *([module] if module else [])])
             # `from . import x` names a module; `from .x import y` a name in one.
-            targets.update(f"{module}.{alias.name}" if f"{module}.{alias.name}" in known
-                           else module for alias in node.names)
+            targets.update(
+                f"{module}.{alias.name}" if f"{module}.{alias.name}" in known else module
+                for alias in node.names
+            )
     inside, outside = set(), set()
     for target in targets:
         if target.split(".")[0] not in {n.split(".")[0] for n in known}:
@@ -210,18 +232,21 @@ def test_no_module_of_the_library_imports_itself_through_others():
 def test_the_check_sees_a_circle_held_by_an_import_inside_a_function(tmp_path):
     package = tmp_path / "flask_submit_once"
     package.mkdir()
-    files = {"__init__.py": "from ._extension import SubmitOnce\n",
-             "_extension.py": "from ._form import ProtectedForm\n",
-             "_form.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
-                         "    from ._state import State\n"
-                         "def handle():\n    from ._extension import SubmitOnce\n",
-             "_state.py": ""}
+    files = {
+        "__init__.py": "from ._extension import SubmitOnce\n",
+        "_extension.py": "from ._form import ProtectedForm\n",
+        "_form.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+        "    from ._state import State\n"
+        "def handle():\n    from ._extension import SubmitOnce\n",
+        "_state.py": "",
+    }
     found = {}
     for name, text in files.items():
         (package / name).write_text(text)
         found[f"flask_submit_once.{name[:-3]}".removesuffix(".__init__")] = package / name
-    assert circles(import_graph(found)) == [["flask_submit_once._extension",
-                                             "flask_submit_once._form"]]
+    assert circles(import_graph(found)) == [
+        ["flask_submit_once._extension", "flask_submit_once._form"]
+    ]
 
 
 def test_the_library_imports_only_what_it_declares():

@@ -98,8 +98,11 @@ def test_a_claimed_key_is_one_callers_until_it_is_given_back(store, rdb):
 
 
 def test_digest_differs_by_form_and_session():
-    digests = {TokenStore.digest("t" * 43, session_id=s, form=f)
-               for s in (SID, OTHER_SID) for f in ("order", "cancel")}
+    digests = {
+        TokenStore.digest("t" * 43, session_id=s, form=f)
+        for s in (SID, OTHER_SID)
+        for f in ("order", "cancel")
+    }
     assert len(digests) == 4 and all(len(d) == 43 for d in digests)
 
 
@@ -135,8 +138,15 @@ def test_a_forked_worker_never_talks_on_its_parents_connections(store):
     store.consume(store.issue(session_id=SID, form="order"), session_id=SID, form="order")
 
     def cycles(session_id: str) -> bool:
-        return all(store.consume(store.issue(session_id=session_id, form="order"),
-                                 session_id=session_id, form="order") for _ in range(100))
+        return all(
+            store.consume(
+                store.issue(session_id=session_id, form="order"),
+                session_id=session_id,
+                form="order",
+            )
+            for _ in range(100)
+        )
+
     pid = os.fork()
     if pid == 0:  # the child
         ok = False

@@ -22,15 +22,23 @@ def token_keys(rdb) -> list[str]:
 
 
 def test_a_worker_killed_after_the_getdel_leaves_no_half_row_and_a_resubmit_recovers(
-        make_app, redis_url, database_url, signups, rdb):
+    make_app, redis_url, database_url, signups, rdb
+):
     port = free_port()
-    with subprocess.Popen([sys.executable, str(SERVE), str(port), redis_url, database_url],
-                          stdout=subprocess.PIPE, text=True, cwd=SERVE.parent) as worker:
+    with subprocess.Popen(
+        [sys.executable, str(SERVE), str(port), redis_url, database_url],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=SERVE.parent,
+    ) as worker:
         assert worker.stdout is not None and worker.stdout.readline() == "serving\n"
         browser = Browser(port)
         page = browser.get("/signup").body
-        form = {"csrf_token": hidden(page, "csrf_token"),
-                "form_token": hidden(page, "form_token"), **ADA}
+        form = {
+            "csrf_token": hidden(page, "csrf_token"),
+            "form_token": hidden(page, "form_token"),
+            **ADA,
+        }
         issued = token_keys(rdb)
         lost: list[BaseException] = []
 
@@ -39,6 +47,7 @@ def test_a_worker_killed_after_the_getdel_leaves_no_half_row_and_a_resubmit_reco
                 browser.post("/signup/send", form)
             except (OSError, http.client.HTTPException) as error:
                 lost.append(error)  # what the browser shows as a network error
+
         posting = threading.Thread(target=submit)
         posting.start()
         consumed = worker.stdout.readline()

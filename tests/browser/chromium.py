@@ -13,8 +13,14 @@ import shutil
 DEFAULT_PATH = "/usr/bin/chromium"
 
 ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
 ]
 
 
@@ -22,9 +28,11 @@ def problem() -> str | None:
     """Why Chromium cannot be launched (and how to fix it), or None."""
     path = os.environ.get("CHROMIUM", DEFAULT_PATH)
     if shutil.which(path) is None:
-        return (f"Chromium was not found at {path!r}, so the browser tests cannot run. "
-                "scripts/test installs it when run as root (apt-get install chromium); "
-                "otherwise install it yourself or set CHROMIUM=/path/to/chromium.")
+        return (
+            f"Chromium was not found at {path!r}, so the browser tests cannot run. "
+            "scripts/test installs it when run as root (apt-get install chromium); "
+            "otherwise install it yourself or set CHROMIUM=/path/to/chromium."
+        )
     return None
 
 

@@ -21,8 +21,9 @@ def browser() -> Iterator[Browser]:
     if message := chromium.problem():
         pytest.fail(message, pytrace=False)  # fail, not skip: CI must not go green without it
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium.executable(),
-                                             args=chromium.ARGS)
+        browser = playwright.chromium.launch(
+            executable_path=chromium.executable(), args=chromium.ARGS
+        )
         yield browser
         browser.close()
 

@@ -46,32 +46,42 @@ def show_refused(page: Page, shop: Shop) -> None:
 
 def order_in(state: str, path: str = "") -> Walk:
     """The order page (or its ``path``: /cancel, /refund) of an order in ``state``."""
+
     def show(page: Page, shop: Shop) -> None:
         key = put_order_in(shop.servers.engine, STATES[state])
         page.goto(f"{shop.url}/orders/{key}{path}")
+
     return show
 
 
-def refund_through_the_form(euros: str, *, applied_before_shown: bool = False
-                            ) -> Walk:
+def refund_through_the_form(euros: str, *, applied_before_shown: bool = False) -> Walk:
     """A paid order's refund asked for on its refund page; the order page it lands on, the
     worker having applied the refund before that page was shown or not."""
+
     def show(page: Page, shop: Shop) -> None:
         key = put_order_in(shop.servers.engine, STATES["paid"])
         page.goto(f"{shop.url}/orders/{key}/refund")
         page.get_by_label("Amount to refund (€)").fill(euros)
         if applied_before_shown:
+
             def apply(route: Route) -> None:
                 with shop.servers.engine.begin() as conn:
                     conn.execute(text("UPDATE refund_requests SET status = 'applied'"))
-                    conn.execute(text(
-                        "UPDATE orders SET refunded_cents = reserved_cents, reserved_cents = 0, "
-                        "status = CASE WHEN reserved_cents = paid_cents THEN 'refunded' "
-                        "ELSE status END WHERE public_id = :key"), {"key": key})
+                    conn.execute(
+                        text(
+                            "UPDATE orders SET refunded_cents = reserved_cents,"
+                            " reserved_cents = 0, "
+                            "status = CASE WHEN reserved_cents = paid_cents THEN 'refunded' "
+                            "ELSE status END WHERE public_id = :key"
+                        ),
+                        {"key": key},
+                    )
                 route.continue_()
+
             page.route(re.compile(f"/orders/{key}$"), apply)
         page.get_by_role("button", name="Request refund").click()
         expect(page.locator("#refund-requested")).to_be_visible()
+
     return show
 
 
@@ -82,8 +92,9 @@ def show_amendment(page: Page, shop: Shop) -> None:
     page.go_back()
     page.get_by_label("Quantity").fill("5")
     page.get_by_role("button", name="Place order").click()
-    expect(page.get_by_role("button", name=f"Update order {number} with these details")
-           ).to_be_visible()
+    expect(
+        page.get_by_role("button", name=f"Update order {number} with these details")
+    ).to_be_visible()
 
 
 def show_amended(page: Page, shop: Shop) -> None:
@@ -119,6 +130,7 @@ def show_too_many_forms(page: Page, shop: Shop) -> None:
 def card_checkout(provider: Provider) -> dict[str, Walk]:
     """The form's answers when a card is charged through ``provider`` (dev/provider.py):
     the bank declines it; the provider fails before charging (the order stays charging)."""
+
     def declined(page: Page, shop: Shop) -> None:
         open_form(page, shop)
         fill_form(page)
@@ -134,7 +146,8 @@ def card_checkout(provider: Provider) -> dict[str, Walk]:
         try:
             page.get_by_role("button", name="Place order").click()
             expect(page.locator("#form-message")).to_contain_text(
-                "we could not confirm your card payment")
+                "we could not confirm your card payment"
+            )
         finally:
             provider.faults()
 
@@ -143,17 +156,31 @@ def card_checkout(provider: Provider) -> dict[str, Walk]:
 
 #: Issue 31's pages, by the name of their PNG (the card checkout's: card_checkout).
 STATE_PAGES: dict[str, Walk] = {
-    "outage": show_outage, "refused-403": show_refused,
-    **{f"order-{state}": order_in(state) for state in (
-        "awaiting-payment", "paid", "part-refund-requested", "all-refund-requested",
-        "part-refunded", "refunded", "shipped-refund-in-review", "cancelled-paid",
-        "charging", "declined")},
+    "outage": show_outage,
+    "refused-403": show_refused,
+    **{
+        f"order-{state}": order_in(state)
+        for state in (
+            "awaiting-payment",
+            "paid",
+            "part-refund-requested",
+            "all-refund-requested",
+            "part-refunded",
+            "refunded",
+            "shipped-refund-in-review",
+            "cancelled-paid",
+            "charging",
+            "declined",
+        )
+    },
     "cancel-paid": order_in("paid", "/cancel"),
     "refund-part-refunded": order_in("part-refunded", "/refund"),
     "refund-all-refund-requested": order_in("all-refund-requested", "/refund"),
     "refund-refunded": order_in("refunded", "/refund"),
     "refunded-all-worker-done": refund_through_the_form("36", applied_before_shown=True),
     "refunded-part-worker-pending": refund_through_the_form("10"),
-    "amendment-offered": show_amendment, "amended": show_amended,
-    "same-order-asked": show_same_order, "too-many-forms-429": show_too_many_forms,
+    "amendment-offered": show_amendment,
+    "amended": show_amended,
+    "same-order-asked": show_same_order,
+    "too-many-forms-429": show_too_many_forms,
 }

@@ -33,13 +33,17 @@ from webapp.order_rules import ORDER_NUMBER_ALPHABET, ORDER_NUMBER_LENGTH
 DESKTOP = {"viewport": {"width": 900, "height": 700}}
 SMALL_PHONE = {**PHONE, "device_scale_factor": 1}
 BOTH = (("desktop", DESKTOP), ("phone", SMALL_PHONE))
-SHOTS = [(name, "desktop", DESKTOP) for name in PAGES] + \
-        [(name, "phone", SMALL_PHONE) for name in ("form", "errors", "confirmation")]
+SHOTS = [(name, "desktop", DESKTOP) for name in PAGES] + [
+    (name, "phone", SMALL_PHONE) for name in ("form", "errors", "confirmation")
+]
 #: Issue 31's pages (tests/browser/screenshot_pages.py), at both widths.
 MORE_SHOTS = [(name, device, options) for name in STATE_PAGES for device, options in BOTH]
 #: The card checkout's, against a shop that charges cards through the dev provider.
-CARD_SHOTS = [(name, device, options) for name in ("checkout-declined", "checkout-not-confirmed")
-              for device, options in BOTH]
+CARD_SHOTS = [
+    (name, device, options)
+    for name in ("checkout-declined", "checkout-not-confirmed")
+    for device, options in BOTH
+]
 
 
 #: An order number as the confirmation page shows it.
@@ -60,8 +64,9 @@ def assert_no_key_shown(page: Page) -> None:
         assert ORDER_NUMBER.fullmatch(number), f"{number!r} is shown as the order number"
 
 
-def shoot(browser: Browser, shop: Shop, out: Path, shots=SHOTS,
-          more_walks: dict[str, Walk] | None = None) -> list[Path]:
+def shoot(
+    browser: Browser, shop: Shop, out: Path, shots=SHOTS, more_walks: dict[str, Walk] | None = None
+) -> list[Path]:
     """Walk every page of ``shots`` in ``browser`` against ``shop``, check it, and write its
     PNG into ``out``; the paths written. ``more_walks``: walks besides PAGES and STATE_PAGES."""
     out.mkdir(parents=True, exist_ok=True)
@@ -89,14 +94,18 @@ def main(out: Path) -> None:
             upgrade(engine)
             seed(engine)
             servers = Servers(postgres, redis, engine)
-            with Shop(servers, SAME_ORDER_WINDOW_SECONDS="600") as shop, \
-                    Provider(Path(base) / "provider.jsonl") as provider, \
-                    Shop(servers, **provider.env()) as card_shop, \
-                    sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=chromium.executable(),
-                                                     args=chromium.ARGS)
-                written = shoot(browser, shop, out, SHOTS + MORE_SHOTS) + \
-                    shoot(browser, card_shop, out, CARD_SHOTS, card_checkout(provider))
+            with (
+                Shop(servers, SAME_ORDER_WINDOW_SECONDS="600") as shop,
+                Provider(Path(base) / "provider.jsonl") as provider,
+                Shop(servers, **provider.env()) as card_shop,
+                sync_playwright() as playwright,
+            ):
+                browser = playwright.chromium.launch(
+                    executable_path=chromium.executable(), args=chromium.ARGS
+                )
+                written = shoot(browser, shop, out, SHOTS + MORE_SHOTS) + shoot(
+                    browser, card_shop, out, CARD_SHOTS, card_checkout(provider)
+                )
                 for path in written:
                     print(f"{path} ({path.stat().st_size // 1024} KiB)")
                 browser.close()

@@ -16,11 +16,19 @@ from tests.live import LiveServer
 ORDER_URL = re.compile(r"/orders/([A-Za-z0-9_-]{22})$")  # notices never ride in the URL
 
 #: A phone-sized browser context (pass to browser.new_context).
-PHONE = {"viewport": {"width": 375, "height": 740}, "device_scale_factor": 2,
-         "is_mobile": True, "has_touch": True}
+PHONE = {
+    "viewport": {"width": 375, "height": 740},
+    "device_scale_factor": 2,
+    "is_mobile": True,
+    "has_touch": True,
+}
 
-CUSTOMER = {"quantity": "2", "name": "Ada Lovelace", "email": "ada@example.com",
-            "address": "12 St James's Square\nLondon SW1Y 4JH"}
+CUSTOMER = {
+    "quantity": "2",
+    "name": "Ada Lovelace",
+    "email": "ada@example.com",
+    "address": "12 St James's Square\nLondon SW1Y 4JH",
+}
 
 
 class Shop(LiveServer):
@@ -47,8 +55,7 @@ class Shop(LiveServer):
         """POSTs read since ``mark``, once there are ``at_least`` of them (or the
         timeout passed): requests on other connections may still be in transit."""
         deadline = time.monotonic() + timeout
-        while (count := self.posts_received() - mark) < at_least and \
-                time.monotonic() < deadline:
+        while (count := self.posts_received() - mark) < at_least and time.monotonic() < deadline:
             time.sleep(0.05)
         return count
 
@@ -123,8 +130,12 @@ def refuse_as_cross_site(route: Route) -> None:
     Origin and a CSRF check that fails, as behind a proxy whose Host drops the port."""
     form = dict(parse_qsl(route.request.post_data or ""))
     form["csrf_token"] = "x" + form["csrf_token"][1:]
-    route.fulfill(response=route.fetch(post_data=urlencode(form), headers={
-        **route.request.headers, "origin": "https://127.0.0.1"}))
+    route.fulfill(
+        response=route.fetch(
+            post_data=urlencode(form),
+            headers={**route.request.headers, "origin": "https://127.0.0.1"},
+        )
+    )
 
 
 # The pages a user can be looking at, each reached the way a user reaches it.
@@ -153,5 +164,9 @@ def show_already_placed(page: Page, shop: Shop) -> None:
     expect_confirmation(page, already_placed=True)
 
 
-PAGES = {"form": show_form, "errors": show_errors, "confirmation": show_confirmation,
-         "already-placed": show_already_placed}
+PAGES = {
+    "form": show_form,
+    "errors": show_errors,
+    "confirmation": show_confirmation,
+    "already-placed": show_already_placed,
+}

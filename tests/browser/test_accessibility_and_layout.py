@@ -26,16 +26,19 @@ AXE = Path(__file__).resolve().parents[2] / "node_modules" / "axe-core" / "axe.m
 def serious_violations(page: Page) -> list[str]:
     """axe-core's serious and critical findings on the page, one line each."""
     if not AXE.exists():
-        pytest.fail(f"axe-core is missing at {AXE}: run `npm ci` (scripts/test does).",
-                    pytrace=False)
+        pytest.fail(
+            f"axe-core is missing at {AXE}: run `npm ci` (scripts/test does).", pytrace=False
+        )
     # Evaluated over the DevTools protocol, so the page's CSP (script-src 'self')
     # stays as strict as users get it.
     page.evaluate(AXE.read_text())
     result = page.evaluate("() => axe.run(document, {resultTypes: ['violations']})")
     assert len(result["passes"]) > 10, "axe-core did not check the page"
-    return [f"{v['id']} ({v['impact']}): {v['help']} at "
-            f"{[node['target'] for node in v['nodes']]}"
-            for v in result["violations"] if v["impact"] in ("serious", "critical")]
+    return [
+        f"{v['id']} ({v['impact']}): {v['help']} at {[node['target'] for node in v['nodes']]}"
+        for v in result["violations"]
+        if v["impact"] in ("serious", "critical")
+    ]
 
 
 @pytest.mark.parametrize("state", PAGES)
@@ -48,8 +51,9 @@ def test_pages_have_no_serious_accessibility_violations(new_page, shop, state, d
 
 def pay_and_reload(page: Page, shop: Shop) -> None:
     with shop.servers.engine.begin() as conn:
-        conn.execute(text("UPDATE orders SET status = 'paid', "
-                          "paid_cents = unit_price_cents * quantity"))
+        conn.execute(
+            text("UPDATE orders SET status = 'paid', paid_cents = unit_price_cents * quantity")
+        )
     page.reload()
 
 
@@ -98,15 +102,22 @@ def show_no_such_order(page: Page, shop: Shop) -> None:
 
 
 #: The pages around the order form (issue 24): cancel, refund and the error pages.
-OTHER_PAGES = {"cancel": show_cancel, "cancelled": show_cancelled, "refund": show_refund,
-               "refund-refused": show_refund_refused, "fully-refunded": show_fully_refunded,
-               "not-found": show_not_found, "no-such-order": show_no_such_order}
+OTHER_PAGES = {
+    "cancel": show_cancel,
+    "cancelled": show_cancelled,
+    "refund": show_refund,
+    "refund-refused": show_refund_refused,
+    "fully-refunded": show_fully_refunded,
+    "not-found": show_not_found,
+    "no-such-order": show_no_such_order,
+}
 
 
 @pytest.mark.parametrize("state", OTHER_PAGES)
 @pytest.mark.parametrize("device", ["desktop", "phone"])
 def test_cancel_refund_and_error_pages_have_no_serious_accessibility_violations(
-        new_page, shop, state, device):
+    new_page, shop, state, device
+):
     page = new_page(**(PHONE if device == "phone" else {}))
     OTHER_PAGES[state](page, shop)
     assert serious_violations(page) == []
@@ -114,8 +125,7 @@ def test_cancel_refund_and_error_pages_have_no_serious_accessibility_violations(
         assert_fits_the_screen(page)
 
 
-def test_busy_button_is_aria_disabled_swallows_a_second_click_and_does_not_move(
-        page, slow_shop):
+def test_busy_button_is_aria_disabled_swallows_a_second_click_and_does_not_move(page, slow_shop):
     open_form(page, slow_shop)
     fill_form(page)
     button = page.get_by_role("button", name="Place order")
@@ -159,7 +169,8 @@ def test_form_and_confirmation_fit_a_375px_phone(new_page, shop):
     assert_fits_the_screen(page)
     field_sizes = page.eval_on_selector_all(
         "input:not([type=hidden]), select, textarea",
-        "els => els.map(e => parseFloat(getComputedStyle(e).fontSize))")
+        "els => els.map(e => parseFloat(getComputedStyle(e).fontSize))",
+    )
     assert min(field_sizes) >= 16, "smaller text makes phones zoom in on focus"
     button = page.get_by_role("button", name="Place order")
     box, form = button.bounding_box(), page.locator("form").bounding_box()
@@ -190,10 +201,10 @@ def test_the_429_page_does_not_refresh_itself_and_names_the_one_wait(new_page, s
             wait = int(refused.headers["retry-after"])
             assert serious_violations(page) == []
             assert page.locator("meta[http-equiv]").count() == 0
-            expect(page.locator("#try-again")).to_contain_text(
-                f"Please try again in {wait} second")
+            expect(page.locator("#try-again")).to_contain_text(f"Please try again in {wait} second")
             expect(page.get_by_text("minute")).to_have_count(0)
             expect(page.get_by_role("link", name="Try again")).to_have_attribute(
-                "href", "/orders/new")
+                "href", "/orders/new"
+            )
             if device == "phone":
                 assert_fits_the_screen(page)

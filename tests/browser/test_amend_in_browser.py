@@ -37,8 +37,7 @@ def double_click(page: Page, name: str) -> None:
 
 
 @pytest.mark.parametrize("javascript", [True, False], ids=["htmx", "no-javascript"])
-def test_back_edit_and_update_changes_the_order_once_and_lands_on_it(new_page, shop,
-                                                                      javascript):
+def test_back_edit_and_update_changes_the_order_once_and_lands_on_it(new_page, shop, javascript):
     page = new_page(java_script_enabled=javascript)
     show_confirmation(page, shop)
     key = shop.orders()[0]
@@ -47,13 +46,13 @@ def test_back_edit_and_update_changes_the_order_once_and_lands_on_it(new_page, s
     page.get_by_label("Quantity").fill("5")
     page.get_by_role("button", name="Place order").click()
 
-    expect(page.locator("#form-message")).to_contain_text(
-        f"already used for order {number}")
+    expect(page.locator("#form-message")).to_contain_text(f"already used for order {number}")
     update = f"Update order {number} with these details"
     expect(page.get_by_role("button", name=update)).to_be_visible()
     expect(page.get_by_role("button", name="Place another order")).to_be_visible()
     expect(page.get_by_role("link", name=f"See order {number}")).to_have_attribute(
-        "href", f"/orders/{key}")
+        "href", f"/orders/{key}"
+    )
     expect(page.get_by_label("Quantity")).to_have_value("5")  # the typed input kept
 
     double_click(page, update)
@@ -61,8 +60,10 @@ def test_back_edit_and_update_changes_the_order_once_and_lands_on_it(new_page, s
     # With JavaScript the second click is swallowed; without, Chromium drops the first
     # POST for the second, which lands on the update the first made.
     expect(page.locator("#amended")).to_have_text(
-        "We updated your order with your new details." if javascript else
-        re.compile("We updated your order|This update was already made"))
+        "We updated your order with your new details."
+        if javascript
+        else re.compile("We updated your order|This update was already made")
+    )
     expect(page.locator(".summary")).to_contain_text("€90.00")
     assert quantities(shop) == [5]
     assert amendments(shop) == [{"quantity": [2, 5]}]

@@ -27,7 +27,8 @@ def card_shop(servers, provider):
 
 @pytest.mark.parametrize("javascript", [True, False], ids=["with-js", "without-js"])
 def test_a_double_click_while_the_provider_takes_5_s_charges_once_and_lands_on_the_paid_order(
-        new_page, card_shop, provider, servers, javascript):
+    new_page, card_shop, provider, servers, javascript
+):
     provider.faults(slow=5)
     try:
         page = new_page(java_script_enabled=javascript)
@@ -52,8 +53,9 @@ def test_a_double_click_while_the_provider_takes_5_s_charges_once_and_lands_on_t
     posts = card_shop.posts_since(mark, at_least=1 if javascript else 2)
     key = re.search(ORDER_URL, page.url).group(1)
     with servers.engine.connect() as conn:
-        status, reference = conn.execute(text(
-            "SELECT status, payment_reference FROM orders WHERE public_id = :k"), {"k": key}).one()
+        status, reference = conn.execute(
+            text("SELECT status, payment_reference FROM orders WHERE public_id = :k"), {"k": key}
+        ).one()
         count = conn.scalar(text("SELECT count(*) FROM orders"))
     assert (status, count) == ("paid", 1)
     assert len(provider.succeeded(reference)) == 1

@@ -35,11 +35,17 @@ FORM_POST = re.compile(r"\[DEBUG\] POST /(subscribe|signup|questions)$", re.MULT
 ADA, GRACE = "ada@example.com", "grace@example.com"
 #: The button and the confirmation's heading of each example.
 SUBMIT = {"newsletter": "Subscribe", "htmx_signup": "Sign up", "turbo_signup": "Sign up"}
-DONE = {"newsletter": "You are subscribed", "htmx_signup": "You are on the list",
-        "turbo_signup": "You are on the list"}
+DONE = {
+    "newsletter": "You are subscribed",
+    "htmx_signup": "You are on the list",
+    "turbo_signup": "You are on the list",
+}
 #: The table of each example's sign-ups.
-SIGNUPS = {"newsletter": "newsletter_subscriptions", "htmx_signup": "htmx_signups",
-           "turbo_signup": "turbo_signups"}
+SIGNUPS = {
+    "newsletter": "newsletter_subscriptions",
+    "htmx_signup": "htmx_signups",
+    "turbo_signup": "turbo_signups",
+}
 
 
 def example(name: str):
@@ -62,8 +68,13 @@ class ExampleServer(LiveServer):
 
     def __init__(self, servers: Servers, name: str) -> None:
         super().__init__(servers, workers=2, threads=8)
-        self.args[-1:] = ["--pythonpath", str(EXAMPLES), "--log-level", "debug",
-                          f"{name}.app:create_app()"]
+        self.args[-1:] = [
+            "--pythonpath",
+            str(EXAMPLES),
+            "--log-level",
+            "debug",
+            f"{name}.app:create_app()",
+        ]
         self.name, self.servers = name, servers
         self.metadata = metadata_of(example(name))
 
@@ -82,8 +93,7 @@ class ExampleServer(LiveServer):
 
     def posts_since(self, mark: int, *, at_least: int, timeout: float = 10) -> int:
         deadline = time.monotonic() + timeout
-        while (count := self.posts_received() - mark) < at_least and \
-                time.monotonic() < deadline:
+        while (count := self.posts_received() - mark) < at_least and time.monotonic() < deadline:
             time.sleep(0.05)
         return count
 
@@ -108,10 +118,12 @@ def example_servers(servers: Servers) -> Iterator[Callable[[str], ExampleServer]
     """``start(name)``: the example's server, started on first use, for the session."""
     running: dict[str, ExampleServer] = {}
     with ExitStack() as stack:
+
         def start(name: str) -> ExampleServer:
             if name not in running:
                 running[name] = stack.enter_context(ExampleServer(servers, name))
             return running[name]
+
         yield start
     for server in running.values():
         server.metadata.drop_all(servers.engine)
@@ -137,8 +149,12 @@ def page(new_page) -> Iterator[Page]:
     """A page whose Content-Security-Policy violations fail the test."""
     page = new_page()
     blocked: list[str] = []
-    page.on("console", lambda message: blocked.append(message.text)
-            if "Content Security Policy" in message.text else None)
+    page.on(
+        "console",
+        lambda message: (
+            blocked.append(message.text) if "Content Security Policy" in message.text else None
+        ),
+    )
     yield page
     assert blocked == [], f"the page broke its CSP: {blocked}"
 
@@ -184,14 +200,14 @@ def click_twice(page: Page, button: Locator, *, gap_ms: int = 20) -> None:
 def post_statuses(page: Page) -> list[int]:
     """The statuses of the POSTs this page gets answers to, as they arrive."""
     statuses: list[int] = []
-    page.on("response", lambda r: statuses.append(r.status) if r.request.method == "POST"
-            else None)
+    page.on("response", lambda r: statuses.append(r.status) if r.request.method == "POST" else None)
     return statuses
 
 
 @pytest.mark.parametrize("comfort", [True, False], ids=["hx-disabled-elt", "comfort-removed"])
 def test_htmx_double_click_signs_up_once_and_the_page_lands_on_one_confirmation(
-        page, serve, comfort):
+    page, serve, comfort
+):
     server = serve("htmx_signup")
     open_form(page, server)
     if not comfort:  # what the server alone guarantees: htmx then sends the second click too
@@ -249,8 +265,7 @@ def test_back_edit_resubmit_is_told_with_the_new_input_and_places_nothing(page, 
     assert expect_confirmation(page, server, ADA) == first
 
 
-def test_turbo_back_after_a_submit_fetches_a_fresh_empty_form_so_its_submit_is_new(
-        page, serve):
+def test_turbo_back_after_a_submit_fetches_a_fresh_empty_form_so_its_submit_is_new(page, serve):
     # Turbo 8 drops its snapshot cache after every non-GET submit, so there is no snapshot
     # of the form to go back to: Back fetches the form, with a fresh token and no input.
     server = serve("turbo_signup")
@@ -267,8 +282,7 @@ def test_turbo_back_after_a_submit_fetches_a_fresh_empty_form_so_its_submit_is_n
     assert status == 303 and server.emails() == [ADA, GRACE] and first != second, figures
 
 
-def test_turbo_renders_the_409_when_a_rendering_whose_answer_was_lost_is_sent_edited(
-        page, serve):
+def test_turbo_renders_the_409_when_a_rendering_whose_answer_was_lost_is_sent_edited(page, serve):
     server = serve("turbo_signup")
     token = open_form(page, server)
     lost: list[int] = []
@@ -278,7 +292,7 @@ def test_turbo_renders_the_409_when_a_rendering_whose_answer_was_lost_is_sent_ed
             route.continue_()
             return
         lost.append(route.fetch(max_redirects=0).status)  # placed on the server
-        route.abort("connectionreset")                    # the answer never arrives
+        route.abort("connectionreset")  # the answer never arrives
 
     page.route("**/signup", lose_the_first_answer)
     page.get_by_label("Email").fill(ADA)
@@ -308,8 +322,14 @@ def test_the_fetch_guides_script_double_clicked_signs_up_once_and_lands_on_it(pa
     page.add_script_tag(content=fetch_guide_script())
     page.get_by_label("Email").fill(ADA)
     answers: list[tuple[int, str]] = []
-    page.on("response", lambda r: answers.append((r.status, r.headers.get("content-type", "")))
-            if r.request.method == "POST" else None)
+    page.on(
+        "response",
+        lambda r: (
+            answers.append((r.status, r.headers.get("content-type", "")))
+            if r.request.method == "POST"
+            else None
+        ),
+    )
     mark = server.posts_received()
     click_twice(page, page.get_by_role("button", name="Subscribe"))
     expect_confirmation(page, server, ADA)
@@ -346,7 +366,7 @@ def test_htmx_question_whose_answer_was_lost_is_answered_in_place_once(page, ser
             route.continue_()
             return
         lost.append(route.fetch().status)  # made on the server
-        route.abort("connectionreset")    # the answer never arrives
+        route.abort("connectionreset")  # the answer never arrives
 
     page.route("**/questions", lose_the_first_answer)
     page.get_by_label("Your question").fill("When does it open?")
@@ -385,13 +405,20 @@ def test_htmx_question_answered_in_place_once_with_the_button_disabled(page, ser
 def test_each_example_imports_only_flask_submit_once_of_this_repository(name):
     source = (EXAMPLES / name / "app.py").read_text()
     ours = set(re.findall(r"^(?:from|import) (\w+)", source, re.M)) & {
-        "flask_submit_once", "submit_once", "webapp", "dev", "tests"}
+        "flask_submit_once",
+        "submit_once",
+        "webapp",
+        "dev",
+        "tests",
+    }
     assert ours == {"flask_submit_once"}
 
 
-@pytest.mark.parametrize(("name", "asset"), [("htmx_signup", "htmx.min.js"),
-                                             ("turbo_signup", "turbo.es2017-umd.js")])
+@pytest.mark.parametrize(
+    ("name", "asset"), [("htmx_signup", "htmx.min.js"), ("turbo_signup", "turbo.es2017-umd.js")]
+)
 def test_each_example_carries_the_vendored_copy_of_its_library(name, asset):
     copy = EXAMPLES / name / "static" / asset
-    assert copy.read_bytes() == (ROOT / "static/vendor" / asset).read_bytes(), \
+    assert copy.read_bytes() == (ROOT / "static/vendor" / asset).read_bytes(), (
         f"{copy.relative_to(ROOT)} is not static/vendor/{asset}: run scripts/vendor-js"
+    )

@@ -11,7 +11,8 @@ from tests.browser.shop import CUSTOMER, ORDER_URL, expect_confirmation, fill_fo
 
 
 def test_a_lost_order_offers_the_details_back_in_a_fresh_form_and_places_only_when_asked(
-        page, shop, servers):
+    page, shop, servers
+):
     open_form(page, shop)
     fill_form(page)
     sent_token = page.locator("input[name=form_token]").input_value()

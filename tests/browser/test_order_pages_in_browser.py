@@ -30,9 +30,13 @@ def placed_order(page: Page, shop: Shop, *, paid: bool = False) -> str:
     assert match is not None
     if paid:
         with shop.servers.engine.begin() as conn:
-            conn.execute(text("UPDATE orders SET status = 'paid', "
-                              "paid_cents = unit_price_cents * quantity WHERE public_id = :k"),
-                         {"k": match.group(1)})
+            conn.execute(
+                text(
+                    "UPDATE orders SET status = 'paid', "
+                    "paid_cents = unit_price_cents * quantity WHERE public_id = :k"
+                ),
+                {"k": match.group(1)},
+            )
         page.reload()
     return match.group(1)
 
@@ -59,8 +63,7 @@ def expect_notice_at_the_top(page: Page, notice_id: str, says: str) -> None:
     assert box["y"] + box["height"] <= viewport["height"], "the notice is below the fold"
 
 
-def test_back_after_cancelling_shows_the_form_and_its_submit_lands_on_the_order(
-        device_page, shop):
+def test_back_after_cancelling_shows_the_form_and_its_submit_lands_on_the_order(device_page, shop):
     """Was: Back fetched the cancel page again, 409 "This order was not cancelled"."""
     page = device_page
     key = placed_order(page, shop)
@@ -91,13 +94,15 @@ def test_a_paid_then_cancelled_order_says_how_to_get_the_money_back(device_page,
     expect(page.locator("#order-state")).to_have_text("Nothing will be shipped.")
     expect(page.locator("#money-state")).to_have_text("You paid €36.00.")
     expect(page.locator("#money-next")).to_have_text(
-        "Press “Request a refund” below to get it back.")
+        "Press “Request a refund” below to get it back."
+    )
     expect(page.get_by_text("or charged")).to_have_count(0)
     page.get_by_role("link", name="Request a refund").click()
     page.get_by_label("Amount to refund (€)").fill("36")
     page.get_by_role("button", name="Request refund").click()
     expect(page.locator("#money-state")).to_have_text(
-        "You paid €36.00. All of it is being refunded to you.")
+        "You paid €36.00. All of it is being refunded to you."
+    )
 
 
 def test_back_after_a_refund_request_lands_on_the_request_not_a_second_one(device_page, shop):
@@ -122,8 +127,7 @@ def test_back_after_a_refund_request_lands_on_the_request_not_a_second_one(devic
     assert refund_requests(shop) == [100]
 
 
-def test_a_second_tab_and_the_refund_page_of_a_refunded_order_say_what_happened(
-        device_page, shop):
+def test_a_second_tab_and_the_refund_page_of_a_refunded_order_say_what_happened(device_page, shop):
     """Was: a bare 409 "Something went wrong" whose only link went to the order form."""
     page = device_page
     key = placed_order(page, shop, paid=True)
@@ -137,16 +141,22 @@ def test_a_second_tab_and_the_refund_page_of_a_refunded_order_say_what_happened(
     second_tab.get_by_label("Amount to refund (€)").fill("36")
     second_tab.get_by_role("button", name="Request refund").click()
     expect(second_tab.locator("#amount-error")).to_have_text(
-        "Nothing is left to refund: the rest is already requested and waiting to be applied.")
+        "Nothing is left to refund: the rest is already requested and waiting to be applied."
+    )
 
     with shop.servers.engine.begin() as conn:  # the worker applies the first request
-        conn.execute(text("UPDATE orders SET status = 'refunded', refunded_cents = paid_cents, "
-                          "reserved_cents = 0"))
+        conn.execute(
+            text(
+                "UPDATE orders SET status = 'refunded', refunded_cents = paid_cents, "
+                "reserved_cents = 0"
+            )
+        )
         conn.execute(text("UPDATE refund_requests SET status = 'applied'"))
     second_tab.get_by_label("Amount to refund (€)").fill("1")
     second_tab.get_by_role("button", name="Request refund").click()
     expect(second_tab.get_by_role("heading", level=1)).to_have_text(
-        "This order is refunded in full")
+        "This order is refunded in full"
+    )
     expect(second_tab.locator("h1")).to_have_count(1)  # a page of its own, not nested
     expect(second_tab.get_by_text("Something went wrong")).to_have_count(0)
     second_tab.get_by_role("link", name="Back to your order").click()
@@ -156,8 +166,7 @@ def test_a_second_tab_and_the_refund_page_of_a_refunded_order_say_what_happened(
 
 
 @pytest.mark.parametrize("form", ["order", "refund"])
-def test_back_after_a_validation_error_never_shows_the_resubmission_page(
-        device_page, shop, form):
+def test_back_after_a_validation_error_never_shows_the_resubmission_page(device_page, shop, form):
     """With JavaScript, htmx swaps the errors in place: there is no POST result in
     history for Back to ask about ("Confirm Form Resubmission", ERR_CACHE_MISS)."""
     page = device_page
@@ -196,7 +205,8 @@ def test_back_to_a_refused_cancel_never_shows_the_resubmission_page(device_page,
     page.get_by_role("button", name="Yes, cancel my order").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("This order was not cancelled")
     expect(page.locator("#cancel-refused")).to_have_text(
-        "An order that is shipped cannot be cancelled.")
+        "An order that is shipped cannot be cancelled."
+    )
     page.get_by_role("link", name="Back to your order").click()
     expect(page).to_have_url(re.compile(f"/orders/{key}$"))
     page.go_back()
@@ -226,7 +236,8 @@ def test_the_product_list_shows_whole_prices_on_a_small_phone(new_page, shop, wi
     for label in labels:
         select.select_option(label=label)
         shown = label if whole == "label" else label.split(" · ")[0]
-        room, needed = select.evaluate("""(s, text) => {
+        room, needed = select.evaluate(
+            """(s, text) => {
             const style = getComputedStyle(s);
             const probe = document.createElement("span");
             probe.style.font = style.font;
@@ -238,7 +249,9 @@ def test_the_product_list_shows_whole_prices_on_a_small_phone(new_page, shop, wi
             probe.remove();
             return [s.clientWidth - parseFloat(style.paddingLeft)
                     - parseFloat(style.paddingRight), needed];
-        }""", shown)
+        }""",
+            shown,
+        )
         assert needed <= room, f"{shown!r} needs {needed:.0f}px, the list shows {room:.0f}px"
     scrolled = page.evaluate("() => document.documentElement.scrollWidth")
     assert scrolled <= width, f"the page is {scrolled}px wide on a {width} px phone"

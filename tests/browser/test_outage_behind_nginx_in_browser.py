@@ -29,8 +29,10 @@ SUBMIT = re.compile(r"/orders$")
 def shop_behind_nginx(servers, tmp_path_factory) -> Iterator[tuple[Shop, Nginx]]:
     """gunicorn (one worker, so it restarts quickly) behind nginx, trusting nginx's
     X-Forwarded-* and answering the address Chromium names as Host."""
-    with Shop(servers, workers=1, TRUSTED_PROXIES="1", TRUSTED_HOSTS="127.0.0.1") as live, \
-            nginx(tmp_path_factory.mktemp("nginx"), live.port) as site:
+    with (
+        Shop(servers, workers=1, TRUSTED_PROXIES="1", TRUSTED_HOSTS="127.0.0.1") as live,
+        nginx(tmp_path_factory.mktemp("nginx"), live.port) as site,
+    ):
         yield live, site
 
 
@@ -39,7 +41,8 @@ def button(page: Page):
 
 
 def test_behind_nginx_with_gunicorn_stopped_the_form_says_so_and_after_the_restart_places_once(
-        new_page, shop_behind_nginx):
+    new_page, shop_behind_nginx
+):
     """Was: "Placing your order…" for 20 s and more, the button disabled, or nginx's raw
     "502 Bad Gateway / nginx/1.22.1"."""
     shop, site = shop_behind_nginx
@@ -65,8 +68,12 @@ def test_behind_nginx_with_gunicorn_stopped_the_form_says_so_and_after_the_resta
         expect(button(page)).to_have_accessible_name("Check my order")
         expect(button(page)).not_to_have_attribute("aria-disabled", "true")
         expect(page.get_by_role("heading", level=1)).to_have_text("Place an order")
-        for label, field in [("Full name", "name"), ("Email", "email"),
-                             ("Shipping address", "address"), ("Quantity", "quantity")]:
+        for label, field in [
+            ("Full name", "name"),
+            ("Email", "email"),
+            ("Shipping address", "address"),
+            ("Quantity", "quantity"),
+        ]:
             expect(page.get_by_label(label)).to_have_value(CUSTOMER[field])
         expect(page.locator("body")).not_to_contain_text(re.compile("nginx|Bad Gateway"))
         expect(page.get_by_text("Placing your order…")).to_have_count(0)

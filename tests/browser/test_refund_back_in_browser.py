@@ -12,14 +12,17 @@ from sqlalchemy import text
 from tests.browser.shop import ORDER_URL, show_confirmation
 
 
-def test_back_to_a_sent_refund_form_keeps_the_amount_and_lands_on_already_requested(
-        page, shop):
+def test_back_to_a_sent_refund_form_keeps_the_amount_and_lands_on_already_requested(page, shop):
     show_confirmation(page, shop)
     key = ORDER_URL.search(page.url).group(1)
     with shop.servers.engine.begin() as conn:
-        conn.execute(text("UPDATE orders SET status = 'paid', "
-                          "paid_cents = unit_price_cents * quantity WHERE public_id = :k"),
-                     {"k": key})
+        conn.execute(
+            text(
+                "UPDATE orders SET status = 'paid', "
+                "paid_cents = unit_price_cents * quantity WHERE public_id = :k"
+            ),
+            {"k": key},
+        )
     page.goto(f"{shop.url}/orders/{key}/refund")
     page.get_by_label("Amount to refund (€)").fill("4.50")
     page.get_by_role("button", name="Request refund").click()

@@ -40,10 +40,14 @@ def test_single_submit_lands_on_the_confirmation_of_one_order(page, shop):
 
 
 # 2, 3
-@pytest.mark.parametrize(("times", "spacing_ms"), [(2, 20), (3, 10), (5, 50), (5, 200)],
-                         ids=["double-20ms", "triple-10ms", "five-50ms", "five-200ms"])
+@pytest.mark.parametrize(
+    ("times", "spacing_ms"),
+    [(2, 20), (3, 10), (5, 50), (5, 200)],
+    ids=["double-20ms", "triple-10ms", "five-50ms", "five-200ms"],
+)
 def test_repeated_submits_in_flight_make_one_order_and_the_user_lands_on_it(
-        page, slow_shop, times, spacing_ms):
+    page, slow_shop, times, spacing_ms
+):
     open_form(page, slow_shop)
     fill_form(page)
     mark = slow_shop.posts_received()
@@ -91,7 +95,8 @@ def test_reload_while_the_submit_is_in_flight_gives_back_the_form_as_sent(page, 
 
 
 def test_a_duplicate_past_the_wait_gets_the_form_as_sent_and_submitting_again_lands_on_it(
-        servers, new_page):
+    servers, new_page
+):
     # The first submit outlasts how long a duplicate waits for it: the duplicate gets
     # the form back (503) as sent, same token, saying the order is still being placed
     # and to press Place order again (before 0.10: a page of its own, "reload").
@@ -213,6 +218,7 @@ def test_expired_form_comes_back_with_every_field_filled_in(servers, new_page, r
 def wait_until_tokens_expired(rdb, timeout: float = 15) -> None:
     """Poll Redis until every form token issued so far has expired."""
     import time
+
     deadline = time.monotonic() + timeout
     while token_keys(rdb):
         assert time.monotonic() < deadline, "form tokens did not expire"
@@ -231,13 +237,13 @@ def test_invalid_input_is_shown_beside_the_fields_then_fixed_places_one_order(pa
     expect(summary).to_be_focused()
     # htmx swapped the 422's fragment in: the same document, no full page load.
     assert page.evaluate("() => window.sameDocument === true")
-    expect(summary.get_by_role("link")).to_have_text(["Full name: Enter your name.",
-        "Email: Enter an email address like name@example.com."])
+    expect(summary.get_by_role("link")).to_have_text(
+        ["Full name: Enter your name.", "Email: Enter an email address like name@example.com."]
+    )
     name, email = page.get_by_label("Full name"), page.get_by_label("Email")
     expect(name).to_have_attribute("aria-invalid", "true")
     expect(name).to_have_accessible_description("Enter your name.")
-    expect(email).to_have_accessible_description(
-        "Enter an email address like name@example.com.")
+    expect(email).to_have_accessible_description("Enter an email address like name@example.com.")
     expect(email).to_have_value("ada(at)example")
     expect(page.get_by_label("Shipping address")).to_have_value(CUSTOMER["address"])
     assert shop.orders() == []

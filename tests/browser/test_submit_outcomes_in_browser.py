@@ -97,8 +97,7 @@ def form_then_down(page: Page, shop: Shop) -> AbstractContextManager[None]:
     return stopped(shop)
 
 
-def test_with_gunicorn_stopped_the_form_says_so_and_its_button_checks(
-        device_page, stoppable_shop):
+def test_with_gunicorn_stopped_the_form_says_so_and_its_button_checks(device_page, stoppable_shop):
     """Was: "Placing your order…" for ever, the button disabled, no word."""
     page = device_page
     with form_then_down(page, stoppable_shop):
@@ -113,7 +112,8 @@ def test_with_gunicorn_stopped_the_form_says_so_and_its_button_checks(
 
 
 def test_once_gunicorn_is_back_the_check_says_nothing_was_placed_and_the_form_places_it(
-        device_page, stoppable_shop):
+    device_page, stoppable_shop
+):
     page = device_page
     with form_then_down(page, stoppable_shop):
         button(page).click()
@@ -153,8 +153,7 @@ def test_gunicorn_restarted_mid_submit_says_the_order_may_be_placed(device_page,
     assert len(pausing_shop.orders()) == 1
 
 
-def test_after_a_restart_mid_submit_the_check_lands_on_the_order_placed(
-        device_page, pausing_shop):
+def test_after_a_restart_mid_submit_the_check_lands_on_the_order_placed(device_page, pausing_shop):
     page = device_page
     submit_then_restart(page, pausing_shop)
     expect_unknown(page)
@@ -196,7 +195,8 @@ def held_submits(make_app) -> Iterator[tuple[str, threading.Event]]:
 
 
 def test_the_check_of_a_submit_still_running_says_so_then_lands_on_the_order(
-        page, make_app, servers):
+    page, make_app, servers
+):
     with held_submits(make_app) as (url, release):
         page.goto(f"{url}/orders/new")
         fill_form(page)
@@ -214,20 +214,26 @@ def test_the_check_of_a_submit_still_running_says_so_then_lands_on_the_order(
 
 def fulfil_submit(page: Page, status: int, body: str, content_type: str = "text/html") -> None:
     """Answer the form's POST in the browser as a proxy in front of the shop would."""
-    page.route(re.compile(r"/orders$"), lambda route: route.fulfill(
-        status=status, body=body, content_type=content_type))
+    page.route(
+        re.compile(r"/orders$"),
+        lambda route: route.fulfill(status=status, body=body, content_type=content_type),
+    )
 
 
 NGINX = "<html><head><title>{0}</title></head><body><center><h1>{0}</h1></center></body></html>"
 
 
-@pytest.mark.parametrize(("status", "body"), [
-    (502, NGINX.format("502 Bad Gateway")),
-    (503, NGINX.format("503 Service Temporarily Unavailable")),  # not the shop's form: no swap
-    (504, NGINX.format("504 Gateway Time-out")),
-    (500, "Internal Server Error"),
-    (200, "<p>Sign in to this Wi-Fi network</p>"),
-], ids=["502", "503", "504", "500", "200-not-ours"])
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (502, NGINX.format("502 Bad Gateway")),
+        (503, NGINX.format("503 Service Temporarily Unavailable")),  # not the shop's form: no swap
+        (504, NGINX.format("504 Gateway Time-out")),
+        (500, "Internal Server Error"),
+        (200, "<p>Sign in to this Wi-Fi network</p>"),
+    ],
+    ids=["502", "503", "504", "500", "200-not-ours"],
+)
 def test_an_answer_that_is_not_the_shops_says_the_outcome_is_unknown(page, shop, status, body):
     open_form(page, shop)
     fill_form(page)
@@ -238,8 +244,7 @@ def test_an_answer_that_is_not_the_shops_says_the_outcome_is_unknown(page, shop,
     expect(page.get_by_role("heading", level=1)).to_have_text("Place an order")
 
 
-def test_a_403_says_what_happened_and_never_to_see_an_order_that_does_not_exist(
-        device_page, shop):
+def test_a_403_says_what_happened_and_never_to_see_an_order_that_does_not_exist(device_page, shop):
     """Was: the page reloaded and said "Press Place order to see your order": 3 presses,
     3 × 403, no order."""
     page = device_page
@@ -257,8 +262,10 @@ def test_a_403_says_what_happened_and_never_to_see_an_order_that_does_not_exist(
         assert answer.value.status == 403
         expect(refused).to_be_visible()
         expect(refused).to_contain_text(NOT_PLACED)
-        expect(refused).to_contain_text("This could not be done from here. We could not confirm "
-                                        "that this form was sent from our own site")
+        expect(refused).to_contain_text(
+            "This could not be done from here. We could not confirm "
+            "that this form was sent from our own site"
+        )
         expect(refused).to_contain_text("(Error 403)")
         assert shop.posts_since(mark, at_least=presses) == presses
         expect(button(page)).to_have_accessible_name("Place order")
@@ -277,25 +284,33 @@ def shop_refusal(make_app, status: int) -> tuple[str, str]:
     (htmx swaps none of it) and the sentence that says when to try again, if any."""
     client = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=1).test_client()
     client.get("/orders/new")
-    answer = client.get("/orders/new" if status == 429 else "/no-such-page",
-                        headers={"HX-Request": "true"})
+    answer = client.get(
+        "/orders/new" if status == 429 else "/no-such-page", headers={"HX-Request": "true"}
+    )
     assert answer.status_code == status and answer.headers["HX-Reswap"] == "none"
     wait = answer.headers.get("Retry-After")
     return answer.text, f"Please try again in {wait} seconds." if wait else ""
 
 
-@pytest.mark.parametrize(("status", "says"), [
-    (413, "The shop did not accept this form."),
-    (429, "Too many forms opened. Very many forms were opened"),
-    (404, "Page not found. There is no page at this address."),
-], ids=["413-proxy", "429-shop", "404-shop"])
+@pytest.mark.parametrize(
+    ("status", "says"),
+    [
+        (413, "The shop did not accept this form."),
+        (429, "Too many forms opened. Very many forms were opened"),
+        (404, "Page not found. There is no page at this address."),
+    ],
+    ids=["413-proxy", "429-shop", "404-shop"],
+)
 def test_every_other_refusal_says_what_happened(page, shop, make_app, status, says):
     """A refusal of the shop's is said in its words (its error page's), a proxy's in the
     form's; the order was not placed either way."""
     open_form(page, shop)
     fill_form(page)
-    body, when = (NGINX.format("413 Request Entity Too Large"), "") if status == 413 \
+    body, when = (
+        (NGINX.format("413 Request Entity Too Large"), "")
+        if status == 413
         else shop_refusal(make_app, status)
+    )
     fulfil_submit(page, status, body)
     button(page).click()
     refused = page.locator("#submit-refused")
@@ -319,11 +334,15 @@ def check_answers(page: Page, *answers: dict) -> list[dict]:
         if request.headers.get("x-submit-once-check") != "1":
             route.fulfill(status=502, body=NGINX.format("502 Bad Gateway"))
             return
-        seen.append({"headers": request.headers,
-                     "fields": dict(parse_qsl(request.post_data or "")),
-                     "url": request.url})
-        route.fulfill(status=200, content_type="application/json",
-                      body=json.dumps(queue.pop(0)))
+        seen.append(
+            {
+                "headers": request.headers,
+                "fields": dict(parse_qsl(request.post_data or "")),
+                "url": request.url,
+            }
+        )
+        route.fulfill(status=200, content_type="application/json", body=json.dumps(queue.pop(0)))
+
     page.route(re.compile(r"/orders$"), answer)
     return seen
 
@@ -350,8 +369,9 @@ def test_the_check_sends_the_same_tokens_and_a_not_done_answer_readies_the_form(
 def test_a_running_answer_says_so_and_asks_again_until_done(page, shop):
     open_form(page, shop)
     fill_form(page)
-    check_answers(page, {"status": "running"},
-                  {"status": "done", "location": "/orders/new?checked=1"})
+    check_answers(
+        page, {"status": "running"}, {"status": "done", "location": "/orders/new?checked=1"}
+    )
     button(page).click()
     expect_unknown(page)
     button(page).click()
@@ -359,12 +379,15 @@ def test_a_running_answer_says_so_and_asks_again_until_done(page, shop):
     expect(page).to_have_url(re.compile(r"/orders/new\?checked=1$"))
 
 
-@pytest.mark.parametrize("answer", [
-    {"status": "done", "location": "https://elsewhere.example/orders/x"},
-    {"status": "what"},
-], ids=["done-elsewhere", "unknown-status"])
-def test_a_check_answer_the_script_cannot_trust_leaves_the_check_to_try_again(
-        page, shop, answer):
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"status": "done", "location": "https://elsewhere.example/orders/x"},
+        {"status": "what"},
+    ],
+    ids=["done-elsewhere", "unknown-status"],
+)
+def test_a_check_answer_the_script_cannot_trust_leaves_the_check_to_try_again(page, shop, answer):
     open_form(page, shop)
     fill_form(page)
     check_answers(page, answer)
@@ -379,8 +402,10 @@ def test_the_refund_form_says_its_request_may_or_may_not_be_taken(page, shop):
     key = put_order_in(shop.servers.engine, STATES["paid"])
     page.goto(f"{shop.url}/orders/{key}/refund")
     page.get_by_label("Amount to refund (€)").fill("5")
-    page.route(re.compile(r"/refunds$"), lambda route: route.fulfill(
-        status=504, body=NGINX.format("504 Gateway Time-out")))
+    page.route(
+        re.compile(r"/refunds$"),
+        lambda route: route.fulfill(status=504, body=NGINX.format("504 Gateway Time-out")),
+    )
     page.get_by_role("button", name="Request refund").click()
     unknown = page.locator("#submit-unknown")
     expect(unknown).to_contain_text("your refund may or may not be requested")

@@ -25,8 +25,7 @@ def test_without_javascript_a_submit_places_one_order(page, shop):
     assert shop.orders() == [number]
 
 
-def test_without_javascript_a_double_click_sends_two_posts_and_places_one_order(
-        page, slow_shop):
+def test_without_javascript_a_double_click_sends_two_posts_and_places_one_order(page, slow_shop):
     open_form(page, slow_shop)
     fill_form(page)
     mark = slow_shop.posts_received()

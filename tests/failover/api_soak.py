@@ -38,6 +38,7 @@ RETRY_PAUSE = 0.2
 class Call:
     """One request as its client saw it: every attempt with the same key (or event id),
     and the 2xx bodies (more than one when it was sent again)."""
+
     name: str
     order_id: str = ""  # for an event: the order it pays
     attempts: list[tuple[int, str]] = field(default_factory=list)  # (status, problem type)
@@ -52,6 +53,7 @@ class Call:
 class ApiTraffic:
     """``clients`` API clients against ``ports``, each followed by the provider paying
     the orders it placed."""
+
     ports: list[int]
     api_key: str
     clients: int = 2
@@ -84,8 +86,7 @@ class ApiTraffic:
                     continue
                 event = Call(f"evt-{n}-{cycle}", order_id=order.results[0]["id"])
                 for _ in range(2 if rng.random() < 1 / 3 else 1):
-                    self._until_2xx(event, pay(event, order.results[0]), connections,
-                                    cycle + 1)
+                    self._until_2xx(event, pay(event, order.results[0]), connections, cycle + 1)
                 with self._lock:
                     self.events.append(event)
         finally:
@@ -93,8 +94,12 @@ class ApiTraffic:
                 connection.close()
 
     @staticmethod
-    def _until_2xx(call: Call, send: Callable[[Connection], Response],
-                   connections: list[Connection], first: int) -> None:
+    def _until_2xx(
+        call: Call,
+        send: Callable[[Connection], Response],
+        connections: list[Connection],
+        first: int,
+    ) -> None:
         """Send until a 2xx, retrying the answers in RETRIED and no answer at all."""
         deadline = time.monotonic() + GIVE_UP_AFTER
         for attempt in count(first):
@@ -120,30 +125,33 @@ class ApiTraffic:
 @dataclass
 class ApiVerdict:
     """The API orders and payment events sent, held against the rows that exist."""
+
     orders: int
     placed: int
-    doubled: list[str]      # Idempotency-Keys with more than one order
-    split: list[str]        # keys whose 201s name different orders
-    lost: list[str]         # orders answered 201 but not in the database
+    doubled: list[str]  # Idempotency-Keys with more than one order
+    split: list[str]  # keys whose 201s name different orders
+    lost: list[str]  # orders answered 201 but not in the database
     events: int
     recorded: int
     events_doubled: list[str]  # event ids with more than one payment_events row
     events_lost: list[str]  # events answered 200 but not in payment_events
     not_paid_once: list[str]  # recorded, yet paid_cents is not the one event's amount
-    for_lost_orders: int    # 422 "no order has this order_id": the order was lost
-    unfinished: list[str]   # requests still without a 2xx when their client gave up
+    for_lost_orders: int  # 422 "no order has this order_id": the order was lost
+    unfinished: list[str]  # requests still without a 2xx when their client gave up
     bad: list[tuple[str, int, str]]  # any other answer: a 500, a 4xx, no answer
     by_status: Counter
 
     def summary(self) -> str:
-        return (f"API: {self.orders} orders sent, {self.placed} placed; doubled "
-                f"{len(self.doubled)}, split {len(self.split)}, lost {len(self.lost)}; "
-                f"{self.events} payment events sent, {self.recorded} recorded; doubled "
-                f"{len(self.events_doubled)}, lost "
-                f"{len(self.events_lost)}, not paid once {len(self.not_paid_once)}, "
-                f"for a lost order {self.for_lost_orders}; answers "
-                f"{dict(sorted(self.by_status.items()))}, unfinished {len(self.unfinished)}, "
-                f"other {len(self.bad)}")
+        return (
+            f"API: {self.orders} orders sent, {self.placed} placed; doubled "
+            f"{len(self.doubled)}, split {len(self.split)}, lost {len(self.lost)}; "
+            f"{self.events} payment events sent, {self.recorded} recorded; doubled "
+            f"{len(self.events_doubled)}, lost "
+            f"{len(self.events_lost)}, not paid once {len(self.not_paid_once)}, "
+            f"for a lost order {self.for_lost_orders}; answers "
+            f"{dict(sorted(self.by_status.items()))}, unfinished {len(self.unfinished)}, "
+            f"other {len(self.bad)}"
+        )
 
 
 def judge_api(traffic: ApiTraffic, database_url: str) -> ApiVerdict:
@@ -151,10 +159,18 @@ def judge_api(traffic: ApiTraffic, database_url: str) -> ApiVerdict:
     engine = make_engine(database_url)
     try:
         with engine.connect() as conn:
-            orders = conn.execute(text("SELECT idempotency_key, public_id, paid_cents "
-                                       "FROM orders WHERE api_client_id IS NOT NULL")).all()
-            recorded = conn.execute(text("SELECT e.event_id, o.public_id FROM payment_events e "
-                                         "JOIN orders o ON o.id = e.order_id")).all()
+            orders = conn.execute(
+                text(
+                    "SELECT idempotency_key, public_id, paid_cents "
+                    "FROM orders WHERE api_client_id IS NOT NULL"
+                )
+            ).all()
+            recorded = conn.execute(
+                text(
+                    "SELECT e.event_id, o.public_id FROM payment_events e "
+                    "JOIN orders o ON o.id = e.order_id"
+                )
+            ).all()
     finally:
         engine.dispose()
     paid = {public_id: cents for _, public_id, cents in orders}
@@ -174,20 +190,37 @@ def judge_api(traffic: ApiTraffic, database_url: str) -> ApiVerdict:
                 bad.append((call.name, status, problem))
         if not call.ended and not order_lost:
             unfinished.append(call.name)
-    totals = {call.results[0]["id"]: call.results[0]["total_cents"]
-              for call in traffic.orders if call.ended}
+    totals = {
+        call.results[0]["id"]: call.results[0]["total_cents"]
+        for call in traffic.orders
+        if call.ended
+    }
     return ApiVerdict(
-        orders=len(traffic.orders), placed=len(orders),
+        orders=len(traffic.orders),
+        placed=len(orders),
         doubled=[key for key, n in Counter(key for key, _, _ in orders).items() if n > 1],
-        split=[call.name for call in traffic.orders
-               if len({result["id"] for result in call.results}) > 1],
+        split=[
+            call.name
+            for call in traffic.orders
+            if len({result["id"] for result in call.results}) > 1
+        ],
         lost=[public_id for public_id in totals if public_id not in paid],
-        events=len(traffic.events), recorded=len(recorded),
-        events_doubled=[name for name, n in Counter(name for name, _ in recorded).items()
-                        if n > 1],
-        events_lost=[call.name for call in traffic.events
-                     if call.ended and call.name not in events],
-        not_paid_once=[call.order_id for call in traffic.events if call.name in events
-                       and (paid[call.order_id] != totals[call.order_id]
-                            or events_per_order[call.order_id] != 1)],
-        for_lost_orders=for_lost_orders, unfinished=unfinished, bad=bad, by_status=statuses)
+        events=len(traffic.events),
+        recorded=len(recorded),
+        events_doubled=[name for name, n in Counter(name for name, _ in recorded).items() if n > 1],
+        events_lost=[
+            call.name for call in traffic.events if call.ended and call.name not in events
+        ],
+        not_paid_once=[
+            call.order_id
+            for call in traffic.events
+            if call.name in events
+            and (
+                paid[call.order_id] != totals[call.order_id] or events_per_order[call.order_id] != 1
+            )
+        ],
+        for_lost_orders=for_lost_orders,
+        unfinished=unfinished,
+        bad=bad,
+        by_status=statuses,
+    )

@@ -26,8 +26,8 @@ CARDS = [PAYS] * 7 + [DECLINED, RETRY, RETRY]
 class Customer:
     name: str
     answers: list[int] = field(default_factory=list)  # HTTP status, 0: no answer
-    landed: set[str] = field(default_factory=set)     # order keys it was sent to (303)
-    bad: list[str] = field(default_factory=list)      # answers no customer should get
+    landed: set[str] = field(default_factory=set)  # order keys it was sent to (303)
+    bad: list[str] = field(default_factory=list)  # answers no customer should get
 
 
 @dataclass
@@ -41,8 +41,10 @@ class CardLoad:
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run(self, seconds: float, beside: list[threading.Thread]) -> None:
-        threads = [threading.Thread(target=self._client, args=(n,), daemon=True)
-                   for n in range(self.clients)]
+        threads = [
+            threading.Thread(target=self._client, args=(n,), daemon=True)
+            for n in range(self.clients)
+        ]
         for thread in threads + beside:
             thread.start()
         time.sleep(seconds)
@@ -66,9 +68,10 @@ class CardLoad:
             copies = rng.choice([1, 1, 2, 3])
             targets = [self.ports[(n + cycle + k) % 2] for k in range(copies)]
             if copies > 1 and rng.random() < 0.5:  # a double click, to both instances
-                threads = [threading.Thread(target=self._submit, args=(customer, p, cookie,
-                                                                       dict(fields)))
-                           for p in targets]
+                threads = [
+                    threading.Thread(target=self._submit, args=(customer, p, cookie, dict(fields)))
+                    for p in targets
+                ]
                 for thread in threads:
                     thread.start()
                 for thread in threads:
@@ -81,8 +84,14 @@ class CardLoad:
             with self._lock:
                 self.customers.append(customer)
 
-    def _follow(self, customer: Customer, port: int, cookie: str, fields: dict[str, str],
-                nexts: list[dict[str, str]]) -> None:
+    def _follow(
+        self,
+        customer: Customer,
+        port: int,
+        cookie: str,
+        fields: dict[str, str],
+        nexts: list[dict[str, str]],
+    ) -> None:
         """Not landed: press again as the page says, a few times, a moment apart."""
         for _ in range(4):
             if customer.landed or self.stop.is_set():
@@ -103,11 +112,15 @@ class CardLoad:
             return None
         cookie = SimpleCookie(page.headers["set-cookie"])
         return f"session={cookie['session'].value}", {
-            **VALID, "name": name, "csrf_token": hidden(page.body, "csrf_token"),
-            "form_token": hidden(page.body, "form_token")}
+            **VALID,
+            "name": name,
+            "csrf_token": hidden(page.body, "csrf_token"),
+            "form_token": hidden(page.body, "form_token"),
+        }
 
-    def _submit(self, customer: Customer, port: int, cookie: str,
-                fields: dict[str, str]) -> dict[str, str] | None:
+    def _submit(
+        self, customer: Customer, port: int, cookie: str, fields: dict[str, str]
+    ) -> dict[str, str] | None:
         """One POST; what to send next if the page gives the form back (else None)."""
         try:
             answer = request(port, "POST", "/orders", cookie=cookie, form=fields, timeout=30)
@@ -138,20 +151,27 @@ class Reconciled:
     paid: int
     declined: int
     charges: int
-    charged_twice: list[str]          # payment references with more than one charge
+    charged_twice: list[str]  # payment references with more than one charge
     charges_without_order: list[str]  # charge ids no paid order records
-    paid_without_charge: list[str]    # order numbers paid with no charge at the provider
-    stuck: list[str]                  # orders still charging or marked after the sweepers
+    paid_without_charge: list[str]  # order numbers paid with no charge at the provider
+    stuck: list[str]  # orders still charging or marked after the sweepers
     wrong_amount: list[str]
-    lost: list[str]                   # a customer was sent to an order that is not there
+    lost: list[str]  # a customer was sent to an order that is not there
     double_paid_customers: list[str]  # a customer with two paid orders
     bad_answers: list[str]
     answers: Counter
 
     def ok(self) -> bool:
-        return not (self.charged_twice or self.charges_without_order or self.stuck
-                    or self.paid_without_charge or self.wrong_amount or self.lost
-                    or self.double_paid_customers or self.bad_answers)
+        return not (
+            self.charged_twice
+            or self.charges_without_order
+            or self.stuck
+            or self.paid_without_charge
+            or self.wrong_amount
+            or self.lost
+            or self.double_paid_customers
+            or self.bad_answers
+        )
 
 
 def reconcile(load: CardLoad, orders: list[dict], charges: list[dict]) -> Reconciled:
@@ -162,16 +182,23 @@ def reconcile(load: CardLoad, orders: list[dict], charges: list[dict]) -> Reconc
     paid_per_name = Counter(o["customer_name"] for o in paid)
     keys = {o["public_id"] for o in orders}
     return Reconciled(
-        orders=len(orders), paid=len(paid),
-        declined=sum(o["status"] == "declined" for o in orders), charges=len(charges),
+        orders=len(orders),
+        paid=len(paid),
+        declined=sum(o["status"] == "declined" for o in orders),
+        charges=len(charges),
         charged_twice=[r for r, n in by_reference.items() if n > 1],
         charges_without_order=[c["id"] for c in charges if c["id"] not in recorded],
-        paid_without_charge=[o["order_number"] for o in paid
-                             if o["charge_id"] not in {c["id"] for c in charges}],
-        stuck=[o["order_number"] for o in orders
-               if o["status"] == "charging" or o["submission_step"] == "charge"],
+        paid_without_charge=[
+            o["order_number"] for o in paid if o["charge_id"] not in {c["id"] for c in charges}
+        ],
+        stuck=[
+            o["order_number"]
+            for o in orders
+            if o["status"] == "charging" or o["submission_step"] == "charge"
+        ],
         wrong_amount=[o["order_number"] for o in paid if o["paid_cents"] != o["total"]],
         lost=[k for c in load.customers for k in c.landed if k not in keys],
         double_paid_customers=[name for name, n in paid_per_name.items() if n > 1],
         bad_answers=[b for c in load.customers for b in c.bad],
-        answers=Counter(a for c in load.customers for a in c.answers))
+        answers=Counter(a for c in load.customers for a in c.answers),
+    )

@@ -29,7 +29,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture
 def report(capsys: pytest.CaptureFixture[str]):
     """Print a soak's figures where they are seen (the terminal, not the capture)."""
+
     def write(line: str) -> None:
         with capsys.disabled():
             print(f"\n{line}")
+
     return write

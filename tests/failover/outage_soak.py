@@ -24,6 +24,7 @@ SIGNED = "s1."
 @dataclass
 class Render:
     """One form drawn: when it was asked for and drawn, and with which kind of token."""
+
     sent: float
     answered: float
     signed: bool
@@ -34,6 +35,7 @@ class OutageLoad(Load):
     """:class:`Load` that records each form's token and, for one form in five, keeps it
     open for up to ``open_for`` seconds before sending it (an outage may begin or end
     meanwhile)."""
+
     open_for: float = 3.0
     renders: dict[str, Render] = field(default_factory=dict)
 
@@ -61,8 +63,9 @@ class Storm:
         self.ports, self.cookie, self.fields = ports, cookie, {**fields, "name": name}
         self._stop = threading.Event()
         self._answered = threading.Condition()
-        self._threads = [threading.Thread(target=self._send, args=(n,), daemon=True)
-                         for n in range(threads)]
+        self._threads = [
+            threading.Thread(target=self._send, args=(n,), daemon=True) for n in range(threads)
+        ]
 
     def start(self) -> Storm:
         for thread in self._threads:
@@ -74,10 +77,12 @@ class Storm:
             port = self.ports[n % len(self.ports)]
             sent = time.monotonic()
             try:
-                response = request(port, "POST", "/orders", cookie=self.cookie,
-                                   form=self.fields, timeout=30)
-                answer = Answer(sent, time.monotonic(), response.status,
-                                response.headers.get("location", ""))
+                response = request(
+                    port, "POST", "/orders", cookie=self.cookie, form=self.fields, timeout=30
+                )
+                answer = Answer(
+                    sent, time.monotonic(), response.status, response.headers.get("location", "")
+                )
             except OSError:
                 answer = Answer(sent, time.monotonic(), 0)
             with self._answered:
@@ -88,8 +93,8 @@ class Storm:
         """Until ``count`` answers to submits sent after ``after`` came back."""
         with self._answered:
             assert self._answered.wait_for(
-                lambda: sum(a.sent > after for a in self.form.answers) >= count, timeout), \
-                f"the storm {self.form.name} was not answered"
+                lambda: sum(a.sent > after for a in self.form.answers) >= count, timeout
+            ), f"the storm {self.form.name} was not answered"
 
     def stop(self) -> None:
         self._stop.set()
@@ -100,6 +105,7 @@ class Storm:
 @dataclass
 class Outage:
     """When Redis went (after a storm's first answers) and when it answered again."""
+
     down: float
     up: float = 0.0
 
@@ -123,19 +129,24 @@ class OutageVerdict:
     outages: int
 
     def summary(self) -> str:
-        return (f"{self.outages} outages; {self.renders} renders ({self.signed_renders} "
-                f"signed, {self.render_failures} not 200); {self.submits} submits "
-                f"{dict(sorted(self.by_status.items()))}, 5xx {self.five_xx}; "
-                f"{self.orders} orders; duplicates {len(self.duplicates)}, lost "
-                f"{len(self.lost)}, unplaced {len(self.unplaced)}, split {len(self.split)}; "
-                f"drawn during an outage and first sent after it {self.signed_sent_after}; "
-                f"signed after Redis answered again {len(self.signed_after_return)}; storms "
-                + ", ".join(f"{name}: {answers} submits -> {orders} order"
-                            for name, (answers, orders, _) in self.storms.items()))
+        return (
+            f"{self.outages} outages; {self.renders} renders ({self.signed_renders} "
+            f"signed, {self.render_failures} not 200); {self.submits} submits "
+            f"{dict(sorted(self.by_status.items()))}, 5xx {self.five_xx}; "
+            f"{self.orders} orders; duplicates {len(self.duplicates)}, lost "
+            f"{len(self.lost)}, unplaced {len(self.unplaced)}, split {len(self.split)}; "
+            f"drawn during an outage and first sent after it {self.signed_sent_after}; "
+            f"signed after Redis answered again {len(self.signed_after_return)}; storms "
+            + ", ".join(
+                f"{name}: {answers} submits -> {orders} order"
+                for name, (answers, orders, _) in self.storms.items()
+            )
+        )
 
 
-def judge_outages(load: OutageLoad, storms: list[Storm], outages: list[Outage],
-                  orders: dict[str, str]) -> OutageVerdict:
+def judge_outages(
+    load: OutageLoad, storms: list[Storm], outages: list[Outage], orders: dict[str, str]
+) -> OutageVerdict:
     """``orders`` maps public id -> customer name (every order in the database)."""
     per_name = Counter(orders.values())
     forms = [*load.forms, *(storm.form for storm in storms)]
@@ -153,8 +164,11 @@ def judge_outages(load: OutageLoad, storms: list[Storm], outages: list[Outage],
     ends = [*(outage.down for outage in outages), float("inf")]
 
     def drawn_while_up(render: Render) -> bool:
-        return any(start < render.sent and render.answered < end
-                   for start, end in zip(starts, ends, strict=True))
+        return any(
+            start < render.sent and render.answered < end
+            for start, end in zip(starts, ends, strict=True)
+        )
+
     return OutageVerdict(
         renders=len(load.renders) + load.unavailable_pages,
         signed_renders=sum(render.signed for render in load.renders.values()),
@@ -168,8 +182,18 @@ def judge_outages(load: OutageLoad, storms: list[Storm], outages: list[Outage],
         unplaced=[form.name for form in forms if form.answers and not per_name[form.name]],
         split=[form.name for form in forms if len(form.acknowledged) > 1],
         signed_sent_after=sum(signed_sent_after(form) for form in load.forms if form.answers),
-        signed_after_return=[name for name, render in load.renders.items()
-                             if render.signed and drawn_while_up(render)],
-        storms={storm.form.name: (len(storm.form.answers), per_name[storm.form.name],
-                                  len(storm.form.acknowledged)) for storm in storms},
-        outages=len(outages))
+        signed_after_return=[
+            name
+            for name, render in load.renders.items()
+            if render.signed and drawn_while_up(render)
+        ],
+        storms={
+            storm.form.name: (
+                len(storm.form.answers),
+                per_name[storm.form.name],
+                len(storm.form.acknowledged),
+            )
+            for storm in storms
+        },
+        outages=len(outages),
+    )

@@ -51,9 +51,11 @@ class ReplicatedPostgres:
     def url(self, database: str) -> str:
         """A multi-host URL: libpq tries each host and keeps the one that takes writes.
         One password for both: a standby is a copy of its primary, roles and all."""
-        return (f"postgresql+psycopg://postgres:{self.primary.password}@/{database}"
-                f"?host=127.0.0.1:{self.primary.port}&host=127.0.0.1:{self.standby.port}"
-                "&target_session_attrs=read-write")
+        return (
+            f"postgresql+psycopg://postgres:{self.primary.password}@/{database}"
+            f"?host=127.0.0.1:{self.primary.port}&host=127.0.0.1:{self.standby.port}"
+            "&target_session_attrs=read-write"
+        )
 
     def start(self, database: str) -> ReplicatedPostgres:
         self.primary.start()
@@ -61,12 +63,16 @@ class ReplicatedPostgres:
         settings = {
             # Throwaway clusters: no fsync (a SIGKILL of the server loses nothing
             # the OS already has; only a machine crash would).
-            "fsync": "off", "full_page_writes": "off",
+            "fsync": "off",
+            "full_page_writes": "off",
             "synchronous_commit": "on",
             "wal_sender_timeout": "'5s'",
         }
-        self._sql(self.primary, *(f"ALTER SYSTEM SET {k} = {v}" for k, v in settings.items()),
-                  "SELECT pg_reload_conf()")
+        self._sql(
+            self.primary,
+            *(f"ALTER SYSTEM SET {k} = {v}" for k, v in settings.items()),
+            "SELECT pg_reload_conf()",
+        )
         self._make_standby()
         self.standby.start()
         self._replicate()
@@ -74,15 +80,19 @@ class ReplicatedPostgres:
 
     def _replicate(self) -> None:
         if self.synchronous:
-            self._sql(self.primary, "ALTER SYSTEM SET synchronous_standby_names = '*'",
-                      "SELECT pg_reload_conf()")
+            self._sql(
+                self.primary,
+                "ALTER SYSTEM SET synchronous_standby_names = '*'",
+                "SELECT pg_reload_conf()",
+            )
         self.wait_streaming()
 
     def rebuild_standby(self) -> None:
         """After a failover: a new standby from the promoted primary, in a fresh data
         folder on the dead primary's port, so the app's host list stays the same."""
-        self.standby = EmbeddedPostgres(self.base / f"server{len(self.servers)}",
-                                        port=self.standby.port, throwaway=True)
+        self.standby = EmbeddedPostgres(
+            self.base / f"server{len(self.servers)}", port=self.standby.port, throwaway=True
+        )
         self.servers.append(self.standby)
         self._make_standby()
         self.standby.start()
@@ -101,8 +111,18 @@ class ReplicatedPostgres:
         # -R writes this connection string, password included, for the standby to stream
         # with; the copy brings the primary's password file, which the standby's start reads.
         result = self.standby._run(
-            "pg_basebackup", "-d", self.primary.conninfo(),
-            "-D", str(self.standby.data_dir), "-R", "-X", "stream", "-c", "fast", check=False)
+            "pg_basebackup",
+            "-d",
+            self.primary.conninfo(),
+            "-D",
+            str(self.standby.data_dir),
+            "-R",
+            "-X",
+            "stream",
+            "-c",
+            "fast",
+            check=False,
+        )
         if result.returncode != 0:
             raise RuntimeError(f"pg_basebackup failed:\n{result.stdout}")
 
@@ -120,8 +140,7 @@ class ReplicatedPostgres:
         want = "sync" if self.synchronous else "async"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            rows = self._sql(self.primary,
-                             "SELECT state, sync_state FROM pg_stat_replication")
+            rows = self._sql(self.primary, "SELECT state, sync_state FROM pg_stat_replication")
             if rows and rows[0][0] == "streaming" and rows[0][1] == want:
                 return
             time.sleep(0.05)
@@ -153,8 +172,9 @@ class ReplicatedPostgres:
     def promote(self) -> None:
         """``pg_ctl promote -w``: the standby ends recovery and takes writes; from
         here on it is ``primary`` (and the dead one ``standby``)."""
-        result = self.standby._run("pg_ctl", "-D", str(self.standby.data_dir), "promote",
-                                   "-w", "-t", "30", check=False)
+        result = self.standby._run(
+            "pg_ctl", "-D", str(self.standby.data_dir), "promote", "-w", "-t", "30", check=False
+        )
         if result.returncode != 0:
             raise RuntimeError(f"pg_ctl promote failed:\n{result.stdout}")
         self.primary, self.standby = self.standby, self.primary
@@ -167,8 +187,11 @@ class ReplicatedPostgres:
         COMMIT would wait forever: the failover tool must clear it (Patroni's
         synchronous_mode does) or a second standby must be there to take the role.
         """
-        self._sql(self.primary, "ALTER SYSTEM SET synchronous_standby_names = ''",
-                  "SELECT pg_reload_conf()")
+        self._sql(
+            self.primary,
+            "ALTER SYSTEM SET synchronous_standby_names = ''",
+            "SELECT pg_reload_conf()",
+        )
 
     def stop(self) -> None:
         """Stop every server at once and delete what was made for it."""

@@ -32,6 +32,7 @@ BACK_WITHIN = 15
 @dataclass
 class Answer:
     """One submit: when it was sent and answered, and what came back."""
+
     sent: float
     answered: float
     status: int
@@ -56,6 +57,7 @@ class Answer:
 @dataclass
 class Form:
     """One form a customer opened, and every answer to submitting it."""
+
     name: str
     answers: list[Answer] = field(default_factory=list)
 
@@ -69,6 +71,7 @@ class Form:
 class Load:
     """Clients that open and submit forms against ``ports`` until stopped, and
     ``api``'s clients beside them."""
+
     ports: list[int]
     clients: int = 8
     api: ApiTraffic | None = None
@@ -79,17 +82,22 @@ class Load:
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def run(self, seconds: float, fault: Callable[[], list[float] | None],
-            fault_at: float) -> list[float]:
+    def run(
+        self, seconds: float, fault: Callable[[], list[float] | None], fault_at: float
+    ) -> list[float]:
         """Load for ``seconds``; ``fault()`` runs ``fault_at`` seconds in. Returns
         the monotonic times of the crashes ``fault()`` reports (by default, when it
         began)."""
         self.started = time.monotonic()
-        threads = [threading.Thread(target=self._client, args=(n,), daemon=True)
-                   for n in range(self.clients)]
+        threads = [
+            threading.Thread(target=self._client, args=(n,), daemon=True)
+            for n in range(self.clients)
+        ]
         if self.api is not None:
-            threads += [threading.Thread(target=self.api.client, args=(n, self._stop),
-                                         daemon=True) for n in range(self.api.clients)]
+            threads += [
+                threading.Thread(target=self.api.client, args=(n, self._stop), daemon=True)
+                for n in range(self.api.clients)
+            ]
         for thread in threads:
             thread.start()
         time.sleep(fault_at)
@@ -121,8 +129,10 @@ class Load:
             copies = rng.choice([1, 1, 2, 3])
             targets = [self.ports[(n + cycle + k) % len(self.ports)] for k in range(copies)]
             if copies > 1 and rng.random() < 0.5:  # a double click: sent at once
-                threads = [threading.Thread(target=self._submit, args=(form, p, cookie, fields))
-                           for p in targets]
+                threads = [
+                    threading.Thread(target=self._submit, args=(form, p, cookie, fields))
+                    for p in targets
+                ]
                 for thread in threads:
                     thread.start()
                 for thread in threads:
@@ -144,12 +154,17 @@ class Load:
                 self.unavailable_pages += 1
             return None
         cookie = SimpleCookie(page.headers["set-cookie"])
-        fields = {**VALID, "name": name, "csrf_token": hidden(page.body, "csrf_token"),
-                  "form_token": hidden(page.body, "form_token")}
+        fields = {
+            **VALID,
+            "name": name,
+            "csrf_token": hidden(page.body, "csrf_token"),
+            "form_token": hidden(page.body, "form_token"),
+        }
         return Form(name), f"session={cookie['session'].value}", fields
 
-    def _do_what_the_page_says(self, form: Form, port: int, cookie: str,
-                               fields: dict[str, str]) -> None:
+    def _do_what_the_page_says(
+        self, form: Form, port: int, cookie: str, fields: dict[str, str]
+    ) -> None:
         """Not placed, input given back: the customer presses the button again, once,
         with the token that page carries. Had the first attempt been placed after
         all, this would be a second order: judge() would count it."""
@@ -163,16 +178,19 @@ class Load:
     def _submit(self, form: Form, port: int, cookie: str, fields: dict[str, str]) -> None:
         sent = time.monotonic()
         try:
-            response: Response | None = request(port, "POST", "/orders", cookie=cookie,
-                                                form=fields, timeout=30)
+            response: Response | None = request(
+                port, "POST", "/orders", cookie=cookie, form=fields, timeout=30
+            )
         except OSError:
             response = None
         answer = Answer(sent, time.monotonic(), response.status if response else 0)
         if response is not None:
             answer.location = response.headers.get("location", "")
             answer.repeat = "already_placed" in flashed(response)
-            answer.kept_input = (f'value="{form.name}"' in response.body
-                                 and 'value="ada@example.com"' in response.body)
+            answer.kept_input = (
+                f'value="{form.name}"' in response.body
+                and 'value="ada@example.com"' in response.body
+            )
             answer.still_running = STILL_RUNNING in response.body
             answer.unsure = "We could not confirm your order" in response.body
             if answer.kept_input and response.status in (409, 503):
@@ -188,32 +206,38 @@ class Load:
 def what_it_said(body: str) -> str:
     """A page's heading and first paragraph, tags dropped (``""`` when it has neither)."""
     parts = [re.search(rf"<{tag}[^>]*>(.*?)</{tag}>", body, re.S) for tag in ("h1", "p")]
-    return " / ".join(" ".join(re.sub(r"<[^>]+>", " ", m.group(1)).split())
-                      for m in parts if m)[:300]
+    return " / ".join(" ".join(re.sub(r"<[^>]+>", " ", m.group(1)).split()) for m in parts if m)[
+        :300
+    ]
 
 
 def logged_about(request_ids: list[str], *outputs: str) -> None:
     """Print the app's log lines about these requests (a failure's report shows them)."""
-    lines = [line for output in outputs for line in output.splitlines()
-             if any(rid and rid in line for rid in request_ids)]
+    lines = [
+        line
+        for output in outputs
+        for line in output.splitlines()
+        if any(rid and rid in line for rid in request_ids)
+    ]
     print("what the app logged about the bad answers:", *lines, sep="\n  ")
 
 
 @dataclass
 class Verdict:
     """What the customers were told, held against the orders that exist."""
+
     forms: int
     submits: int
     placed: int
-    lost: list[str]           # acknowledged (303) but not in the database
-    duplicates: list[str]     # forms with more than one order
-    split: list[str]          # forms whose 303s lead to different orders
+    lost: list[str]  # acknowledged (303) but not in the database
+    duplicates: list[str]  # forms with more than one order
+    split: list[str]  # forms whose 303s lead to different orders
     not_placed_with_input: int  # 409/503 pages giving the typed values back
-    still_running: int        # 503 "still placing" without the input: resubmit lands on it
+    still_running: int  # 503 "still placing" without the input: resubmit lands on it
     bad: list[tuple[str, int, str]]  # any other answer (a 500, no input, no answer)
     bad_request_ids: list[str]  # theirs, to find what the app logged about them
     placed_but_told_not: int  # no 303, yet an order exists (the commit's answer was lost)
-    unsure: int               # answered "could not confirm" (connection lost mid-transaction)
+    unsure: int  # answered "could not confirm" (connection lost mid-transaction)
     by_status: Counter
     unavailable_pages: int
     failovers: int
@@ -221,16 +245,18 @@ class Verdict:
 
     def summary(self) -> str:
         back = "never" if self.back_after is None else f"{self.back_after:.1f} s"
-        return (f"{self.failovers} failover(s); {self.forms} forms, {self.submits} submits, "
-                f"{self.placed} orders; lost {len(self.lost)}, "
-                f"duplicates {len(self.duplicates)}, "
-                f"answers {dict(sorted(self.by_status.items()))}, "
-                f"not placed with input {self.not_placed_with_input}, "
-                f"still running {self.still_running}, other {len(self.bad)}, "
-                f"could not confirm {self.unsure}, "
-                f"placed but told not {self.placed_but_told_not}, "
-                f"form pages unavailable {self.unavailable_pages}, "
-                f"new orders again at worst {back} after a crash")
+        return (
+            f"{self.failovers} failover(s); {self.forms} forms, {self.submits} submits, "
+            f"{self.placed} orders; lost {len(self.lost)}, "
+            f"duplicates {len(self.duplicates)}, "
+            f"answers {dict(sorted(self.by_status.items()))}, "
+            f"not placed with input {self.not_placed_with_input}, "
+            f"still running {self.still_running}, other {len(self.bad)}, "
+            f"could not confirm {self.unsure}, "
+            f"placed but told not {self.placed_but_told_not}, "
+            f"form pages unavailable {self.unavailable_pages}, "
+            f"new orders again at worst {back} after a crash"
+        )
 
 
 def judge(load: Load, orders: dict[str, str], crashes: list[float]) -> Verdict:
@@ -268,10 +294,20 @@ def judge(load: Load, orders: dict[str, str], crashes: list[float]) -> Verdict:
         after = [a.answered for a in created if a.sent > crash]
         back.append(min(after) - crash if after else None)
     return Verdict(
-        forms=len(load.forms), submits=sum(statuses.values()), placed=len(orders), lost=lost,
-        duplicates=duplicates, split=split, not_placed_with_input=with_input,
-        still_running=running, bad=bad, bad_request_ids=bad_ids, placed_but_told_not=told_not,
+        forms=len(load.forms),
+        submits=sum(statuses.values()),
+        placed=len(orders),
+        lost=lost,
+        duplicates=duplicates,
+        split=split,
+        not_placed_with_input=with_input,
+        still_running=running,
+        bad=bad,
+        bad_request_ids=bad_ids,
+        placed_but_told_not=told_not,
         by_status=statuses,
         unsure=sum(a.unsure for form in load.forms for a in form.answers),
-        unavailable_pages=load.unavailable_pages, failovers=len(crashes),
-        back_after=None if None in back else max(b for b in back if b is not None))
+        unavailable_pages=load.unavailable_pages,
+        failovers=len(crashes),
+        back_after=None if None in back else max(b for b in back if b is not None),
+    )

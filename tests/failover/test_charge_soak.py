@@ -34,15 +34,25 @@ from tests.payments import Provider
 from webapp.webhooks import DEV_SECRET
 
 #: Probability, per submit, that its worker is killed at each point of the charge.
-KILLS = {"TEST_KILL_AFTER_CONSUME": "0.02", "TEST_KILL_AFTER_COMMIT": "0.03",
-         "TEST_KILL_BEFORE_CHARGE": "0.03", "TEST_KILL_AFTER_CHARGE": "0.04"}
+KILLS = {
+    "TEST_KILL_AFTER_CONSUME": "0.02",
+    "TEST_KILL_AFTER_COMMIT": "0.03",
+    "TEST_KILL_BEFORE_CHARGE": "0.03",
+    "TEST_KILL_AFTER_CHARGE": "0.04",
+}
 #: The provider's faults, flipped in turn (each for a while), and nothing between them.
-FAULTS = [{"slow": 3}, {"fail_before_charge": 3}, {"fail_after_charge": 3},
-          {"drop_after_charge": 3}, {}]
+FAULTS = [
+    {"slow": 3},
+    {"fail_before_charge": 3},
+    {"fail_after_charge": 3},
+    {"drop_after_charge": 3},
+    {},
+]
 
 
-def worker_killer(instances: list[LiveServer], stop: threading.Event, rng: random.Random,
-                  killed: list[int]) -> None:
+def worker_killer(
+    instances: list[LiveServer], stop: threading.Event, rng: random.Random, killed: list[int]
+) -> None:
     """SIGKILL a random worker of a random instance every 3-6 s (any point of any request;
     more often and, on a small machine, the instances spend their time booting workers)."""
     while not stop.wait(rng.uniform(3, 6)):
@@ -62,8 +72,9 @@ def fault_flipper(provider: Provider, stop: threading.Event, flips: Counter) -> 
             return
 
 
-def redis_restarter(redis: EmbeddedRedis, stop: threading.Event, every: float,
-                    restarts: list[int]) -> None:
+def redis_restarter(
+    redis: EmbeddedRedis, stop: threading.Event, every: float, restarts: list[int]
+) -> None:
     """Kill Redis (SIGKILL; it keeps an append-only file) and start it again after 1 s."""
     while not stop.wait(every):
         redis.kill()
@@ -74,10 +85,25 @@ def redis_restarter(redis: EmbeddedRedis, stop: threading.Event, every: float,
 
 def sweepers(env: dict[str, str]) -> list[str]:
     """Two ``flask submit-once resume`` at once, as two instances' cron would."""
-    runs = [subprocess.Popen([sys.executable, "-m", "flask", "--app",
-                              "tests.paused_app:create_app()", "submit-once", "resume"],
-                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True) for _ in range(2)]
+    runs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "flask",
+                "--app",
+                "tests.paused_app:create_app()",
+                "submit-once",
+                "resume",
+            ],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     outputs = []
     for run in runs:
         out, err = run.communicate(timeout=120)
@@ -100,56 +126,85 @@ def completed_by(log: Path, keys: set[str]) -> Counter:
 @pytest.mark.soak
 @pytest.mark.timeout(soak_seconds() * 2 + 300)  # two gunicorns, sweepers, a loaded machine
 def test_card_checkout_under_kills_faults_and_redis_restarts_charges_each_order_once(
-        servers, tmp_path, report):
+    servers, tmp_path, report
+):
     seconds = soak_seconds()
     rng = random.Random(29)
     redis = EmbeddedRedis(tmp_path / "redis", persist=True).start()
     log = tmp_path / "charges.jsonl"
     provider = Provider(tmp_path / "provider.jsonl")
-    env = {**provider.env(PAYMENT_PROVIDER_TIMEOUT="2", PAYMENT_PROVIDER_RETRIES="1"),
-           "REDIS_URL": redis.url,
-           "PAYMENT_WEBHOOK_SECRET": DEV_SECRET, "TEST_CHARGE_LOG": str(log)}
+    env = {
+        **provider.env(PAYMENT_PROVIDER_TIMEOUT="2", PAYMENT_PROVIDER_RETRIES="1"),
+        "REDIS_URL": redis.url,
+        "PAYMENT_WEBHOOK_SECRET": DEV_SECRET,
+        "TEST_CHARGE_LOG": str(log),
+    }
     a = LiveServer(servers, workers=2, threads=4, **env, **KILLS)
     b = LiveServer(servers, workers=2, threads=4, **env, **KILLS)
-    provider.options = ["--webhook-url", f"http://127.0.0.1:{a.port}/webhooks/payments",
-                        "--webhook-secret", DEV_SECRET]  # the provider announces each charge
+    provider.options = [
+        "--webhook-url",
+        f"http://127.0.0.1:{a.port}/webhooks/payments",
+        "--webhook-secret",
+        DEV_SECRET,
+    ]  # the provider announces each charge
     load = CardLoad([a.port, b.port])
     stop, killed, flips, restarts = load.stop, [], Counter(), []
     try:
         with provider, a, b:
-            load.run(seconds, [
-                threading.Thread(target=worker_killer, args=([a, b], stop, rng, killed)),
-                threading.Thread(target=fault_flipper, args=(provider, stop, flips)),
-                threading.Thread(target=redis_restarter,
-                                 args=(redis, stop, max(seconds / 3, 5), restarts))])
+            load.run(
+                seconds,
+                [
+                    threading.Thread(target=worker_killer, args=([a, b], stop, rng, killed)),
+                    threading.Thread(target=fault_flipper, args=(provider, stop, flips)),
+                    threading.Thread(
+                        target=redis_restarter, args=(redis, stop, max(seconds / 3, 5), restarts)
+                    ),
+                ],
+            )
             stop.set()
             provider.faults()
             sigkills = sum(live.output().count("was sent SIGKILL") for live in (a, b))
-            swept = sweepers({**os.environ, "APP_ENV": "testing", "SECRET_KEY": "test-secret",
-                              "DATABASE_URL": servers.database_url, **env})
+            swept = sweepers(
+                {
+                    **os.environ,
+                    "APP_ENV": "testing",
+                    "SECRET_KEY": "test-secret",
+                    "DATABASE_URL": servers.database_url,
+                    **env,
+                }
+            )
             with servers.engine.connect() as conn:
-                orders = [dict(r) for r in conn.execute(text(
-                    "SELECT order_number, public_id, customer_name, status, charge_id, "
-                    "paid_cents, unit_price_cents * quantity AS total, submission_step, "
-                    "submission_digest FROM orders WHERE api_client_id IS NULL")).mappings()]
+                orders = [
+                    dict(r)
+                    for r in conn.execute(
+                        text(
+                            "SELECT order_number, public_id, customer_name, status, charge_id, "
+                            "paid_cents, unit_price_cents * quantity AS total, submission_step, "
+                            "submission_digest FROM orders WHERE api_client_id IS NULL"
+                        )
+                    ).mappings()
+                ]
             charges = provider.succeeded()
     finally:
         redis.kill()
     verdict = reconcile(load, orders, charges)
-    paid_keys = {step_key(o["submission_digest"], "charge") for o in orders
-                 if o["status"] == "paid"}
+    paid_keys = {
+        step_key(o["submission_digest"], "charge") for o in orders if o["status"] == "paid"
+    }
     by = completed_by(log, paid_keys)
-    report(f"charge soak {seconds:.0f} s: {len(load.customers)} customers, {verdict.orders} "
-           f"orders ({verdict.paid} paid, {verdict.declined} declined), {verdict.charges} "
-           f"charges; workers SIGKILLed {sigkills} ({len(killed)} at random, the rest at "
-           f"the charge's points); provider faults flipped {sum(flips.values())} "
-           f"{dict(flips)}; Redis restarted {len(restarts)}; charges completed by the first "
-           f"submit {by['first']}, by a duplicate {by['duplicate']}, by the sweeper "
-           f"{by['sweeper']}; final sweepers {swept}; "
-           f"answers {dict(sorted(verdict.answers.items()))}, form pages unavailable "
-           f"{load.form_pages_unavailable}; charged twice "
-           f"{len(verdict.charged_twice)}, charges without an order "
-           f"{len(verdict.charges_without_order)}, stuck {len(verdict.stuck)}")
+    report(
+        f"charge soak {seconds:.0f} s: {len(load.customers)} customers, {verdict.orders} "
+        f"orders ({verdict.paid} paid, {verdict.declined} declined), {verdict.charges} "
+        f"charges; workers SIGKILLed {sigkills} ({len(killed)} at random, the rest at "
+        f"the charge's points); provider faults flipped {sum(flips.values())} "
+        f"{dict(flips)}; Redis restarted {len(restarts)}; charges completed by the first "
+        f"submit {by['first']}, by a duplicate {by['duplicate']}, by the sweeper "
+        f"{by['sweeper']}; final sweepers {swept}; "
+        f"answers {dict(sorted(verdict.answers.items()))}, form pages unavailable "
+        f"{load.form_pages_unavailable}; charged twice "
+        f"{len(verdict.charged_twice)}, charges without an order "
+        f"{len(verdict.charges_without_order)}, stuck {len(verdict.stuck)}"
+    )
     assert verdict.charged_twice == [] and verdict.charges_without_order == []
     assert verdict.stuck == [] and verdict.paid_without_charge == []
     assert verdict.paid == verdict.charges, "provider charges = paid orders"

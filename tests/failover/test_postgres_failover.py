@@ -61,8 +61,11 @@ def orders_on(pair: ReplicatedPostgres) -> dict[str, str]:
     """Every form order on the primary that survived: public id → customer name."""
     with psycopg.connect(pair.primary.conninfo(DATABASE)) as conn:
         assert conn.execute("SELECT pg_is_in_recovery()").fetchone() == (False,)
-        return dict(conn.execute("SELECT public_id, customer_name FROM orders "
-                                 "WHERE api_client_id IS NULL").fetchall())
+        return dict(
+            conn.execute(
+                "SELECT public_id, customer_name FROM orders WHERE api_client_id IS NULL"
+            ).fetchall()
+        )
 
 
 def api_key_on(pair: ReplicatedPostgres) -> str:
@@ -77,16 +80,19 @@ def api_key_on(pair: ReplicatedPostgres) -> str:
     return key
 
 
-def soak(servers, pair: ReplicatedPostgres,
-         crash: Callable[[], float]) -> tuple[Verdict, ApiVerdict]:
+def soak(
+    servers, pair: ReplicatedPostgres, crash: Callable[[], float]
+) -> tuple[Verdict, ApiVerdict]:
     """Two app instances under load; ``crash()`` fails the primary over (and
     returns when it died), 40 % into each failover interval."""
     seconds = soak_seconds()
     count = max(1, int(seconds // FAILOVER_EVERY))
     interval = seconds / count
     env = {"DATABASE_URL": pair.url(DATABASE), "PAYMENT_WEBHOOK_SECRET": DEV_SECRET}
-    with LiveServer(servers, workers=2, threads=4, **env) as a, \
-            LiveServer(servers, workers=2, threads=4, **env) as b:
+    with (
+        LiveServer(servers, workers=2, threads=4, **env) as a,
+        LiveServer(servers, workers=2, threads=4, **env) as b,
+    ):
         traffic = ApiTraffic([a.port, b.port], api_key_on(pair))
         load = Load([a.port, b.port], api=traffic)
 
@@ -116,7 +122,8 @@ def soak(servers, pair: ReplicatedPostgres,
 
 @pytest.mark.soak
 def test_synchronous_standby_promoted_after_a_crash_loses_no_acknowledged_order(
-        servers, synchronous_pair, report):
+    servers, synchronous_pair, report
+):
     pair = synchronous_pair
 
     def crash() -> float:
@@ -142,7 +149,8 @@ def test_synchronous_standby_promoted_after_a_crash_loses_no_acknowledged_order(
 
 @pytest.mark.soak
 def test_asynchronous_standby_behind_at_the_crash_loses_acknowledged_orders_and_says_how_many(
-        servers, asynchronous_pair, report):
+    servers, asynchronous_pair, report
+):
     """Not a guarantee but a figure: the orders committed while the standby was
     one second behind die with the primary. docs/SCALING.md quotes it."""
     pair = asynchronous_pair
@@ -158,9 +166,11 @@ def test_asynchronous_standby_behind_at_the_crash_loses_acknowledged_orders_and_
         return crashed
 
     verdict, api = soak(servers, pair, crash)
-    report(f"PostgreSQL asynchronous failover, standby 1 s behind: {verdict.summary()}; "
-           f"acknowledged orders lost per failover: {len(verdict.lost) / verdict.failovers:.0f}"
-           f"; {api.summary()}")
+    report(
+        f"PostgreSQL asynchronous failover, standby 1 s behind: {verdict.summary()}; "
+        f"acknowledged orders lost per failover: {len(verdict.lost) / verdict.failovers:.0f}"
+        f"; {api.summary()}"
+    )
     assert verdict.duplicates == [] and verdict.split == []
     assert verdict.bad == []
     assert verdict.back_after is not None

@@ -76,15 +76,16 @@ def test_forms_keep_working_while_redis_goes_away_and_comes_back(servers, own_re
     cycle, outage, count, seconds = CYCLE, OUTAGE, OUTAGES, SECONDS
     outages: list[Outage] = []
     storms: list[Storm] = []
-    with LiveServer(servers, workers=2, threads=4, REDIS_URL=own_redis.url) as a, \
-            LiveServer(servers, workers=2, threads=4, REDIS_URL=own_redis.url) as b:
+    with (
+        LiveServer(servers, workers=2, threads=4, REDIS_URL=own_redis.url) as a,
+        LiveServer(servers, workers=2, threads=4, REDIS_URL=own_redis.url) as b,
+    ):
         ports = [a.port, b.port]
         load = OutageLoad(ports, open_for=outage)
 
         def go_away_and_come_back() -> list[float]:
             for n in range(count):
-                time.sleep(max(0.0, load.started + n * cycle + (cycle - outage)
-                               - time.monotonic()))
+                time.sleep(max(0.0, load.started + n * cycle + (cycle - outage) - time.monotonic()))
                 before = Storm(ports, f"Storm {n}-redis").start()
                 before.wait_for_answers(0, STORM_ANSWERS)
                 gone = Outage(time.monotonic())
@@ -111,8 +112,7 @@ def test_forms_keep_working_while_redis_goes_away_and_comes_back(servers, own_re
     with servers.engine.connect() as conn:
         orders = dict(conn.execute(text("SELECT public_id, customer_name FROM orders")).all())
     verdict = judge_outages(load, storms, outages, orders)
-    report(f"Redis outages ({outage:g} s in every {cycle:g} s, {seconds:g} s): "
-           f"{verdict.summary()}")
+    report(f"Redis outages ({outage:g} s in every {cycle:g} s, {seconds:g} s): {verdict.summary()}")
     assert verdict.outages == count and all(o.up for o in outages)
     assert all(storm.signed is False for storm in storms[::3]), "drawn before the outage"
     assert all(storm.signed for storm in storms[1::3] + storms[2::3]), "drawn during it"

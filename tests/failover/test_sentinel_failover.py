@@ -38,10 +38,25 @@ FAILOVER_EVERY = 60  # seconds, in runs long enough for more than one
 def _redis_process(server: EmbeddedRedis, *extra: str) -> EmbeddedRedis:
     server.data_dir.mkdir(parents=True, exist_ok=True)
     server.process = subprocess.Popen(
-        [str(server.binary), "--port", str(server.port), "--bind", "127.0.0.1",
-         "--dir", str(server.data_dir), "--save", "", "--appendonly", "no",
-         "--logfile", str(server.data_dir / "redis.log"), *extra],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            str(server.binary),
+            "--port",
+            str(server.port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(server.data_dir),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--logfile",
+            str(server.data_dir / "redis.log"),
+            *extra,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     return server
 
 
@@ -75,8 +90,13 @@ class SentinelGroup:
     def start(self) -> SentinelGroup:
         _redis_process(self.master)
         _redis_process(self.replica, "--replicaof", "127.0.0.1", str(self.master.port))
-        _wait(lambda: redis.Redis(port=self.replica.port).info("replication")
-              ["master_link_status"] == "up", "the replica to sync")
+        _wait(
+            lambda: (
+                redis.Redis(port=self.replica.port).info("replication")["master_link_status"]
+                == "up"
+            ),
+            "the replica to sync",
+        )
         for n in range(3):
             sentinel = EmbeddedRedis(self.base / f"sentinel{n}", free_port())
             sentinel.data_dir.mkdir(parents=True)
@@ -85,10 +105,13 @@ class SentinelGroup:
                 f"port {sentinel.port}\nbind 127.0.0.1\ndir {sentinel.data_dir}\n"
                 f"sentinel monitor {SERVICE} 127.0.0.1 {self.master.port} 2\n"
                 f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
-                f"sentinel failover-timeout {SERVICE} 10000\n")
+                f"sentinel failover-timeout {SERVICE} 10000\n"
+            )
             sentinel.process = subprocess.Popen(
                 [str(sentinel.binary), str(conf), "--sentinel"],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
             self.sentinels.append(sentinel)
         for sentinel in self.sentinels:
             _wait(lambda s=sentinel: self._knows_everyone(s.port), "the Sentinels to meet")
@@ -117,11 +140,15 @@ class SentinelGroup:
         master, and known to the Sentinels as its replica again."""
         new_master = self.master_port()
         old = self.master if new_master == self.replica.port else self.replica
-        _wait(lambda: redis.Redis(port=new_master).info("replication")["role"] == "master",
-              "the promoted replica to take writes")
+        _wait(
+            lambda: redis.Redis(port=new_master).info("replication")["role"] == "master",
+            "the promoted replica to take writes",
+        )
         _redis_process(old, "--replicaof", "127.0.0.1", str(new_master))
-        _wait(lambda: redis.Redis(port=old.port).info("replication")
-              ["master_link_status"] == "up", "the old master to resync")
+        _wait(
+            lambda: redis.Redis(port=old.port).info("replication")["master_link_status"] == "up",
+            "the old master to resync",
+        )
         for sentinel in self.sentinels:
             _wait(lambda s=sentinel: self._knows_everyone(s.port), "the Sentinels to see it")
 
@@ -141,12 +168,15 @@ def sentinel_group(tmp_path: Path) -> Iterator[SentinelGroup]:
 
 @pytest.mark.soak
 def test_sentinel_failover_of_the_token_master_under_load_doubles_and_drops_nothing(
-        servers, sentinel_group, report):
+    servers, sentinel_group, report
+):
     seconds = soak_seconds()
     group = sentinel_group
     env = {"REDIS_URL": group.url, "PAYMENT_WEBHOOK_SECRET": DEV_SECRET}
-    with LiveServer(servers, workers=2, threads=4, **env) as a, \
-            LiveServer(servers, workers=2, threads=4, **env) as b:
+    with (
+        LiveServer(servers, workers=2, threads=4, **env) as a,
+        LiveServer(servers, workers=2, threads=4, **env) as b,
+    ):
         traffic = ApiTraffic([a.port, b.port], new_api_key(servers))
         load = Load([a.port, b.port], api=traffic)
         count = max(1, int(seconds // FAILOVER_EVERY))
@@ -169,16 +199,22 @@ def test_sentinel_failover_of_the_token_master_under_load_doubles_and_drops_noth
             assert request(live.port, "GET", "/orders/new").status == 200
         logs = [a.output(), b.output()]
     with servers.engine.connect() as conn:
-        orders = dict(conn.execute(text("SELECT public_id, customer_name FROM orders "
-                                        "WHERE api_client_id IS NULL")).all())
+        orders = dict(
+            conn.execute(
+                text("SELECT public_id, customer_name FROM orders WHERE api_client_id IS NULL")
+            ).all()
+        )
     verdict = judge(load, orders, crashes)
     if verdict.bad:
         logged_about(verdict.bad_request_ids, *logs)
     api = judge_api(traffic, servers.database_url)
-    report(f"Redis Sentinel failover (down-after {DOWN_AFTER_MS} ms): {verdict.summary()}; "
-           f"{api.summary()}")
-    assert switched == (group.replica.port if count % 2 else first_master), \
+    report(
+        f"Redis Sentinel failover (down-after {DOWN_AFTER_MS} ms): {verdict.summary()}; "
+        f"{api.summary()}"
+    )
+    assert switched == (group.replica.port if count % 2 else first_master), (
         "the Sentinels did not promote the replica"
+    )
     assert verdict.lost == [] and verdict.duplicates == [] and verdict.split == []
     assert verdict.bad == [], "a submit was answered without the customer's input"
     assert verdict.back_after is not None and verdict.back_after < BACK_WITHIN, verdict.summary()

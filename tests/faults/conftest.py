@@ -26,8 +26,12 @@ class FaultServers(Servers):
     """The test servers, plus what a fault test does to them."""
 
     def postgres_running(self) -> bool:
-        return self.postgres._run("pg_ctl", "-D", str(self.postgres.data_dir), "status",
-                                  check=False).returncode == 0
+        return (
+            self.postgres._run(
+                "pg_ctl", "-D", str(self.postgres.data_dir), "status", check=False
+            ).returncode
+            == 0
+        )
 
     def ensure_up(self) -> None:
         """Start whichever server a previous test left down."""
@@ -48,8 +52,9 @@ class FaultServers(Servers):
 def fault_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultServers]:
     # Persistent Redis (append-only file): a clean stop and start keeps the tokens,
     # as a production Redis with persistence would; restart_redis_empty() drops them.
-    with running_servers(tmp_path_factory.mktemp("fault-servers"), FaultServers,
-                         persist_redis=True) as started:
+    with running_servers(
+        tmp_path_factory.mktemp("fault-servers"), FaultServers, persist_redis=True
+    ) as started:
         yield started
 
 

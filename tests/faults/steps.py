@@ -30,8 +30,10 @@ def same_browser(app: Flask, client: FlaskClient) -> FlaskClient:
 
 def order_path(response) -> str:
     """The confirmation page a 303 leads to."""
-    assert response.status_code == 303, (response.status_code,
-                                         response.get_data(as_text=True)[:500])
+    assert response.status_code == 303, (
+        response.status_code,
+        response.get_data(as_text=True)[:500],
+    )
     return response.headers["Location"]
 
 

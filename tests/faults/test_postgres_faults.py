@@ -48,7 +48,8 @@ def in_threads(calls, timeout: float) -> list:
 
 
 def test_5_postgres_down_between_consume_and_commit_places_nothing_and_retry_places_one(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     app = fault_app(SUBMIT_ONCE_WAIT_SECONDS=30)
     consumed, release = threading.Event(), threading.Event()
     after_consume(app, lambda: (consumed.set(), release.wait(30)))
@@ -60,8 +61,10 @@ def test_5_postgres_down_between_consume_and_commit_places_nothing_and_retry_pla
     assert consumed.wait(10)
     browsers = [same_browser(app, client) for _ in range(WAITING)]
     waiting: dict = {}
-    waiters = [threading.Thread(target=lambda b=b: waiting.update({b: submit(b, tokens)}))
-               for b in browsers]
+    waiters = [
+        threading.Thread(target=lambda b=b: waiting.update({b: submit(b, tokens)}))
+        for b in browsers
+    ]
     for waiter in waiters:
         waiter.start()
     waiters[0].join(0.3)
@@ -104,7 +107,8 @@ BOUND = 40
 
 @pytest.mark.parametrize("table", ["orders", "products"])
 def test_8_a_table_lock_held_past_every_timeout_gets_bounded_answers_and_no_pool_leak(
-        fault_app, fault_servers, table):
+    fault_app, fault_servers, table
+):
     app = fault_app(SUBMIT_ONCE_WAIT_SECONDS=3)
     engine = app.extensions["db"].kw["bind"]
     client = app.test_client()
@@ -124,21 +128,27 @@ def test_8_a_table_lock_held_past_every_timeout_gets_bounded_answers_and_no_pool
         if STILL_RUNNING in html:  # the form again, input and token kept (503)
             retry_tokens.add(form_kept(response, 503, STILL_RUNNING))
             continue
-        retry_tokens.add(form_kept(response, response.status_code,
-                                   NOT_PLACED if response.status_code == 409 or
-                                   NOT_PLACED in html else UNAVAILABLE))
+        retry_tokens.add(
+            form_kept(
+                response,
+                response.status_code,
+                NOT_PLACED if response.status_code == 409 or NOT_PLACED in html else UNAVAILABLE,
+            )
+        )
     assert engine.pool.checkedout() == 0, "a request kept its connection"
     assert placed(fault_servers) == [], f"answered in {elapsed:.1f}s with nothing placed"
     # The lock is gone: the user's retry places exactly one order.
-    retries = [submit(same_browser(app, client), {**tokens, "form_token": t})
-               for t in sorted(retry_tokens)]
+    retries = [
+        submit(same_browser(app, client), {**tokens, "form_token": t}) for t in sorted(retry_tokens)
+    ]
     assert sum(r.status_code == 303 for r in retries) >= 1
     assert_told_orders_exist(client, *retries)
     assert len(placed(fault_servers)) == 1
 
 
 def test_8_a_table_lock_released_within_the_bound_lets_all_duplicates_land_on_one_order(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     app = fault_app()
     client = app.test_client()
     tokens = open_form(client)
@@ -157,7 +167,8 @@ def test_8_a_table_lock_released_within_the_bound_lets_all_duplicates_land_on_on
 
 
 def test_8_every_pooled_connection_busy_gives_a_503_with_the_input_not_a_500(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     app = fault_app()
     engine = app.extensions["db"].kw["bind"]
     client = app.test_client()
@@ -175,7 +186,8 @@ def test_8_every_pooled_connection_busy_gives_a_503_with_the_input_not_a_500(
 
 
 def test_a_lost_session_on_the_cancel_form_while_postgres_is_down_is_a_503_not_a_500(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     """The session cookie is gone (CSRF fails) and PostgreSQL is down: giving the cancel
     form back needs the order, which cannot be read. The answer is the 503 page that
     says to try again, never a 500 from inside the CSRF handler."""
@@ -209,7 +221,8 @@ def assert_the_outage_kept_the_form(response, tokens: dict[str, str]) -> None:
 
 
 def test_postgres_down_at_a_submit_that_may_ask_about_the_same_order_keeps_the_input(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     """The same-order question reads this session's recent orders while the form is
     validated, before the library's transaction: with PostgreSQL down that read must not
     turn the answer into the bare 503 page (the failover soak's one answer without the
@@ -222,7 +235,8 @@ def test_postgres_down_at_a_submit_that_may_ask_about_the_same_order_keeps_the_i
 
 
 def test_postgres_down_at_a_workers_first_submit_keeps_the_input_and_the_token(
-        fault_app, fault_servers, monkeypatch):
+    fault_app, fault_servers, monkeypatch
+):
     """The form was drawn by one gunicorn worker and sent to another that has not read
     the catalogue yet; PostgreSQL goes down in between. That worker cannot know the
     products: the one sent stays chosen (the transaction reads it again), and the answer

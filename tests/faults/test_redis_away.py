@@ -43,7 +43,8 @@ def place_order(client) -> str:
 
 
 def test_with_redis_away_the_order_form_looks_the_same_and_a_double_click_places_once(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     app = fault_app()
     usual = app.test_client().get("/orders/new")
     fault_servers.redis.stop()
@@ -61,7 +62,8 @@ def test_with_redis_away_the_order_form_looks_the_same_and_a_double_click_places
 
 
 def test_with_redis_away_cancel_and_refund_forms_are_shown_and_take_effect_once(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     client = fault_app().test_client()
     order = place_order(client)
     with Session(fault_servers.engine) as db, db.begin():
@@ -71,19 +73,22 @@ def test_with_redis_away_cancel_and_refund_forms_are_shown_and_take_effect_once(
     refund = forms.open(f"{order}/refund")
     assert refund.token.startswith(SIGNED)
     answers = refund.submit_concurrently([{"amount": "10"}, {"amount": "10"}])
-    assert forms.assert_once(answers, rows=lambda: rows(fault_servers, "refund_requests")) \
-        == order
+    assert forms.assert_once(answers, rows=lambda: rows(fault_servers, "refund_requests")) == order
     cancel = forms.open(f"{order}/cancel")
     assert cancel.token.startswith(SIGNED)
     answers = cancel.submit_concurrently([{}, {}, {}])
     assert {landed_on(a) for a in answers} == {order}
-    assert sorted(flashed(a)[-1] for a in answers) == \
-        ["already_cancelled", "already_cancelled", "cancelled"]
+    assert sorted(flashed(a)[-1] for a in answers) == [
+        "already_cancelled",
+        "already_cancelled",
+        "cancelled",
+    ]
     assert order_status(fault_servers) == "cancelled"
 
 
 def test_a_signed_token_works_only_in_its_own_session_and_for_its_own_form(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     app = fault_app()
     fault_servers.redis.stop()
     owner, stranger = OnceForms(app.test_client()), OnceForms(app.test_client())
@@ -91,28 +96,35 @@ def test_a_signed_token_works_only_in_its_own_session_and_for_its_own_form(
     theirs = stranger.open("/orders/new")
     # Pasted into another session (with that session's own CSRF token): expired, input
     # kept, a fresh token of the stranger's own; nothing placed.
-    pasted = stranger.client.post("/orders", data={**theirs.hidden, **VALID,
-                                                   "form_token": mine.token})
+    pasted = stranger.client.post(
+        "/orders", data={**theirs.hidden, **VALID, "form_token": mine.token}
+    )
     fresh = form_kept(pasted, 409, EXPIRED)
     assert fresh.startswith(SIGNED) and fresh != mine.token
     assert rows(fault_servers, "orders") == 0
     # Sent to another form (the cancel form of an order this session placed).
     order = place_order(owner.client)
     cancel = owner.open(f"{order}/cancel")
-    wrong_form = owner.client.post(f"{order}/cancellation",
-                                   data={**cancel.hidden, "form_token": mine.token})
+    wrong_form = owner.client.post(
+        f"{order}/cancellation", data={**cancel.hidden, "form_token": mine.token}
+    )
     assert wrong_form.status_code == 409 and order_status(fault_servers) == "placed"
     # A token whose signature was tampered with is no token of ours: 400, nothing spent.
     forged = mine.token[:-4] + ("AAAA" if not mine.token.endswith("AAAA") else "BBBB")
-    assert owner.client.post("/orders", data={**mine.hidden, **VALID,
-                                              "form_token": forged}).status_code == 400
+    assert (
+        owner.client.post(
+            "/orders", data={**mine.hidden, **VALID, "form_token": forged}
+        ).status_code
+        == 400
+    )
     # The owner's own token, in its own session, still places its order once.
     assert mine.submit(VALID).status_code == 303
     assert rows(fault_servers, "orders") == 2
 
 
 def test_a_signed_token_older_than_the_ttl_is_expired_with_the_input_kept_and_a_fresh_token(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     # A CSRF token outliving the form's: what is tested is the form token's own expiry.
     app = fault_app(SUBMIT_ONCE_TTL=1, WTF_CSRF_TIME_LIMIT=3600)
     forms = OnceForms(app.test_client())
@@ -134,7 +146,8 @@ def test_a_signed_token_older_than_the_ttl_is_expired_with_the_input_kept_and_a_
 
 
 def test_when_redis_is_back_forms_drawn_during_the_outage_submit_once_on_any_instance(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     """Two app instances (two processes' memories): a form drawn and placed during the
     outage, sent again after it through the other instance, lands on its order (the
     claim is new, the UNIQUE column holds); one drawn during it and first sent after
@@ -160,7 +173,8 @@ def test_when_redis_is_back_forms_drawn_during_the_outage_submit_once_on_any_ins
 
 
 def test_a_hung_redis_costs_a_render_one_timeout_and_a_form_sent_meanwhile_is_placed_once(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     """Redis stops answering without closing anything (SIGSTOP). The form is drawn after
     one socket timeout, with a signed token; a form drawn before, sent meanwhile, is
     placed by the lock and the UNIQUE column (its GETDEL may run when Redis wakes), and

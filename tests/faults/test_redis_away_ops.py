@@ -30,38 +30,60 @@ from webapp.refunds.monitor import CANNOT
 STRICT = {"SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY": False}
 
 
-@pytest.mark.parametrize(("environ", "signed", "fallback"), [
-    ({}, True, True),  # the shop's default
-    ({"SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY": "false"}, False, False),  # the strict mode
-    ({"SUBMIT_ONCE_REDIS_DOWN_FALLBACK": "false"}, True, False),
-    ({"SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY": "no", "SUBMIT_ONCE_REDIS_DOWN_FALLBACK": "yes"},
-     False, True),
-])
+@pytest.mark.parametrize(
+    ("environ", "signed", "fallback"),
+    [
+        ({}, True, True),  # the shop's default
+        ({"SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY": "false"}, False, False),  # the strict mode
+        ({"SUBMIT_ONCE_REDIS_DOWN_FALLBACK": "false"}, True, False),
+        (
+            {"SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY": "no", "SUBMIT_ONCE_REDIS_DOWN_FALLBACK": "yes"},
+            False,
+            True,
+        ),
+    ],
+)
 def test_signed_forms_are_on_by_default_and_the_fallback_follows_them_unless_set(
-        environ, signed, fallback):
-    settings = config.from_environ({"APP_ENV": "testing", "DATABASE_URL": "postgresql://x",
-                                    "REDIS_URL": "redis://x", **environ})
+    environ, signed, fallback
+):
+    settings = config.from_environ(
+        {
+            "APP_ENV": "testing",
+            "DATABASE_URL": "postgresql://x",
+            "REDIS_URL": "redis://x",
+            **environ,
+        }
+    )
     config.finish(settings)
-    assert (settings["SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY"],
-            settings["SUBMIT_ONCE_REDIS_DOWN_FALLBACK"]) == (signed, fallback)
+    assert (
+        settings["SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY"],
+        settings["SUBMIT_ONCE_REDIS_DOWN_FALLBACK"],
+    ) == (signed, fallback)
 
 
 def degraded_gauge(client) -> float:
     page = client.get("/metrics").text
-    return next(sample.value for family in text_string_to_metric_families(page)
-                for sample in family.samples if sample.name == "submit_once_degraded")
+    return next(
+        sample.value
+        for family in text_string_to_metric_families(page)
+        for sample in family.samples
+        if sample.name == "submit_once_degraded"
+    )
 
 
 def test_while_forms_are_drawn_without_redis_readyz_stays_200_and_health_says_degraded(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     client = fault_app().test_client()
     assert client.get("/orders/new").status_code == 200
     assert degraded_gauge(client) == 0 and client.get("/healthz").json["status"] == "ok"
     fault_servers.redis.stop()
     ready = client.get("/readyz")
     assert ready.status_code == 200 and ready.json["status"] == "degraded"
-    assert {name: check["status"] for name, check in ready.json["checks"].items()} == \
-        {"redis": "down", "postgres": "up"}
+    assert {name: check["status"] for name, check in ready.json["checks"].items()} == {
+        "redis": "down",
+        "postgres": "up",
+    }
     assert client.get("/orders/new").status_code == 200  # drawn with a signed token
     health = client.get("/healthz")
     assert health.status_code == 200
@@ -80,7 +102,8 @@ def test_while_forms_are_drawn_without_redis_readyz_stays_200_and_health_says_de
 
 
 def test_without_signed_forms_a_redis_outage_takes_the_instance_out_of_rotation(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     client = fault_app(**STRICT).test_client()
     fault_servers.redis.stop()
     assert client.get("/orders/new").status_code == 503
@@ -119,7 +142,8 @@ def test_the_api_places_each_key_once_while_redis_is_away(fault_app, fault_serve
 
 
 def test_with_the_fallback_off_the_api_answers_a_503_problem_and_places_nothing(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     app = fault_app(SUBMIT_ONCE_REDIS_DOWN_FALLBACK=False)
     client, api_key = app.test_client(), new_api_key(fault_servers)
     fault_servers.redis.stop()
@@ -135,7 +159,8 @@ def test_with_the_fallback_off_the_api_answers_a_503_problem_and_places_nothing(
 
 
 def test_the_refund_worker_says_what_it_cannot_do_and_applies_what_waited_after(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     port = free_port()
     worker = Worker(fault_servers, REFUND_MONITOR_BIND=str(port))
     try:
@@ -146,22 +171,31 @@ def test_the_refund_worker_says_what_it_cannot_do_and_applies_what_waited_after(
             order_id = db.scalar(text("SELECT id FROM orders"))
             transition(db, order_id, "pay", paid_cents=3600)
         fault_servers.redis.stop()
-        health = wait_until(lambda: (body := json.loads(scrape(port, "/healthz")[1]))
-                            ["status"] == "degraded" and body, what="the worker to see it")
+        health = wait_until(
+            lambda: (
+                (body := json.loads(scrape(port, "/healthz")[1]))["status"] == "degraded" and body
+            ),
+            what="the worker to see it",
+        )
         assert health["cannot"] == [CANNOT["redis"]]
-        wait_until(lambda: metric(scrape(port, "/metrics")[1], "refund_worker_degraded") == 1,
-                   what="the gauge")
+        wait_until(
+            lambda: metric(scrape(port, "/metrics")[1], "refund_worker_degraded") == 1,
+            what="the gauge",
+        )
         # The shopper's refund is taken meanwhile (a signed form), and waits in PostgreSQL.
         assert forms.open(f"{order}/refund").submit({"amount": "10"}).status_code == 303
         assert refunds_of(fault_servers, order_id)[0] == 0
         fault_servers.redis.start()
-        wait_until(lambda: refunds_of(fault_servers, order_id)[:2] == (1, 1000),
-                   what="the refund requested during the outage to be applied")
+        wait_until(
+            lambda: refunds_of(fault_servers, order_id)[:2] == (1, 1000),
+            what="the refund requested during the outage to be applied",
+        )
         worker.wait_for("the refund stream answers again")
         assert json.loads(scrape(port, "/healthz")[1])["status"] == "ok"
         assert metric(scrape(port, "/metrics")[1], "refund_worker_degraded") == 0
-        said = [line for line in worker.output().splitlines()
-                if "cannot read the refund stream" in line]
+        said = [
+            line for line in worker.output().splitlines() if "cannot read the refund stream" in line
+        ]
         assert len(said) == 1, "said once an outage, not every second"
         assert worker.stop() == 0
     finally:

@@ -34,7 +34,8 @@ STRICT = {"SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY": False, "SUBMIT_ONCE_REDIS_DOWN_F
 
 
 def test_1_without_signed_forms_redis_down_before_render_gives_a_try_again_page(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     client = fault_app(**STRICT).test_client()
     fault_servers.redis.stop()
     response = client.get("/orders/new")
@@ -45,7 +46,7 @@ def test_1_without_signed_forms_redis_down_before_render_gives_a_try_again_page(
     health = client.get("/healthz")  # liveness stays up: restarting us would not help
     assert health.status_code == 200
     assert health.get_json()["checks"]["redis"]["status"] == "down"
-    ready = client.get("/readyz")    # readiness takes this instance out of rotation
+    ready = client.get("/readyz")  # readiness takes this instance out of rotation
     assert ready.status_code == 503 and ready.get_json()["checks"]["redis"]["status"] == "down"
     fault_servers.redis.start()
     assert client.get("/orders/new").status_code == 200
@@ -53,7 +54,8 @@ def test_1_without_signed_forms_redis_down_before_render_gives_a_try_again_page(
 
 
 def test_2_with_the_fallback_redis_down_between_render_and_submit_places_one_order(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     app = fault_app(SUBMIT_ONCE_REDIS_DOWN_FALLBACK=True)
     client = app.test_client()
     tokens = open_form(client)
@@ -61,8 +63,9 @@ def test_2_with_the_fallback_redis_down_between_render_and_submit_places_one_ord
     # A double click and eight more tabs retrying, all while Redis is away.
     responses: list = []
     browsers = [same_browser(app, client) for _ in range(10)]
-    threads = [threading.Thread(target=lambda b=b: responses.append(submit(b, tokens)))
-               for b in browsers]
+    threads = [
+        threading.Thread(target=lambda b=b: responses.append(submit(b, tokens))) for b in browsers
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -86,7 +89,8 @@ def test_2_with_the_fallback_redis_down_between_render_and_submit_places_one_ord
 
 
 def test_2_without_the_fallback_redis_down_at_submit_keeps_the_input_for_later(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     client = fault_app(**STRICT).test_client()
     tokens = open_form(client)
     fault_servers.redis.stop()
@@ -103,7 +107,8 @@ def test_2_without_the_fallback_redis_down_at_submit_keeps_the_input_for_later(
 
 @pytest.mark.parametrize("loss", ["restarted-empty", "flushall"])
 def test_3_redis_losing_every_token_between_render_and_submit_says_form_expired(
-        fault_app, fault_servers, loss):
+    fault_app, fault_servers, loss
+):
     client = fault_app().test_client()
     tokens = open_form(client)
     if loss == "restarted-empty":
@@ -121,8 +126,7 @@ def test_3_redis_losing_every_token_between_render_and_submit_says_form_expired(
     assert len(placed(fault_servers)) == 1
 
 
-def test_4_a_consumed_token_that_reappears_lands_on_the_existing_order(
-        fault_app, fault_servers):
+def test_4_a_consumed_token_that_reappears_lands_on_the_existing_order(fault_app, fault_servers):
     client = fault_app().test_client()
     tokens = open_form(client)
     rdb = redis.Redis.from_url(fault_servers.redis.url, decode_responses=True)
@@ -141,7 +145,8 @@ def test_4_a_consumed_token_that_reappears_lands_on_the_existing_order(
 
 
 def test_1_without_signed_forms_redis_down_when_a_lost_session_needs_a_fresh_form_keeps_input(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     """No fresh token can be had for the new session: the form comes back (503) with the
     input and the token it was sent with; once Redis is back, that submit is told the
     form expired (a fresh token), and the next places the order once."""
@@ -152,8 +157,7 @@ def test_1_without_signed_forms_redis_down_when_a_lost_session_needs_a_fresh_for
     response = submit(client, tokens)
     html = response.get_data(as_text=True)
     assert response.status_code == 503 and UNAVAILABLE in html.replace("&#39;", "'")
-    assert 'value="Ada Lovelace"' in html and hidden(html, "form_token") == \
-        tokens["form_token"]
+    assert 'value="Ada Lovelace"' in html and hidden(html, "form_token") == tokens["form_token"]
     fault_servers.redis.start()
     again = OnceForms(client).page("/orders/new", html).submit(VALID)
     assert again.status_code == 409  # bound to the lost session: expired, input kept
@@ -171,8 +175,7 @@ def redis_hung(servers):
         os.kill(servers.redis.process.pid, signal.SIGCONT)
 
 
-def test_5_a_hung_redis_costs_a_form_one_socket_timeout_not_a_hung_page(
-        fault_app, fault_servers):
+def test_5_a_hung_redis_costs_a_form_one_socket_timeout_not_a_hung_page(fault_app, fault_servers):
     client = fault_app(**STRICT).test_client()
     assert client.get("/orders/new").status_code == 200  # the store's connection is open
     with redis_hung(fault_servers):
@@ -185,7 +188,8 @@ def test_5_a_hung_redis_costs_a_form_one_socket_timeout_not_a_hung_page(
 
 
 def test_5_a_hung_redis_at_submit_answers_in_one_timeout_and_the_resubmits_place_one_order(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     """The GETDEL was sent when Redis froze: whether it ran is unknown until Redis wakes,
     and when it does it may run it. The customer is told nothing was placed, keeps the
     input, and resubmitting gets either the order or the form again (input kept, a

@@ -39,17 +39,22 @@ def paused_pid(live: LiveServer, where: str, timeout: float = 30) -> int:
 
 def post_in_background(port: int, cookie: str, form: dict[str, str]) -> threading.Thread:
     """POST the form from a thread; it ends when the server answers or hangs up."""
+
     def post():
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         try:
-            conn.request("POST", "/orders", body=urllib.parse.urlencode(form),
-                         headers={"Cookie": cookie,
-                                  "Content-Type": "application/x-www-form-urlencoded"})
+            conn.request(
+                "POST",
+                "/orders",
+                body=urllib.parse.urlencode(form),
+                headers={"Cookie": cookie, "Content-Type": "application/x-www-form-urlencoded"},
+            )
             conn.getresponse().read()
         except (ConnectionError, http.client.HTTPException):
             pass  # the worker died under it: what the browser shows as a network error
         finally:
             conn.close()
+
     thread = threading.Thread(target=post)
     thread.start()
     return thread
@@ -64,8 +69,7 @@ def browser_after(app, cookie: str):
 
 def token_is_live(app, cookie: str, token: str) -> bool:
     """Whether the Redis key of ``token``, as bound to this session, exists."""
-    data = app.session_interface.get_signing_serializer(app).loads(
-        cookie.removeprefix("session="))
+    data = app.session_interface.get_signing_serializer(app).loads(cookie.removeprefix("session="))
     store = app.extensions["submit_once"].store
     key = store.key(store.digest(token, session_id=data["_submit_once_sid"], form=FORM))
     with redis.Redis.from_url(app.config["REDIS_URL"]) as rdb:
@@ -73,9 +77,9 @@ def token_is_live(app, cookie: str, token: str) -> bool:
 
 
 def test_6_worker_killed_after_consume_leaves_no_half_order_and_resubmit_recovers(
-        fault_app, fault_servers):
-    with LiveServer(fault_servers, workers=2, threads=4,
-                    TEST_PAUSE_AFTER_CONSUME="60") as live:
+    fault_app, fault_servers
+):
+    with LiveServer(fault_servers, workers=2, threads=4, TEST_PAUSE_AFTER_CONSUME="60") as live:
         cookie, form = open_form(live.port)
         posting = post_in_background(live.port, cookie, form)
         os.kill(paused_pid(live, "consume"), signal.SIGKILL)
@@ -96,17 +100,20 @@ def test_6_worker_killed_after_consume_leaves_no_half_order_and_resubmit_recover
 
 
 def test_7_client_hanging_up_mid_submit_neither_stops_the_order_nor_revives_its_token(
-        fault_app, fault_servers):
+    fault_app, fault_servers
+):
     with LiveServer(fault_servers, workers=1, threads=4, TEST_PAUSE_AFTER_CONSUME="1") as live:
         cookie, form = open_form(live.port)
         app = fault_app()
         assert token_is_live(app, cookie, form["form_token"])
         body = urllib.parse.urlencode(form).encode()
         with socket.create_connection(("127.0.0.1", live.port), timeout=10) as sock:
-            sock.sendall(b"POST /orders HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: " +
-                         cookie.encode() + b"\r\nContent-Type: application/x-www-form-"
-                         b"urlencoded\r\nContent-Length: " + str(len(body)).encode() +
-                         b"\r\n\r\n" + body)
+            sock.sendall(
+                b"POST /orders HTTP/1.1\r\nHost: 127.0.0.1\r\nCookie: "
+                + cookie.encode()
+                + b"\r\nContent-Type: application/x-www-form-"
+                b"urlencoded\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+            )
             paused_pid(live, "consume")
         # The browser is gone; the request finishes its work all the same.
         deadline = time.monotonic() + 30
@@ -115,8 +122,7 @@ def test_7_client_hanging_up_mid_submit_neither_stops_the_order_nor_revives_its_
     assert len(placed(fault_servers)) == 1
     assert not token_is_live(app, cookie, form["form_token"])
     browser = browser_after(app, cookie)
-    reload = submit(browser, {"csrf_token": form["csrf_token"],
-                              "form_token": form["form_token"]})
+    reload = submit(browser, {"csrf_token": form["csrf_token"], "form_token": form["form_token"]})
     assert order_path(reload) == f"/orders/{placed(fault_servers)[0]}"
     assert "already_placed" in flashed(reload)
     assert len(placed(fault_servers)) == 1
@@ -126,8 +132,9 @@ def test_7_client_hanging_up_mid_submit_neither_stops_the_order_nor_revives_its_
 def test_7_worker_timeout_mid_submit_never_restores_the_token(fault_app, fault_servers, where):
     # A sync worker (one thread) with a 2 s timeout: gunicorn aborts it, which
     # raises SystemExit inside the request, unwinding every finally on its way.
-    server = LiveServer(fault_servers, workers=1, threads=1,
-                        **{f"TEST_PAUSE_AFTER_{where.upper()}": "60"})
+    server = LiveServer(
+        fault_servers, workers=1, threads=1, **{f"TEST_PAUSE_AFTER_{where.upper()}": "60"}
+    )
     server.args[-1:-1] = ["--timeout", "2"]
     with server as live:
         cookie, form = open_form(live.port)

@@ -46,13 +46,27 @@ class Worker:
     ``tests.refunds.paused_worker`` when ``env`` asks for a ``TEST_REFUND_PAUSE_*``."""
 
     def __init__(self, servers, **env: str) -> None:
-        self.env = {**os.environ, "APP_ENV": "testing", "DATABASE_URL": servers.database_url,
-                    "REDIS_URL": servers.redis.url, "REFUND_CLAIM_IDLE_MS": "500", **env}
+        self.env = {
+            **os.environ,
+            "APP_ENV": "testing",
+            "DATABASE_URL": servers.database_url,
+            "REDIS_URL": servers.redis.url,
+            "REFUND_CLAIM_IDLE_MS": "500",
+            **env,
+        }
         self.log = tempfile.TemporaryFile("w+")
-        module = "tests.refunds.paused_worker" if any(
-            name.startswith("TEST_REFUND_PAUSE_") for name in env) else "webapp.refunds.worker"
-        self.process = subprocess.Popen([sys.executable, "-m", module], cwd=ROOT,
-                                        env=self.env, stdout=self.log, stderr=subprocess.STDOUT)
+        module = (
+            "tests.refunds.paused_worker"
+            if any(name.startswith("TEST_REFUND_PAUSE_") for name in env)
+            else "webapp.refunds.worker"
+        )
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", module],
+            cwd=ROOT,
+            env=self.env,
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+        )
 
     def output(self) -> str:
         self.log.seek(0)
@@ -60,10 +74,12 @@ class Worker:
 
     def wait_for(self, line: str, timeout: float = 60) -> str:
         """Wait until the worker has printed ``line``; returns the whole log."""
+
         def printed() -> str | None:
             out = self.output()
             assert line in out or self.process.poll() is None, out
             return out if line in out else None
+
         try:
             return wait_until(printed, timeout, what=f"worker to print {line!r}")
         except AssertionError as error:  # what it printed instead says where it stopped
@@ -105,40 +121,52 @@ def start_worker(servers):
 @pytest.fixture
 def paid_order(servers) -> Callable[..., int]:
     """Insert an order and pay it through the state machine; returns its id."""
+
     def make(paid_cents: int = 3600) -> int:
         with Session(servers.engine) as db, db.begin():
-            order_id = db.scalar(text(
-                "INSERT INTO orders (public_id, submission_digest, product_id, quantity, "
-                "unit_price_cents, customer_name, email, shipping_address) VALUES "
-                "(left(md5(random()::text), 22), md5(random()::text), 1, 2, 1800, 'Ada', "
-                "'ada@example.com', 'London') RETURNING id"))
+            order_id = db.scalar(
+                text(
+                    "INSERT INTO orders (public_id, submission_digest, product_id, quantity, "
+                    "unit_price_cents, customer_name, email, shipping_address) VALUES "
+                    "(left(md5(random()::text), 22), md5(random()::text), 1, 2, 1800, 'Ada', "
+                    "'ada@example.com', 'London') RETURNING id"
+                )
+            )
             transition(db, order_id, "pay", paid_cents=paid_cents)
         return order_id
+
     return make
 
 
-def published(servers, order_id: int, amount_cents: int, key: str | None = None
-              ) -> RefundMessage:
+def published(servers, order_id: int, amount_cents: int, key: str | None = None) -> RefundMessage:
     """A refund request as the relay leaves it once published: the row (its amount
     reserved, marked published so no relay sends it again) and the message that
     names it. The same key again gives the same request's message."""
     key = key or new_key()
     with servers.engine.begin() as conn:
-        request_id = conn.scalar(text(
-            "INSERT INTO refund_requests (idempotency_key, order_id, amount_cents, published_at) "
-            "VALUES (:k, :o, :a, now()) ON CONFLICT (idempotency_key) DO NOTHING RETURNING id"),
-            {"k": key, "o": order_id, "a": amount_cents})
+        request_id = conn.scalar(
+            text(
+                "INSERT INTO refund_requests"
+                " (idempotency_key, order_id, amount_cents, published_at) "
+                "VALUES (:k, :o, :a, now()) ON CONFLICT (idempotency_key) DO NOTHING RETURNING id"
+            ),
+            {"k": key, "o": order_id, "a": amount_cents},
+        )
         if request_id is None:
-            request_id = conn.scalar(text(
-                "SELECT id FROM refund_requests WHERE idempotency_key = :k"), {"k": key})
+            request_id = conn.scalar(
+                text("SELECT id FROM refund_requests WHERE idempotency_key = :k"), {"k": key}
+            )
         else:
-            conn.execute(text("UPDATE orders SET reserved_cents = reserved_cents + :a "
-                              "WHERE id = :o"), {"a": amount_cents, "o": order_id})
+            conn.execute(
+                text("UPDATE orders SET reserved_cents = reserved_cents + :a WHERE id = :o"),
+                {"a": amount_cents, "o": order_id},
+            )
     return RefundMessage(request_id, key, order_id, amount_cents)
 
 
-def queue(servers, rdb: redis.Redis, order_id: int, amount_cents: int,
-          key: str | None = None) -> str:
+def queue(
+    servers, rdb: redis.Redis, order_id: int, amount_cents: int, key: str | None = None
+) -> str:
     """Append the message of a published refund request (see :func:`published`);
     returns its id. The same key again appends another copy."""
     return queue_refund(rdb, published(servers, order_id, amount_cents, key))
@@ -152,24 +180,39 @@ def all_acked(rdb: redis.Redis) -> bool:
     """The group has read up to the newest message and has nothing pending."""
     (group,) = rdb.xinfo_groups(STREAM) or [None]
     newest = rdb.xrevrange(STREAM, count=1)
-    return group is not None and group["pending"] == 0 and \
-        bool(newest) and group["last-delivered-id"] == newest[0][0]
+    return (
+        group is not None
+        and group["pending"] == 0
+        and bool(newest)
+        and group["last-delivered-id"] == newest[0][0]
+    )
 
 
 def refunds_of(servers, order_id: int) -> tuple[int, int, str]:
     """(number of refund records, refunded_cents, status) of an order."""
     with servers.engine.connect() as conn:
-        return conn.execute(text(
-            "SELECT (SELECT count(*) FROM refund_records WHERE order_id = o.id), "
-            "o.refunded_cents, o.status FROM orders o WHERE o.id = :id"), {"id": order_id}).one()
+        return conn.execute(
+            text(
+                "SELECT (SELECT count(*) FROM refund_records WHERE order_id = o.id), "
+                "o.refunded_cents, o.status FROM orders o WHERE o.id = :id"
+            ),
+            {"id": order_id},
+        ).one()
 
 
 def requests_of(servers, order_id: int) -> list[tuple[str, int, str, str | None]]:
     """(key, amount, status, reason) of each refund request of an order, oldest first."""
     with servers.engine.connect() as conn:
-        return [tuple(row) for row in conn.execute(text(
-            "SELECT idempotency_key, amount_cents, status, reason FROM refund_requests "
-            "WHERE order_id = :id ORDER BY id"), {"id": order_id})]
+        return [
+            tuple(row)
+            for row in conn.execute(
+                text(
+                    "SELECT idempotency_key, amount_cents, status, reason FROM refund_requests "
+                    "WHERE order_id = :id ORDER BY id"
+                ),
+                {"id": order_id},
+            )
+        ]
 
 
 def request(servers, order_id: int, amount_cents: int, key: str | None = None) -> str:
@@ -185,10 +228,12 @@ def request_refund_keyed(db: Session, order_id: int, cents: int, key: str) -> Re
     """``request_refund`` in ``db`` as the refund form's submit runs it, where the
     protected view's flush stamps the new request with the submit's digest: here with
     ``key``, by a before_flush listener on this session for this call only."""
+
     def stamp(session: Session, *_: object) -> None:
         for row in session.new:
             if isinstance(row, RefundRequest) and row.idempotency_key is None:
                 row.idempotency_key = key
+
     event.listen(db, "before_flush", stamp)
     try:
         return request_refund(db, order_id, cents)
@@ -198,13 +243,15 @@ def request_refund_keyed(db: Session, order_id: int, cents: int, key: str) -> Re
 
 def reserved_of(servers, order_id: int) -> int:
     with servers.engine.connect() as conn:
-        return conn.scalar(text("SELECT reserved_cents FROM orders WHERE id = :id"),
-                           {"id": order_id})
+        return conn.scalar(
+            text("SELECT reserved_cents FROM orders WHERE id = :id"), {"id": order_id}
+        )
 
 
 def settled(servers) -> bool:
     """No refund request is left to publish or apply (one waiting for review is
     neither, until approved)."""
     with servers.engine.connect() as conn:
-        return not conn.scalar(text("SELECT count(*) FROM refund_requests "
-                                    "WHERE status = 'requested'"))
+        return not conn.scalar(
+            text("SELECT count(*) FROM refund_requests WHERE status = 'requested'")
+        )

@@ -20,14 +20,18 @@ from typing import Any
 
 from webapp.refunds import relay, worker
 
-PAUSES = {"before_commit": worker.refund_committing, "before_ack": worker.refund_settled,
-          "before_mark": relay.refund_published}
+PAUSES = {
+    "before_commit": worker.refund_committing,
+    "before_ack": worker.refund_settled,
+    "before_mark": relay.refund_published,
+}
 
 
 def pause(where: str, seconds: float) -> Callable[..., Awaitable[None]]:
     async def receiver(sender: Any, *, message_id: str, **_: Any) -> None:
         print(f"PAUSE {where} {message_id}", file=sys.stderr, flush=True)
         await asyncio.sleep(seconds)
+
     return receiver
 
 

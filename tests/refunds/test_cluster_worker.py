@@ -13,7 +13,12 @@ from webapp.refunds.stream import DEAD_LETTERS, STREAM
 
 
 def test_the_worker_on_a_cluster_publishes_applies_dead_letters_and_trims(
-        make_app, servers, cluster_url, paid_order, start_worker):  # noqa: F811
+    make_app,
+    servers,
+    cluster_url,  # noqa: F811
+    paid_order,
+    start_worker,
+):
     rdb = make_client(cluster_url)
     # The stream and its dead letters live in different slots: a MULTI over both
     # would be refused (CROSSSLOT); the worker uses none.
@@ -22,18 +27,20 @@ def test_the_worker_on_a_cluster_publishes_applies_dead_letters_and_trims(
     client = app.test_client()
     order = paid_order(3600)
     with servers.engine.connect() as conn:
-        public_id = conn.scalar(text("SELECT public_id FROM orders WHERE id = :id"),
-                                {"id": order})
-    assert refund(client, public_id, open_refund_form(client, public_id),
-                  "12.50").status_code == 303
+        public_id = conn.scalar(text("SELECT public_id FROM orders WHERE id = :id"), {"id": order})
+    assert (
+        refund(client, public_id, open_refund_form(client, public_id), "12.50").status_code == 303
+    )
     malformed = rdb.xadd(STREAM, {"key": new_key(), "order": str(order), "amount": "lots"})
 
     worker = start_worker(REDIS_URL=cluster_url)
     # At least one dead letter: a reply lost between its XADD and the XACK (a
     # timeout on a loaded machine) buries the message twice, by design.
     try:
-        wait_until(lambda: settled(servers) and rdb.xlen(DEAD_LETTERS) >= 1 and all_acked(rdb),
-                   what="the request applied and the malformed message dead-lettered")
+        wait_until(
+            lambda: settled(servers) and rdb.xlen(DEAD_LETTERS) >= 1 and all_acked(rdb),
+            what="the request applied and the malformed message dead-lettered",
+        )
     except AssertionError:
         print(worker.output())
         raise

@@ -34,7 +34,8 @@ def delivered(rdb) -> int:
 
 
 def test_refunds_that_cannot_apply_are_dead_lettered_with_the_reason(
-        servers, rdb, app, paid_order, start_worker):
+    servers, rdb, app, paid_order, start_worker
+):
     order = paid_order(1000)
     real = published(servers, order, 600)  # its own message is never sent here
     # A copy of its message asking for more than was paid, one for an order that
@@ -45,9 +46,11 @@ def test_refunds_that_cannot_apply_are_dead_lettered_with_the_reason(
     start_worker()
     wait_until(lambda: all_acked(rdb) and rdb.xlen(DEAD_LETTERS) == 3, what="3 dead letters")
     reasons = sorted(letter["reason"] for letter in dead_letters(rdb))
-    assert reasons == ["forged: it does not say what its refund request says",
-                       "forged: no such order, so no refund request",
-                       "order or amount missing or not a whole number"]
+    assert reasons == [
+        "forged: it does not say what its refund request says",
+        "forged: no such order, so no refund request",
+        "order or amount missing or not a whole number",
+    ]
     assert refunds_of(servers, order) == (0, 0, "paid")
     # Forged copies leave the real request alone: still requested, still reserved.
     assert [r[1:3] for r in requests_of(servers, order)] == [(600, "requested")]
@@ -60,13 +63,15 @@ def test_refunds_that_cannot_apply_are_dead_lettered_with_the_reason(
 
 
 def test_a_refund_that_keeps_failing_is_dead_lettered_after_n_deliveries(
-        servers, rdb, paid_order, start_worker):
+    servers, rdb, paid_order, start_worker
+):
     order = paid_order(1000)
     queue(servers, rdb, order, 500)
     with servers.engine.connect() as conn:  # hold the order's row: every attempt times out
         conn.execute(text("SELECT 1 FROM orders WHERE id = :id FOR UPDATE"), {"id": order})
-        start_worker(REFUND_LOCK_TIMEOUT_MS="50", REFUND_MAX_DELIVERIES="3",
-                     REFUND_CLAIM_IDLE_MS="100").wait_for("reading refunds")
+        start_worker(
+            REFUND_LOCK_TIMEOUT_MS="50", REFUND_MAX_DELIVERIES="3", REFUND_CLAIM_IDLE_MS="100"
+        ).wait_for("reading refunds")
         wait_until(lambda: delivered(rdb) > 3, what="more deliveries than allowed")
         conn.rollback()  # failing the request takes the order's row too
     wait_until(lambda: rdb.xlen(DEAD_LETTERS) == 1 and all_acked(rdb), what="the dead letter")
@@ -78,13 +83,15 @@ def test_a_refund_that_keeps_failing_is_dead_lettered_after_n_deliveries(
 
 
 def test_a_dead_lettered_request_is_failed_on_the_order_page_then_requeued_and_applied(
-        servers, rdb, app, client, paid_order, start_worker):
+    servers, rdb, app, client, paid_order, start_worker
+):
     order = paid_order(1000)
     key = request(servers, order, 600)
     with servers.engine.connect() as conn:  # hold the order's row: every attempt times out
         conn.execute(text("SELECT 1 FROM orders WHERE id = :id FOR UPDATE"), {"id": order})
-        worker = start_worker(REFUND_LOCK_TIMEOUT_MS="50", REFUND_MAX_DELIVERIES="2",
-                              REFUND_CLAIM_IDLE_MS="100")
+        worker = start_worker(
+            REFUND_LOCK_TIMEOUT_MS="50", REFUND_MAX_DELIVERIES="2", REFUND_CLAIM_IDLE_MS="100"
+        )
         worker.wait_for("reading refunds")
         wait_until(lambda: delivered(rdb) > 2, what="more deliveries than allowed")
         conn.rollback()  # the cause is fixed; the worker gives up all the same
@@ -97,8 +104,7 @@ def test_a_dead_lettered_request_is_failed_on_the_order_page_then_requeued_and_a
     assert (amount, status) == (600, "failed") and reason.startswith("we could not apply it")
     assert reserved_of(servers, order) == 0 and refunds_of(servers, order) == (0, 0, "paid")
     with servers.engine.connect() as conn:
-        public_id = conn.scalar(text("SELECT public_id FROM orders WHERE id = :id"),
-                                {"id": order})
+        public_id = conn.scalar(text("SELECT public_id FROM orders WHERE id = :id"), {"id": order})
     page = client.get(f"/orders/{public_id}").text
     assert "<strong>not refunded</strong> — we could not apply it after several attempts" in page
 
@@ -108,8 +114,11 @@ def test_a_dead_lettered_request_is_failed_on_the_order_page_then_requeued_and_a
     assert "Requeued: €6.00 for order" in requeued.output
     with servers.engine.connect() as conn:  # who requeued it, in its row and its log line
         assert conn.scalar(text("SELECT requeued_by FROM refund_requests")) == "ada"
-    assert [(line["operator"], line["dead_letter"]) for line in json_lines(requeued.stderr)
-            if line.get("action") == "requeue-refund"] == [("ada", letter_id)]
+    assert [
+        (line["operator"], line["dead_letter"])
+        for line in json_lines(requeued.stderr)
+        if line.get("action") == "requeue-refund"
+    ] == [("ada", letter_id)]
     assert rdb.xlen(DEAD_LETTERS) == 0
     wait_until(lambda: settled(servers) and all_acked(rdb), what="the requeued request applied")
     assert requests_of(servers, order) == [(key, 600, "applied", None)]
@@ -126,12 +135,16 @@ def test_requeue_is_refused_when_the_amount_is_no_longer_left(servers, rdb, app,
         conn.execute(text("UPDATE refund_requests SET status = 'failed', reason = 'x'"))
         conn.execute(text("UPDATE orders SET reserved_cents = 0"))
     request(servers, order, 700)  # since then, another request took most of what is left
-    letter_id = rdb.xadd(DEAD_LETTERS, {"key": key, "order": str(order), "amount": "600",
-                                        "reason": "failed 5 times: x"})
+    letter_id = rdb.xadd(
+        DEAD_LETTERS,
+        {"key": key, "order": str(order), "amount": "600", "reason": "failed 5 times: x"},
+    )
     result = app.test_cli_runner().invoke(args=["refund-dead-letters", "--requeue", letter_id])
     assert result.exit_code == 1
-    assert f"Not requeued: order {order} has 300 cents left to refund, less than the 600" \
+    assert (
+        f"Not requeued: order {order} has 300 cents left to refund, less than the 600"
         in result.output
+    )
     assert rdb.xlen(DEAD_LETTERS) == 1 and reserved_of(servers, order) == 700
     assert [r[2] for r in requests_of(servers, order)] == ["failed", "requested"]
     bad = app.test_cli_runner().invoke(args=["refund-dead-letters", "--requeue", "nonsense"])

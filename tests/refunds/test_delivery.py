@@ -7,8 +7,7 @@ from tests.refunds.conftest import all_acked, new_key, published, queue, refunds
 from webapp.refunds.stream import GROUP, STREAM
 
 
-def test_same_message_delivered_three_times_refunds_once(servers, rdb, paid_order,
-                                                         start_worker):
+def test_same_message_delivered_three_times_refunds_once(servers, rdb, paid_order, start_worker):
     order = paid_order(3600)
     key = new_key()
     for _ in range(3):
@@ -22,14 +21,15 @@ def test_same_message_delivered_three_times_refunds_once(servers, rdb, paid_orde
 
 
 def test_killed_after_commit_before_ack_is_redelivered_and_refunded_once(
-        servers, rdb, paid_order, start_worker):
+    servers, rdb, paid_order, start_worker
+):
     order = paid_order(3600)
     message = queue(servers, rdb, order, 1000)
     first = start_worker(TEST_REFUND_PAUSE_BEFORE_ACK="600")
     first.wait_for(f"PAUSE before_ack {message}")
     first.kill()
     assert refunds_of(servers, order) == (1, 1000, "paid")  # committed...
-    assert rdb.xpending(STREAM, GROUP)["pending"] == 1      # ...never acked
+    assert rdb.xpending(STREAM, GROUP)["pending"] == 1  # ...never acked
 
     second = start_worker()  # claims it once it has been idle REFUND_CLAIM_IDLE_MS
     wait_until(lambda: all_acked(rdb), what="the redelivery to be acked")
@@ -39,7 +39,8 @@ def test_killed_after_commit_before_ack_is_redelivered_and_refunded_once(
 
 
 def test_killed_before_commit_is_redelivered_and_refunded_exactly_once(
-        servers, rdb, paid_order, start_worker):
+    servers, rdb, paid_order, start_worker
+):
     order = paid_order(1000)
     message = queue(servers, rdb, order, 1000)
     first = start_worker(TEST_REFUND_PAUSE_BEFORE_COMMIT="600")
@@ -54,7 +55,8 @@ def test_killed_before_commit_is_redelivered_and_refunded_exactly_once(
 
 
 def test_two_workers_racing_on_the_same_pending_messages_refund_each_once(
-        servers, rdb, paid_order, start_worker):
+    servers, rdb, paid_order, start_worker
+):
     # Two workers that claim anything pending at once (idle 0), each holding a
     # transaction open for a second: they both take every message.
     env = {"REFUND_CLAIM_IDLE_MS": "0", "TEST_REFUND_PAUSE_BEFORE_COMMIT": "1"}

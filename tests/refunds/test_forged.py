@@ -27,13 +27,15 @@ def public_id_of(servers, order_id: int) -> str:
 
 def request_id_of(servers, key: str) -> int:
     with servers.engine.connect() as conn:
-        return conn.scalar(text("SELECT id FROM refund_requests WHERE idempotency_key = :k"),
-                           {"k": key})
+        return conn.scalar(
+            text("SELECT id FROM refund_requests WHERE idempotency_key = :k"), {"k": key}
+        )
 
 
 @pytest.mark.parametrize("names", ["nothing", "a real request with another key"])
 def test_a_refund_message_nobody_requested_is_dead_lettered_as_forged_and_never_applied(
-        servers, rdb, paid_order, start_worker, names):
+    servers, rdb, paid_order, start_worker, names
+):
     """The attack of issue 22: XADD refunds * key <random> order <id> amount <total>
     public_id ''. Order ids are sequential, so any paid order can be named."""
     victim = paid_order(3600)
@@ -58,7 +60,8 @@ def test_a_refund_message_nobody_requested_is_dead_lettered_as_forged_and_never_
 
 
 def test_a_published_message_carries_the_request_id_not_the_order_key(
-        servers, rdb, paid_order, start_worker):
+    servers, rdb, paid_order, start_worker
+):
     order = paid_order(3600)
     key = request(servers, order, 1000)
     worker = start_worker(TEST_REFUND_PAUSE_BEFORE_MARK="600")
@@ -69,16 +72,23 @@ def test_a_published_message_carries_the_request_id_not_the_order_key(
 
 
 def test_reconcile_flags_a_refund_applied_with_no_request_or_payment_event_behind_it(
-        servers, app, paid_order):
+    servers, app, paid_order
+):
     """What the old worker did with the forged message: a record and the order's
     refunded_cents moved together, so every total agreed and reconcile said MATCH."""
     order = paid_order(3600)
     with servers.engine.begin() as conn:
-        conn.execute(text("INSERT INTO refund_records (idempotency_key, order_id, amount_cents, "
-                          "message_id) VALUES (:k, :o, 3600, '1700000000000-0')"),
-                     {"k": new_key(), "o": order})
-        conn.execute(text("UPDATE orders SET refunded_cents = 3600, status = 'refunded' "
-                          "WHERE id = :o"), {"o": order})
+        conn.execute(
+            text(
+                "INSERT INTO refund_records (idempotency_key, order_id, amount_cents, "
+                "message_id) VALUES (:k, :o, 3600, '1700000000000-0')"
+            ),
+            {"k": new_key(), "o": order},
+        )
+        conn.execute(
+            text("UPDATE orders SET refunded_cents = 3600, status = 'refunded' WHERE id = :o"),
+            {"o": order},
+        )
     result = app.test_cli_runner().invoke(args=["reconcile-refunds"])
     assert result.exit_code == 1, result.output
     assert "applied, unbacked:     1" in result.output

@@ -58,18 +58,21 @@ def test_health_names_neither_the_host_nor_the_process(monitor):
     assert socket.gethostname() not in body and f"-{worker.process.pid}" not in body
 
 
-@pytest.mark.parametrize(("host", "status"), [
-    ("127.0.0.1", "200 OK"),
-    ("127.0.0.1:{port}", "200 OK"),
-    ("localhost:{port}", "200 OK"),
-    ("[::1]:{port}", "200 OK"),           # what the Host says, not where it came from
-    ("10.0.3.7:9108", "200 OK"),          # a private listener scraped by address
-    ("rebound.evil.example:{port}", "400 Bad Request"),  # DNS rebinding: a page's own name
-    ("localhost.evil.example", "400 Bad Request"),
-    ("127.0.0.1.nip.io", "400 Bad Request"),
-    ("", "400 Bad Request"),
-    (None, "400 Bad Request"),            # no Host header at all
-])
+@pytest.mark.parametrize(
+    ("host", "status"),
+    [
+        ("127.0.0.1", "200 OK"),
+        ("127.0.0.1:{port}", "200 OK"),
+        ("localhost:{port}", "200 OK"),
+        ("[::1]:{port}", "200 OK"),  # what the Host says, not where it came from
+        ("10.0.3.7:9108", "200 OK"),  # a private listener scraped by address
+        ("rebound.evil.example:{port}", "400 Bad Request"),  # DNS rebinding: a page's own name
+        ("localhost.evil.example", "400 Bad Request"),
+        ("127.0.0.1.nip.io", "400 Bad Request"),
+        ("", "400 Bad Request"),
+        (None, "400 Bad Request"),  # no Host header at all
+    ],
+)
 def test_only_a_host_that_cannot_be_rebound_is_answered(monitor, host, status):
     port, _ = monitor
     header = b"" if host is None else f"Host: {host.format(port=port)}\r\n".encode()
@@ -108,6 +111,7 @@ def test_idle_connections_are_capped_and_health_answers_once_they_are_gone(monit
             peak = max(peak, open_files(pid) - before)
             seen = answered(idle)
             return seen if len(seen) >= IDLE - MAX_CONNECTIONS else None
+
         seen = wait_until(most_answered, what="the connections over the cap turned away")
         peak = max(peak, open_files(pid) - before)
         # Accepted in bursts of up to asyncio's backlog (100) before each is turned away;
@@ -119,6 +123,8 @@ def test_idle_connections_are_capped_and_health_answers_once_they_are_gone(monit
     finally:
         for conn in idle:
             conn.close()
-    wait_until(lambda: (served(port, "/healthz") or (0,))[0] == 200,
-               what="/healthz once the idle connections are closed")
+    wait_until(
+        lambda: (served(port, "/healthz") or (0,))[0] == 200,
+        what="/healthz once the idle connections are closed",
+    )
     assert worker.process.poll() is None

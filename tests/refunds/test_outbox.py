@@ -21,8 +21,9 @@ from tests.refunds.conftest import (
 from webapp.refunds.stream import GROUP, STREAM
 
 
-def test_a_request_is_published_by_the_relay_and_applied_once(servers, rdb, paid_order,
-                                                              start_worker):
+def test_a_request_is_published_by_the_relay_and_applied_once(
+    servers, rdb, paid_order, start_worker
+):
     order = paid_order(3600)
     key = request(servers, order, 1000)
     assert rdb.exists(STREAM) == 0  # nothing in Redis until a relay runs
@@ -35,7 +36,8 @@ def test_a_request_is_published_by_the_relay_and_applied_once(servers, rdb, paid
 
 
 def test_relay_killed_between_xadd_and_its_mark_publishes_twice_and_refunds_once(
-        servers, rdb, paid_order, start_worker):
+    servers, rdb, paid_order, start_worker
+):
     order = paid_order(3600)
     key = request(servers, order, 1000)
     first = start_worker(TEST_REFUND_PAUSE_BEFORE_MARK="600")
@@ -45,8 +47,7 @@ def test_relay_killed_between_xadd_and_its_mark_publishes_twice_and_refunds_once
     first.kill()  # XADDed; the mark (published_at) never committed
     assert [fields["key"] for _, fields in rdb.xrange(STREAM)] == [key]
     with servers.engine.connect() as conn:
-        assert conn.exec_driver_sql(
-            "SELECT published_at FROM refund_requests").scalar() is None
+        assert conn.exec_driver_sql("SELECT published_at FROM refund_requests").scalar() is None
     assert refunds_of(servers, order) == (0, 0, "paid")
 
     # Once the killed relay's row lock is gone, the next worker's relay publishes the
@@ -59,13 +60,17 @@ def test_relay_killed_between_xadd_and_its_mark_publishes_twice_and_refunds_once
         # As long as a worker takes to start: not cut short by the engine's 30 s.
         hold.execute(text("SET LOCAL idle_in_transaction_session_timeout = 0"))
         hold.execute(text("SELECT 1 FROM orders WHERE id = :id FOR UPDATE"), {"id": order})
-        second = start_worker(REFUND_CLAIM_IDLE_MS="0", REFUND_LOCK_TIMEOUT_MS="600000",
-                              REFUND_MAX_DELIVERIES="1000")  # a statement timeout is retried
-        wait_until(lambda: rdb.xlen(STREAM) == 2 and published(servers),
-                   what="the row published again")
+        second = start_worker(
+            REFUND_CLAIM_IDLE_MS="0", REFUND_LOCK_TIMEOUT_MS="600000", REFUND_MAX_DELIVERIES="1000"
+        )  # a statement timeout is retried
+        wait_until(
+            lambda: rdb.xlen(STREAM) == 2 and published(servers), what="the row published again"
+        )
         hold.rollback()
-    wait_until(lambda: settled(servers) and all_acked(rdb) and "already applied"
-               in second.output(), what="both copies settled")
+    wait_until(
+        lambda: settled(servers) and all_acked(rdb) and "already applied" in second.output(),
+        what="both copies settled",
+    )
     assert refunds_of(servers, order) == (1, 1000, "paid")
     assert requests_of(servers, order) == [(key, 1000, "applied", None)]
     assert reserved_of(servers, order) == 0
@@ -90,15 +95,19 @@ def row_unlocked(servers) -> bool:
 
 @pytest.mark.parametrize(("where", "committed"), [("before_commit", 0), ("before_ack", 1)])
 def test_worker_killed_before_or_after_commit_refunds_once_and_moves_the_reservation(
-        servers, rdb, paid_order, start_worker, where, committed):
+    servers, rdb, paid_order, start_worker, where, committed
+):
     order = paid_order(1000)
     key = request(servers, order, 1000)
     first = start_worker(**{f"TEST_REFUND_PAUSE_{where.upper()}": "600"})
     first.wait_for(f"PAUSE {where}")
     first.kill()
     # Before COMMIT nothing moved; after it, refunded and released together.
-    assert refunds_of(servers, order) == (committed, 1000 * committed,
-                                          "refunded" if committed else "paid")
+    assert refunds_of(servers, order) == (
+        committed,
+        1000 * committed,
+        "refunded" if committed else "paid",
+    )
     assert reserved_of(servers, order) == 1000 * (1 - committed)
     assert rdb.xpending(STREAM, GROUP)["pending"] == 1
 
@@ -110,12 +119,15 @@ def test_worker_killed_before_or_after_commit_refunds_once_and_moves_the_reserva
 
 
 def test_two_pages_for_everything_left_then_the_worker_refunds_exactly_once(
-        client, servers, rdb, paid_order, start_worker):
+    client, servers, rdb, paid_order, start_worker
+):
     from tests.refunds.test_refund_form import open_refund_form, refund
+
     order = paid_order(3600)
     with servers.engine.connect() as conn:
         public_id = conn.exec_driver_sql(
-            f"SELECT public_id FROM orders WHERE id = {order}").scalar()
+            f"SELECT public_id FROM orders WHERE id = {order}"
+        ).scalar()
     tabs = [open_refund_form(client, public_id) for _ in range(2)]
     responses = [refund(client, public_id, tab, "36.00") for tab in tabs]
     assert [r.status_code for r in responses] == [303, 422]

@@ -29,19 +29,20 @@ def shipped(servers, paid_order) -> tuple[int, str]:
     order_id = paid_order(3600)
     with Session(servers.engine) as db, db.begin():
         transition(db, order_id, "ship")
-        public_id = db.scalar(text("SELECT public_id FROM orders WHERE id = :id"),
-                              {"id": order_id})
+        public_id = db.scalar(text("SELECT public_id FROM orders WHERE id = :id"), {"id": order_id})
     return order_id, public_id
 
 
 def request_id(servers, order_id: int) -> int:
     with servers.engine.connect() as conn:
-        return conn.scalar(text("SELECT id FROM refund_requests WHERE order_id = :o"),
-                           {"o": order_id})
+        return conn.scalar(
+            text("SELECT id FROM refund_requests WHERE order_id = :o"), {"o": order_id}
+        )
 
 
 def test_a_refund_on_a_shipped_order_waits_for_an_operator_then_applies_once_approved(
-        client, app, servers, rdb, paid_order, start_worker, shipped):
+    client, app, servers, rdb, paid_order, start_worker, shipped
+):
     order_id, public_id = shipped
     response = refund(client, public_id, open_refund_form(client, public_id), "36.00")
     assert response.status_code == 303
@@ -50,8 +51,10 @@ def test_a_refund_on_a_shipped_order_waits_for_an_operator_then_applies_once_app
     other = paid_order(3600)
     request(servers, other, 1000)
     worker = start_worker()
-    wait_until(lambda: refunds_of(servers, other)[0] == 1 and all_acked(rdb),
-               what="the paid order's request applied")
+    wait_until(
+        lambda: refunds_of(servers, other)[0] == 1 and all_acked(rdb),
+        what="the paid order's request applied",
+    )
     assert refunds_of(servers, order_id) == (0, 0, "shipped")
     assert [r[1:3] for r in requests_of(servers, order_id)] == [(3600, "review")]
     assert reserved_of(servers, order_id) == 3600  # set aside: nothing else can take it
@@ -67,8 +70,10 @@ def test_a_refund_on_a_shipped_order_waits_for_an_operator_then_applies_once_app
     approved = cli.invoke(args=["approve-refund", str(request_id(servers, order_id))])
     assert approved.exit_code == 0, approved.output
     assert "Approved by " in approved.output and "€36.00 for order" in approved.output
-    wait_until(lambda: settled(servers) and refunds_of(servers, order_id)[0] == 1,
-               what="the approved request applied")
+    wait_until(
+        lambda: settled(servers) and refunds_of(servers, order_id)[0] == 1,
+        what="the approved request applied",
+    )
     assert refunds_of(servers, order_id) == (1, 3600, "refunded")
     assert [r[1:3] for r in requests_of(servers, order_id)] == [(3600, "applied")]
     assert reserved_of(servers, order_id) == 0
@@ -77,31 +82,46 @@ def test_a_refund_on_a_shipped_order_waits_for_an_operator_then_applies_once_app
 
 
 def test_a_rejected_refund_releases_its_reservation_and_the_customer_is_told(
-        client, app, servers, shipped):
+    client, app, servers, shipped
+):
     order_id, public_id = shipped
-    assert refund(client, public_id, open_refund_form(client, public_id),
-                  "10.00").status_code == 303
-    rejected = app.test_cli_runner().invoke(args=[
-        "reject-refund", str(request_id(servers, order_id)),
-        "--reason", "the parcel has not come back to us"])
+    assert (
+        refund(client, public_id, open_refund_form(client, public_id), "10.00").status_code == 303
+    )
+    rejected = app.test_cli_runner().invoke(
+        args=[
+            "reject-refund",
+            str(request_id(servers, order_id)),
+            "--reason",
+            "the parcel has not come back to us",
+        ]
+    )
     assert rejected.exit_code == 0, rejected.output
     assert [r[1:] for r in requests_of(servers, order_id)] == [
-        (1000, "rejected", "the parcel has not come back to us")]
-    assert reserved_of(servers, order_id) == 0 and refunds_of(servers, order_id) == (0, 0,
-                                                                                     "shipped")
+        (1000, "rejected", "the parcel has not come back to us")
+    ]
+    assert reserved_of(servers, order_id) == 0 and refunds_of(servers, order_id) == (
+        0,
+        0,
+        "shipped",
+    )
     page = client.get(f"/orders/{public_id}").text
     assert "<strong>not refunded</strong> — the parcel has not come back to us" in page
     assert "Up to €36.00." in client.get(f"/orders/{public_id}/refund").text
 
 
-@pytest.mark.parametrize(("command", "which", "message"), [
-    ("approve-refund", "unknown", "No refund request has the id"),
-    ("reject-refund", "unknown", "No refund request has the id"),
-    ("approve-refund", "paid order's", "is requested, not waiting for review"),
-    ("reject-refund", "rejected", "is rejected, not waiting for review"),
-])
+@pytest.mark.parametrize(
+    ("command", "which", "message"),
+    [
+        ("approve-refund", "unknown", "No refund request has the id"),
+        ("reject-refund", "unknown", "No refund request has the id"),
+        ("approve-refund", "paid order's", "is requested, not waiting for review"),
+        ("reject-refund", "rejected", "is rejected, not waiting for review"),
+    ],
+)
 def test_approve_and_reject_refuse_what_is_not_waiting_for_review(
-        app, servers, paid_order, shipped, command, which, message):
+    app, servers, paid_order, shipped, command, which, message
+):
     order_id, _ = shipped
     cli = app.test_cli_runner()
     if which == "unknown":
@@ -136,55 +156,73 @@ def operator_lines(stderr: str, action: str) -> list[dict]:
 
 @pytest.mark.parametrize("command", ["approve-refund", "reject-refund"])
 def test_approve_and_reject_record_who_did_it_in_the_row_and_the_log(
-        app, servers, shipped, command):
+    app, servers, shipped, command
+):
     order_id, _ = shipped
     request(servers, order_id, 1000)
     target = str(request_id(servers, order_id))
-    reason = ["--reason", "the parcel has not come back to us"] if command == "reject-refund" \
-        else []
-    result = app.test_cli_runner().invoke(args=[command, target, *reason,
-                                                "--by", " Grace Hopper "])
+    reason = (
+        ["--reason", "the parcel has not come back to us"] if command == "reject-refund" else []
+    )
+    result = app.test_cli_runner().invoke(args=[command, target, *reason, "--by", " Grace Hopper "])
     assert result.exit_code == 0, result.output
     assert "by Grace Hopper:" in result.stdout
     with servers.engine.connect() as conn:
-        assert conn.scalar(text("SELECT reviewed_by FROM refund_requests WHERE id = :id"),
-                           {"id": int(target)}) == "Grace Hopper"
+        assert (
+            conn.scalar(
+                text("SELECT reviewed_by FROM refund_requests WHERE id = :id"), {"id": int(target)}
+            )
+            == "Grace Hopper"
+        )
     (line,) = operator_lines(result.stderr, command)
     assert line["operator"] == "Grace Hopper" and line["refund_request"] == int(target)
     assert line["logger"] == "webapp.operators" and line["level"] == "INFO"
 
 
-@pytest.mark.parametrize(("env", "recorded"), [
-    ({"SUDO_USER": "alice", "LOGNAME": "root"}, "alice"),  # sudo flask …: the person behind it
-    ({"SUDO_USER": None, "LOGNAME": "bob"}, "bob"),         # the login user (getpass)
-])
+@pytest.mark.parametrize(
+    ("env", "recorded"),
+    [
+        ({"SUDO_USER": "alice", "LOGNAME": "root"}, "alice"),  # sudo flask …: the person behind it
+        ({"SUDO_USER": None, "LOGNAME": "bob"}, "bob"),  # the login user (getpass)
+    ],
+)
 def test_without_by_the_operator_is_sudo_user_else_the_login_user(
-        app, servers, shipped, env, recorded):
+    app, servers, shipped, env, recorded
+):
     order_id, _ = shipped
     request(servers, order_id, 1000)
     target = str(request_id(servers, order_id))
     result = app.test_cli_runner().invoke(args=["approve-refund", target], env=env)
     assert result.exit_code == 0, result.output
     with servers.engine.connect() as conn:
-        assert conn.scalar(text("SELECT reviewed_by FROM refund_requests WHERE id = :id"),
-                           {"id": int(target)}) == recorded
+        assert (
+            conn.scalar(
+                text("SELECT reviewed_by FROM refund_requests WHERE id = :id"), {"id": int(target)}
+            )
+            == recorded
+        )
     assert operator_lines(result.stderr, "approve-refund")[0]["operator"] == recorded
 
 
-@pytest.mark.parametrize(("reason", "said"), [
-    (None, "--reason is required"),
-    ("   ", "give 1 to 500 printable characters"),
-    ("x" * 501, "give 1 to 500 printable characters"),
-    ("line one\x1b[2J", "give 1 to 500 printable characters"),
-])
+@pytest.mark.parametrize(
+    ("reason", "said"),
+    [
+        (None, "--reason is required"),
+        ("   ", "give 1 to 500 printable characters"),
+        ("x" * 501, "give 1 to 500 printable characters"),
+        ("line one\x1b[2J", "give 1 to 500 printable characters"),
+    ],
+)
 def test_reject_refund_without_a_reason_is_refused_and_changes_nothing(
-        app, servers, shipped, reason, said):
+    app, servers, shipped, reason, said
+):
     """Before: without --reason it succeeded, and the customer read a default text."""
     order_id, _ = shipped
     request(servers, order_id, 1000)
     target = str(request_id(servers, order_id))
     result = app.test_cli_runner().invoke(
-        args=["reject-refund", target, *(["--reason", reason] if reason is not None else [])])
+        args=["reject-refund", target, *(["--reason", reason] if reason is not None else [])]
+    )
     assert result.exit_code == 2, result.output
     assert said in result.output
     assert [r[1:] for r in requests_of(servers, order_id)] == [(1000, "review", None)]
@@ -193,10 +231,12 @@ def test_reject_refund_without_a_reason_is_refused_and_changes_nothing(
 
 @pytest.mark.parametrize("by", ["", "   ", "x" * 101, "eve\nINFO forged line"])
 def test_a_name_that_cannot_be_recorded_is_refused_before_anything_is_written(
-        app, servers, shipped, by):
+    app, servers, shipped, by
+):
     order_id, _ = shipped
     request(servers, order_id, 1000)
     result = app.test_cli_runner().invoke(
-        args=["approve-refund", str(request_id(servers, order_id)), "--by", by])
+        args=["approve-refund", str(request_id(servers, order_id)), "--by", by]
+    )
     assert result.exit_code == 2 and "printable characters" in result.output
     assert [r[2] for r in requests_of(servers, order_id)] == ["review"]

@@ -9,11 +9,18 @@ from webapp.refunds.stream import STREAM
 
 
 def test_the_worker_finds_the_master_through_sentinel_and_refunds_once(
-        servers, rdb, sentinel_url, paid_order, start_worker):  # noqa: F811
+    servers,
+    rdb,
+    sentinel_url,  # noqa: F811
+    paid_order,
+    start_worker,
+):
     order = paid_order(3600)
     request(servers, order, 1000)
     worker = start_worker(REDIS_URL=sentinel_url)
-    wait_until(lambda: settled(servers) and rdb.exists(STREAM) and all_acked(rdb),
-               what="the request applied through the master the Sentinel named")
+    wait_until(
+        lambda: settled(servers) and rdb.exists(STREAM) and all_acked(rdb),
+        what="the request applied through the master the Sentinel named",
+    )
     assert refunds_of(servers, order) == (1, 1000, "paid")
     worker.wait_for("relay published 1 refund requests")  # printed after what the test waited on

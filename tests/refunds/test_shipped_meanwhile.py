@@ -30,27 +30,30 @@ def ship(servers, order_id: int) -> str:
 
 def request_id(servers, key: str) -> int:
     with servers.engine.connect() as conn:
-        return conn.scalar(text("SELECT id FROM refund_requests WHERE idempotency_key = :k"),
-                           {"k": key})
+        return conn.scalar(
+            text("SELECT id FROM refund_requests WHERE idempotency_key = :k"), {"k": key}
+        )
 
 
 def test_a_request_made_before_shipping_and_reached_after_it_waits_for_review(
-        servers, rdb, app, client, paid_order, start_worker):
+    servers, rdb, app, client, paid_order, start_worker
+):
     order = paid_order(3600)
     key = request(servers, order, 1800)  # the worker is stopped: the row waits, requested
     public_id = ship(servers, order)
     worker = start_worker()
     worker.wait_for("reading refunds")
-    wait_until(lambda: all_acked(rdb) and requests_of(servers, order)[0][2] != "requested",
-               what="the worker to settle the request")
+    wait_until(
+        lambda: all_acked(rdb) and requests_of(servers, order)[0][2] != "requested",
+        what="the worker to settle the request",
+    )
     assert requests_of(servers, order) == [(key, 1800, "review", None)]
     assert refunds_of(servers, order) == (0, 0, "shipped")  # goods gone, money kept
     assert reserved_of(servers, order) == 1800  # still set aside for the operator
     worker.wait_for("waits for review")  # printed after what the test waited on
     assert "<strong>waiting for review</strong>" in client.get(f"/orders/{public_id}").text
 
-    approved = app.test_cli_runner().invoke(args=["approve-refund",
-                                                  str(request_id(servers, key))])
+    approved = app.test_cli_runner().invoke(args=["approve-refund", str(request_id(servers, key))])
     assert approved.exit_code == 0, approved.output
     wait_until(lambda: settled(servers) and all_acked(rdb), what="the approved request applied")
     assert requests_of(servers, order)[0][1:3] == (1800, "applied")
@@ -60,12 +63,14 @@ def test_a_request_made_before_shipping_and_reached_after_it_waits_for_review(
 def lock_waiters(servers) -> int:
     """Backends (the worker's) waiting for a row lock."""
     with servers.engine.connect() as conn:
-        return conn.scalar(text("SELECT count(*) FROM pg_stat_activity "
-                                "WHERE wait_event_type = 'Lock'"))
+        return conn.scalar(
+            text("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
+        )
 
 
 def test_an_order_shipping_while_the_worker_waits_for_its_row_is_seen_shipped(
-        servers, rdb, paid_order, start_worker):
+    servers, rdb, paid_order, start_worker
+):
     """The status is read on the row the worker's UPDATE locks, not on the snapshot
     its statement started from: the ship commits while that UPDATE waits for it."""
     order = paid_order(3600)
@@ -76,25 +81,36 @@ def test_an_order_shipping_while_the_worker_waits_for_its_row_is_seen_shipped(
         transition(db, order, "ship")  # holds the order's row until this commits
         worker = start_worker(REFUND_LOCK_TIMEOUT_MS="600000")
         wait_until(lambda: lock_waiters(servers) == 1, what="the worker waiting for the row")
-    wait_until(lambda: all_acked(rdb) and requests_of(servers, order)[0][2] != "requested",
-               what="the worker to settle the request")
+    wait_until(
+        lambda: all_acked(rdb) and requests_of(servers, order)[0][2] != "requested",
+        what="the worker to settle the request",
+    )
     assert requests_of(servers, order) == [(key, 1800, "review", None)]
     assert refunds_of(servers, order) == (0, 0, "shipped") and reserved_of(servers, order) == 1800
     worker.wait_for("waits for review")  # printed after what the test waited on
 
 
 def test_requeueing_a_dead_letter_of_an_order_shipped_since_sends_it_to_review(
-        servers, rdb, app, paid_order):
+    servers, rdb, app, paid_order
+):
     order = paid_order(1000)
     key = request(servers, order, 600)
     with servers.engine.begin() as conn:  # as if the worker had given up on it
-        conn.execute(text("UPDATE refund_requests SET status = 'failed', reason = 'x', "
-                          "published_at = now()"))
+        conn.execute(
+            text("UPDATE refund_requests SET status = 'failed', reason = 'x', published_at = now()")
+        )
         conn.execute(text("UPDATE orders SET reserved_cents = 0"))
     ship(servers, order)
-    letter_id = rdb.xadd(DEAD_LETTERS, {"request": str(request_id(servers, key)), "key": key,
-                                        "order": str(order), "amount": "600",
-                                        "reason": "failed 5 times: x"})
+    letter_id = rdb.xadd(
+        DEAD_LETTERS,
+        {
+            "request": str(request_id(servers, key)),
+            "key": key,
+            "order": str(order),
+            "amount": "600",
+            "reason": "failed 5 times: x",
+        },
+    )
     result = app.test_cli_runner().invoke(args=["refund-dead-letters", "--requeue", letter_id])
     assert result.exit_code == 0, result.output
     assert "waits for review" in result.output and "approve-refund" in result.output

@@ -21,11 +21,13 @@ def test_sigterm_lets_the_refund_in_flight_finish(servers, rdb, paid_order, star
 
 @pytest.mark.parametrize(("where", "committed"), [("before_commit", 0), ("before_ack", 1)])
 def test_sigterm_past_the_grace_period_abandons_without_undoing_anything(
-        servers, rdb, paid_order, start_worker, where, committed):
+    servers, rdb, paid_order, start_worker, where, committed
+):
     order = paid_order(3600)
     message = queue(servers, rdb, order, 1000)
-    stuck = start_worker(**{f"TEST_REFUND_PAUSE_{where.upper()}": "600",
-                            "REFUND_GRACE_SECONDS": "0.5"})
+    stuck = start_worker(
+        **{f"TEST_REFUND_PAUSE_{where.upper()}": "600", "REFUND_GRACE_SECONDS": "0.5"}
+    )
     stuck.wait_for(f"PAUSE {where} {message}")
     assert stuck.stop() == 0  # the CancelledError ended the refund, not the process badly
     assert "abandoning 1 refunds in flight" in stuck.output()

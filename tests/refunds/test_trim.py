@@ -20,12 +20,14 @@ def append(rdb) -> str:
 def trim(url: str) -> int:
     """trim_acked in an event loop of its own thread: the browser tests may leave
     one running in this thread."""
+
     async def run() -> int:
         client = aioredis.Redis.from_url(url, decode_responses=True)
         try:
             return await trim_acked(client)
         finally:
             await client.aclose()
+
     with ThreadPoolExecutor(1) as thread:
         return thread.submit(lambda: asyncio.run(run())).result()
 
@@ -34,11 +36,11 @@ def test_trim_drops_only_what_every_group_has_acked(servers, rdb):
     ids = [append(rdb) for _ in range(10)]
     rdb.xgroup_create(STREAM, GROUP, id="0")
     rdb.xgroup_create(STREAM, "audit", id="0")
-    rdb.xreadgroup(GROUP, "a", {STREAM: ">"}, count=6)      # 0-5 delivered
-    rdb.xack(STREAM, GROUP, *ids[:3], ids[4])               # 3 still pending, 5 too
-    rdb.xreadgroup("audit", "b", {STREAM: ">"}, count=8)    # 0-7 delivered
-    rdb.xack(STREAM, "audit", *ids[:8])                     # all acked
-    assert trim(servers.redis.url) == 3                     # 0-2: acked by both groups
+    rdb.xreadgroup(GROUP, "a", {STREAM: ">"}, count=6)  # 0-5 delivered
+    rdb.xack(STREAM, GROUP, *ids[:3], ids[4])  # 3 still pending, 5 too
+    rdb.xreadgroup("audit", "b", {STREAM: ">"}, count=8)  # 0-7 delivered
+    rdb.xack(STREAM, "audit", *ids[:8])  # all acked
+    assert trim(servers.redis.url) == 3  # 0-2: acked by both groups
     assert [entry_id for entry_id, _ in rdb.xrange(STREAM)] == ids[3:]
 
     rdb.xack(STREAM, GROUP, ids[3], ids[5])
@@ -61,8 +63,10 @@ def test_trim_drops_the_errors_of_messages_no_longer_in_the_stream(servers, rdb)
     rdb.xgroup_create(STREAM, GROUP, id="0")
     rdb.xreadgroup(GROUP, "a", {STREAM: ">"}, count=4)
     rdb.xack(STREAM, GROUP, *ids[:2])  # 2 and 3 still pending, failing
-    rdb.hset(ERRORS, mapping={ids[0]: "left behind by a crash", ids[1]: "x", ids[2]: "y",
-                              "1-0": "long gone"})
+    rdb.hset(
+        ERRORS,
+        mapping={ids[0]: "left behind by a crash", ids[1]: "x", ids[2]: "y", "1-0": "long gone"},
+    )
     assert trim(servers.redis.url) == 2
     assert rdb.hgetall(ERRORS) == {ids[2]: "y"}
     rdb.delete(ERRORS)

@@ -18,11 +18,13 @@ from webapp.refunds.stream import STREAM
 
 
 def test_the_workers_lines_are_json_and_name_the_message_and_the_order_by_number(
-        servers, rdb, paid_order, start_worker):
+    servers, rdb, paid_order, start_worker
+):
     order = paid_order(3600)
     with servers.engine.connect() as conn:
-        number, key = conn.execute(text("SELECT order_number, public_id FROM orders "
-                                        "WHERE id = :id"), {"id": order}).one()
+        number, key = conn.execute(
+            text("SELECT order_number, public_id FROM orders WHERE id = :id"), {"id": order}
+        ).one()
     applied = queue(servers, rdb, order, 1000)
     forged = rdb.xadd(STREAM, {"key": "k" * 43, "order": str(order), "amount": "3600"})
     worker = start_worker()
@@ -31,8 +33,7 @@ def test_the_workers_lines_are_json_and_name_the_message_and_the_order_by_number
     lines = json_lines(worker.output())
     for line in lines:
         assert_shape(line)
-    assert {line["logger"] for line in lines} <= {"webapp.refunds.worker",
-                                                 "webapp.refunds.relay"}
+    assert {line["logger"] for line in lines} <= {"webapp.refunds.worker", "webapp.refunds.relay"}
     (done,) = [line for line in lines if line.get("outcome") == "applied"]
     assert done["level"] == "INFO" and done["request_id"] == applied
     assert done["order_number"] == number and f"order={number}" in done["message"]
@@ -49,34 +50,43 @@ def test_the_workers_lines_are_json_and_name_the_message_and_the_order_by_number
 def scrape(port: int, path: str, token: str | None = None) -> tuple[int, str]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     try:
-        with urllib.request.urlopen(urllib.request.Request(
-                f"http://127.0.0.1:{port}{path}", headers=headers), timeout=10) as response:
+        with urllib.request.urlopen(
+            urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers), timeout=10
+        ) as response:
             return response.status, response.read().decode()
     except urllib.error.HTTPError as error:
         return error.code, error.read().decode()
 
 
 def metric(page: str, name: str) -> float:
-    return next(sample.value for family in text_string_to_metric_families(page)
-                for sample in family.samples if sample.name == name)
+    return next(
+        sample.value
+        for family in text_string_to_metric_families(page)
+        for sample in family.samples
+        if sample.name == name
+    )
 
 
 def test_the_worker_serves_health_and_metrics_processed_applied_dead_lettered_and_lag(
-        servers, rdb, paid_order, start_worker):
+    servers, rdb, paid_order, start_worker
+):
     order = paid_order(3600)
     applied = queue(servers, rdb, order, 1000)
     rdb.xadd(STREAM, {"key": "k" * 43, "order": str(order), "amount": "3600"})  # forged
     port, token = free_port(), "m" * 32
-    worker = start_worker(REFUND_MONITOR_BIND=str(port), METRICS_TOKEN=token,
-                          TEST_REFUND_PAUSE_BEFORE_ACK="3")
+    worker = start_worker(
+        REFUND_MONITOR_BIND=str(port), METRICS_TOKEN=token, TEST_REFUND_PAUSE_BEFORE_ACK="3"
+    )
     worker.wait_for(f"PAUSE before_ack {applied}")
     assert f"serving /healthz and /metrics on 127.0.0.1:{port}" in worker.output()
     status, body = scrape(port, "/healthz")
     assert status == 200
     health = json.loads(body)
     assert health["status"] == "ok"
-    assert {name: check["status"] for name, check in health["checks"].items()} == \
-        {"redis": "up", "postgres": "up"}
+    assert {name: check["status"] for name, check in health["checks"].items()} == {
+        "redis": "up",
+        "postgres": "up",
+    }
     assert scrape(port, "/metrics")[0] == 401  # METRICS_TOKEN guards it, as the app's
     assert scrape(port, "/metrics", "wrong")[0] == 401
     status, held = scrape(port, "/metrics", token)  # committed, held before its ack
@@ -86,8 +96,10 @@ def test_the_worker_serves_health_and_metrics_processed_applied_dead_lettered_an
     assert metric(held, "refund_worker_lag_messages") == 1
     assert metric(held, "refund_worker_lag_seconds") > 0
     wait_until(lambda: all_acked(rdb), what="the held refund to be acked")
-    wait_until(lambda: metric(scrape(port, "/metrics", token)[1],
-                              "refund_worker_processed_total") == 2, what="both processed")
+    wait_until(
+        lambda: metric(scrape(port, "/metrics", token)[1], "refund_worker_processed_total") == 2,
+        what="both processed",
+    )
     after = scrape(port, "/metrics", token)[1]
     assert metric(after, "refund_worker_lag_messages") == 0
     assert metric(after, "refund_worker_lag_seconds") == 0
@@ -112,8 +124,9 @@ def test_in_production_the_workers_metrics_need_metrics_token(servers, start_wor
     assert scrape(port, "/metrics") == (404, "not found\n")  # as the app's: no open door
 
     token = secrets.token_hex(32)
-    strong = start_worker(APP_ENV="production", REFUND_MONITOR_BIND=str(port := free_port()),
-                          METRICS_TOKEN=token)
+    strong = start_worker(
+        APP_ENV="production", REFUND_MONITOR_BIND=str(port := free_port()), METRICS_TOKEN=token
+    )
     assert "serving /healthz and /metrics" in strong.wait_for("reading refunds")
     assert wait_until(lambda: served(port, "/metrics"), what="the monitor")[0] == 401
     assert scrape(port, "/metrics", token)[0] == 200

@@ -30,8 +30,10 @@ MAX_KEY_LENGTH = 255
 #:   arrive joined by ", "), neither starting with a quote nor ending with a blank;
 #: * quoted, as a structured-field string: 1-255 characters, ``\"`` and ``\\`` escaped,
 #:   not all blanks.
-KEY_PATTERN = (r'^[ \t]*(?:([!#-+\--~](?:[ -+\--~]{0,253}[!-+\--~])?)'
-               r'|"((?! *")(?:[ !#-\[\]-~]|\\["\\]){1,255})")[ \t]*$')
+KEY_PATTERN = (
+    r"^[ \t]*(?:([!#-+\--~](?:[ -+\--~]{0,253}[!-+\--~])?)"
+    r'|"((?! *")(?:[ !#-\[\]-~]|\\["\\]){1,255})")[ \t]*$'
+)
 _KEY = re.compile(KEY_PATTERN)
 
 

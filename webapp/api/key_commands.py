@@ -24,8 +24,12 @@ __all__ = ["init_app"]
 
 @click.command("create-api-key")
 @click.argument("client_name")
-@click.option("--expires-days", type=int, default=None,
-              help="Refuse the key this many days from now (default: no expiry).")
+@click.option(
+    "--expires-days",
+    type=int,
+    default=None,
+    help="Refuse the key this many days from now (default: no expiry).",
+)
 @with_appcontext
 def create_api_key_command(client_name: str, expires_days: int | None) -> None:
     """Create an API key for CLIENT_NAME and print it once."""
@@ -51,27 +55,37 @@ def list_api_keys_command(client_name: str | None) -> None:
     with when each was made, expires and was last used (to the minute), and whether
     it is active, expired or revoked. The keys themselves are never shown again."""
     # Active or not by the database's clock, as a request would find it.
-    query = (select(ApiClient.name, ApiKey, usable().label("active"))
-             .join(ApiClient, ApiClient.id == ApiKey.client_id)
-             .order_by(ApiClient.name, ApiKey.created_at, ApiKey.id))
+    query = (
+        select(ApiClient.name, ApiKey, usable().label("active"))
+        .join(ApiClient, ApiClient.id == ApiKey.client_id)
+        .order_by(ApiClient.name, ApiKey.created_at, ApiKey.id)
+    )
     if client_name is not None:
         query = query.where(ApiClient.name == client_name.strip())
     with sessions()() as db:
         rows = db.execute(query).all()
-    click.echo(f"{'client':<20} {'key':<12} {'created':<20} {'expires':<20} "
-               f"{'last used':<20} state")
+    click.echo(
+        f"{'client':<20} {'key':<12} {'created':<20} {'expires':<20} {'last used':<20} state"
+    )
     for name, key, active in rows:
         state = "active" if active else "revoked" if key.revoked_at else "expired"
-        click.echo(f"{name:<20} {key.key_prefix or '(before 0010)':<12} "
-                   f"{_when(key.created_at):<20} {_when(key.expires_at, 'no expiry'):<20} "
-                   f"{_when(key.last_used_at, 'never'):<20} {state}")
+        click.echo(
+            f"{name:<20} {key.key_prefix or '(before 0010)':<12} "
+            f"{_when(key.created_at):<20} {_when(key.expires_at, 'no expiry'):<20} "
+            f"{_when(key.last_used_at, 'never'):<20} {state}"
+        )
 
 
 @click.command("revoke-api-key")
 @click.argument("client_name")
-@click.option("--key", "key", default=None, metavar="PREFIX",
-              help="Only this key: its first characters as list-api-keys shows them, "
-                   "or the whole key. Default: every key of the client.")
+@click.option(
+    "--key",
+    "key",
+    default=None,
+    metavar="PREFIX",
+    help="Only this key: its first characters as list-api-keys shows them, "
+    "or the whole key. Default: every key of the client.",
+)
 @with_appcontext
 def revoke_api_key_command(client_name: str, key: str | None) -> None:
     """Revoke CLIENT_NAME's keys (or one of them): their next request gets 401."""
@@ -83,21 +97,29 @@ def revoke_api_key_command(client_name: str, key: str | None) -> None:
         which = [ApiKey.client_id == client_id, ApiKey.revoked_at.is_(None)]
         if key is not None:
             key = key.strip()
-            which.append(ApiKey.key_hash == hash_key(key) if len(key) > PREFIX_LENGTH
-                         else ApiKey.key_prefix == key)
-        revoked = db.scalars(update(ApiKey).where(*which).values(revoked_at=func.now())
-                             .returning(ApiKey.id)).all()
+            which.append(
+                ApiKey.key_hash == hash_key(key)
+                if len(key) > PREFIX_LENGTH
+                else ApiKey.key_prefix == key
+            )
+        revoked = db.scalars(
+            update(ApiKey).where(*which).values(revoked_at=func.now()).returning(ApiKey.id)
+        ).all()
         if not revoked:
             db.rollback()
             raise click.ClickException(
-                f"Client {name!r} has no active key" + (f" {key!r}." if key else "."))
+                f"Client {name!r} has no active key" + (f" {key!r}." if key else ".")
+            )
         if key is not None and len(revoked) > 1:
             db.rollback()
-            raise click.ClickException(f"{key!r} names {len(revoked)} keys: nothing revoked. "
-                                       "Give the whole key.")
+            raise click.ClickException(
+                f"{key!r} names {len(revoked)} keys: nothing revoked. Give the whole key."
+            )
         db.commit()
-    click.echo(f"Revoked {len(revoked)} key{'s' if len(revoked) > 1 else ''} of client "
-               f"{name!r}: refused from their next request.")
+    click.echo(
+        f"Revoked {len(revoked)} key{'s' if len(revoked) > 1 else ''} of client "
+        f"{name!r}: refused from their next request."
+    )
 
 
 def _when(moment: datetime | None, none: str = "") -> str:

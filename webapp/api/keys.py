@@ -22,8 +22,14 @@ from sqlalchemy.orm import Session
 from ..db import sessions
 from ..models import ApiClient, ApiKey
 
-__all__ = ["KEY_PREFIX", "PREFIX_LENGTH", "authenticated_client", "create_api_key", "hash_key",
-           "usable"]
+__all__ = [
+    "KEY_PREFIX",
+    "PREFIX_LENGTH",
+    "authenticated_client",
+    "create_api_key",
+    "hash_key",
+    "usable",
+]
 
 #: Marks a string as one of our keys (secret scanners and humans recognise it).
 KEY_PREFIX = "sk_"
@@ -44,21 +50,31 @@ def create_api_key(db: Session, client_name: str, *, expires_in: timedelta | Non
     """A new key for ``client_name`` (the client is created if new), refused once
     ``expires_in`` has passed when given; commit is the caller's. The returned key is
     the only copy that will ever exist."""
-    db.execute(pg_insert(ApiClient).values(name=client_name)
-               .on_conflict_do_nothing(index_elements=["name"]))
+    db.execute(
+        pg_insert(ApiClient)
+        .values(name=client_name)
+        .on_conflict_do_nothing(index_elements=["name"])
+    )
     client_id = db.scalar(select(ApiClient.id).where(ApiClient.name == client_name))
     key = KEY_PREFIX + secrets.token_urlsafe(32)
-    db.add(ApiKey(client_id=client_id, key_hash=hash_key(key), key_prefix=key[:PREFIX_LENGTH],
-                  # The database's clock, as for every other check of the expiry.
-                  expires_at=None if expires_in is None else func.now() + expires_in))
+    db.add(
+        ApiKey(
+            client_id=client_id,
+            key_hash=hash_key(key),
+            key_prefix=key[:PREFIX_LENGTH],
+            # The database's clock, as for every other check of the expiry.
+            expires_at=None if expires_in is None else func.now() + expires_in,
+        )
+    )
     db.flush()
     return key
 
 
 def usable() -> ColumnElement[bool]:
     """The keys a request may use now: not revoked, not expired (by the database's clock)."""
-    return ApiKey.revoked_at.is_(None) & or_(ApiKey.expires_at.is_(None),
-                                             ApiKey.expires_at > func.now())
+    return ApiKey.revoked_at.is_(None) & or_(
+        ApiKey.expires_at.is_(None), ApiKey.expires_at > func.now()
+    )
 
 
 def authenticated_client() -> int | None:
@@ -73,13 +89,17 @@ def authenticated_client() -> int | None:
     with sessions()() as db:
         # An indexed lookup by hash: the secret itself is never compared, so
         # there is no timing signal about it to leak.
-        found = db.execute(select(ApiKey.id, ApiKey.client_id, stale.label("stale"))
-                           .where(ApiKey.key_hash == hash_key(key), usable())).first()
+        found = db.execute(
+            select(ApiKey.id, ApiKey.client_id, stale.label("stale")).where(
+                ApiKey.key_hash == hash_key(key), usable()
+            )
+        ).first()
         if found is None:
             return None
         if found.stale:
             # The same condition again: of two requests that both saw it stale, one writes.
-            db.execute(update(ApiKey).where(ApiKey.id == found.id, stale)
-                       .values(last_used_at=func.now()))
+            db.execute(
+                update(ApiKey).where(ApiKey.id == found.id, stale).values(last_used_at=func.now())
+            )
             db.commit()
         return found.client_id

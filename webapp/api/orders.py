@@ -47,29 +47,45 @@ def api_answer(outcome: Outcome) -> Response | None:
     """The API's problems for what did not place an order, and a replay's expiry."""
     log.info("api order %s", outcome.kind)
     match outcome:
-        case Outcome(kind="duplicate", result=order) if \
-                expires_at(order.created_at, retention()) <= datetime.now(UTC):
-            raise ApiProblem("idempotency-key-expired", "This key's result is no longer kept. "
-                             "Use a new key for a new request.")
+        case Outcome(kind="duplicate", result=order) if expires_at(
+            order.created_at, retention()
+        ) <= datetime.now(UTC):
+            raise ApiProblem(
+                "idempotency-key-expired",
+                "This key's result is no longer kept. Use a new key for a new request.",
+            )
         case Outcome(kind="changed"):
-            raise ApiProblem("idempotency-key-reused", "This key was first used with a "
-                             "different body, method or path. Use a new key for a new request.")
+            raise ApiProblem(
+                "idempotency-key-reused",
+                "This key was first used with a "
+                "different body, method or path. Use a new key for a new request.",
+            )
         case Outcome(kind="still_running"):
             raise ApiProblem("request-in-progress", IN_PROGRESS, headers={"Retry-After": "1"})
         case Outcome(kind="refused"):
-            raise ApiProblem("validation-error", "Fix the fields listed in errors.",
-                             errors={"product": "This product just went off sale."})
+            raise ApiProblem(
+                "validation-error",
+                "Fix the fields listed in errors.",
+                errors={"product": "This product just went off sale."},
+            )
         case Outcome(kind="failed", error=error):
             log.warning("api order not placed: %s", type(error).__name__)
-            raise ApiProblem("unavailable", "Nothing was placed. Retry with the same key.",
-                             headers={"Retry-After": "5"})
+            raise ApiProblem(
+                "unavailable",
+                "Nothing was placed. Retry with the same key.",
+                headers={"Retry-After": "5"},
+            )
         case Outcome(kind="unconfirmed"):
             # The COMMIT may have landed: the claim stays, so a retry with the same
             # key finds the order (a replay) or, finding none, places it afresh.
             log.warning("api order unconfirmed: the database connection died at COMMIT")
-            raise ApiProblem("unavailable", "We could not confirm whether the order was "
-                             "placed. Retry with the same key: it is placed once or "
-                             "replayed.", headers={"Retry-After": "5"})
+            raise ApiProblem(
+                "unavailable",
+                "We could not confirm whether the order was "
+                "placed. Retry with the same key: it is placed once or "
+                "replayed.",
+                headers={"Retry-After": "5"},
+            )
     return None
 
 
@@ -79,21 +95,32 @@ def result_response(order: Order) -> Response:
     response.status_code = 201
     response.headers["Location"] = url_for("api.show_order", public_id=order.public_id)
     response.headers["Idempotency-Key-Expires"] = http_date(
-        expires_at(order.created_at, retention()))
+        expires_at(order.created_at, retention())
+    )
     return response
 
 
 @bp.post("/orders")
-@submit_once.idempotent(key=idempotency_key, scope=the_client, model=Order,
-                        respond=result_response, answer=api_answer, name=FORM)
+@submit_once.idempotent(
+    key=idempotency_key,
+    scope=the_client,
+    model=Order,
+    respond=result_response,
+    answer=api_answer,
+    name=FORM,
+)
 def create_order(db: Session) -> Order:
     """Place the order the body asks for, once per Idempotency-Key: a 422 gives the key
     back, so the client may fix the body and retry with it."""
     order_request, errors = validate_order(db, json_body())
     if order_request is None:
         raise ApiProblem("validation-error", "Fix the fields listed in errors.", errors=errors)
-    order = new_order(db, OrderDetails(**order_request.model_dump()),
-                      api_client_id=g.api_client, idempotency_key=idempotency_key())
+    order = new_order(
+        db,
+        OrderDetails(**order_request.model_dump()),
+        api_client_id=g.api_client,
+        idempotency_key=idempotency_key(),
+    )
     order.api_response = order_json(order)
     return order
 
@@ -116,8 +143,9 @@ def cancel_order(public_id: str) -> Response:
             transition(db, order.id, "cancel")
             db.commit()
         except TransitionRefused as refused:
-            raise ApiProblem("order-state-conflict", str(refused),
-                             order_status=refused.status) from None
+            raise ApiProblem(
+                "order-state-conflict", str(refused), order_status=refused.status
+            ) from None
         db.refresh(order)
         return jsonify(order_json(order))
 
@@ -126,8 +154,9 @@ def own_order(db: Session, client: int, public_id: str) -> Order:
     """The client's order with this id; another client's orders do not exist for it."""
     order = None
     if is_public_id(public_id):
-        order = db.scalar(select(Order).where(Order.public_id == public_id,
-                                              Order.api_client_id == client))
+        order = db.scalar(
+            select(Order).where(Order.public_id == public_id, Order.api_client_id == client)
+        )
     if order is None:
         raise ApiProblem("not-found", "You have no order with this id.")
     return order

@@ -13,9 +13,11 @@ from .keys import authenticated_client
 
 __all__ = ["UNAUTHORIZED", "idempotency_key", "json_body", "require_client"]
 
-UNAUTHORIZED = ("Send 'Authorization: Bearer <API key>' with a key the shop gave you. "
-                "If it was accepted before, it has expired or been revoked: ask the shop "
-                "for a new one.")
+UNAUTHORIZED = (
+    "Send 'Authorization: Bearer <API key>' with a key the shop gave you. "
+    "If it was accepted before, it has expired or been revoked: ask the shop "
+    "for a new one."
+)
 
 
 def require_client() -> int:
@@ -32,12 +34,18 @@ def idempotency_key() -> str:
     """The request's Idempotency-Key; 400 if missing, repeated or malformed."""
     values = request.headers.getlist("Idempotency-Key")
     if not values:
-        raise ApiProblem("idempotency-key-missing", "Send an Idempotency-Key header: a unique "
-                         "value per order, the same on every retry of that order.")
+        raise ApiProblem(
+            "idempotency-key-missing",
+            "Send an Idempotency-Key header: a unique "
+            "value per order, the same on every retry of that order.",
+        )
     key = parse_key(values[0]) if len(values) == 1 else None
     if key is None:
-        raise ApiProblem("idempotency-key-malformed", "Send one Idempotency-Key of 1 to 255 "
-                         'printable ASCII characters, bare or quoted ("...").')
+        raise ApiProblem(
+            "idempotency-key-malformed",
+            "Send one Idempotency-Key of 1 to 255 "
+            'printable ASCII characters, bare or quoted ("...").',
+        )
     return key
 
 

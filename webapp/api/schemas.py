@@ -36,15 +36,14 @@ from ..order_rules import (
 )
 from ..problems import field_errors, printable, whole_number
 
-__all__ = ["OrderBody", "OrderRequest", "Problem", "order_json", "skus_on_sale",
-           "validate_order"]
+__all__ = ["OrderBody", "OrderRequest", "Problem", "order_json", "skus_on_sale", "validate_order"]
+
 
 def _email(value: str) -> str:
     try:
         validate_email(value, check_deliverability=False)
     except EmailNotValidError:
-        raise PydanticCustomError(
-            "email", "Give an email address like name@example.com.") from None
+        raise PydanticCustomError("email", "Give an email address like name@example.com.") from None
     return value  # as typed: the same as the HTML form stores it
 
 
@@ -79,37 +78,47 @@ def _text_pattern(limit: int, allow: str) -> str:
 def _text(limit: int, allow: str = "") -> Any:
     """A text field: stripped, 1 to ``limit`` characters, printable. Documented by a
     pattern, not min/maxLength, which would count the blanks the strip takes off."""
+
     def document(schema: dict[str, Any]) -> None:
         schema.pop("minLength", None)
         schema.pop("maxLength", None)
         schema["pattern"] = _text_pattern(limit, allow)
-    return Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
-                                            max_length=limit),
-                     printable(allow), Field(json_schema_extra=document)]
+
+    return Annotated[
+        str,
+        StringConstraints(strip_whitespace=True, min_length=1, max_length=limit),
+        printable(allow),
+        Field(json_schema_extra=document),
+    ]
 
 
 def _no_special_use_domain() -> str:
     """email_validator refuses the special-use domains (``.test``, ``.localhost``, ...)
     that format "email" admits: a pattern says so, any letter case."""
-    names = "|".join("".join(f"[{c.upper()}{c}]" if c.isalpha() else c for c in name)
-                     for name in SPECIAL_USE_DOMAIN_NAMES)
+    names = "|".join(
+        "".join(f"[{c.upper()}{c}]" if c.isalpha() else c for c in name)
+        for name in SPECIAL_USE_DOMAIN_NAMES
+    )
     return f"^(?!.*[@.](?:{names})$)"
 
 
 class OrderRequest(BaseModel):
     """The body of POST /api/orders. Strict types: "2" is not a quantity."""
+
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
     # The document lists the SKUs on sale (openapi.py): only those are accepted.
-    product: Annotated[str, Field(min_length=1, max_length=SKU_MAX,
-                                  description="SKU, e.g. MUG-STONE"), printable()]
+    product: Annotated[
+        str, Field(min_length=1, max_length=SKU_MAX, description="SKU, e.g. MUG-STONE"), printable()
+    ]
     quantity: Annotated[int, Field(ge=QUANTITY_MIN, le=QUANTITY_MAX), whole_number()]
     name: _text(NAME_MAX)  # type: ignore[valid-type]
-    email: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1,
-                                            max_length=EMAIL_MAX),
-                     AfterValidator(_email),
-                     Field(json_schema_extra={"format": "email",
-                                              "pattern": _no_special_use_domain()})]
+    email: Annotated[
+        str,
+        StringConstraints(strip_whitespace=True, min_length=1, max_length=EMAIL_MAX),
+        AfterValidator(_email),
+        Field(json_schema_extra={"format": "email", "pattern": _no_special_use_domain()}),
+    ]
     address: _text(ADDRESS_MAX, "\r\n")  # type: ignore[valid-type]
 
 
@@ -125,23 +134,27 @@ ORDER_MESSAGES = {
 
 class OrderBody(BaseModel):
     """An order as the API shows it (and replays it)."""
+
     model_config = ConfigDict(title="Order")
 
-    id: Annotated[str, Field(description="The order's key: names it in this API. Keep it "
-                                         "private.")]
-    order_number: Annotated[str, Field(description="What the customer quotes to support; "
-                                                   "it opens nothing.")]
-    payment_reference: Annotated[str, Field(
-        description="What to give the payment provider for this order: its events name "
-                    "the order by it (their order_id). It opens nothing.",
-        examples=["pay_4f0c2b9e8a7d6c5b4a3f2e1d0c9b8a7f"])]
+    id: Annotated[str, Field(description="The order's key: names it in this API. Keep it private.")]
+    order_number: Annotated[
+        str, Field(description="What the customer quotes to support; it opens nothing.")
+    ]
+    payment_reference: Annotated[
+        str,
+        Field(
+            description="What to give the payment provider for this order: its events name "
+            "the order by it (their order_id). It opens nothing.",
+            examples=["pay_4f0c2b9e8a7d6c5b4a3f2e1d0c9b8a7f"],
+        ),
+    ]
     status: Literal[ORDER_STATUSES]  # type: ignore[valid-type]
     product: str
     quantity: int
     unit_price_cents: int
     total_cents: int
-    currency: Annotated[str, Field(description="ISO 4217 code of the amounts.",
-                                   examples=["EUR"])]
+    currency: Annotated[str, Field(description="ISO 4217 code of the amounts.", examples=["EUR"])]
     name: str
     email: str
     address: str
@@ -154,6 +167,7 @@ class OrderBody(BaseModel):
 
 class Problem(BaseModel):
     """An RFC 9457 problem; errors names each offending field."""
+
     type: str
     title: str
     status: int
@@ -168,16 +182,17 @@ def validate_order(db: Session, body: object) -> tuple[OrderRequest | None, dict
         errors: dict[str, str] = {}
     except ValidationError as error:
         order, errors = None, field_errors(error, ORDER_MESSAGES)
-    product = order.product if order else body.get("product") if isinstance(body, dict) \
-        else None
+    product = order.product if order else body.get("product") if isinstance(body, dict) else None
     if "product" not in errors and "" not in errors and not _on_sale(db, product):
         errors["product"] = ORDER_MESSAGES["product"]
     return (order, errors) if not errors else (None, errors)
 
 
 def _on_sale(db: Session, sku: object) -> bool:
-    return isinstance(sku, str) and db.scalar(
-        select(Product.id).where(Product.sku == sku, Product.active)) is not None
+    return (
+        isinstance(sku, str)
+        and db.scalar(select(Product.id).where(Product.sku == sku, Product.active)) is not None
+    )
 
 
 def skus_on_sale(db: Session) -> list[str]:
@@ -188,11 +203,17 @@ def skus_on_sale(db: Session) -> list[str]:
 def order_json(order: Order) -> dict[str, Any]:
     """An order as the API shows it."""
     return OrderBody(
-        id=order.public_id, order_number=order.order_number,
-        payment_reference=order.payment_reference, status=order.status,
-        product=order.product.sku, quantity=order.quantity,
-        unit_price_cents=order.unit_price_cents, total_cents=order.total_cents,
-        currency=order.currency, name=order.customer_name, email=order.email,
-        address=order.shipping_address, created_at=order.created_at,
+        id=order.public_id,
+        order_number=order.order_number,
+        payment_reference=order.payment_reference,
+        status=order.status,
+        product=order.product.sku,
+        quantity=order.quantity,
+        unit_price_cents=order.unit_price_cents,
+        total_cents=order.total_cents,
+        currency=order.currency,
+        name=order.customer_name,
+        email=order.email,
+        address=order.shipping_address,
+        created_at=order.created_at,
     ).model_dump(mode="json")
-

@@ -40,13 +40,18 @@ log = logging.getLogger(__name__)
 
 CANCELLABLE = TRANSITIONS["cancel"][0]
 EXPIRED = "This cancel form expired. Go back to your order and press “Cancel order” again."
-STILL_RUNNING = ("We are still cancelling your order. Press “Yes, cancel my order” again in "
-                 "a few seconds: it is never cancelled twice.")
-NOT_CONFIRMED = ("We could not confirm the cancel: our order system stopped answering while "
-                 "cancelling. Open your order in a few moments to see whether it is cancelled; "
-                 "pressing “Cancel order” again never cancels twice.")
-NOT_DONE = ("We could not cancel your order just now; nothing changed. Please try again in a "
-            "few moments.")
+STILL_RUNNING = (
+    "We are still cancelling your order. Press “Yes, cancel my order” again in "
+    "a few seconds: it is never cancelled twice."
+)
+NOT_CONFIRMED = (
+    "We could not confirm the cancel: our order system stopped answering while "
+    "cancelling. Open your order in a few moments to see whether it is cancelled; "
+    "pressing “Cancel order” again never cancels twice."
+)
+NOT_DONE = (
+    "We could not cancel your order just now; nothing changed. Please try again in a few moments."
+)
 
 
 class NotCancellable(Refused):
@@ -111,10 +116,15 @@ def answer(outcome: Outcome):
 # Applied last, so url_for builds /cancellation: /cancel answers pages rendered before it.
 @bp.post("/orders/<public_id>/cancel")
 @bp.post("/orders/<public_id>/cancellation")
-@submit_once.form(the_order, find=lambda db, _: cancelled(db, g.cancel_order.id),
-                  done="orders.show", answer=answer, template="orders/cancel.html",
-                  context=lambda: {"order": g.cancel_order},
-                  messages={"still_running": STILL_RUNNING})
+@submit_once.form(
+    the_order,
+    find=lambda db, _: cancelled(db, g.cancel_order.id),
+    done="orders.show",
+    answer=answer,
+    template="orders/cancel.html",
+    context=lambda: {"order": g.cancel_order},
+    messages={"still_running": STILL_RUNNING},
+)
 def cancel(_: None, db: Session, public_id: str) -> bool:
     """Cancel in the submit's transaction; False if it was already cancelled."""
     try:
@@ -130,8 +140,7 @@ def cancelled(db: Session, order_id: int) -> bool | None:
 
 
 def refused_page(public_id: str, reason: str):
-    return render_template("orders/cancel_refused.html", public_id=public_id,
-                           reason=reason), 409
+    return render_template("orders/cancel_refused.html", public_id=public_id, reason=reason), 409
 
 
 def through_the_api(order: Order):

@@ -21,5 +21,13 @@ from __future__ import annotations
 from .lookup import find_order, get_order_or_404
 from .messages import EXPIRED, FORM, NOT_CONFIRMED, NOT_PLACED, SESSION_LOST, UNAVAILABLE
 
-__all__ = ["EXPIRED", "FORM", "NOT_CONFIRMED", "NOT_PLACED", "SESSION_LOST", "UNAVAILABLE",
-           "find_order", "get_order_or_404"]
+__all__ = [
+    "EXPIRED",
+    "FORM",
+    "NOT_CONFIRMED",
+    "NOT_PLACED",
+    "SESSION_LOST",
+    "UNAVAILABLE",
+    "find_order",
+    "get_order_or_404",
+]

@@ -66,8 +66,7 @@ def answer(outcome: Outcome):
     """What the order's page says once after an update (or a repeat of one)."""
     match outcome:
         case Outcome(kind="created", result=OrderAmendment() as amendment):
-            notify(amendment.order.order_number,
-                   AMENDED if amendment.changes else AMENDED_NOTHING)
+            notify(amendment.order.order_number, AMENDED if amendment.changes else AMENDED_NOTHING)
         case Outcome(kind="duplicate", result=OrderAmendment() as amendment):
             notify(amendment.order.order_number, AMENDED_ALREADY)
         case Outcome(kind="failed" | "unconfirmed", error=error):
@@ -84,12 +83,24 @@ def amended_url(amendment: OrderAmendment) -> str:
 
 
 @submit_once.form(
-    amend_form, model=OrderAmendment, done=amended_url, fields=FINGERPRINTED, answer=answer,
-    template="orders/new.html", fragment="orders/_order_form.html", context=order_now,
-    messages={"changed": words(AMEND_CHANGED), "expired": words(AMEND_EXPIRED),
-              "failed": words(AMEND_NOT_DONE), "unconfirmed": words(AMEND_NOT_CONFIRMED),
-              "still_running": words(AMEND_STILL_RUNNING), "unavailable": UNAVAILABLE,
-              "session_lost": SESSION_LOST})
+    amend_form,
+    model=OrderAmendment,
+    done=amended_url,
+    fields=FINGERPRINTED,
+    answer=answer,
+    template="orders/new.html",
+    fragment="orders/_order_form.html",
+    context=order_now,
+    messages={
+        "changed": words(AMEND_CHANGED),
+        "expired": words(AMEND_EXPIRED),
+        "failed": words(AMEND_NOT_DONE),
+        "unconfirmed": words(AMEND_NOT_CONFIRMED),
+        "still_running": words(AMEND_STILL_RUNNING),
+        "unavailable": UNAVAILABLE,
+        "session_lost": SESSION_LOST,
+    },
+)
 def amend(form: OrderForm, db: Session, public_id: str) -> OrderAmendment:
     """Change the order to the form's details in the submit's transaction (the order's
     row locked, the rule and the product checked again there)."""

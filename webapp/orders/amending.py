@@ -39,10 +39,14 @@ FIXED_BY_STATUS = {
     "refunded": "it is refunded",
     "declined": "its card was declined",
 }
-NOT_AMENDABLE = ("Order {number} was not changed: {why}. Your details are still here: "
-                 "press Place another order to place them as a new order.")
-OFF_SALE = ("Order {number} was not changed: the product you chose is no longer on sale. "
-            "Choose another product and press Update again.")
+NOT_AMENDABLE = (
+    "Order {number} was not changed: {why}. Your details are still here: "
+    "press Place another order to place them as a new order."
+)
+OFF_SALE = (
+    "Order {number} was not changed: the product you chose is no longer on sale. "
+    "Choose another product and press Update again."
+)
 
 
 class NotAmendable(Refused):
@@ -65,6 +69,7 @@ def why_not_amendable(order: Order) -> str | None:
 @dataclass(frozen=True)
 class Placed:
     """The order a used form placed, as the form page drawn again offers it."""
+
     number: str
     public_id: str
     url: str
@@ -72,8 +77,12 @@ class Placed:
 
 
 def placed(order: Order) -> Placed:
-    return Placed(order.order_number, order.public_id,
-                  url_for("orders.show", public_id=order.public_id), why_not_amendable(order))
+    return Placed(
+        order.order_number,
+        order.public_id,
+        url_for("orders.show", public_id=order.public_id),
+        why_not_amendable(order),
+    )
 
 
 def amend_order(db: Session, order_id: int, details: OrderDetails) -> OrderAmendment:
@@ -81,8 +90,12 @@ def amend_order(db: Session, order_id: int, details: OrderDetails) -> OrderAmend
     amendment that records it (what changed, ``{column: [before, after]}``), not yet
     flushed. Raises :class:`NotAmendable` with the words to show if it cannot be."""
     # populate_existing: the row as the lock holds it, not as this session last read it.
-    order = db.scalar(select(Order).where(Order.id == order_id).with_for_update(of=Order)
-                      .execution_options(populate_existing=True))
+    order = db.scalar(
+        select(Order)
+        .where(Order.id == order_id)
+        .with_for_update(of=Order)
+        .execution_options(populate_existing=True)
+    )
     if order is None:  # an order is never deleted; said rather than a 500
         raise NotAmendable("This order no longer exists, so nothing was changed.")
     why = why_not_amendable(order)
@@ -91,11 +104,19 @@ def amend_order(db: Session, order_id: int, details: OrderDetails) -> OrderAmend
     product = db.scalar(select(Product).where(Product.id == details.product, Product.active))
     if product is None:
         raise NotAmendable(OFF_SALE.format(number=order.order_number))
-    after = {"product_id": product.id, "unit_price_cents": product.price_cents,
-             "quantity": details.quantity, "customer_name": details.name,
-             "email": details.email, "shipping_address": details.address}
-    changes = {column: [getattr(order, column), value] for column, value in after.items()
-               if getattr(order, column) != value}
+    after = {
+        "product_id": product.id,
+        "unit_price_cents": product.price_cents,
+        "quantity": details.quantity,
+        "customer_name": details.name,
+        "email": details.email,
+        "shipping_address": details.address,
+    }
+    changes = {
+        column: [getattr(order, column), value]
+        for column, value in after.items()
+        if getattr(order, column) != value
+    }
     if changes:
         order.product = product
         for column, (_, value) in changes.items():

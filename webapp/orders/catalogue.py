@@ -26,8 +26,7 @@ def active_products(db: Session, *, max_age: float | None = None) -> list[Produc
     """
     global _catalogue
     if max_age is None:
-        max_age = current_app.config.get("CATALOGUE_CACHE_SECONDS", 0) if has_app_context() \
-            else 0
+        max_age = current_app.config.get("CATALOGUE_CACHE_SECONDS", 0) if has_app_context() else 0
     read_at, products = _catalogue
     now = time.monotonic()
     if max_age and now - read_at < max_age:

@@ -36,15 +36,19 @@ __all__ = ["CardOrderForm", "OrderForm"]
 
 #: What a payment method's token looks like (checked before it goes into a URL).
 PAYMENT_METHOD = re.compile(r"pm_[A-Za-z0-9]{1,60}")
-SAMPLE_CARDS = ("Test cards: 4242 4242 4242 4242 pays; 4000 0000 0000 0002 is declined; "
-              "4000 0000 0000 0119 pays after the provider's retry.")
+SAMPLE_CARDS = (
+    "Test cards: 4242 4242 4242 4242 pays; 4000 0000 0000 0002 is declined; "
+    "4000 0000 0000 0119 pays after the provider's retry."
+)
 #: A product sent while its name cannot be read (see ``OrderForm.keep_the_product_sent``).
 PRODUCT_NOT_SHOWN = "The product you chose (its details cannot be shown right now)"
 CARD_MISSING = "Enter the card number."
 CARD_SHAPE = "Enter the 12 to 19 digits of the card number."
 CARD_INVALID = "This card number is not valid: check it, or use another card."
-CARD_UNCHECKED = ("We could not reach our payment provider to check your card, so nothing "
-                  "was charged. Submit again in a moment.")
+CARD_UNCHECKED = (
+    "We could not reach our payment provider to check your card, so nothing "
+    "was charged. Submit again in a moment."
+)
 
 
 def _strip(value: object) -> object:
@@ -53,6 +57,7 @@ def _strip(value: object) -> object:
 
 class _PlainWording:
     """WTForms' own messages for values a person can type or tamper with, in plain words."""
+
     WORDING = {
         "Not a valid integer value.": "Enter a whole number.",
         "Invalid Choice: could not coerce.": "Choose one of the products on sale.",
@@ -70,26 +75,49 @@ class OrderForm(ShopForm):
         def get_translations(self, form: object) -> _PlainWording:
             return _PlainWording()
 
-    product = SelectField("Product", coerce=int, validate_choice=False,
-                          validators=[InputRequired("Choose a product.")])
-    quantity = IntegerField("Quantity", default=1, validators=[
-        InputRequired("Enter how many you want."),
-        NumberRange(QUANTITY_MIN, QUANTITY_MAX,
-                    f"Choose a quantity from {QUANTITY_MIN} to {QUANTITY_MAX}."),
-    ])
-    name = StringField("Full name", filters=[_strip], validators=[
-        InputRequired("Enter your name."),
-        Length(max=NAME_MAX, message=f"Use at most {NAME_MAX} characters."),
-    ])
-    email = EmailField("Email", filters=[_strip], validators=[
-        InputRequired("Enter your email address."),
-        Length(max=EMAIL_MAX, message=f"Use at most {EMAIL_MAX} characters."),
-        Email("Enter an email address like name@example.com.", check_deliverability=False),
-    ])
-    address = TextAreaField("Shipping address", filters=[_strip], validators=[
-        InputRequired("Enter the address we should ship to."),
-        Length(max=ADDRESS_MAX, message=f"Use at most {ADDRESS_MAX} characters."),
-    ])
+    product = SelectField(
+        "Product",
+        coerce=int,
+        validate_choice=False,
+        validators=[InputRequired("Choose a product.")],
+    )
+    quantity = IntegerField(
+        "Quantity",
+        default=1,
+        validators=[
+            InputRequired("Enter how many you want."),
+            NumberRange(
+                QUANTITY_MIN,
+                QUANTITY_MAX,
+                f"Choose a quantity from {QUANTITY_MIN} to {QUANTITY_MAX}.",
+            ),
+        ],
+    )
+    name = StringField(
+        "Full name",
+        filters=[_strip],
+        validators=[
+            InputRequired("Enter your name."),
+            Length(max=NAME_MAX, message=f"Use at most {NAME_MAX} characters."),
+        ],
+    )
+    email = EmailField(
+        "Email",
+        filters=[_strip],
+        validators=[
+            InputRequired("Enter your email address."),
+            Length(max=EMAIL_MAX, message=f"Use at most {EMAIL_MAX} characters."),
+            Email("Enter an email address like name@example.com.", check_deliverability=False),
+        ],
+    )
+    address = TextAreaField(
+        "Shipping address",
+        filters=[_strip],
+        validators=[
+            InputRequired("Enter the address we should ship to."),
+            Length(max=ADDRESS_MAX, message=f"Use at most {ADDRESS_MAX} characters."),
+        ],
+    )
 
     #: "Yes, place another": the number of the identical order it confirms a second of
     #: (webapp/orders/same_order.py); drawn as a check box only when that is asked.
@@ -105,8 +133,7 @@ class OrderForm(ShopForm):
         self.products: dict[int, Product | None] = {product.id: product for product in products}
         # The price first: a phone's list shows what fits of the label, and at 320 px
         # that is not a long name and its price (the price was cut to "€12").
-        self.product.choices = [(p.id, f"€{p.price_cents / 100:.2f} · {p.name}")
-                                for p in products]
+        self.product.choices = [(p.id, f"€{p.price_cents / 100:.2f} · {p.name}") for p in products]
 
     def keep_the_product_sent(self) -> None:
         """No catalogue to check against (this process has read none, and PostgreSQL is
@@ -130,8 +157,14 @@ class OrderForm(ShopForm):
 
     def details(self, payment_method: str | None = None) -> OrderDetails:
         """The validated order, as :func:`webapp.placing.new_order` takes it."""
-        return OrderDetails(self.product.data, self.quantity.data, self.name.data,
-                            self.email.data, self.address.data, payment_method)
+        return OrderDetails(
+            self.product.data,
+            self.quantity.data,
+            self.name.data,
+            self.email.data,
+            self.address.data,
+            payment_method,
+        )
 
     def validate_product(self, field: SelectField) -> None:
         if field.data not in self.products:
@@ -153,8 +186,14 @@ class CardOrderForm(OrderForm):
     card = StringField("Card number", filters=[lambda v: re.sub(r"[\s-]", "", v or "")])
     payment_method = HiddenField()
 
-    def __init__(self, products: list[Product], client: ProviderClient, *,
-                 test_cards: bool = False, **kwargs: object) -> None:
+    def __init__(
+        self,
+        products: list[Product],
+        client: ProviderClient,
+        *,
+        test_cards: bool = False,
+        **kwargs: object,
+    ) -> None:
         super().__init__(products, **kwargs)
         self.client = client
         self.card.description = SAMPLE_CARDS if test_cards else ""

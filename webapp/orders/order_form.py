@@ -47,8 +47,13 @@ def order_form(*, card: bool = True) -> OrderForm:
         if product in db:
             db.expunge(product)
     client = provider() if card else None
-    form = OrderForm(products) if client is None else CardOrderForm(
-        products, client, test_cards=current_app.config["APP_ENV"] != "production")
+    form = (
+        OrderForm(products)
+        if client is None
+        else CardOrderForm(
+            products, client, test_cards=current_app.config["APP_ENV"] != "production"
+        )
+    )
     if unknown:
         form.keep_the_product_sent()
     return form
@@ -59,5 +64,8 @@ def reject_repeated_fields() -> None:
     should win would be a guess."""
     repeated = sorted(name for name, values in request.form.lists() if len(values) > 1)
     if repeated:
-        abort(400, f"The field {repeated[0]!r} was sent more than once. Open the form again and "
-                   "submit it from there.")
+        abort(
+            400,
+            f"The field {repeated[0]!r} was sent more than once. Open the form again and "
+            "submit it from there.",
+        )

@@ -36,8 +36,7 @@ from flask_submit_once import Refused
 from ..models import Order
 from ..placing import OrderDetails
 
-__all__ = ["SESSION_KEY", "Earlier", "SameOrderRecently", "earlier_same_order", "hold",
-           "shopper"]
+__all__ = ["SESSION_KEY", "Earlier", "SameOrderRecently", "earlier_same_order", "hold", "shopper"]
 
 #: Where the shop keeps its browser session's random value in Flask's session.
 SESSION_KEY = "shopper"
@@ -46,9 +45,11 @@ SESSION_KEY = "shopper"
 LOCK_CLASS = 31_004
 #: Orders that took nothing: the same one again needs no question.
 NOT_COUNTED = ("cancelled", "declined")
-QUESTION = ("You placed this same order {ago} (order {number}), so we have not placed it "
-            "again. To place another one just like it, tick “Yes, place another” and "
-            "press Place order.")
+QUESTION = (
+    "You placed this same order {ago} (order {number}), so we have not placed it "
+    "again. To place another one just like it, tick “Yes, place another” and "
+    "press Place order."
+)
 
 
 def shopper(*, create: bool) -> str | None:
@@ -65,6 +66,7 @@ def shopper(*, create: bool) -> str | None:
 @dataclass(frozen=True)
 class Earlier:
     """An order this session placed with the same details, minutes ago."""
+
     number: str
     public_id: str
     placed_at: datetime
@@ -97,20 +99,28 @@ def window() -> timedelta:
     return timedelta(seconds=current_app.config["SAME_ORDER_WINDOW_SECONDS"])
 
 
-def earlier_same_order(db: Session, details: OrderDetails, placed_in: str | None,
-                       confirmed: str | None) -> Earlier | None:
+def earlier_same_order(
+    db: Session, details: OrderDetails, placed_in: str | None, confirmed: str | None
+) -> Earlier | None:
     """The newest order ``placed_in`` this session within the window with ``details``,
     unless ``confirmed`` names it (the shopper ticked "Yes, place another" for it)."""
     if placed_in is None or not isinstance(details.product, int) or not window():
         return None
     row = db.execute(
         select(Order.order_number, Order.public_id, Order.created_at)
-        .where(Order.placed_in_session == placed_in,
-               Order.created_at >= datetime.now(UTC) - window(),
-               Order.status.not_in(NOT_COUNTED), Order.product_id == details.product,
-               Order.quantity == details.quantity, Order.customer_name == details.name,
-               Order.email == details.email, Order.shipping_address == details.address)
-        .order_by(Order.created_at.desc()).limit(1)).one_or_none()
+        .where(
+            Order.placed_in_session == placed_in,
+            Order.created_at >= datetime.now(UTC) - window(),
+            Order.status.not_in(NOT_COUNTED),
+            Order.product_id == details.product,
+            Order.quantity == details.quantity,
+            Order.customer_name == details.name,
+            Order.email == details.email,
+            Order.shipping_address == details.address,
+        )
+        .order_by(Order.created_at.desc())
+        .limit(1)
+    ).one_or_none()
     if row is None or row.order_number == confirmed:
         return None
     return Earlier(row.order_number, row.public_id, row.created_at)
@@ -123,5 +133,4 @@ def hold(db: Session, placed_in: str) -> None:
     if not window():
         return
     key = int.from_bytes(bytes.fromhex(placed_in[:8]), "big", signed=True)
-    db.execute(text("SELECT pg_advisory_xact_lock(:cls, :key)"),
-               {"cls": LOCK_CLASS, "key": key})
+    db.execute(text("SELECT pg_advisory_xact_lock(:cls, :key)"), {"cls": LOCK_CLASS, "key": key})

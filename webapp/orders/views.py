@@ -63,8 +63,9 @@ def new_order_form() -> OrderForm:
     def asked(form: OrderForm) -> same_order.Earlier | None:
         db = submit_once.session
         try:
-            earlier = same_order.earlier_same_order(db, form.details(), shopper,
-                                                    form.same_again.data)
+            earlier = same_order.earlier_same_order(
+                db, form.details(), shopper, form.same_again.data
+            )
         except SQLAlchemyError:  # asked again in the transaction, whose outage keeps the form
             with suppress(SQLAlchemyError):
                 db.rollback()
@@ -100,8 +101,11 @@ def annotate(outcome: Outcome) -> None:
         case Outcome(kind="refused", error=same_order.SameOrderRecently() as asked):
             g.same_order = asked.earlier
         case Outcome(kind="unconfirmed", result=Order() as order):
-            log.warning("order %s: payment not confirmed yet (%s); a resubmit or the "
-                        "sweeper finishes it", order.order_number, type(outcome.error).__name__)
+            log.warning(
+                "order %s: payment not confirmed yet (%s); a resubmit or the sweeper finishes it",
+                order.order_number,
+                type(outcome.error).__name__,
+            )
         case Outcome(kind="unconfirmed"):
             log.warning("order not placed or not confirmed: connection lost")
         case Outcome(kind="failed", error=error):
@@ -122,7 +126,8 @@ def refused_words(outcome: Outcome) -> str:
     if isinstance(outcome.error, same_order.SameOrderRecently):
         return str(outcome.error)
     declined = isinstance(outcome.error, Declined) or (
-        isinstance(outcome.result, Order) and outcome.result.status == "declined")
+        isinstance(outcome.result, Order) and outcome.result.status == "declined"
+    )
     return CARD_DECLINED if declined else NOT_PLACED
 
 
@@ -133,13 +138,25 @@ def unconfirmed_words(outcome: Outcome) -> str:
 
 @bp.post("/orders")
 @submit_once.form(
-    new_order_form, model=Order, done="orders.show", fields=FINGERPRINTED, answer=answer,
-    template="orders/new.html", fragment="orders/_order_form.html", then=charge,
-    messages={"changed": changed_words,
-              "expired": lambda outcome: NOT_PLACED if outcome.waited else EXPIRED,
-              "refused": refused_words, "failed": NOT_PLACED, "unconfirmed": unconfirmed_words,
-              "still_running": STILL_RUNNING, "unavailable": UNAVAILABLE,
-              "session_lost": SESSION_LOST})
+    new_order_form,
+    model=Order,
+    done="orders.show",
+    fields=FINGERPRINTED,
+    answer=answer,
+    template="orders/new.html",
+    fragment="orders/_order_form.html",
+    then=charge,
+    messages={
+        "changed": changed_words,
+        "expired": lambda outcome: NOT_PLACED if outcome.waited else EXPIRED,
+        "refused": refused_words,
+        "failed": NOT_PLACED,
+        "unconfirmed": unconfirmed_words,
+        "still_running": STILL_RUNNING,
+        "unavailable": UNAVAILABLE,
+        "session_lost": SESSION_LOST,
+    },
+)
 def create(form: OrderForm, db: Session) -> Order:
     """Place the order the form asks for (:func:`webapp.placing.new_order`); with a card,
     written "charging", and :func:`~webapp.payments.checkout.charge` charges it once the
@@ -177,5 +194,9 @@ def show(public_id: str):
         # A key we could have made: perhaps one the customer was sent to and a
         # database failover lost. Say so, and offer the form again.
         return render_template("orders/not_confirmed.html"), 404
-    return render_template("orders/show.html", order=order, through_api=placed_through_api(order),
-                           notices=notices_for(order.order_number))
+    return render_template(
+        "orders/show.html",
+        order=order,
+        through_api=placed_through_api(order),
+        notices=notices_for(order.order_number),
+    )

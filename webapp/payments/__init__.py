@@ -22,9 +22,11 @@ def init_app(app: Flask) -> None:
     if not url:
         return
     app.extensions[EXTENSION] = ProviderClient(
-        url, app.config["PAYMENT_PROVIDER_SECRET"],
+        url,
+        app.config["PAYMENT_PROVIDER_SECRET"],
         timeout=float(app.config["PAYMENT_PROVIDER_TIMEOUT"]),
-        retries=int(app.config["PAYMENT_PROVIDER_RETRIES"]))
+        retries=int(app.config["PAYMENT_PROVIDER_RETRIES"]),
+    )
 
 
 def provider() -> ProviderClient | None:

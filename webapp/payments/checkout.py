@@ -53,16 +53,26 @@ def charge(db: Session, order: Order, key: str) -> None:
         raise ProviderUnavailable("PAYMENT_PROVIDER_URL is not set")
     try:
         done = charged_before(client, order) or client.charge(
-            amount=order.total_cents, currency=order.currency,
-            payment_method=order.payment_method, reference=order.payment_reference, key=key)
+            amount=order.total_cents,
+            currency=order.currency,
+            payment_method=order.payment_method,
+            reference=order.payment_reference,
+            key=key,
+        )
     except (CardDeclined, CardRefused) as declined:
         code = declined.code if isinstance(declined, CardDeclined) else str(declined)
         transition(db, order.id, "decline", decline_code=code[:64] or "declined")
         log.info("order %s: card declined (%s); nothing charged", order.order_number, code)
         raise Declined() from declined
     record_charge(db, order.id, done)
-    log.info("order %s: charged %d %s (%s)%s", order.order_number, done.amount, done.currency,
-             done.id, ", answered again for its key" if done.replayed else "")
+    log.info(
+        "order %s: charged %d %s (%s)%s",
+        order.order_number,
+        done.amount,
+        done.currency,
+        done.id,
+        ", answered again for its key" if done.replayed else "",
+    )
 
 
 def charged_before(client: ProviderClient, order: Order) -> Charge | None:
@@ -79,11 +89,16 @@ def record_charge(db: Session, order_id: int, done: Charge) -> None:
     Its own webhook may have paid it first with the same charge (nothing to add); an
     order paid some other way meanwhile gets this charge's money too (refundable)."""
     paid = db.execute(
-        update(Order).where(Order.id == order_id, Order.status == "charging")
+        update(Order)
+        .where(Order.id == order_id, Order.status == "charging")
         .values(status="paid", paid_cents=done.amount, charge_id=done.id, updated_at=func.now())
-        .returning(Order.id)).first()
+        .returning(Order.id)
+    ).first()
     if paid is None:
         db.execute(
-            update(Order).where(Order.id == order_id, Order.charge_id.is_(None))
-            .values(paid_cents=Order.paid_cents + done.amount, charge_id=done.id,
-                    updated_at=func.now()))
+            update(Order)
+            .where(Order.id == order_id, Order.charge_id.is_(None))
+            .values(
+                paid_cents=Order.paid_cents + done.amount, charge_id=done.id, updated_at=func.now()
+            )
+        )

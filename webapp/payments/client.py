@@ -18,8 +18,15 @@ import requests
 from requests.adapters import HTTPAdapter
 from urllib3.util import Retry
 
-__all__ = ["CardDeclined", "CardRefused", "Charge", "PaymentMethod", "ProviderClient",
-           "ProviderError", "ProviderUnavailable"]
+__all__ = [
+    "CardDeclined",
+    "CardRefused",
+    "Charge",
+    "PaymentMethod",
+    "ProviderClient",
+    "ProviderError",
+    "ProviderUnavailable",
+]
 
 
 class ProviderError(Exception):
@@ -64,16 +71,26 @@ class Charge:
 class ProviderClient:
     """One per app (one connection pool, shared by threads)."""
 
-    def __init__(self, url: str, secret: str, *, timeout: float = 10.0, retries: int = 2,
-                 pool: int = 10) -> None:
+    def __init__(
+        self, url: str, secret: str, *, timeout: float = 10.0, retries: int = 2, pool: int = 10
+    ) -> None:
         self.url = url.rstrip("/")
         self.timeout = (min(3.0, timeout), timeout)  # (connect, read) per attempt
         self.session = requests.Session()
         self.session.headers["Authorization"] = f"Bearer {secret}"
-        retry = Retry(total=retries, connect=retries, read=retries, status=retries,
-                      other=0, backoff_factor=0.2, backoff_max=2,
-                      status_forcelist=(500, 502, 503, 504), allowed_methods=None,
-                      raise_on_status=False, respect_retry_after_header=True)
+        retry = Retry(
+            total=retries,
+            connect=retries,
+            read=retries,
+            status=retries,
+            other=0,
+            backoff_factor=0.2,
+            backoff_max=2,
+            status_forcelist=(500, 502, 503, 504),
+            allowed_methods=None,
+            raise_on_status=False,
+            respect_retry_after_header=True,
+        )
         adapter = HTTPAdapter(max_retries=retry, pool_connections=1, pool_maxsize=pool)
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
@@ -94,14 +111,22 @@ class ProviderClient:
             return None
         return _payment_method(self._expect(status, body, 200))
 
-    def charge(self, *, amount: int, currency: str, payment_method: str, reference: str,
-               key: str) -> Charge:
+    def charge(
+        self, *, amount: int, currency: str, payment_method: str, reference: str, key: str
+    ) -> Charge:
         """Charge ``amount`` once per ``key``: a repeat of the key answers what the first
         did (the charge, or :class:`CardDeclined` again)."""
         status, body, headers = self._call_with_headers(
-            "POST", "/v1/charges", headers={"Idempotency-Key": key},
-            json={"amount": amount, "currency": currency, "payment_method": payment_method,
-                  "reference": reference})
+            "POST",
+            "/v1/charges",
+            headers={"Idempotency-Key": key},
+            json={
+                "amount": amount,
+                "currency": currency,
+                "payment_method": payment_method,
+                "reference": reference,
+            },
+        )
         if status == 400:  # the method is unknown or unusable: it can never be charged
             raise CardRefused(_code(body))
         if status == 402:
@@ -126,11 +151,11 @@ class ProviderClient:
         status, body, _ = self._call_with_headers(method, path, **kwargs)
         return status, body
 
-    def _call_with_headers(self, method: str, path: str,
-                           **kwargs: Any) -> tuple[int, dict[str, Any], Any]:
+    def _call_with_headers(
+        self, method: str, path: str, **kwargs: Any
+    ) -> tuple[int, dict[str, Any], Any]:
         try:
-            response = self.session.request(method, self.url + path, timeout=self.timeout,
-                                            **kwargs)
+            response = self.session.request(method, self.url + path, timeout=self.timeout, **kwargs)
         except requests.RequestException as error:
             raise ProviderUnavailable(type(error).__name__) from error
         if response.status_code >= 500:
@@ -157,5 +182,11 @@ def _payment_method(body: dict[str, Any]) -> PaymentMethod:
 
 
 def _charge(body: dict[str, Any], *, replayed: bool = False) -> Charge:
-    return Charge(body["id"], body["amount"], body["currency"], body.get("reference", ""),
-                  body["status"], replayed)
+    return Charge(
+        body["id"],
+        body["amount"],
+        body["currency"],
+        body.get("reference", ""),
+        body["status"],
+        replayed,
+    )

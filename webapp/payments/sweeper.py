@@ -20,8 +20,9 @@ __all__ = ["sweep_while_running"]
 log = logging.getLogger("webapp.payments.sweeper")
 
 
-async def sweep_while_running(stop: asyncio.Event, seconds: float,
-                              make_app: Callable[[], Flask] | None = None) -> None:
+async def sweep_while_running(
+    stop: asyncio.Event, seconds: float, make_app: Callable[[], Flask] | None = None
+) -> None:
     """Resume the steps left to do every ``seconds`` (0: never) until ``stop`` is set, in an
     app of its own made by ``make_app`` (default: the shop's, from the environment), each
     sweep in a thread: the step calls the provider and PostgreSQL synchronously."""
@@ -36,18 +37,22 @@ async def sweep_while_running(stop: asyncio.Event, seconds: float,
         try:
             counts = await asyncio.to_thread(_sweep, app)
         except Exception as error:  # the database away, say: the next sweep tries again
-            log.warning("charge sweep failed (%s); trying again in %g s",
-                        type(error).__name__, seconds)
+            log.warning(
+                "charge sweep failed (%s); trying again in %g s", type(error).__name__, seconds
+            )
         else:
             if counts:
-                log.info("charge sweep: %s",
-                         " ".join(f"{kind}={n}" for kind, n in sorted(counts.items())))
+                log.info(
+                    "charge sweep: %s",
+                    " ".join(f"{kind}={n}" for kind, n in sorted(counts.items())),
+                )
         with suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), seconds)
 
 
 def _shop() -> Flask:
     from .. import create_app  # the worker imports the app only when it sweeps
+
     return create_app()
 
 

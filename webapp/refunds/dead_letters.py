@@ -53,16 +53,29 @@ class DeadLetters:
     def __init__(self, client: aioredis.Redis, max_letters: int) -> None:
         self.redis, self.max_letters = client, max_letters
 
-    async def bury(self, message_id: str, fields: dict[str, str], reason: str,
-                   deliveries: int) -> None:
+    async def bury(
+        self, message_id: str, fields: dict[str, str], reason: str, deliveries: int
+    ) -> None:
         """Append the message here with ``reason``, then ack it: never acked and lost."""
-        await self.redis.xadd(DEAD_LETTERS, {**letter_fields(fields), "message_id": message_id,
-                                             "reason": reason, "deliveries": str(deliveries)},
-                              maxlen=self.max_letters, approximate=True)
+        await self.redis.xadd(
+            DEAD_LETTERS,
+            {
+                **letter_fields(fields),
+                "message_id": message_id,
+                "reason": reason,
+                "deliveries": str(deliveries),
+            },
+            maxlen=self.max_letters,
+            approximate=True,
+        )
         await self.redis.xack(STREAM, GROUP, message_id)
         await self.redis.hdel(ERRORS, message_id)
-        log.warning("refund %s key=%s dead-lettered: %s", message_id,
-                    short(fields.get("key", "")) or "-", reason)
+        log.warning(
+            "refund %s key=%s dead-lettered: %s",
+            message_id,
+            short(fields.get("key", "")) or "-",
+            reason,
+        )
 
     async def remember_error(self, message_id: str, error: Exception) -> None:
         """Keep the latest failure of a message, for its dead letter's reason."""
@@ -78,8 +91,10 @@ class DeadLetters:
 def in_plain_words(reason: str) -> str:
     """What the order page says about a failed request, for a dead letter's ``reason``."""
     if reason.startswith("failed "):  # gave up after REFUND_MAX_DELIVERIES
-        return ("we could not apply it after several attempts, so nothing was refunded; "
-                "our team has been told and will put it right")
+        return (
+            "we could not apply it after several attempts, so nothing was refunded; "
+            "our team has been told and will put it right"
+        )
     if reason.startswith("the order is "):
         return f"it could not be applied because {reason}"
     if "more than is left" in reason:

@@ -78,33 +78,48 @@ _FULLY_REFUNDED = TRANSITIONS["refund"][1]
 
 # The statements are built from the models, so table and column names have one
 # home (webapp/models.py); the worker runs them as plain psycopg SQL.
-_INSERT = insert(RefundRecord).inline().values(
-    idempotency_key=bindparam("key"), order_id=bindparam("order"),
-    amount_cents=bindparam("amount"), message_id=bindparam("message"),
+_INSERT = (
+    insert(RefundRecord)
+    .inline()
+    .values(
+        idempotency_key=bindparam("key"),
+        order_id=bindparam("order"),
+        amount_cents=bindparam("amount"),
+        message_id=bindparam("message"),
+    )
 )
 # The conditional UPDATE of order_states.transition("refund"), extended for
 # partial refunds: the status changes only when the refund makes the order whole.
 _NEW_REFUNDED = Order.refunded_cents + bindparam("amount")
-_REFUND_VALUES = {"refunded_cents": _NEW_REFUNDED,
-                  "status": case((_NEW_REFUNDED == Order.paid_cents, bindparam("refunded")),
-                                 else_=Order.status),
-                  "updated_at": func.now()}
-_REFUNDABLE_ORDER = and_(Order.id == bindparam("order"),
-                         Order.status == any_(bindparam("refundable")))
+_REFUND_VALUES = {
+    "refunded_cents": _NEW_REFUNDED,
+    "status": case((_NEW_REFUNDED == Order.paid_cents, bindparam("refunded")), else_=Order.status),
+    "updated_at": func.now(),
+}
+_REFUNDABLE_ORDER = and_(
+    Order.id == bindparam("order"), Order.status == any_(bindparam("refundable"))
+)
 # The request the message names, marked applied only if it says what the message says.
-_THIS_REQUEST = and_(RefundRequest.id == bindparam("request"),
-                     RefundRequest.idempotency_key == bindparam("key"))
-_MATCHES = and_(RefundRequest.status == "requested", RefundRequest.order_id == bindparam("order"),
-                RefundRequest.amount_cents == bindparam("amount"))
+_THIS_REQUEST = and_(
+    RefundRequest.id == bindparam("request"), RefundRequest.idempotency_key == bindparam("key")
+)
+_MATCHES = and_(
+    RefundRequest.status == "requested",
+    RefundRequest.order_id == bindparam("order"),
+    RefundRequest.amount_cents == bindparam("amount"),
+)
 _REQUEST = (
-    update(RefundRequest).where(_THIS_REQUEST, _MATCHES)
+    update(RefundRequest)
+    .where(_THIS_REQUEST, _MATCHES)
     .values(status="applied", updated_at=func.now())
     .returning(RefundRequest.id, RefundRequest.reason)
     .cte("request")
 )
 # On the order's row as locked (a ship committed meanwhile is seen), not in the CTE.
-_NEEDS_NO_REVIEW = or_(Order.status != all_(bindparam("needs_review")),
-                       select(_REQUEST.c.id).where(_REQUEST.c.reason == APPROVED).exists())
+_NEEDS_NO_REVIEW = or_(
+    Order.status != all_(bindparam("needs_review")),
+    select(_REQUEST.c.id).where(_REQUEST.c.reason == APPROVED).exists(),
+)
 _UPDATE = (
     update(Order)
     .add_cte(_REQUEST)
@@ -114,32 +129,45 @@ _UPDATE = (
 )
 # A refund made elsewhere and reported by a payment event: no request, nothing reserved.
 _REPORTED = (
-    update(Order).where(_REFUNDABLE_ORDER).values(**_REFUND_VALUES)
+    update(Order)
+    .where(_REFUNDABLE_ORDER)
+    .values(**_REFUND_VALUES)
     .returning(Order.refunded_cents, Order.status)
 )
 _STATUS = select(Order.status).where(Order.id == bindparam("order"))
 _NUMBER = select(Order.order_number).where(Order.id == bindparam("order"))
-_REQUEST_ROW = select(RefundRequest.status, RefundRequest.idempotency_key,
-                      RefundRequest.order_id, RefundRequest.amount_cents,
-                      RefundRequest.reason).where(RefundRequest.id == bindparam("request"))
+_REQUEST_ROW = select(
+    RefundRequest.status,
+    RefundRequest.idempotency_key,
+    RefundRequest.order_id,
+    RefundRequest.amount_cents,
+    RefundRequest.reason,
+).where(RefundRequest.id == bindparam("request"))
 # Sending a request to review: still reserved, only if its order is (still) shipped.
 _TO_REVIEW = (
     update(RefundRequest)
-    .where(_THIS_REQUEST, _MATCHES, RefundRequest.reason.is_distinct_from(APPROVED),
-           select(Order.id).where(Order.id == bindparam("order"),
-                                  Order.status == any_(bindparam("needs_review"))).exists())
+    .where(
+        _THIS_REQUEST,
+        _MATCHES,
+        RefundRequest.reason.is_distinct_from(APPROVED),
+        select(Order.id)
+        .where(Order.id == bindparam("order"), Order.status == any_(bindparam("needs_review")))
+        .exists(),
+    )
     .values(status="review", updated_at=func.now())
 )
 _REQUEST_STATUS = select(RefundRequest.status).where(_THIS_REQUEST)
 # Giving up on a request: mark it failed and release its reservation, together.
 _FAILED = (
-    update(RefundRequest).where(_THIS_REQUEST, _MATCHES)
+    update(RefundRequest)
+    .where(_THIS_REQUEST, _MATCHES)
     .values(status="failed", reason=bindparam("reason"), updated_at=func.now())
     .returning(RefundRequest.order_id, RefundRequest.amount_cents)
     .cte("failed")
 )
 _RELEASE = (
-    update(Order).add_cte(_FAILED)
+    update(Order)
+    .add_cte(_FAILED)
     .where(Order.id == _FAILED.c.order_id)
     .values(reserved_cents=Order.reserved_cents - _FAILED.c.amount_cents, updated_at=func.now())
     .returning(Order.id)
@@ -148,6 +176,7 @@ _RELEASE = (
 
 class _Sql(str):
     """A statement as psycopg SQL, with the values SQLAlchemy bound for its literals."""
+
     literals: dict[str, object]
 
 
@@ -158,10 +187,19 @@ def _psycopg_sql(statement: object) -> _Sql:
     return sql
 
 
-(_INSERT_SQL, _UPDATE_SQL, _STATUS_SQL, _NUMBER_SQL, _REQUEST_ROW_SQL, _REQUEST_STATUS_SQL,
- _RELEASE_SQL, _TO_REVIEW_SQL) = map(_psycopg_sql, (_INSERT, _UPDATE, _STATUS, _NUMBER,
-                                                    _REQUEST_ROW, _REQUEST_STATUS, _RELEASE,
-                                                    _TO_REVIEW))
+(
+    _INSERT_SQL,
+    _UPDATE_SQL,
+    _STATUS_SQL,
+    _NUMBER_SQL,
+    _REQUEST_ROW_SQL,
+    _REQUEST_STATUS_SQL,
+    _RELEASE_SQL,
+    _TO_REVIEW_SQL,
+) = map(
+    _psycopg_sql,
+    (_INSERT, _UPDATE, _STATUS, _NUMBER, _REQUEST_ROW, _REQUEST_STATUS, _RELEASE, _TO_REVIEW),
+)
 
 
 async def _execute(conn: AsyncConnection, sql: _Sql, params: dict[str, object]):
@@ -227,8 +265,9 @@ async def order_number(conn: AsyncConnection, order_id: int) -> str | None:
     return None if row is None else row[0]
 
 
-def record_refund(connection: Connection, *, key: str, order_id: int, amount_cents: int,
-                  source: str) -> Applied | None:
+def record_refund(
+    connection: Connection, *, key: str, order_id: int, amount_cents: int, source: str
+) -> Applied | None:
     """The same INSERT and the same change to the order, in the caller's
     (synchronous) transaction, for a refund reported from elsewhere: the payment
     webhook's ``refund.succeeded``. No request is behind it and nothing was
@@ -240,18 +279,30 @@ def record_refund(connection: Connection, *, key: str, order_id: int, amount_cen
     writer of ``refunded_cents`` (always with a refund_records row) is what
     lets ``reconcile-refunds`` match.
     """
-    params = {"key": key, "order": order_id, "amount": amount_cents, "message": source,
-              "refunded": _FULLY_REFUNDED, "refundable": _REFUNDABLE}
+    params = {
+        "key": key,
+        "order": order_id,
+        "amount": amount_cents,
+        "message": source,
+        "refunded": _FULLY_REFUNDED,
+        "refundable": _REFUNDABLE,
+    }
     connection.execute(_INSERT, params)
     row = connection.execute(_REPORTED, params).first()
     return None if row is None else Applied(*row)
 
 
 def _params(refund: RefundMessage, message_id: str) -> dict[str, object]:
-    return {"request": refund.request_id, "key": refund.key, "order": refund.order_id,
-            "amount": refund.amount_cents, "message": message_id,
-            "refunded": _FULLY_REFUNDED, "refundable": _REFUNDABLE,
-            "needs_review": _NEEDS_REVIEW}
+    return {
+        "request": refund.request_id,
+        "key": refund.key,
+        "order": refund.order_id,
+        "amount": refund.amount_cents,
+        "message": message_id,
+        "refunded": _FULLY_REFUNDED,
+        "refundable": _REFUNDABLE,
+        "needs_review": _NEEDS_REVIEW,
+    }
 
 
 class _NotApplied(Exception):

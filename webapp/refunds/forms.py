@@ -45,8 +45,9 @@ def parse_cents(text: str) -> int | None:
 
 
 class RefundForm(ShopForm):
-    amount = StringField("Amount to refund (€)",
-                         filters=[lambda v: v.strip() if isinstance(v, str) else v])
+    amount = StringField(
+        "Amount to refund (€)", filters=[lambda v: v.strip() if isinstance(v, str) else v]
+    )
 
     def __init__(self, left_cents: int, **kwargs: object) -> None:
         super().__init__(**kwargs)
@@ -63,7 +64,9 @@ class RefundForm(ShopForm):
             raise ValidationError("Enter at least €0.01.")
         if cents is None or cents > self.left_cents:
             if self.left_cents <= 0:
-                raise ValidationError("Nothing is left to refund: the rest is already "
-                                      "requested and waiting to be applied.")
+                raise ValidationError(
+                    "Nothing is left to refund: the rest is already "
+                    "requested and waiting to be applied."
+                )
             raise ValidationError(f"You can refund at most {euros(self.left_cents)}.")
         self.cents = cents

@@ -56,38 +56,57 @@ _LAG_COUNT_MAX = 100_000
 #: What the worker cannot do while a server is away, in the words /healthz uses.
 CANNOT = {
     "redis": "read the refund stream: no refund is applied until Redis answers; the "
-             "requests taken meanwhile wait in PostgreSQL and are published then",
+    "requests taken meanwhile wait in PostgreSQL and are published then",
     "postgres": "apply refunds: PostgreSQL does not answer; the messages stay pending in the "
-                "stream and are applied when it does",
+    "stream and are applied when it does",
 }
 
 
 class Monitor:
     """The worker's counters, and the server that shows them."""
 
-    def __init__(self, client: aioredis.Redis, pool: AsyncConnectionPool,
-                 metrics_token: str | None = None, environment: str = "production") -> None:
+    def __init__(
+        self,
+        client: aioredis.Redis,
+        pool: AsyncConnectionPool,
+        metrics_token: str | None = None,
+        environment: str = "production",
+    ) -> None:
         self.redis, self.pool = client, pool
         self.metrics_token, self.environment = metrics_token, environment
         self.connections = 0
         self.registry = CollectorRegistry()
-        self.processed = Counter("refund_worker_processed", "Deliveries this process handled, "
-                                 "whatever came of them (applied, acked as done, dead-lettered, "
-                                 "left pending for a retry).", registry=self.registry)
-        self.applied = Counter("refund_worker_applied", "Refunds this process committed.",
-                               registry=self.registry)
-        self.dead_lettered = Counter("refund_worker_dead_lettered",
-                                     "Messages this process dead-lettered (forged included).",
-                                     registry=self.registry)
-        self.lag_messages = Gauge("refund_worker_lag_messages",
-                                  "Messages the group has not acked: pending + not delivered.",
-                                  registry=self.registry)
-        self.lag_seconds = Gauge("refund_worker_lag_seconds",
-                                 "Age of the oldest message the group has not acked (0: none).",
-                                 registry=self.registry)
-        self.degraded = Gauge("refund_worker_degraded", "1 while this worker cannot read the "
-                              "refund stream (Redis is away): nothing is applied meanwhile.",
-                              registry=self.registry)
+        self.processed = Counter(
+            "refund_worker_processed",
+            "Deliveries this process handled, "
+            "whatever came of them (applied, acked as done, dead-lettered, "
+            "left pending for a retry).",
+            registry=self.registry,
+        )
+        self.applied = Counter(
+            "refund_worker_applied", "Refunds this process committed.", registry=self.registry
+        )
+        self.dead_lettered = Counter(
+            "refund_worker_dead_lettered",
+            "Messages this process dead-lettered (forged included).",
+            registry=self.registry,
+        )
+        self.lag_messages = Gauge(
+            "refund_worker_lag_messages",
+            "Messages the group has not acked: pending + not delivered.",
+            registry=self.registry,
+        )
+        self.lag_seconds = Gauge(
+            "refund_worker_lag_seconds",
+            "Age of the oldest message the group has not acked (0: none).",
+            registry=self.registry,
+        )
+        self.degraded = Gauge(
+            "refund_worker_degraded",
+            "1 while this worker cannot read the "
+            "refund stream (Redis is away): nothing is applied meanwhile.",
+            registry=self.registry,
+        )
         self.stream_away = False
 
     async def serve(self, host: str, port: int, stop: asyncio.Event) -> None:
@@ -106,8 +125,7 @@ class Monitor:
         finally:
             self.connections -= 1
 
-    async def _answer_one(self, reader: asyncio.StreamReader,
-                          writer: asyncio.StreamWriter) -> None:
+    async def _answer_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _READ_SECONDS)
             status, content_type, body = await self._route(head[:_MAX_HEAD])
@@ -127,17 +145,21 @@ class Monitor:
         if not _cannot_be_rebound(_header(lines[1:], "host")):
             return "400 Bad Request", "text/plain", b"unknown Host: use an IP address\n"
         if path == "/healthz":
-            checks = {"redis": await _probe(self._ping_redis),
-                      "postgres": await _probe(self._ping_postgres)}
+            checks = {
+                "redis": await _probe(self._ping_redis),
+                "postgres": await _probe(self._ping_postgres),
+            }
             up = all(check["status"] == "up" for check in checks.values())
             body: dict[str, object] = {"status": "ok" if up else "degraded", "checks": checks}
             if not up:
-                body["cannot"] = [CANNOT[name] for name, check in checks.items()
-                                  if check["status"] != "up"]
+                body["cannot"] = [
+                    CANNOT[name] for name, check in checks.items() if check["status"] != "up"
+                ]
             return "200 OK", "application/json", json.dumps(body).encode()
         if path == "/metrics":
-            access = metrics_access(self.metrics_token, self.environment,
-                                    _header(lines[1:], "authorization"))
+            access = metrics_access(
+                self.metrics_token, self.environment, _header(lines[1:], "authorization")
+            )
             if access == "off":
                 return "404 Not Found", "text/plain", b"not found\n"
             if access == "refused":
@@ -160,8 +182,9 @@ class Monitor:
         if reachable:
             log.info("the refund stream answers again: applying refunds")
         else:
-            log.warning("Redis does not answer (%s): cannot %s", type(error).__name__,
-                        CANNOT["redis"])
+            log.warning(
+                "Redis does not answer (%s): cannot %s", type(error).__name__, CANNOT["redis"]
+            )
 
     async def measure_lag(self) -> None:
         """Set the lag gauges from the stream (left as they were if Redis is away)."""
@@ -176,17 +199,20 @@ class Monitor:
             if group.get("lag") is not None:
                 waiting = int(group["lag"])
             else:
-                waiting = len(await self.redis.xrange(STREAM, min=after, max="+",
-                                                      count=_LAG_COUNT_MAX))
+                waiting = len(
+                    await self.redis.xrange(STREAM, min=after, max="+", count=_LAG_COUNT_MAX)
+                )
         except ResponseError:  # no stream yet
             return
         except RedisError:
             return
-        oldest = pending["min"] if pending["pending"] else (
-            undelivered[0][0] if undelivered else None)
+        oldest = (
+            pending["min"] if pending["pending"] else (undelivered[0][0] if undelivered else None)
+        )
         self.lag_messages.set(pending["pending"] + waiting)
-        self.lag_seconds.set(0 if oldest is None else
-                             max(0.0, time.time() - int(oldest.split("-")[0]) / 1000))
+        self.lag_seconds.set(
+            0 if oldest is None else max(0.0, time.time() - int(oldest.split("-")[0]) / 1000)
+        )
 
     async def _ping_redis(self) -> None:
         if not await self.redis.ping():
@@ -200,13 +226,21 @@ class Monitor:
 _BAD_REQUEST = ("400 Bad Request", "text/plain", b"bad request\n")
 
 
-async def _reply(writer: asyncio.StreamWriter, status: str, content_type: str, body: bytes,
-                 with_body: bool = True) -> None:
+async def _reply(
+    writer: asyncio.StreamWriter,
+    status: str,
+    content_type: str,
+    body: bytes,
+    with_body: bool = True,
+) -> None:
     """Write the answer (HEAD: the headers a GET gets, no body) and close."""
     try:
-        writer.write(f"HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\n"
-                     f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\n"
-                     "Connection: close\r\n\r\n".encode() + (body if with_body else b""))
+        writer.write(
+            f"HTTP/1.0 {status}\r\nContent-Type: {content_type}\r\n"
+            f"Content-Length: {len(body)}\r\nCache-Control: no-store\r\n"
+            "Connection: close\r\n\r\n".encode()
+            + (body if with_body else b"")
+        )
         await asyncio.wait_for(writer.drain(), _READ_SECONDS)  # a client that never reads
     except (OSError, TimeoutError):
         pass  # the client went away, or would not take the answer

@@ -5,8 +5,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["AlreadyApplied", "Applied", "Forged", "NeedsReview", "Outcome", "Rejected",
-           "RequestFailed"]
+__all__ = [
+    "AlreadyApplied",
+    "Applied",
+    "Forged",
+    "NeedsReview",
+    "Outcome",
+    "Rejected",
+    "RequestFailed",
+]
 
 
 @dataclass(frozen=True)
@@ -25,6 +32,7 @@ class AlreadyApplied:
 class Rejected:
     """The refund can never apply (unknown order, wrong status, more than is
     left); nothing was written. Retrying would give the same answer."""
+
     reason: str
 
 
@@ -32,6 +40,7 @@ class Rejected:
 class Forged:
     """No refund request says what the message says: nobody asked for this refund.
     Nothing was written, and the request it names (if any) is left alone."""
+
     reason: str
 
 
@@ -46,6 +55,7 @@ class RequestFailed:
 class NeedsReview:
     """The order shipped before the refund applied and no operator approved it: the
     request waits for review (``refund-reviews``), reserved; nothing was refunded."""
+
     order_status: str
 
 

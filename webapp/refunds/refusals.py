@@ -28,17 +28,25 @@ class NothingToRefund(Conflict):
 
     def __init__(self, order: Order) -> None:
         fully = order.paid_cents > 0 and order.refunded_cents >= order.paid_cents
-        super().__init__("Nothing can be refunded on this order: " + (
-            "nothing was paid for it." if order.paid_cents == 0 else
-            "it is refunded in full." if fully else f"it is {order.status}."))
+        super().__init__(
+            "Nothing can be refunded on this order: "
+            + (
+                "nothing was paid for it."
+                if order.paid_cents == 0
+                else "it is refunded in full."
+                if fully
+                else f"it is {order.status}."
+            )
+        )
         self.order, self.fully = order, fully
 
 
 def nothing_to_refund(error: NothingToRefund):
     if sent_by_htmx():
         return whole_page_again(409)
-    return render_template("orders/refund_refused.html", order=error.order,
-                           fully=error.fully, reason=error.description), 409
+    return render_template(
+        "orders/refund_refused.html", order=error.order, fully=error.fully, reason=error.description
+    ), 409
 
 
 def whole_page_again(status: int):

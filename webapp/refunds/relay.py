@@ -79,8 +79,9 @@ _MARK = "UPDATE refund_requests SET published_at = now() WHERE id = ANY(%(ids)s)
 class Relay:
     """Publishes unpublished refund requests, in batches, until stopped."""
 
-    def __init__(self, settings: WorkerSettings, client: aioredis.Redis,
-                 pool: AsyncConnectionPool) -> None:
+    def __init__(
+        self, settings: WorkerSettings, client: aioredis.Redis, pool: AsyncConnectionPool
+    ) -> None:
         self.settings, self.redis, self.pool = settings, client, pool
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -88,7 +89,8 @@ class Relay:
         while not stop.is_set():
             try:
                 async with await AsyncConnection.connect(
-                        self.settings.database_url, autocommit=True, connect_timeout=3) as listen:
+                    self.settings.database_url, autocommit=True, connect_timeout=3
+                ) as listen:
                     await listen.execute(f"LISTEN {CHANNEL}")
                     while not stop.is_set():
                         published = await self.publish_batch()
@@ -106,8 +108,9 @@ class Relay:
         """Return on a notification, on ``stop``, or after the poll interval."""
         deadline = time.monotonic() + self.settings.relay_poll_seconds
         while not stop.is_set() and time.monotonic() < deadline:
-            async for _ in listen.notifies(timeout=min(0.5, self.settings.relay_poll_seconds),
-                                           stop_after=1):
+            async for _ in listen.notifies(
+                timeout=min(0.5, self.settings.relay_poll_seconds), stop_after=1
+            ):
                 return
 
     async def publish_batch(self) -> int:
@@ -116,8 +119,9 @@ class Relay:
         if await self.redis.xlen(STREAM) >= self.settings.stream_max:
             return _STREAM_FULL
         async with self.pool.connection() as conn, conn.transaction():
-            rows = await (await conn.execute(
-                _UNPUBLISHED, {"batch": self.settings.batch})).fetchall()
+            rows = await (
+                await conn.execute(_UNPUBLISHED, {"batch": self.settings.batch})
+            ).fetchall()
             if not rows:
                 return 0
             async with self.redis.pipeline(transaction=False) as pipe:

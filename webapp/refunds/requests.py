@@ -34,9 +34,19 @@ from sqlalchemy.orm import Session
 from ..models import Order, RefundRequest
 from ..order_states import TRANSITIONS
 
-__all__ = ["APPROVED", "CHANNEL", "NEEDS_REVIEW", "NotEnoughLeft", "RequeueRefused",
-           "ReviewRefused", "approve_request", "reject_request",
-           "request_refund", "requeue_request", "requests_of"]
+__all__ = [
+    "APPROVED",
+    "CHANNEL",
+    "NEEDS_REVIEW",
+    "NotEnoughLeft",
+    "RequeueRefused",
+    "ReviewRefused",
+    "approve_request",
+    "reject_request",
+    "request_refund",
+    "requeue_request",
+    "requests_of",
+]
 
 #: The LISTEN/NOTIFY channel the relay wakes on.
 CHANNEL = "refund_requests"
@@ -61,8 +71,7 @@ class ReviewRefused(Exception):
     """A request cannot be approved or rejected; the message says why."""
 
 
-def request_refund(db: Session, order_id: int, cents: int,
-                   key: str | None = None) -> RefundRequest:
+def request_refund(db: Session, order_id: int, cents: int, key: str | None = None) -> RefundRequest:
     """Insert the request and reserve ``cents`` on the order, in ``db``'s transaction;
     on a shipped order it waits for review. ``key``: its idempotency key (None in the
     refund form's protected view, whose flush stamps it with the submit's digest).
@@ -92,8 +101,13 @@ def wake_relay(db: Session) -> None:
 
 def requests_of(db: Session, order_id: int) -> list[RefundRequest]:
     """The order's refund requests, oldest first, for its page."""
-    return list(db.scalars(select(RefundRequest).where(RefundRequest.order_id == order_id)
-                           .order_by(RefundRequest.id)))
+    return list(
+        db.scalars(
+            select(RefundRequest)
+            .where(RefundRequest.order_id == order_id)
+            .order_by(RefundRequest.id)
+        )
+    )
 
 
 def requeue_request(db: Session, key: str, request_id: str | None = None) -> RefundRequest:
@@ -101,19 +115,25 @@ def requeue_request(db: Session, key: str, request_id: str | None = None) -> Ref
     relay to publish (or for review, if its order has shipped). The dead letter's
     key (and request id, when it has one) must name the request.
     :class:`RequeueRefused` says why it cannot be."""
-    request = db.scalar(select(RefundRequest).where(RefundRequest.idempotency_key == key)
-                        .with_for_update())
+    request = db.scalar(
+        select(RefundRequest).where(RefundRequest.idempotency_key == key).with_for_update()
+    )
     if request is None or request_id is not None and str(request.id) != request_id:
-        raise RequeueRefused("no refund request has this key and id (a forged message, "
-                             "or not a refund request at all): nothing to requeue")
+        raise RequeueRefused(
+            "no refund request has this key and id (a forged message, "
+            "or not a refund request at all): nothing to requeue"
+        )
     if request.status != "failed":
-        raise RequeueRefused(f"the request is {request.status}, not failed: "
-                             "it was requeued or applied already")
+        raise RequeueRefused(
+            f"the request is {request.status}, not failed: it was requeued or applied already"
+        )
     status = _reserve(db, request.order_id, request.amount_cents)
     if status is None:
         left = db.scalar(select(_LEFT).where(Order.id == request.order_id))
-        raise RequeueRefused(f"order {request.order_id} has {left} cents left to refund, "
-                             f"less than the {request.amount_cents} requested")
+        raise RequeueRefused(
+            f"order {request.order_id} has {left} cents left to refund, "
+            f"less than the {request.amount_cents} requested"
+        )
     request.reason, request.published_at, request.updated_at = None, None, func.now()
     if status in NEEDS_REVIEW:  # shipped since it failed: a person decides, as on a submit
         request.status = "review"
@@ -139,21 +159,25 @@ def reject_request(db: Session, request_id: int, reason: str) -> RefundRequest:
     page shows it) and its reservation released, together."""
     request = _waiting_for_review(db, request_id)
     request.status, request.reason, request.updated_at = "rejected", reason, func.now()
-    db.execute(update(Order).where(Order.id == request.order_id)
-               .values(reserved_cents=Order.reserved_cents - request.amount_cents,
-                       updated_at=func.now()))
+    db.execute(
+        update(Order)
+        .where(Order.id == request.order_id)
+        .values(reserved_cents=Order.reserved_cents - request.amount_cents, updated_at=func.now())
+    )
     return request
 
 
 def _waiting_for_review(db: Session, request_id: int) -> RefundRequest:
     """The request, locked; :class:`ReviewRefused` unless it waits for review."""
-    request = db.scalar(select(RefundRequest).where(RefundRequest.id == request_id)
-                        .with_for_update())
+    request = db.scalar(
+        select(RefundRequest).where(RefundRequest.id == request_id).with_for_update()
+    )
     if request is None:
         raise ReviewRefused(f"No refund request has the id {request_id}.")
     if request.status != "review":
-        raise ReviewRefused(f"Refund request {request_id} is {request.status}, "
-                            "not waiting for review.")
+        raise ReviewRefused(
+            f"Refund request {request_id} is {request.status}, not waiting for review."
+        )
     return request
 
 

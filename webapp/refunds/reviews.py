@@ -33,17 +33,27 @@ def refund_reviews() -> None:
     """List the refund requests waiting for review, oldest first."""
     with sessions()() as db:
         rows = db.execute(
-            select(RefundRequest.id, RefundRequest.amount_cents, RefundRequest.created_at,
-                   Order.id.label("order_id"), Order.order_number, Order.paid_cents,
-                   Order.refunded_cents)
+            select(
+                RefundRequest.id,
+                RefundRequest.amount_cents,
+                RefundRequest.created_at,
+                Order.id.label("order_id"),
+                Order.order_number,
+                Order.paid_cents,
+                Order.refunded_cents,
+            )
             .join(Order, Order.id == RefundRequest.order_id)
-            .where(RefundRequest.status == "review").order_by(RefundRequest.id)).all()
+            .where(RefundRequest.status == "review")
+            .order_by(RefundRequest.id)
+        ).all()
     if not rows:
         click.echo("No refund requests wait for review.")
     for row in rows:
-        click.echo(f"request {row.id}: {euros(row.amount_cents)} on order {row.order_id} "
-                   f"({row.order_number}; paid {euros(row.paid_cents)}, refunded "
-                   f"{euros(row.refunded_cents)}), asked {row.created_at:%Y-%m-%d %H:%M} UTC")
+        click.echo(
+            f"request {row.id}: {euros(row.amount_cents)} on order {row.order_id} "
+            f"({row.order_number}; paid {euros(row.paid_cents)}, refunded "
+            f"{euros(row.refunded_cents)}), asked {row.created_at:%Y-%m-%d %H:%M} UTC"
+        )
 
 
 @bp.cli.command("approve-refund")
@@ -58,18 +68,27 @@ def approve_refund(request_id: int, by: str) -> None:
             number = _order_number(db, request)
     except ReviewRefused as refused:  # nothing written
         raise click.ClickException(str(refused)) from None
-    record("approve-refund", by, refund_request=request.id, order_number=number,
-           amount_cents=request.amount_cents)
-    click.echo(f"Approved by {by}: {euros(request.amount_cents)} for order {number} "
-               f"(request {request.id}) will be published and applied by the worker.")
+    record(
+        "approve-refund",
+        by,
+        refund_request=request.id,
+        order_number=number,
+        amount_cents=request.amount_cents,
+    )
+    click.echo(
+        f"Approved by {by}: {euros(request.amount_cents)} for order {number} "
+        f"(request {request.id}) will be published and applied by the worker."
+    )
 
 
 def _reason(_context: click.Context, _param: click.Parameter, value: str | None) -> str:
     """The customer reads it on their order page: it must be said, in words."""
     if value is None:
-        raise click.UsageError("--reason is required: say why, in words for the customer "
-                               "(their order page shows it), e.g. --reason 'the parcel has "
-                               "not come back to us'.")
+        raise click.UsageError(
+            "--reason is required: say why, in words for the customer "
+            "(their order page shows it), e.g. --reason 'the parcel has "
+            "not come back to us'."
+        )
     reason = value.strip()
     if not reason or len(reason) > REASON_MAX or has_control_chars(reason):
         raise click.BadParameter(f"give 1 to {REASON_MAX} printable characters")
@@ -78,8 +97,12 @@ def _reason(_context: click.Context, _param: click.Parameter, value: str | None)
 
 @bp.cli.command("reject-refund")
 @click.argument("request_id", type=int)
-@click.option("--reason", callback=_reason, metavar="TEXT",
-              help="Required: why, as the customer's order page will say it.")
+@click.option(
+    "--reason",
+    callback=_reason,
+    metavar="TEXT",
+    help="Required: why, as the customer's order page will say it.",
+)
 @by_option
 def reject_refund(request_id: int, reason: str, by: str) -> None:
     """Reject a refund request that waits for review: nothing is refunded and its
@@ -91,10 +114,18 @@ def reject_refund(request_id: int, reason: str, by: str) -> None:
             number = _order_number(db, request)
     except ReviewRefused as refused:  # nothing written
         raise click.ClickException(str(refused)) from None
-    record("reject-refund", by, refund_request=request.id, order_number=number,
-           amount_cents=request.amount_cents, reason=reason)
-    click.echo(f"Rejected by {by}: {euros(request.amount_cents)} for order {number} "
-               f"(request {request.id}); the order page says: {reason}")
+    record(
+        "reject-refund",
+        by,
+        refund_request=request.id,
+        order_number=number,
+        amount_cents=request.amount_cents,
+        reason=reason,
+    )
+    click.echo(
+        f"Rejected by {by}: {euros(request.amount_cents)} for order {number} "
+        f"(request {request.id}); the order page says: {reason}"
+    )
 
 
 def _order_number(db: Session, request: RefundRequest) -> str | None:

@@ -48,13 +48,14 @@ class WorkerSettings:
         the same as ``SECRET_KEY`` or ``PAYMENT_WEBHOOK_SECRET``."""
         database_url, redis_url = environ.get("DATABASE_URL"), environ.get("REDIS_URL")
         if not database_url or not redis_url:
-            raise RuntimeError("The refund worker needs DATABASE_URL and REDIS_URL set "
-                               "(scripts/run sets both and starts the worker for you).")
+            raise RuntimeError(
+                "The refund worker needs DATABASE_URL and REDIS_URL set "
+                "(scripts/run sets both and starts the worker for you)."
+            )
         check_url(redis_url)  # the app's URL forms: one server, Cluster, Sentinel
         environment = environ.get("APP_ENV", "production")
         if environment not in ENVIRONMENTS:
-            raise RuntimeError(f"APP_ENV={environment!r} is not one of "
-                               f"{', '.join(ENVIRONMENTS)}.")
+            raise RuntimeError(f"APP_ENV={environment!r} is not one of {', '.join(ENVIRONMENTS)}.")
         if environment == "production":
             refuse_weak_secrets(environ)
         return cls(
@@ -65,21 +66,24 @@ class WorkerSettings:
             batch=int(number(environ, "REFUND_BATCH", cls.batch, minimum=1)),
             concurrency=int(number(environ, "REFUND_CONCURRENCY", cls.concurrency, minimum=1)),
             claim_idle_ms=int(number(environ, "REFUND_CLAIM_IDLE_MS", cls.claim_idle_ms)),
-            max_deliveries=int(number(environ, "REFUND_MAX_DELIVERIES", cls.max_deliveries,
-                                       minimum=1)),
+            max_deliveries=int(
+                number(environ, "REFUND_MAX_DELIVERIES", cls.max_deliveries, minimum=1)
+            ),
             grace_seconds=number(environ, "REFUND_GRACE_SECONDS", cls.grace_seconds),
-            lock_timeout_ms=int(number(environ, "REFUND_LOCK_TIMEOUT_MS", cls.lock_timeout_ms,
-                                        minimum=1)),
-            relay_poll_seconds=number(environ, "REFUND_RELAY_POLL_SECONDS",
-                                      cls.relay_poll_seconds, minimum=0.05),
+            lock_timeout_ms=int(
+                number(environ, "REFUND_LOCK_TIMEOUT_MS", cls.lock_timeout_ms, minimum=1)
+            ),
+            relay_poll_seconds=number(
+                environ, "REFUND_RELAY_POLL_SECONDS", cls.relay_poll_seconds, minimum=0.05
+            ),
             trim_seconds=number(environ, "REFUND_TRIM_SECONDS", cls.trim_seconds, minimum=0.05),
             stream_max=int(number(environ, "REFUND_STREAM_MAX", cls.stream_max, minimum=1)),
-            dead_letters_max=int(number(environ, "REFUND_DEAD_LETTERS_MAX", cls.dead_letters_max,
-                                        minimum=1)),
+            dead_letters_max=int(
+                number(environ, "REFUND_DEAD_LETTERS_MAX", cls.dead_letters_max, minimum=1)
+            ),
             monitor_bind=monitor_bind(environ.get("REFUND_MONITOR_BIND", "")),
             metrics_token=environ.get("METRICS_TOKEN") or None,
-            charge_sweep_seconds=number(environ, "CHARGE_SWEEP_SECONDS",
-                                        cls.charge_sweep_seconds),
+            charge_sweep_seconds=number(environ, "CHARGE_SWEEP_SECONDS", cls.charge_sweep_seconds),
             environment=environment,
         )
 

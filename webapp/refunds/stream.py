@@ -27,8 +27,15 @@ from dataclasses import dataclass
 import redis
 
 __all__ = [
-    "DEAD_LETTERS", "ERRORS", "GROUP", "STREAM", "MalformedRefund", "NamesNoRequest",
-    "RefundMessage", "queue_refund", "short",
+    "DEAD_LETTERS",
+    "ERRORS",
+    "GROUP",
+    "STREAM",
+    "MalformedRefund",
+    "NamesNoRequest",
+    "RefundMessage",
+    "queue_refund",
+    "short",
 ]
 
 STREAM = "refunds"
@@ -80,8 +87,12 @@ class RefundMessage:
         return cls(request_id, key, order_id, amount)
 
     def fields(self) -> dict[str, str]:
-        return {"request": str(self.request_id), "key": self.key, "order": str(self.order_id),
-                "amount": str(self.amount_cents)}
+        return {
+            "request": str(self.request_id),
+            "key": self.key,
+            "order": str(self.order_id),
+            "amount": str(self.amount_cents),
+        }
 
 
 def short(key: str) -> str:

@@ -73,8 +73,11 @@ async def drop_stale_errors(client: aioredis.Redis) -> int:
         return 0
     first = await client.xrange(STREAM, count=1)
     oldest = _id(first[0][0]) if first else None
-    stale = [message_id async for message_id, _ in client.hscan_iter(ERRORS, count=500)
-             if oldest is None or _older(message_id, oldest)]
+    stale = [
+        message_id
+        async for message_id, _ in client.hscan_iter(ERRORS, count=500)
+        if oldest is None or _older(message_id, oldest)
+    ]
     return await client.hdel(ERRORS, *stale) if stale else 0
 
 

@@ -36,17 +36,25 @@ from .requests import REFUNDABLE, NotEnoughLeft, request_refund, requests_of
 
 bp = Blueprint("refunds", __name__, cli_group=None)
 
-CHANGED = ("This form was already used to request a refund of {amount}: nothing new was "
-           "requested. Check the amount and submit to request another refund.")
+CHANGED = (
+    "This form was already used to request a refund of {amount}: nothing new was "
+    "requested. Check the amount and submit to request another refund."
+)
 EXPIRED = "This form expired — please check the amount and submit again."
-NOT_QUEUED = ("We could not take your refund request just now, so nothing was requested. "
-              "Please submit again in a few moments.")
-NOT_ENOUGH_LEFT = ("Nothing was requested: the amount is more than is left to refund. "
-                   "Please check it and submit again.")
+NOT_QUEUED = (
+    "We could not take your refund request just now, so nothing was requested. "
+    "Please submit again in a few moments."
+)
+NOT_ENOUGH_LEFT = (
+    "Nothing was requested: the amount is more than is left to refund. "
+    "Please check it and submit again."
+)
 STILL_RUNNING = "Your first request is still being taken — submit again in a few seconds."
-NOT_CONFIRMED = ("We could not confirm your refund request: our order system stopped answering "
-                 "while taking it. Please submit again in a few moments: if it was taken you "
-                 "will see it, and it will not be taken twice.")
+NOT_CONFIRMED = (
+    "We could not confirm your refund request: our order system stopped answering "
+    "while taking it. Please submit again in a few moments: if it was taken you "
+    "will see it, and it will not be taken twice."
+)
 
 bp.register_error_handler(NothingToRefund, nothing_to_refund)
 
@@ -80,8 +88,9 @@ def new(public_id: str):
         return through_the_api(order)
     if nothing_left(order):
         raise NothingToRefund(order)
-    return render_template("orders/refund.html", order=order,
-                           form=RefundForm(refundable_cents(order), formdata=None))
+    return render_template(
+        "orders/refund.html", order=order, form=RefundForm(refundable_cents(order), formdata=None)
+    )
 
 
 def refund_form() -> RefundForm:
@@ -127,13 +136,22 @@ def order_now() -> dict[str, object]:
 
 @bp.post("/orders/<public_id>/refunds")
 @submit_once.form(
-    refund_form, model=RefundRequest, done="orders.show", fields=amount_sent, answer=answer,
-    template="orders/refund.html", fragment="orders/_refund_form.html", context=order_now,
-    messages={"changed": lambda outcome: CHANGED.format(
-                  amount=euros(outcome.result.amount_cents)),
-              "expired": lambda outcome: NOT_QUEUED if outcome.waited else EXPIRED,
-              "failed": NOT_QUEUED, "unconfirmed": NOT_CONFIRMED,
-              "still_running": STILL_RUNNING})
+    refund_form,
+    model=RefundRequest,
+    done="orders.show",
+    fields=amount_sent,
+    answer=answer,
+    template="orders/refund.html",
+    fragment="orders/_refund_form.html",
+    context=order_now,
+    messages={
+        "changed": lambda outcome: CHANGED.format(amount=euros(outcome.result.amount_cents)),
+        "expired": lambda outcome: NOT_QUEUED if outcome.waited else EXPIRED,
+        "failed": NOT_QUEUED,
+        "unconfirmed": NOT_CONFIRMED,
+        "still_running": STILL_RUNNING,
+    },
+)
 def create(form: RefundForm, db: Session, public_id: str) -> RefundRequest:
     """Record the request and reserve its amount (the token is spent). What is left is
     checked again by the reserving UPDATE: a refund requested or applied since the form

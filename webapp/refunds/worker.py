@@ -84,8 +84,13 @@ refund_settled = _signals.signal("refund-settled")
 class RefundWorker:
     """One consumer in the ``refund-workers`` group."""
 
-    def __init__(self, settings: WorkerSettings, client: aioredis.Redis,
-                 pool: AsyncConnectionPool, monitor: Monitor | None = None) -> None:
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        client: aioredis.Redis,
+        pool: AsyncConnectionPool,
+        monitor: Monitor | None = None,
+    ) -> None:
         self.settings, self.redis, self.pool = settings, client, pool
         self.dead_letters = DeadLetters(client, settings.dead_letters_max)
         self.monitor = monitor or Monitor(client, pool)
@@ -116,21 +121,35 @@ class RefundWorker:
         """XAUTOCLAIM messages idle longer than ``claim_idle_ms`` (their consumer
         died or is stuck), with how often each was delivered."""
         reply = await self.redis.xautoclaim(
-            STREAM, GROUP, self.settings.consumer, self.settings.claim_idle_ms,
-            start_id=self.claim_cursor, count=self.settings.batch)
+            STREAM,
+            GROUP,
+            self.settings.consumer,
+            self.settings.claim_idle_ms,
+            start_id=self.claim_cursor,
+            count=self.settings.batch,
+        )
         self.claim_cursor, messages = reply[0], reply[1]
         if not messages:
             return []
         pending = await self.redis.xpending_range(
-            STREAM, GROUP, min=messages[0][0], max=messages[-1][0], count=10 * len(messages),
-            consumername=self.settings.consumer)
+            STREAM,
+            GROUP,
+            min=messages[0][0],
+            max=messages[-1][0],
+            count=10 * len(messages),
+            consumername=self.settings.consumer,
+        )
         deliveries = {p["message_id"]: p["times_delivered"] for p in pending}
         return [(mid, fields, deliveries.get(mid, 1)) for mid, fields in messages]
 
     async def read_new(self) -> list[Delivery]:
-        reply = await self.redis.xreadgroup(GROUP, self.settings.consumer, {STREAM: ">"},
-                                            count=self.settings.batch,
-                                            block=self.settings.block_ms)
+        reply = await self.redis.xreadgroup(
+            GROUP,
+            self.settings.consumer,
+            {STREAM: ">"},
+            count=self.settings.batch,
+            block=self.settings.block_ms,
+        )
         return [(mid, fields, 1) for _, messages in reply or [] for mid, fields in messages]
 
     async def finish_or_abandon(self, batch: list[Delivery], stop: asyncio.Event) -> None:
@@ -141,14 +160,16 @@ class RefundWorker:
         stopping = asyncio.create_task(stop.wait())
         try:
             while pending and not stop.is_set():
-                _, pending = await asyncio.wait(pending | {stopping},
-                                                return_when=asyncio.FIRST_COMPLETED)
+                _, pending = await asyncio.wait(
+                    pending | {stopping}, return_when=asyncio.FIRST_COMPLETED
+                )
                 pending.discard(stopping)
             if pending:
                 _, pending = await asyncio.wait(pending, timeout=self.settings.grace_seconds)
             if pending:
-                log.warning("stopping: abandoning %d refunds in flight (left pending)",
-                            len(pending))
+                log.warning(
+                    "stopping: abandoning %d refunds in flight (left pending)", len(pending)
+                )
                 for task in pending:
                     task.cancel()
                 await asyncio.wait(pending)
@@ -159,13 +180,11 @@ class RefundWorker:
             if not task.cancelled() and error is None:
                 self.monitor.processed.inc()
             if isinstance(error, RedisError):  # could not ack or dead-letter: still pending
-                log.warning("stream unavailable (%s); message left pending",
-                            type(error).__name__)
+                log.warning("stream unavailable (%s); message left pending", type(error).__name__)
             elif error is not None:
                 raise error  # a bug in handle(): crash loudly rather than spin
 
-    async def handle(self, message_id: str, fields: dict[str, str] | None,
-                     deliveries: int) -> None:
+    async def handle(self, message_id: str, fields: dict[str, str] | None, deliveries: int) -> None:
         """One message: apply it, then ack; or leave it pending for a retry."""
         logs.bind(request_id=message_id)  # this task's lines (each message has its task)
         if fields is None:  # trimmed from the stream while pending: nothing to apply
@@ -187,15 +206,21 @@ class RefundWorker:
             return
         try:
             async with self.pool.connection() as conn:
-                outcome = await apply_refund(conn, refund, message_id,
-                                             self.announce(refund_committing, message_id))
+                outcome = await apply_refund(
+                    conn, refund, message_id, self.announce(refund_committing, message_id)
+                )
         except Exception as error:  # CancelledError is not one: it propagates
             # Connection lost, lock timeout, anything unforeseen: nothing committed,
             # or the commit's fate is unknown. Leave it pending; a redelivery settles it.
             await self.name_order(refund.order_id)
-            log.warning("refund %s key=%s failed (delivery %d): %s", message_id,
-                        short(refund.key), deliveries, type(error).__name__,
-                        extra={"error": type(error).__name__, "delivery": deliveries})
+            log.warning(
+                "refund %s key=%s failed (delivery %d): %s",
+                message_id,
+                short(refund.key),
+                deliveries,
+                type(error).__name__,
+                extra={"error": type(error).__name__, "delivery": deliveries},
+            )
             await self.dead_letters.remember_error(message_id, error)
             return
         if isinstance(outcome, Applied):
@@ -210,8 +235,9 @@ class RefundWorker:
             await self.bury(message_id, fields, outcome.reason, deliveries, refund)
             return
         if isinstance(outcome, RequestFailed):  # another copy, or a bury cut short
-            await self.bury(message_id, fields, "its refund request had failed already",
-                            deliveries, refund)
+            await self.bury(
+                message_id, fields, "its refund request had failed already", deliveries, refund
+            )
             return
         await self.announce(refund_settled, message_id)()
         try:
@@ -219,34 +245,63 @@ class RefundWorker:
             if deliveries > 1:  # an earlier delivery may have left its error behind
                 await self.redis.hdel(ERRORS, message_id)
         except RedisError as error:
-            log.warning("refund %s key=%s committed, ack failed (%s): will be redelivered",
-                        message_id, short(refund.key), type(error).__name__)
+            log.warning(
+                "refund %s key=%s committed, ack failed (%s): will be redelivered",
+                message_id,
+                short(refund.key),
+                type(error).__name__,
+            )
             return
         match outcome:
             case Applied(refunded, status, number):
-                log.info("refund %s key=%s applied order=%s amount=%d refunded=%d status=%s",
-                         message_id, short(refund.key), number, refund.amount_cents,
-                         refunded, status, extra={"outcome": "applied",
-                                                  "amount_cents": refund.amount_cents,
-                                                  "refunded_cents": refunded, "status": status})
+                log.info(
+                    "refund %s key=%s applied order=%s amount=%d refunded=%d status=%s",
+                    message_id,
+                    short(refund.key),
+                    number,
+                    refund.amount_cents,
+                    refunded,
+                    status,
+                    extra={
+                        "outcome": "applied",
+                        "amount_cents": refund.amount_cents,
+                        "refunded_cents": refunded,
+                        "status": status,
+                    },
+                )
             case AlreadyApplied():
-                log.info("refund %s key=%s already applied: acked", message_id,
-                         short(refund.key), extra={"outcome": "already_applied"})
+                log.info(
+                    "refund %s key=%s already applied: acked",
+                    message_id,
+                    short(refund.key),
+                    extra={"outcome": "already_applied"},
+                )
             case NeedsReview(status):
-                log.warning("refund %s key=%s waits for review: the order is %s, nothing "
-                            "refunded (flask --app webapp refund-reviews)", message_id,
-                            short(refund.key), status, extra={"outcome": "review"})
+                log.warning(
+                    "refund %s key=%s waits for review: the order is %s, nothing "
+                    "refunded (flask --app webapp refund-reviews)",
+                    message_id,
+                    short(refund.key),
+                    status,
+                    extra={"outcome": "review"},
+                )
 
-    async def bury_forged(self, message_id: str, fields: dict[str, str], why: str,
-                          deliveries: int) -> None:
+    async def bury_forged(
+        self, message_id: str, fields: dict[str, str], why: str, deliveries: int
+    ) -> None:
         """Nobody asked for this refund: dead-letter it, never apply it, and leave
         alone the request it names (a forged copy must not fail a real one)."""
-        log.warning("refund %s forged (%s): dead-lettered, not applied", message_id, why,
-                    extra={"outcome": "forged"})
+        log.warning(
+            "refund %s forged (%s): dead-lettered, not applied",
+            message_id,
+            why,
+            extra={"outcome": "forged"},
+        )
         await self.dead_letter(message_id, fields, f"forged: {why}", deliveries)
 
-    async def dead_letter(self, message_id: str, fields: dict[str, str], reason: str,
-                          deliveries: int) -> None:
+    async def dead_letter(
+        self, message_id: str, fields: dict[str, str], reason: str, deliveries: int
+    ) -> None:
         """Dead-letter the message (dead_letters.py), counted."""
         await self.dead_letters.bury(message_id, fields, reason, deliveries)
         self.monitor.dead_lettered.inc()
@@ -261,15 +316,23 @@ class RefundWorker:
             return
         logs.bind(order_number=number)
 
-    async def give_up(self, message_id: str, fields: dict[str, str], refund: RefundMessage,
-                      deliveries: int) -> None:
+    async def give_up(
+        self, message_id: str, fields: dict[str, str], refund: RefundMessage, deliveries: int
+    ) -> None:
         """Too many deliveries: dead-letter it, unless an earlier one did commit."""
         reason = await self.dead_letters.last_error(message_id)
-        await self.bury(message_id, fields, f"failed {deliveries - 1} times: {reason}",
-                        deliveries, refund)
+        await self.bury(
+            message_id, fields, f"failed {deliveries - 1} times: {reason}", deliveries, refund
+        )
 
-    async def bury(self, message_id: str, fields: dict[str, str], reason: str,
-                   deliveries: int, refund: RefundMessage) -> None:
+    async def bury(
+        self,
+        message_id: str,
+        fields: dict[str, str],
+        reason: str,
+        deliveries: int,
+        refund: RefundMessage,
+    ) -> None:
         """Fail its request (releasing the reservation), then dead-letter the
         message; if the refund was applied after all, just ack it."""
         try:
@@ -281,15 +344,21 @@ class RefundWorker:
         if done:
             await self.redis.xack(STREAM, GROUP, message_id)
             await self.redis.hdel(ERRORS, message_id)
-            log.info("refund %s key=%s already applied: acked", message_id, short(refund.key),
-                     extra={"outcome": "already_applied"})
+            log.info(
+                "refund %s key=%s already applied: acked",
+                message_id,
+                short(refund.key),
+                extra={"outcome": "already_applied"},
+            )
             return
         await self.dead_letter(message_id, fields, reason, deliveries)
 
     def announce(self, signal: NamedSignal, message_id: str) -> Callable[[], Awaitable[None]]:
         """Awaits ``signal``'s receivers for ``message_id`` (none: returns at once)."""
+
         async def send() -> None:
             await signal.send_async(self, message_id=message_id)
+
         return send
 
 
@@ -301,25 +370,39 @@ async def serve(settings: WorkerSettings) -> None:
         loop.add_signal_handler(signum, stop.set)
     client = make_async_client(settings.redis_url)
     pool = AsyncConnectionPool(  # + 1: the relay's publishing transaction
-        settings.database_url, min_size=1, max_size=settings.concurrency + 1, open=False,
-        kwargs={"autocommit": True, "connect_timeout": 3,
-                "options": f"-c lock_timeout={settings.lock_timeout_ms}"
-                           " -c statement_timeout=15s"})
+        settings.database_url,
+        min_size=1,
+        max_size=settings.concurrency + 1,
+        open=False,
+        kwargs={
+            "autocommit": True,
+            "connect_timeout": 3,
+            "options": f"-c lock_timeout={settings.lock_timeout_ms} -c statement_timeout=15s",
+        },
+    )
     try:
         async with pool:
             monitor = Monitor(client, pool, settings.metrics_token, settings.environment)
             worker = RefundWorker(settings, client, pool, monitor)
             await worker.ensure_group()
-            tasks = [worker.run(stop), Relay(settings, client, pool).run(stop),
-                     trim_while_running(client, settings.trim_seconds, stop),
-                     sweep_while_running(stop, settings.charge_sweep_seconds)]
+            tasks = [
+                worker.run(stop),
+                Relay(settings, client, pool).run(stop),
+                trim_while_running(client, settings.trim_seconds, stop),
+                sweep_while_running(stop, settings.charge_sweep_seconds),
+            ]
             if settings.monitor_bind:
                 host, port = settings.monitor_bind
                 tasks.append(monitor.serve(host, port, stop))
-                log.info("refund worker %s serving %s on %s:%d", settings.consumer,
-                         "/healthz and /metrics" if monitor.serves_metrics else
-                         "/healthz (/metrics off: METRICS_TOKEN is unset in production)",
-                         host, port)
+                log.info(
+                    "refund worker %s serving %s on %s:%d",
+                    settings.consumer,
+                    "/healthz and /metrics"
+                    if monitor.serves_metrics
+                    else "/healthz (/metrics off: METRICS_TOKEN is unset in production)",
+                    host,
+                    port,
+                )
             log.info("refund worker %s reading %s as group %s", settings.consumer, STREAM, GROUP)
             await asyncio.gather(*tasks)
     finally:

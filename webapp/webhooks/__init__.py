@@ -1,9 +1,9 @@
 """The payment provider's webhook: ``POST /webhooks/payments``, each event once.
 
-    views.py       the blueprint: verify, parse, apply once, log what happened
-    effect.py      what an event does to the order its payment reference names
-    event.py       the event body (pydantic)
-    signatures.py  HMAC-SHA256 signing and checking (standard library only)
+views.py       the blueprint: verify, parse, apply once, log what happened
+effect.py      what an event does to the order its payment reference names
+event.py       the event body (pydantic)
+signatures.py  HMAC-SHA256 signing and checking (standard library only)
 """
 
 from __future__ import annotations

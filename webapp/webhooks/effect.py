@@ -36,8 +36,16 @@ from ..order_states import TransitionRefused, transition
 from ..refunds.effect import record_refund
 from .event import PaymentEvent as Event
 
-__all__ = ["CHECKOUT_CHARGE", "KEPT_REFUNDABLE", "SCOPE", "NotApplicableYet", "Recorded",
-           "UnknownOrder", "apply_event", "payment_problem"]
+__all__ = [
+    "CHECKOUT_CHARGE",
+    "KEPT_REFUNDABLE",
+    "SCOPE",
+    "NotApplicableYet",
+    "Recorded",
+    "UnknownOrder",
+    "apply_event",
+    "payment_problem",
+]
 
 #: The problem of an event that announces the checkout's own charge (counted once, there).
 CHECKOUT_CHARGE = "checkout_charge"
@@ -58,6 +66,7 @@ class NotApplicableYet(Refused):
 class Recorded:
     """What an event did: the order's status after it, why it did not take its
     plain effect (one of ``PAYMENT_PROBLEMS``) or None, and the order's number."""
+
     status: str
     problem: str | None = None
     order_number: str = ""
@@ -68,11 +77,18 @@ def apply_event(db: Session, event: Event) -> Recorded:
     event row goes first: if Redis forgot the event, its UNIQUE id stops the
     effect before it is attempted. The order's row is locked, so a cancel
     committing meanwhile is seen, not raced."""
-    order = db.execute(select(Order.id, Order.status, Order.currency, Order.order_number,
-                              Order.charge_id,
-                              (Order.unit_price_cents * Order.quantity).label("total"))
-                       .where(Order.payment_reference == event.order_id)
-                       .with_for_update()).one_or_none()
+    order = db.execute(
+        select(
+            Order.id,
+            Order.status,
+            Order.currency,
+            Order.order_number,
+            Order.charge_id,
+            (Order.unit_price_cents * Order.quantity).label("total"),
+        )
+        .where(Order.payment_reference == event.order_id)
+        .with_for_update()
+    ).one_or_none()
     if order is None:
         raise UnknownOrder()
     problem = None if event.currency == order.currency else "currency_mismatch"
@@ -81,38 +97,51 @@ def apply_event(db: Session, event: Event) -> Recorded:
         problem = CHECKOUT_CHARGE
     elif problem is None and event.type == "payment.succeeded":
         problem = payment_problem(order.status, order.total, event.amount_cents)
-    recorded = PaymentEvent(event_id=event.id, type=event.type, order_id=order.id,
-                            amount_cents=event.amount_cents, currency=event.currency,
-                            problem=problem)
+    recorded = PaymentEvent(
+        event_id=event.id,
+        type=event.type,
+        order_id=order.id,
+        amount_cents=event.amount_cents,
+        currency=event.currency,
+        problem=problem,
+    )
     db.add(recorded)
     db.flush()
     number = order.order_number
     if checkout:
         status = order.status
         if status == "charging":  # ahead of the checkout's record of the same charge
-            status = transition(db, order.id, "charge", paid_cents=event.amount_cents,
-                                charge_id=event.charge).status
+            status = transition(
+                db, order.id, "charge", paid_cents=event.amount_cents, charge_id=event.charge
+            ).status
         return Recorded(status, None, number)  # it paid its order, once
     if problem is not None and problem not in KEPT_REFUNDABLE:
         return Recorded(order.status, problem, number)  # recorded; the order is left as it was
     if problem is not None:
-        db.execute(update(Order).where(Order.id == order.id)
-                   .values(paid_cents=Order.paid_cents + event.amount_cents,
-                           updated_at=func.now()))
+        db.execute(
+            update(Order)
+            .where(Order.id == order.id)
+            .values(paid_cents=Order.paid_cents + event.amount_cents, updated_at=func.now())
+        )
         return Recorded(order.status, problem, number)
     order_id = order.id
     if event.type == "refund.succeeded":
         # A refund made at the provider: recorded like the refund worker's, in
         # refund_records with the amount added, so the two always reconcile; its
         # source names the event, which reconcile-refunds finds behind it.
-        applied = record_refund(db.connection(), key=claims_digest(event.id),
-                                order_id=order_id, amount_cents=event.amount_cents,
-                                source=f"webhook:{recorded.id}")
+        applied = record_refund(
+            db.connection(),
+            key=claims_digest(event.id),
+            order_id=order_id,
+            amount_cents=event.amount_cents,
+            source=f"webhook:{recorded.id}",
+        )
         if applied is None:
             raise NotApplicableYet(str(TransitionRefused("refund", order.status)))
         return Recorded(applied.status, None, number)
-    return Recorded(transition(db, order_id, "pay", paid_cents=event.amount_cents).status,
-                    None, number)
+    return Recorded(
+        transition(db, order_id, "pay", paid_cents=event.amount_cents).status, None, number
+    )
 
 
 def checkout_charge(order: Any, event: Event) -> bool:
@@ -121,8 +150,8 @@ def checkout_charge(order: Any, event: Event) -> bool:
     if event.type != "payment.succeeded" or event.charge is None:
         return False
     return event.charge == order.charge_id or (
-        order.status == "charging" and order.charge_id is None
-        and event.amount_cents == order.total)
+        order.status == "charging" and order.charge_id is None and event.amount_cents == order.total
+    )
 
 
 #: Problems whose money is added to the order's paid_cents, so it can be refunded.

@@ -18,8 +18,9 @@ MAX_AMOUNT_CENTS = 100_000_000
 
 Name = Annotated[str, Field(min_length=1, max_length=255), printable()]
 #: An ISO 4217 code in any case ("eur"), kept in upper case.
-Currency = Annotated[str, Field(pattern=r"^[A-Za-z]{3}$", examples=["EUR"]),
-                     AfterValidator(str.upper)]
+Currency = Annotated[
+    str, Field(pattern=r"^[A-Za-z]{3}$", examples=["EUR"]), AfterValidator(str.upper)
+]
 
 MESSAGES = {
     "id": "Give 1 to 255 printable characters.",
@@ -33,21 +34,36 @@ MESSAGES = {
 
 class PaymentEvent(BaseModel):
     """One event; its id is the provider's, unique per event and kept on retries."""
+
     model_config = ConfigDict(strict=True, frozen=True)
 
     id: Name
-    type: Annotated[Name, Field(
-        description="Only these change an order; others are acknowledged and ignored.",
-        examples=list(EFFECTS))]
-    order_id: Annotated[Name, Field(description="The order's payment reference "
-                                    "(payment_reference): what the shop gave the provider "
-                                    "for the payment. Never the order's key or number.")]
+    type: Annotated[
+        Name,
+        Field(
+            description="Only these change an order; others are acknowledged and ignored.",
+            examples=list(EFFECTS),
+        ),
+    ]
+    order_id: Annotated[
+        Name,
+        Field(
+            description="The order's payment reference "
+            "(payment_reference): what the shop gave the provider "
+            "for the payment. Never the order's key or number."
+        ),
+    ]
     amount_cents: Annotated[int, Field(ge=1, le=MAX_AMOUNT_CENTS), whole_number()]
-    currency: Annotated[Currency | None, Field(
-        description="Required on the events that change an order.")] = None
-    charge: Annotated[Name | None, Field(
-        description="The provider's charge a payment is, when it is one: the checkout's "
-                    "own charge pays its order once, whichever of the two records it.")] = None
+    currency: Annotated[
+        Currency | None, Field(description="Required on the events that change an order.")
+    ] = None
+    charge: Annotated[
+        Name | None,
+        Field(
+            description="The provider's charge a payment is, when it is one: the checkout's "
+            "own charge pays its order once, whichever of the two records it."
+        ),
+    ] = None
 
 
 def parse_event() -> PaymentEvent:
@@ -61,11 +77,17 @@ def parse_event() -> PaymentEvent:
     try:
         event = PaymentEvent.model_validate(body)
     except ValidationError as error:
-        errors = {name: MESSAGES.get(name, message)
-                  for name, message in field_errors(error, MESSAGES).items()}
-        raise ApiProblem("validation-error", "Fix the fields listed in errors.",
-                         errors=errors) from None
+        errors = {
+            name: MESSAGES.get(name, message)
+            for name, message in field_errors(error, MESSAGES).items()
+        }
+        raise ApiProblem(
+            "validation-error", "Fix the fields listed in errors.", errors=errors
+        ) from None
     if event.type in EFFECTS and event.currency is None:  # money without a currency
-        raise ApiProblem("validation-error", "Fix the fields listed in errors.",
-                         errors={"currency": MESSAGES["currency"]})
+        raise ApiProblem(
+            "validation-error",
+            "Fix the fields listed in errors.",
+            errors={"currency": MESSAGES["currency"]},
+        )
     return event

@@ -14,8 +14,15 @@ import hashlib
 import hmac
 import time
 
-__all__ = ["HEADER", "HEADER_PATTERN", "MAX_HEADER_LENGTH", "TOLERANCE_SECONDS",
-           "BadSignature", "sign", "verify"]
+__all__ = [
+    "HEADER",
+    "HEADER_PATTERN",
+    "MAX_HEADER_LENGTH",
+    "TOLERANCE_SECONDS",
+    "BadSignature",
+    "sign",
+    "verify",
+]
 
 HEADER = "Payment-Signature"
 TOLERANCE_SECONDS = 300
@@ -39,8 +46,14 @@ def sign(secret: str, body: bytes, *, timestamp: int | None = None) -> str:
     return f"t={moment},v1={_mac(secret, moment, body)}"
 
 
-def verify(secret: str, header: str | None, body: bytes, *,
-           tolerance: int = TOLERANCE_SECONDS, now: float | None = None) -> None:
+def verify(
+    secret: str,
+    header: str | None,
+    body: bytes,
+    *,
+    tolerance: int = TOLERANCE_SECONDS,
+    now: float | None = None,
+) -> None:
     """Raise :class:`BadSignature` unless ``header`` signs ``body`` and is recent."""
     if not header or len(header) > MAX_HEADER_LENGTH:
         raise BadSignature(f"missing {HEADER} header")
@@ -49,8 +62,12 @@ def verify(secret: str, header: str | None, body: bytes, *,
         name, _, value = item.strip().partition("=")
         parts.setdefault(name, []).append(value)
     stamps = parts.get("t", [])
-    if len(stamps) != 1 or not stamps[0].isascii() or not stamps[0].isdigit() \
-            or len(stamps[0]) > 12:
+    if (
+        len(stamps) != 1
+        or not stamps[0].isascii()
+        or not stamps[0].isdigit()
+        or len(stamps[0]) > 12
+    ):
         raise BadSignature("no valid t= timestamp")
     timestamp = int(stamps[0])
     current = time.time() if now is None else now
@@ -58,6 +75,9 @@ def verify(secret: str, header: str | None, body: bytes, *,
         raise BadSignature("timestamp outside the tolerance (old or replayed delivery)")
     expected = _mac(secret, timestamp, body)
     # compare_digest: the time taken does not tell an attacker how much matched.
-    if not any(hmac.compare_digest(expected.encode(), given.encode())
-               for given in parts.get("v1", []) if given.isascii()):
+    if not any(
+        hmac.compare_digest(expected.encode(), given.encode())
+        for given in parts.get("v1", [])
+        if given.isascii()
+    ):
         raise BadSignature("signature does not match")

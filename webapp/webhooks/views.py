@@ -59,8 +59,7 @@ def receive() -> Response:
         raise ApiProblem("bad-signature", f"Rejected: {bad}.") from None
     event = g.event = parse_event()
     if event.type not in EFFECTS:  # acknowledged, so the provider stops sending it
-        log.info("webhook %s %s: ignored, not an event that changes an order",
-                 event.id, event.type)
+        log.info("webhook %s %s: ignored, not an event that changes an order", event.id, event.type)
         return jsonify(event=event.id, result="ignored")
     return apply_once()
 
@@ -79,8 +78,7 @@ def answer_for(result: Recorded | PaymentEvent) -> Response:
             return jsonify(event=event.id, result="applied", order_status=status)
         case Recorded(status, problem, number):
             g.order_number = number
-            return jsonify(event=event.id, result="recorded", problem=problem,
-                           order_status=status)
+            return jsonify(event=event.id, result="recorded", problem=problem, order_status=status)
     return jsonify(event=event.id, result="duplicate")
 
 
@@ -92,8 +90,9 @@ def log_and_refuse(outcome: Outcome) -> None:
         case Outcome(kind="created", result=Recorded(status, None, number)):
             log.info("%s: %s order %s, now %s", said, APPLIED[event.type], number, status)
         case Outcome(kind="created", result=Recorded(status, problem, number)):
-            log.warning("%s: recorded %s on order %s (%s)", said, PROBLEM_WORDS[problem],
-                        number, status)
+            log.warning(
+                "%s: recorded %s on order %s (%s)", said, PROBLEM_WORDS[problem], number, status
+            )
         case Outcome(kind="duplicate" | "changed"):
             log.info("%s: duplicate, applied before; nothing done", said)
         case Outcome(kind="still_running"):
@@ -106,24 +105,40 @@ def log_and_refuse(outcome: Outcome) -> None:
             # What it named is not logged: a provider still sending an order's key
             # (as before migration 0011) would put that key in the log.
             log.warning("%s: refused, no order has this payment reference", said)
-            raise ApiProblem("validation-error", "No order has this order_id: give the "
-                             "order's payment reference.", errors={"order_id": "unknown order"})
+            raise ApiProblem(
+                "validation-error",
+                "No order has this order_id: give the order's payment reference.",
+                errors={"order_id": "unknown order"},
+            )
         case Outcome(kind="failed", error=IntegrityError()):
             log.warning("%s: refused, the refund is more than was paid", said)
-            raise ApiProblem("validation-error", "The refund is more than was paid.",
-                             errors={"amount_cents": "more than paid"})
+            raise ApiProblem(
+                "validation-error",
+                "The refund is more than was paid.",
+                errors={"amount_cents": "more than paid"},
+            )
         case Outcome(kind="unconfirmed"):  # a retry meets the UNIQUE event id if it landed
             log.warning("%s: not confirmed whether it was applied; asked to retry", said)
-            raise ApiProblem("unavailable", "Could not confirm whether the event was "
-                             "applied; retry.", headers=RETRY)
+            raise ApiProblem(
+                "unavailable",
+                "Could not confirm whether the event was applied; retry.",
+                headers=RETRY,
+            )
         case _:
             log.warning("%s: not applied (%s); asked to retry", said, outcome.kind)
             raise ApiProblem("unavailable", "The event was not applied; retry.", headers=RETRY)
 
 
-@submit_once.idempotent(key=lambda: g.event.id, scope=lambda: SCOPE["session_id"],
-                        name=SCOPE["form"], find=applied, respond=answer_for,
-                        answer=log_and_refuse, fingerprint=lambda: g.event.id, wait=None)
+@submit_once.idempotent(
+    key=lambda: g.event.id,
+    scope=lambda: SCOPE["session_id"],
+    name=SCOPE["form"],
+    find=applied,
+    respond=answer_for,
+    answer=log_and_refuse,
+    fingerprint=lambda: g.event.id,
+    wait=None,
+)
 def apply_once(db: Session) -> Recorded:
     """The event's effect, once per event id (the claim is given back whenever the
     transaction did not commit, so a retry of a refused or failed event is processed

@@ -25,8 +25,10 @@ from flask_submit_once import SubmissionMixin, SubmitOnce
 
 # htmx needs no inline script or style (its indicator <style> is switched off in
 # signup.html), so the page runs under a strict policy.
-CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; "
-                           "form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
 
 db = SQLAlchemy()
 submit_once = SubmitOnce(sessions=db)
@@ -67,9 +69,11 @@ def blank_question() -> dict:
 
 def create_app(config: dict | None = None) -> Flask:
     app = Flask(__name__)
-    app.config.update(SECRET_KEY=os.environ.get("SECRET_KEY"),
-                      SQLALCHEMY_DATABASE_URI=os.environ.get("DATABASE_URL"),
-                      REDIS_URL=os.environ.get("REDIS_URL"))
+    app.config.update(
+        SECRET_KEY=os.environ.get("SECRET_KEY"),
+        SQLALCHEMY_DATABASE_URI=os.environ.get("DATABASE_URL"),
+        REDIS_URL=os.environ.get("REDIS_URL"),
+    )
     app.config.update(config or {})
     db.init_app(app)
     submit_once.init_app(app)
@@ -89,15 +93,27 @@ def create_app(config: dict | None = None) -> Flask:
     # Not "/": a POST to a URL drops the browser's cached copy of it, and Back must show
     # the form as it was, spent token and all.
     @app.post("/signup")
-    @submit_once.form(SignUpForm, model=Signup, done="thanks", template="signup.html",
-                      fragment="_signup_form.html", context=blank_question)
+    @submit_once.form(
+        SignUpForm,
+        model=Signup,
+        done="thanks",
+        template="signup.html",
+        fragment="_signup_form.html",
+        context=blank_question,
+    )
     def sign_up(form, session):
         return Signup(email=form.email.data)
 
     @app.post("/questions")
-    @submit_once.form(QuestionForm, model=Question, done="question", template="ask.html",
-                      fragment="_question_form.html", result_fragment="_question_sent.html",
-                      context=blank_question)
+    @submit_once.form(
+        QuestionForm,
+        model=Question,
+        done="question",
+        template="ask.html",
+        fragment="_question_form.html",
+        result_fragment="_question_sent.html",
+        context=blank_question,
+    )
     def ask(form, session):
         return Question(text=form.text.data)
 

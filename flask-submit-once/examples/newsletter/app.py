@@ -29,12 +29,14 @@ class Base(DeclarativeBase):
 
 class Subscription(SubmissionMixin, Base):
     """One sign-up; the mixin adds the UNIQUE token digest and the fingerprint."""
+
     __tablename__ = "newsletter_subscriptions"
 
     id: Mapped[int] = mapped_column(primary_key=True)
     # The confirmation's address: unguessable, unlike the id.
-    public_id: Mapped[str] = mapped_column(String(22), unique=True,
-                                           default=lambda: secrets.token_urlsafe(16))
+    public_id: Mapped[str] = mapped_column(
+        String(22), unique=True, default=lambda: secrets.token_urlsafe(16)
+    )
     email: Mapped[str] = mapped_column(String(254))
 
 
@@ -65,9 +67,11 @@ csrf = CSRFProtect()
 
 def create_app(config: dict | None = None) -> Flask:
     app = Flask(__name__)
-    app.config.update(SECRET_KEY=os.environ.get("SECRET_KEY"),
-                      DATABASE_URL=os.environ.get("DATABASE_URL"),
-                      REDIS_URL=os.environ.get("REDIS_URL"))
+    app.config.update(
+        SECRET_KEY=os.environ.get("SECRET_KEY"),
+        DATABASE_URL=os.environ.get("DATABASE_URL"),
+        REDIS_URL=os.environ.get("REDIS_URL"),
+    )
     app.config.update(config or {})
     app.jinja_loader = DictLoader({"newsletter.html": PAGE, "thanks.html": THANKS})
     engine = create_engine(app.config["DATABASE_URL"])
@@ -82,15 +86,15 @@ def create_app(config: dict | None = None) -> Flask:
     # Not "/": a POST to a URL drops the browser's cached copy of it, and Back must show
     # the form as it was, spent token and all.
     @app.post("/subscribe")
-    @submit_once.form(SignUpForm, model=Subscription, template="newsletter.html",
-                      done="thanks")
+    @submit_once.form(SignUpForm, model=Subscription, template="newsletter.html", done="thanks")
     def subscribe(form, session):
         return Subscription(email=form.email.data)
 
     @app.get("/thanks/<public_id>")
     def thanks(public_id: str):
         subscription = submit_once.session.scalar(
-            select(Subscription).where(Subscription.public_id == public_id))
+            select(Subscription).where(Subscription.public_id == public_id)
+        )
         return render_template("thanks.html", subscription=subscription or abort(404))
 
     return app

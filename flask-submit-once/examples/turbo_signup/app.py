@@ -32,9 +32,11 @@ from flask_submit_once import SubmissionMixin, SubmitOnce
 
 # Turbo's progress bar is an inline <style>: it carries the nonce of the page Turbo
 # started on (read from <meta name="csp-nonce">); nothing else inline is allowed.
-CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; "
-                           "style-src 'self' 'nonce-{nonce}'; form-action 'self'; "
-                           "frame-ancestors 'none'; base-uri 'none'")
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; "
+    "style-src 'self' 'nonce-{nonce}'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'"
+)
 
 db = SQLAlchemy()
 submit_once = SubmitOnce(sessions=db)
@@ -45,8 +47,9 @@ class Signup(SubmissionMixin, db.Model):
     __tablename__ = "turbo_signups"
     id = db.Column(db.Integer, primary_key=True)
     # The confirmation's address: unguessable, unlike the id.
-    public_id = db.Column(db.String(22), unique=True, nullable=False,
-                          default=lambda: secrets.token_urlsafe(16))
+    public_id = db.Column(
+        db.String(22), unique=True, nullable=False, default=lambda: secrets.token_urlsafe(16)
+    )
     email = db.Column(db.String(254), nullable=False)
 
 
@@ -56,9 +59,11 @@ class SignUpForm(FlaskForm):
 
 def create_app(config: dict | None = None) -> Flask:
     app = Flask(__name__)
-    app.config.update(SECRET_KEY=os.environ.get("SECRET_KEY"),
-                      SQLALCHEMY_DATABASE_URI=os.environ.get("DATABASE_URL"),
-                      REDIS_URL=os.environ.get("REDIS_URL"))
+    app.config.update(
+        SECRET_KEY=os.environ.get("SECRET_KEY"),
+        SQLALCHEMY_DATABASE_URI=os.environ.get("DATABASE_URL"),
+        REDIS_URL=os.environ.get("REDIS_URL"),
+    )
     app.config.update(config or {})
     db.init_app(app)
     submit_once.init_app(app)
@@ -69,8 +74,9 @@ def create_app(config: dict | None = None) -> Flask:
 
     @app.after_request
     def content_security_policy(response: Response) -> Response:
-        response.headers.setdefault("Content-Security-Policy",
-                                    CONTENT_SECURITY_POLICY.format(nonce=csp_nonce()))
+        response.headers.setdefault(
+            "Content-Security-Policy", CONTENT_SECURITY_POLICY.format(nonce=csp_nonce())
+        )
         return response
 
     @app.get("/")

@@ -23,35 +23,35 @@ __all__ = ["MESSAGES", "Page", "again", "check_done", "landed", "result_url"]
 MESSAGES: Mapping[str, str] = {
     "invalid": "Some fields need your attention; nothing was saved yet.",
     "changed": "This form was already used, with other details: nothing new was saved. "
-               "Check the details here and submit to save them as well.",
+    "Check the details here and submit to save them as well.",
     "expired": "This form had expired or was already used, so nothing was saved. Your "
-               "details are still here: check them and submit again.",
+    "details are still here: check them and submit again.",
     "refused": "This could not be accepted as it is; nothing was saved.",
     "failed": "We could not save this just now, so nothing was saved. Your details are "
-              "still here: please submit again.",
+    "still here: please submit again.",
     "unconfirmed": "We could not confirm whether this was saved. Your details are kept: "
-                   "submit again in a moment, and it will not be saved twice.",
+    "submit again in a moment, and it will not be saved twice.",
     "still_running": "Your first submit is still being processed. Submit again in a "
-                     "moment: it will not be saved twice.",
+    "moment: it will not be saved twice.",
     "unavailable": "We could not reach our systems just now, so nothing was saved. Your "
-                   "details are kept: please submit again in a moment.",
+    "details are kept: please submit again in a moment.",
     "session_lost": "Your session had expired, so this form could not be accepted yet. "
-                    "Your details are still here: check them and submit again.",
+    "Your details are still here: check them and submit again.",
 }
 #: What a script is told (it has no "details below" to look at).
 JSON_DETAILS: Mapping[str, str] = {
     "invalid": "Fix the fields listed in errors and submit again with the same token.",
     "changed": "This token was already used with other values; nothing new was saved. "
-               "The result it made is at existing; to save these values too, submit them "
-               "again with the fresh token.",
+    "The result it made is at existing; to save these values too, submit them "
+    "again with the fresh token.",
     "expired": "The token expired or was already used; nothing was saved. Submit again "
-               "with the fresh token.",
+    "with the fresh token.",
     "refused": "Not accepted; nothing was saved. Submit again with the fresh token.",
     "failed": "Nothing was saved. Submit again with the fresh token.",
     "unconfirmed": "Could not confirm whether this was saved. Submit again with the same "
-                   "token: it is saved once, or its result is returned.",
+    "token: it is saved once, or its result is returned.",
     "still_running": "The first submit with this token is still running. Submit again with "
-                     "the same token after Retry-After.",
+    "the same token after Retry-After.",
     "unavailable": "Nothing was saved. Submit again with the same token after Retry-After.",
     "session_lost": "The session expired. Submit again with the fresh tokens.",
 }
@@ -81,6 +81,7 @@ Message = str | Callable[[Outcome], str]
 class Page:
     """Where a form is drawn: its page, its htmx fragment, the htmx fragment of its result
     (None: htmx is sent to the result's page), its words, and the rest of its context."""
+
     template: str | None = None
     fragment: str | None = None
     result_fragment: str | None = None
@@ -117,8 +118,16 @@ def landed(page: Page, url: str | None, *, created: bool, result: object = None)
     return response
 
 
-def again(page: Page, name: str, reason: str, *, sent: str | None, form: object = None,
-          outcome: Outcome | None = None, message: str | None = None) -> Response:
+def again(
+    page: Page,
+    name: str,
+    reason: str,
+    *,
+    sent: str | None,
+    form: object = None,
+    outcome: Outcome | None = None,
+    message: str | None = None,
+) -> Response:
     """The form shown again for ``reason``, with the user's input (``form``), the status
     and token that reason calls for (``sent``, the token it came with, or a fresh one),
     and ``message`` or the form's words for the reason (and ``outcome``). A fresh token
@@ -144,21 +153,25 @@ def again(page: Page, name: str, reason: str, *, sent: str | None, form: object 
         response = _problem(name, reason, status, form, existing_url)
     else:
         # The form as sent, unless the form's context draws another ``form`` on purpose.
-        response = Response(render_template(template, **{"form": form, **_context(page)}),
-                            status)
+        response = Response(render_template(template, **{"form": form, **_context(page)}), status)
     if reason in _RETRY:
         response.headers["Retry-After"] = _RETRY[reason]
     _vary(response)
     return response
 
 
-def _problem(name: str, reason: str, status: int, form: object,
-             existing_url: str | None) -> Response:
+def _problem(
+    name: str, reason: str, status: int, form: object, existing_url: str | None
+) -> Response:
     """problem+json (RFC 9457) with what a script needs: the reason, the field errors,
     the result a changed resubmit collided with, and the token to send next."""
-    body: dict[str, Any] = {"type": "about:blank", "title": reason.replace("_", " "),
-                            "status": status, "detail": JSON_DETAILS[reason],
-                            "reason": reason}
+    body: dict[str, Any] = {
+        "type": "about:blank",
+        "title": reason.replace("_", " "),
+        "status": status,
+        "detail": JSON_DETAILS[reason],
+        "reason": reason,
+    }
     errors = getattr(form, "errors", None)
     if reason == "invalid" and errors:
         body["errors"] = {field: list(messages) for field, messages in errors.items()}
@@ -180,8 +193,13 @@ def refused_request(error: HTTPException) -> Response:
     a script; raised again otherwise, for the app's own error page."""
     if request_kind() != "json":
         raise error
-    response = jsonify(type="about:blank", title=error.name, status=error.code,
-                       detail=error.description, reason=_REFUSED.get(type(error).__name__))
+    response = jsonify(
+        type="about:blank",
+        title=error.name,
+        status=error.code,
+        detail=error.description,
+        reason=_REFUSED.get(type(error).__name__),
+    )
     response.status_code = error.code or 400
     response.mimetype = "application/problem+json"
     return response
@@ -213,8 +231,13 @@ def result_url(done: str | Callable[[Any], str] | None, result: object) -> str |
     if done is None or callable(done):
         return done(result) if done else None
     here = request.view_args or {}
-    return url_for(done, **{arg: getattr(result, arg) if hasattr(result, arg) else here[arg]
-                            for arg in _arguments(done)})
+    return url_for(
+        done,
+        **{
+            arg: getattr(result, arg) if hasattr(result, arg) else here[arg]
+            for arg in _arguments(done)
+        },
+    )
 
 
 def check_done(done: str | Callable[[Any], str] | None, model: type | None) -> None:
@@ -222,12 +245,17 @@ def check_done(done: str | Callable[[Any], str] | None, model: type | None) -> N
     attributes or this request's URL (else each submit would spend its token and fail)."""
     if not isinstance(done, str) or model is None:
         return
-    missing = [arg for arg in _arguments(done)
-               if not hasattr(model, arg) and arg not in (request.view_args or {})]
+    missing = [
+        arg
+        for arg in _arguments(done)
+        if not hasattr(model, arg) and arg not in (request.view_args or {})
+    ]
     if missing:
-        raise RuntimeError(f"done={done!r}: its URL needs {', '.join(missing)}, which "
-                           f"{model.__name__} has no attribute for and the form's URL does "
-                           "not carry; pass done=lambda row: url_for(...) instead.")
+        raise RuntimeError(
+            f"done={done!r}: its URL needs {', '.join(missing)}, which "
+            f"{model.__name__} has no attribute for and the form's URL does "
+            "not carry; pass done=lambda row: url_for(...) instead."
+        )
 
 
 def _arguments(endpoint: str) -> set[str]:

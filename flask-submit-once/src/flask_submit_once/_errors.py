@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from werkzeug.exceptions import BadRequest, Forbidden, ServiceUnavailable, TooManyRequests
 
-__all__ = ["BadFormToken", "CrossSite", "Refused", "SubmitOnceError", "TooManyForms",
-           "Unavailable"]
+__all__ = ["BadFormToken", "CrossSite", "Refused", "SubmitOnceError", "TooManyForms", "Unavailable"]
 
 
 class SubmitOnceError(Exception):
@@ -26,8 +25,11 @@ class Refused(SubmitOnceError):
 class Unavailable(SubmitOnceError, ServiceUnavailable):
     """Redis or PostgreSQL did not answer before the token was spent: nothing was
     spent or written, so the token is still good (503). The cause is ``__cause__``."""
-    description = ("We could not reach our systems just now, so nothing was saved. "
-                   "Please try again in a moment.")
+
+    description = (
+        "We could not reach our systems just now, so nothing was saved. "
+        "Please try again in a moment."
+    )
 
     def __init__(self, description: str | None = None) -> None:
         super().__init__(description, retry_after=5)
@@ -35,15 +37,21 @@ class Unavailable(SubmitOnceError, ServiceUnavailable):
 
 class BadFormToken(SubmitOnceError, BadRequest):
     """The submitted form token is missing, repeated, or not a shape we issue (400)."""
-    description = ("This form was sent without a valid form token, so it could not be "
-                   "processed. Open the form again and submit it from there.")
+
+    description = (
+        "This form was sent without a valid form token, so it could not be "
+        "processed. Open the form again and submit it from there."
+    )
 
 
 class NotUnicode(SubmitOnceError, BadRequest):
     """A JSON body carries a string no UTF-8 can hold (a lone surrogate, ``"\\ud800"``):
     nothing is read from it (400)."""
-    description = ("The request's JSON carries text that is not valid Unicode, so it could "
-                   "not be processed. Send it as UTF-8 text.")
+
+    description = (
+        "The request's JSON carries text that is not valid Unicode, so it could "
+        "not be processed. Send it as UTF-8 text."
+    )
 
 
 class TooManyForms(SubmitOnceError, TooManyRequests):
@@ -57,9 +65,9 @@ class TooManyForms(SubmitOnceError, TooManyRequests):
 
 _TOO_MANY = {
     "session": "You have opened this form very many times in a short while, so we are not "
-               "opening another one for now. Use a form you already have open.",
+    "opening another one for now. Use a form you already have open.",
     "client": "Very many forms were opened from your network just now, so we are not "
-              "opening another one yet.",
+    "opening another one yet.",
 }
 
 
@@ -67,5 +75,7 @@ class CrossSite(SubmitOnceError, Forbidden):
     """Another site's page asked for a form without navigating to it (an iframe, an
     image, a script, a prefetch), or posted one whose session check failed (403). No
     token is issued or spent, nothing sent is shown back, no cookie is set."""
-    description = ("This form works only from our own pages, so nothing was done. Open "
-                   "it from our site.")
+
+    description = (
+        "This form works only from our own pages, so nothing was done. Open it from our site."
+    )

@@ -36,6 +36,7 @@ __all__ = ["SubmitOnce"]
 
 View = TypeVar("View", bound=Callable[..., Any])
 
+
 class SubmitOnce:
     """The extension: ``submit_once = SubmitOnce(app, sessions=db)``, or ``SubmitOnce()``
     then :meth:`init_app`. Per-app state lives in ``app.extensions["submit_once"]``.
@@ -49,14 +50,20 @@ class SubmitOnce:
     uses unless it is given its own.
     """
 
-    def __init__(self, app: Flask | None = None, *, client: RedisClient | None = None,
-                 sessions: Sessions | None = None) -> None:
+    def __init__(
+        self,
+        app: Flask | None = None,
+        *,
+        client: RedisClient | None = None,
+        sessions: Sessions | None = None,
+    ) -> None:
         self._client, self._sessions = client, sessions  # defaults for init_app
         if app is not None:
             self.init_app(app)
 
-    def init_app(self, app: Flask, *, client: RedisClient | None = None,
-                 sessions: Sessions | None = None) -> None:
+    def init_app(
+        self, app: Flask, *, client: RedisClient | None = None, sessions: Sessions | None = None
+    ) -> None:
         """Read the ``SUBMIT_ONCE_*`` settings, and make the app's Redis client (or take
         ``client``)."""
         read_settings(app)
@@ -64,14 +71,19 @@ class SubmitOnce:
         set_up_sessions(app, sessions)
         client = client if client is not None else self._client
         client = client if client is not None else client_for(app.config["SUBMIT_ONCE_REDIS_URL"])
-        store = TokenStore(client, ttl=int(app.config["SUBMIT_ONCE_TTL"]),
-                           prefix=app.config["SUBMIT_ONCE_PREFIX"])
+        store = TokenStore(
+            client, ttl=int(app.config["SUBMIT_ONCE_TTL"]), prefix=app.config["SUBMIT_ONCE_PREFIX"]
+        )
         app.extensions[EXTENSION] = State(
-            app=app, store=store, issuer=Issuer(store), sessions=sessions,
+            app=app,
+            store=store,
+            issuer=Issuer(store),
+            sessions=sessions,
             field=app.config["SUBMIT_ONCE_FIELD"],
             wait=float(app.config["SUBMIT_ONCE_WAIT_SECONDS"]),
             redis_down_fallback=bool(app.config["SUBMIT_ONCE_REDIS_DOWN_FALLBACK"]),
-            signed=signed_tokens(app, store.ttl))
+            signed=signed_tokens(app, store.ttl),
+        )
         csrf_lives_as_long(app, store.ttl)
         app.jinja_env.globals["submit_once"] = TemplateHelper()
         answer_lost_sessions(app, self.session_lost)
@@ -106,17 +118,24 @@ class SubmitOnce:
         ``submit_once.input(...)`` issues its own."""
         issue(state(), [form_name(endpoint) for endpoint in endpoints])
 
-    def form(self, form: Callable[[], Any] | None = None, *,
-             model: type[SubmissionMixin] | None = None,
-             find: Callable[[Session, str], Any] | None = None,
-             done: str | Callable[[Any], str] | None = None,
-             template: str | None = None, fragment: str | None = None,
-             result_fragment: str | None = None, fields: Fields | None = None,
-             messages: Mapping[str, Message] | None = None,
-             answer: Callable[[Outcome], ResponseReturnValue | None] | None = None,
-             context: Callable[[], Mapping[str, Any]] | None = None,
-             name: str | None = None, sessions: Sessions | None = None,
-             then: Then | None = None) -> Callable[[View], View]:
+    def form(
+        self,
+        form: Callable[[], Any] | None = None,
+        *,
+        model: type[SubmissionMixin] | None = None,
+        find: Callable[[Session, str], Any] | None = None,
+        done: str | Callable[[Any], str] | None = None,
+        template: str | None = None,
+        fragment: str | None = None,
+        result_fragment: str | None = None,
+        fields: Fields | None = None,
+        messages: Mapping[str, Message] | None = None,
+        answer: Callable[[Outcome], ResponseReturnValue | None] | None = None,
+        context: Callable[[], Mapping[str, Any]] | None = None,
+        name: str | None = None,
+        sessions: Sessions | None = None,
+        then: Then | None = None,
+    ) -> Callable[[View], View]:
         """Protect the POST view of a form: it takes effect once per rendering.
 
         ::
@@ -170,19 +189,39 @@ class SubmitOnce:
         page = Page(template, fragment, result_fragment, dict(messages or {}), context)
 
         def decorate(view: View) -> View:
-            return cast(View, ProtectedForm(
-                view, form=form, model=model, find=find, done=done, fields=fields, page=page,
-                answer=answer, sessions=sessions, then=then).view_function(name))
+            return cast(
+                View,
+                ProtectedForm(
+                    view,
+                    form=form,
+                    model=model,
+                    find=find,
+                    done=done,
+                    fields=fields,
+                    page=page,
+                    answer=answer,
+                    sessions=sessions,
+                    then=then,
+                ).view_function(name),
+            )
+
         return decorate
 
-    def idempotent(self, *, key: Callable[[], str], respond: Callable[[Any], ResponseReturnValue],
-                   scope: Callable[[], str] | None = None,
-                   model: type[SubmissionMixin] | None = None,
-                   find: Callable[[Session, str], Any] | None = None,
-                   answer: Callable[[Outcome], ResponseReturnValue | None] | None = None,
-                   fingerprint: Callable[[], str] | None = None, ttl: int | None = None,
-                   wait: float | None = 0.0, name: str | None = None,
-                   sessions: Sessions | None = None) -> Callable[[View], View]:
+    def idempotent(
+        self,
+        *,
+        key: Callable[[], str],
+        respond: Callable[[Any], ResponseReturnValue],
+        scope: Callable[[], str] | None = None,
+        model: type[SubmissionMixin] | None = None,
+        find: Callable[[Session, str], Any] | None = None,
+        answer: Callable[[Outcome], ResponseReturnValue | None] | None = None,
+        fingerprint: Callable[[], str] | None = None,
+        ttl: int | None = None,
+        wait: float | None = 0.0,
+        name: str | None = None,
+        sessions: Sessions | None = None,
+    ) -> Callable[[View], View]:
         """Make a view take effect once per key its caller chooses (an API's
         ``Idempotency-Key``, a webhook's event id)::
 
@@ -213,11 +252,26 @@ class SubmitOnce:
             ``SUBMIT_ONCE_WAIT_SECONDS``).
         :param answer: as for :meth:`form`.
         """
+
         def decorate(view: View) -> View:
-            return cast(View, IdempotentView(
-                view, key=key, scope=scope, model=model, find=find, respond=respond,
-                answer=answer, fingerprint=fingerprint, ttl=ttl, wait=wait, name=name,
-                sessions=sessions).view_function())
+            return cast(
+                View,
+                IdempotentView(
+                    view,
+                    key=key,
+                    scope=scope,
+                    model=model,
+                    find=find,
+                    respond=respond,
+                    answer=answer,
+                    fingerprint=fingerprint,
+                    ttl=ttl,
+                    wait=wait,
+                    name=name,
+                    sessions=sessions,
+                ).view_function(),
+            )
+
         return decorate
 
     def resume(self, *, wait: float = 0.0) -> dict[str, int]:
@@ -226,9 +280,11 @@ class SubmitOnce:
         request holds (it is doing the step right now) is left to it. Returns how many
         rows ended in each outcome kind."""
         st = state()
-        steps = [(protected.step, protected.sessions or st.sessions)
-                 for protected in map(protected_form, current_app.view_functions.values())
-                 if protected is not None and protected.step is not None]
+        steps = [
+            (protected.step, protected.sessions or st.sessions)
+            for protected in map(protected_form, current_app.view_functions.values())
+            if protected is not None and protected.step is not None
+        ]
         return resume_all(steps, wait=wait)
 
     def session_lost(self, error: Exception) -> Response | None:

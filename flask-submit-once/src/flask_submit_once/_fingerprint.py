@@ -25,9 +25,13 @@ def fingerprint(values: Mapping[str, object]) -> str:
     agree); numbers compare by value (``1``, ``1.0`` and ``Decimal("1.00")``); the order
     of the names does not matter.
     """
-    canonical = json.dumps({name: _canonical(value) for name, value in values.items()},
-                           sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                           default=str)
+    canonical = json.dumps(
+        {name: _canonical(value) for name, value in values.items()},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=str,
+    )
     # surrogatepass: a JSON body may carry a lone surrogate ("\ud800"), which UTF-8 cannot.
     digest = hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).digest()
     return base64.urlsafe_b64encode(digest).decode()[:43]

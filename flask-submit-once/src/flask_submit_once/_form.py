@@ -46,31 +46,48 @@ _FORM = "_submit_once_form"
 class ProtectedForm:
     """One protected form: what :meth:`SubmitOnce.form` made of a view."""
 
-    def __init__(self, view: Callable[..., Any], *, form: Callable[[], Any] | None,
-                 model: type[SubmissionMixin] | None,
-                 find: Callable[[Session, str], Any] | None,
-                 done: str | Callable[[Any], str] | None, fields: Fields | None,
-                 page: Page, answer: Callable[[Outcome], ResponseReturnValue | None] | None,
-                 sessions: Sessions | None, then: Then | None = None) -> None:
+    def __init__(
+        self,
+        view: Callable[..., Any],
+        *,
+        form: Callable[[], Any] | None,
+        model: type[SubmissionMixin] | None,
+        find: Callable[[Session, str], Any] | None,
+        done: str | Callable[[Any], str] | None,
+        fields: Fields | None,
+        page: Page,
+        answer: Callable[[Outcome], ResponseReturnValue | None] | None,
+        sessions: Sessions | None,
+        then: Then | None = None,
+    ) -> None:
         if model is None and find is None:
-            raise TypeError(f"{view.__name__}: give model= (a SubmissionMixin model) or "
-                            "find=, so that a repeat finds what the first submit made")
+            raise TypeError(
+                f"{view.__name__}: give model= (a SubmissionMixin model) or "
+                "find=, so that a repeat finds what the first submit made"
+            )
         if then is not None and model is None:
             raise TypeError(f"{view.__name__}: then= needs model= (rows say the step to do)")
         self.view, self.form, self.model, self.find_result = view, form, model, find
         self.done, self.fields, self.page, self.answer, self.sessions = (
-            done, fields, page, answer, sessions)
+            done,
+            fields,
+            page,
+            answer,
+            sessions,
+        )
         self.checked: weakref.WeakSet[Flask] = weakref.WeakSet()
         self.step = Step(then.__name__, then, model) if then and model else None
 
     def view_function(self, name: str | None) -> Any:
         """The Flask view: this form's submit, found again by :func:`protected_form`."""
+
         @functools.wraps(self.view)
         def submit(**view_args: Any) -> Response:
             try:
                 return self.handle(view_args)
             except (BadFormToken, NotUnicode) as error:  # a script is answered in JSON
                 return refused_request(error)
+
         setattr(submit, _FORM, self)
         if name:
             setattr(submit, NAME_ATTRIBUTE, name)
@@ -98,8 +115,9 @@ class ProtectedForm:
             with suppress(RedisError):
                 spend.take()
             outcome, form = Outcome("duplicate", url=known.url), None
-            if self.answer is not None or (self.page.result_fragment is not None
-                                           and request_kind() == "htmx"):
+            if self.answer is not None or (
+                self.page.result_fragment is not None and request_kind() == "htmx"
+            ):
                 # The hook or htmx's fragment reads the result (no validation) if it can.
                 form = self.form() if self.form is not None else None
                 try:
@@ -125,10 +143,16 @@ class ProtectedForm:
                 return again(self.page, name, "unavailable", sent=token, form=form)
         try:
             outcome = run_once(
-                db, digest=digest, take=spend.take,
+                db,
+                digest=digest,
+                take=spend.take,
                 create=lambda db, digest: self.create(db, digest, form, view_args, stored),
-                find=self.find, wait=st.wait, fingerprint=stored,
-                redis_down_fallback=spend.redis_down_fallback, sender=st.app)
+                find=self.find,
+                wait=st.wait,
+                fingerprint=stored,
+                redis_down_fallback=spend.redis_down_fallback,
+                sender=st.app,
+            )
         except Unavailable:
             return again(self.page, name, "unavailable", sent=token, form=form)
         if self.step is not None and outcome.kind in ("created", "duplicate"):
@@ -153,18 +177,29 @@ class ProtectedForm:
         if pending:
             identity, digest = inspect(row).identity, row.submission_digest
             db.rollback()  # reading the row began a transaction: none is open during the step
-            done = self.step.resume(db.get_bind(), identity, digest, wait=wait,
-                                    url_of=self.url_of)
+            done = self.step.resume(db.get_bind(), identity, digest, wait=wait, url_of=self.url_of)
             if done.landed:  # whoever did the step: this request made the row, or found it
-                return Outcome(outcome.kind, done.result, url=done.url,
-                               waited=outcome.kind == "duplicate" or done.waited)
+                return Outcome(
+                    outcome.kind,
+                    done.result,
+                    url=done.url,
+                    waited=outcome.kind == "duplicate" or done.waited,
+                )
             return done
         if pending is None or outcome.kind != "duplicate":
             return outcome
         return settled(row, self.url_of, outcome.waited)
 
-    def invalid(self, st: State, name: str, token: str, form: object, digest: str,
-                stored: str, started: float) -> Response:
+    def invalid(
+        self,
+        st: State,
+        name: str,
+        token: str,
+        form: object,
+        digest: str,
+        stored: str,
+        started: float,
+    ) -> Response:
         """Fields that do not validate: the form again, input and token kept (422); a repeat
         of this token's landed submit (invalid *now*: off sale, taken) is answered as one."""
         found = self.find(self.session(st), digest)
@@ -178,24 +213,35 @@ class ProtectedForm:
             outcome = self.after(self.session(st), outcome, st.wait)
         return self.respond(outcome, name, token, form, digest, started)
 
-    def respond(self, outcome: Outcome, name: str, token: str, form: object, digest: str,
-                started: float) -> Response:
+    def respond(
+        self, outcome: Outcome, name: str, token: str, form: object, digest: str, started: float
+    ) -> Response:
         st = state()
         if signals.submit_decided.receivers:
-            signals.submit_decided.send(st.app, form=name, outcome=outcome, digest=digest,
-                                        seconds=time.perf_counter() - started)
+            signals.submit_decided.send(
+                st.app,
+                form=name,
+                outcome=outcome,
+                digest=digest,
+                seconds=time.perf_counter() - started,
+            )
         if self.answer is not None:
             custom = self.answer(outcome)
             if custom is not None:
                 return make_response(custom)
         if outcome.landed:
-            return landed(self.page, outcome.url, created=outcome.kind == "created",
-                          result=outcome.result)
+            return landed(
+                self.page, outcome.url, created=outcome.kind == "created", result=outcome.result
+            )
         # A refusal's own words, unless the form has its words for refusals.
-        message = str(outcome.error) or None \
-            if outcome.kind == "refused" and "refused" not in self.page.messages else None
-        return again(self.page, name, outcome.kind, sent=token, form=form, outcome=outcome,
-                     message=message)
+        message = (
+            str(outcome.error) or None
+            if outcome.kind == "refused" and "refused" not in self.page.messages
+            else None
+        )
+        return again(
+            self.page, name, outcome.kind, sent=token, form=form, outcome=outcome, message=message
+        )
 
     def session_lost(self) -> Response:
         """The answer to a failed session check (Flask-WTF's CSRF): another site's post
@@ -210,22 +256,41 @@ class ProtectedForm:
             sent: str | None = submitted_token(state().field)
         except BadFormToken:
             sent = None
-        return again(self.page, form_name(request.endpoint or "", request.view_args),
-                     "session_lost", sent=sent, form=form)
+        return again(
+            self.page,
+            form_name(request.endpoint or "", request.view_args),
+            "session_lost",
+            sent=sent,
+            form=form,
+        )
 
     def check(self, st: State, name: str) -> Response:
         """What became of the submit of this token, spending nothing (``CHECK_HEADER``)."""
         return status_of(st, name, self.session(st), self.find)
 
-    def create(self, db: Session, digest: str, form: object, view_args: Mapping[str, Any],
-               stored: str | None) -> Landing:
-        result = stamped(db, digest, stored, lambda: self.view(form, db, **view_args),
-                         self.step.name if self.step else None)
+    def create(
+        self,
+        db: Session,
+        digest: str,
+        form: object,
+        view_args: Mapping[str, Any],
+        stored: str | None,
+    ) -> Landing:
+        result = stamped(
+            db,
+            digest,
+            stored,
+            lambda: self.view(form, db, **view_args),
+            self.step.name if self.step else None,
+        )
         return Landing(result, self.url_of(result), stored)
 
     def find(self, db: Session, digest: str) -> Landing | None:
-        found = self.find_result(db, digest) if self.find_result is not None \
-            else self.model.find_submission(db, digest)  # type: ignore[union-attr]
+        if self.find_result is not None:
+            found = self.find_result(db, digest)
+        else:
+            assert self.model is not None
+            found = self.model.find_submission(db, digest)
         if found is None:
             return None
         return Landing(found, self.url_of(found), getattr(found, "submission_fingerprint", None))
@@ -239,8 +304,10 @@ class ProtectedForm:
     def session(self, st: State) -> Session:
         sessions = self.sessions if self.sessions is not None else st.sessions
         if sessions is None:
-            raise RuntimeError("SubmitOnce has no sessions: SubmitOnce(app, sessions=...) or "
-                               "init_app(app, sessions=...), or the form's sessions=.")
+            raise RuntimeError(
+                "SubmitOnce has no sessions: SubmitOnce(app, sessions=...) or "
+                "init_app(app, sessions=...), or the form's sessions=."
+            )
         return request_session(sessions)
 
 

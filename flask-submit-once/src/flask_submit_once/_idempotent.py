@@ -33,13 +33,18 @@ from ._state import State, state
 __all__ = ["IdempotentView", "request_fingerprint"]
 
 _PROBLEMS: Mapping[str, tuple[int, str]] = {
-    "changed": (422, "This key was first used with another request; use a new key for a "
-                     "new request."),
+    "changed": (
+        422,
+        "This key was first used with another request; use a new key for a new request.",
+    ),
     "still_running": (409, "A request with this key has not finished yet; retry shortly."),
     "refused": (409, "Not accepted as things stand; nothing was done."),
     "failed": (503, "Nothing was done; retry with the same key."),
-    "unconfirmed": (503, "Could not confirm whether this was done; retry with the same key: "
-                         "it is done once, or its first answer is returned."),
+    "unconfirmed": (
+        503,
+        "Could not confirm whether this was done; retry with the same key: "
+        "it is done once, or its first answer is returned.",
+    ),
 }
 
 
@@ -54,25 +59,41 @@ def request_fingerprint() -> str:
 class IdempotentView:
     """One view made idempotent by a caller-chosen key."""
 
-    def __init__(self, view: Callable[..., Any], *, key: Callable[[], str],
-                 scope: Callable[[], str] | None, model: type[SubmissionMixin] | None,
-                 find: Callable[[Session, str], Any] | None,
-                 respond: Callable[[Any], ResponseReturnValue],
-                 answer: Callable[[Outcome], ResponseReturnValue | None] | None,
-                 fingerprint: Callable[[], str] | None, ttl: int | None, wait: float | None,
-                 name: str | None, sessions: Sessions | None) -> None:
+    def __init__(
+        self,
+        view: Callable[..., Any],
+        *,
+        key: Callable[[], str],
+        scope: Callable[[], str] | None,
+        model: type[SubmissionMixin] | None,
+        find: Callable[[Session, str], Any] | None,
+        respond: Callable[[Any], ResponseReturnValue],
+        answer: Callable[[Outcome], ResponseReturnValue | None] | None,
+        fingerprint: Callable[[], str] | None,
+        ttl: int | None,
+        wait: float | None,
+        name: str | None,
+        sessions: Sessions | None,
+    ) -> None:
         if model is None and find is None:
             raise TypeError(f"{view.__name__}: give model= (a SubmissionMixin model) or find=")
-        self.view, self.key, self.scope, self.model, self.find_result = view, key, scope, \
-            model, find
+        self.view, self.key, self.scope, self.model, self.find_result = (
+            view,
+            key,
+            scope,
+            model,
+            find,
+        )
         self.respond, self.answer, self.fingerprint = respond, answer, fingerprint
         self.ttl, self.wait, self.name, self.sessions = ttl, wait, name, sessions
 
     def view_function(self) -> Any:
         """The Flask view: this view, once per key."""
+
         @functools.wraps(self.view)
         def once(**view_args: Any) -> Response:
             return self.handle(view_args)
+
         return once
 
     def handle(self, view_args: Mapping[str, Any]) -> Response:
@@ -81,8 +102,11 @@ class IdempotentView:
             scope = self.scope() if self.scope is not None else ""  # who asks, before what
             key = self.key()
         except LookupError:  # key=lambda: request.headers["Idempotency-Key"], none sent
-            return _problem(400, "missing_key", "This request needs its key (an "
-                            "Idempotency-Key, an event id); nothing was done.")
+            return _problem(
+                400,
+                "missing_key",
+                "This request needs its key (an Idempotency-Key, an event id); nothing was done.",
+            )
         name = form_name(self.name or request.endpoint or self.view.__name__, view_args)
         digest = st.store.digest(key, session_id=scope, form=name)
         stored = self.fingerprint() if self.fingerprint is not None else request_fingerprint()
@@ -92,13 +116,20 @@ class IdempotentView:
         def create(db: Session, digest: str) -> Landing:
             ran.append(True)
             return self.create(db, digest, view_args, stored)
+
         try:
             outcome = run_once(
-                self.session(st), digest=digest,
-                take=lambda: st.store.claim(digest, ttl=self.ttl), create=create,
-                find=self.find, wait=st.wait if self.wait is None else self.wait,
+                self.session(st),
+                digest=digest,
+                take=lambda: st.store.claim(digest, ttl=self.ttl),
+                create=create,
+                find=self.find,
+                wait=st.wait if self.wait is None else self.wait,
                 fingerprint=stored,
-                redis_down_fallback=st.redis_down_fallback, takeover=True, sender=st.app)
+                redis_down_fallback=st.redis_down_fallback,
+                takeover=True,
+                sender=st.app,
+            )
         except BaseException:
             if ran:  # the view refused (an HTTP error) or broke: nothing was done
                 self.release(st, digest)
@@ -106,8 +137,13 @@ class IdempotentView:
         if ran and outcome.kind in ("refused", "failed"):
             self.release(st, digest)
         if signals.submit_decided.receivers:
-            signals.submit_decided.send(st.app, form=name, outcome=outcome, digest=digest,
-                                        seconds=time.perf_counter() - started)
+            signals.submit_decided.send(
+                st.app,
+                form=name,
+                outcome=outcome,
+                digest=digest,
+                seconds=time.perf_counter() - started,
+            )
         if self.answer is not None:
             custom = self.answer(outcome)
             if custom is not None:
@@ -119,8 +155,9 @@ class IdempotentView:
             return response
         return problem(outcome)
 
-    def create(self, db: Session, digest: str, view_args: Mapping[str, Any],
-               stored: str) -> Landing:
+    def create(
+        self, db: Session, digest: str, view_args: Mapping[str, Any], stored: str
+    ) -> Landing:
         result = stamped(db, digest, stored, lambda: self.view(db, **view_args))
         return Landing(result, None, stored, make_response(self.respond(result)))
 
@@ -132,8 +169,12 @@ class IdempotentView:
             found = self.model.find_submission(db, digest)
         if found is None:
             return None
-        return Landing(found, None, getattr(found, "submission_fingerprint", None),
-                       make_response(self.respond(found)))
+        return Landing(
+            found,
+            None,
+            getattr(found, "submission_fingerprint", None),
+            make_response(self.respond(found)),
+        )
 
     @staticmethod
     def release(st: State, digest: str) -> None:
@@ -160,8 +201,13 @@ def problem(outcome: Outcome) -> Response:
 
 
 def _problem(status: int, reason: str, detail: str) -> Response:
-    response = jsonify(type="about:blank", title=reason.replace("_", " "), status=status,
-                       detail=detail, reason=reason)
+    response = jsonify(
+        type="about:blank",
+        title=reason.replace("_", " "),
+        status=status,
+        detail=detail,
+        reason=reason,
+    )
     response.status_code = status
     response.mimetype = "application/problem+json"
     return response

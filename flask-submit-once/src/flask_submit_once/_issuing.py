@@ -70,12 +70,17 @@ def issue(state: State, names: Sequence[str]) -> dict[str, str]:
     per_client = int(state.setting("MAX_PER_CLIENT_PER_MINUTE"))
     uncounted = session.get(_UNCOUNTED_KEY, 0)
     # The session's window is the TTL: a session holds at most twice its cap in live tokens.
-    session_cap = IssueLimit(f"session:{sid}", 0 if new_session else per_session,
-                             state.store.ttl,
-                             uncounted=uncounted if isinstance(uncounted, int) else 0)
+    session_cap = IssueLimit(
+        f"session:{sid}",
+        0 if new_session else per_session,
+        state.store.ttl,
+        uncounted=uncounted if isinstance(uncounted, int) else 0,
+    )
     networks = client_networks(request.remote_addr)
-    client_limits = [IssueLimit(f"client:{network}", per_client * (WIDER_BUDGET ** n), 60)
-                     for n, network in enumerate(networks)]
+    client_limits = [
+        IssueLimit(f"client:{network}", per_client * (WIDER_BUDGET**n), 60)
+        for n, network in enumerate(networks)
+    ]
     limits = (session_cap, *client_limits)
     try:
         try:
@@ -104,8 +109,9 @@ def issue(state: State, names: Sequence[str]) -> dict[str, str]:
     return made
 
 
-def _signed(state: State, sid: str, names: Sequence[str],
-            limits: Sequence[IssueLimit]) -> list[str]:
+def _signed(
+    state: State, sid: str, names: Sequence[str], limits: Sequence[IssueLimit]
+) -> list[str]:
     """Redis is away: tokens signed with the app's key, under limits counted here."""
     assert state.signed is not None
     if state.degraded_since is None:
@@ -122,8 +128,10 @@ def not_for_a_form() -> bool:
         return True
     if environ.get("HTTP_SEC_FETCH_SITE") != "cross-site":
         return False
-    return (environ.get("HTTP_SEC_FETCH_MODE", "navigate") != "navigate"
-            or environ.get("HTTP_SEC_FETCH_DEST", "document") != "document")
+    return (
+        environ.get("HTTP_SEC_FETCH_MODE", "navigate") != "navigate"
+        or environ.get("HTTP_SEC_FETCH_DEST", "document") != "document"
+    )
 
 
 def _back_shows_it_again(response: Response) -> Response:
@@ -151,6 +159,5 @@ def client_networks(address: str | None) -> tuple[str, ...]:
             return (str(ip.ipv4_mapped),)
         if ip in _NAT64:
             return (str(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)),)
-        return tuple(str(ipaddress.ip_network(f"{ip}/{bits}", strict=False))
-                     for bits in (64, 48))
+        return tuple(str(ipaddress.ip_network(f"{ip}/{bits}", strict=False)) for bits in (64, 48))
     return (str(ip),)

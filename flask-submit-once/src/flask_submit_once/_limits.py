@@ -37,6 +37,7 @@ class IssueLimit:
     Windows are aligned to multiples of ``seconds``, so any span of ``seconds`` holds at
     most twice ``most``. ``uncounted``: tokens issued under it before its counter could
     be kept (a session's first page, before it had an id), added with this issue."""
+
     who: str
     most: int
     seconds: int = 60
@@ -75,6 +76,7 @@ end
 return 0
 """
 
+
 class Issuer:
     """Issues a store's tokens under limits, one round trip a page."""
 
@@ -83,15 +85,18 @@ class Issuer:
         # EVALSHA, and SCRIPT LOAD again when Redis forgot it (a restart, a flush).
         self._script = store.client.register_script(_ISSUE)
 
-    def issue_many(self, *, session_id: str, forms: Sequence[str],
-                   limits: Sequence[IssueLimit] = ()) -> list[str]:
+    def issue_many(
+        self, *, session_id: str, forms: Sequence[str], limits: Sequence[IssueLimit] = ()
+    ) -> list[str]:
         """A token for each of ``forms`` (in order), counted against ``limits``, in one
         round trip. Over a limit, none is issued and :class:`TooManyIssued` says which
         limit and when its window ends."""
         store = self.store
         tokens = [secrets.token_urlsafe(TOKEN_BYTES) for _ in forms]
-        keys = [store.key(store.digest(token, session_id=session_id, form=form))
-                for token, form in zip(tokens, forms, strict=True)]
+        keys = [
+            store.key(store.digest(token, session_id=session_id, form=form))
+            for token, form in zip(tokens, forms, strict=True)
+        ]
         limits = [limit for limit in limits if limit.most > 0]
         if not keys:
             return tokens
@@ -102,10 +107,16 @@ class Issuer:
         elif isinstance(store.client, RedisCluster):
             refused = _in_pipeline(store, keys, counters)
         else:
-            refused = int(self._script(
-                keys=[*keys, *(counter for counter, *_ in counters)],
-                args=[len(keys), store.ttl,
-                      *(n for _, most, life, add in counters for n in (most, life, add))]))
+            refused = int(
+                self._script(
+                    keys=[*keys, *(counter for counter, *_ in counters)],
+                    args=[
+                        len(keys),
+                        store.ttl,
+                        *(n for _, most, life, add in counters for n in (most, life, add)),
+                    ],
+                )
+            )
         if refused < 0:
             raise RuntimeError("token collision: the random source is broken")
         if refused:
@@ -114,24 +125,31 @@ class Issuer:
         return tokens
 
 
-def _counters(store: TokenStore, limits: Sequence[IssueLimit], now: int,
-              tokens: int) -> list[tuple[str, int, int, int]]:
+def _counters(
+    store: TokenStore, limits: Sequence[IssueLimit], now: int, tokens: int
+) -> list[tuple[str, int, int, int]]:
     """(key, most, TTL, what to add) of each limit's counter for the window ``now`` is
     in. A counter lives two windows, so it never ends inside its own, and longer than any
     token of its window: under ``volatile-ttl`` eviction a counter never goes before the
     tokens it counted."""
-    return [(f"{store.prefix}:issued:{_short(limit.who)}:{now // limit.seconds}",
-             limit.most, max(2 * limit.seconds, store.ttl + limit.seconds),
-             tokens + limit.uncounted)
-            for limit in limits]
+    return [
+        (
+            f"{store.prefix}:issued:{_short(limit.who)}:{now // limit.seconds}",
+            limit.most,
+            max(2 * limit.seconds, store.ttl + limit.seconds),
+            tokens + limit.uncounted,
+        )
+        for limit in limits
+    ]
 
 
 def _short(value: str) -> str:
     return hashlib.sha256(value.encode()).hexdigest()[:16]
 
 
-def _in_pipeline(store: TokenStore, keys: list[str],
-                 counters: list[tuple[str, int, int, int]]) -> int:
+def _in_pipeline(
+    store: TokenStore, keys: list[str], counters: list[tuple[str, int, int, int]]
+) -> int:
     """The script's work for a Cluster, in one pipeline: the tokens are set first and
     deleted when a limit refuses them."""
     pipe = store.client.pipeline(transaction=False)
@@ -145,7 +163,7 @@ def _in_pipeline(store: TokenStore, keys: list[str],
         if int(replies[2 * number - 2]) > most:
             store.client.delete(*keys)
             return number
-    return 0 if all(replies[2 * len(counters):]) else -1
+    return 0 if all(replies[2 * len(counters) :]) else -1
 
 
 class LocalLimits:

@@ -52,8 +52,13 @@ class SubmissionMixin:
         return db.scalar(select(cls).where(cls.submission_digest == digest))
 
 
-def stamped(db: Session, digest: str, fingerprint: str | None, view: Callable[[], T],
-            step: str | None = None) -> T:
+def stamped(
+    db: Session,
+    digest: str,
+    fingerprint: str | None,
+    view: Callable[[], T],
+    step: str | None = None,
+) -> T:
     """Run a protected view in ``db``, its new :class:`SubmissionMixin` rows stamped with the
     submission's digest and fingerprint when they are flushed (the view may flush), and
     the row it returns added, marked with the ``step`` still to do, and flushed: its

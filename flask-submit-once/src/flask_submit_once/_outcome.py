@@ -8,8 +8,17 @@ from typing import Any, Literal, TypeAlias
 
 __all__ = ["Kind", "Outcome"]
 
-Kind: TypeAlias = Literal["created", "duplicate", "changed", "invalid", "expired", "refused",
-                          "failed", "unconfirmed", "still_running"]
+Kind: TypeAlias = Literal[
+    "created",
+    "duplicate",
+    "changed",
+    "invalid",
+    "expired",
+    "refused",
+    "failed",
+    "unconfirmed",
+    "still_running",
+]
 
 
 @dataclass(frozen=True)
@@ -52,6 +61,7 @@ class Outcome:
 
     ``url`` is where the result is shown, when the form names one (``done``).
     """
+
     kind: Kind
     result: Any = None
     waited: bool = False

@@ -13,8 +13,15 @@ from ._errors import BadFormToken, NotUnicode
 from ._signed import is_signed
 from ._tokens import is_well_formed
 
-__all__ = ["TOKEN_HEADER", "RequestKind", "cross_site", "form_name", "json_body",
-           "request_kind", "submitted_token"]
+__all__ = [
+    "TOKEN_HEADER",
+    "RequestKind",
+    "cross_site",
+    "form_name",
+    "json_body",
+    "request_kind",
+    "submitted_token",
+]
 
 RequestKind = Literal["html", "htmx", "json"]
 #: The header a script may send the token in instead of the form field.

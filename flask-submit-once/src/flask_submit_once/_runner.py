@@ -49,15 +49,19 @@ UNREACHABLE = (RedisError, OperationalError, PoolTimeout)
 
 #: The lock, and whether this transaction wrote already (PostgreSQL gives a transaction
 #: an id at its first write, and only then): flushed work the app left in the session.
-_TRY_LOCK = ("SELECT pg_try_advisory_xact_lock(%(key)s), "
-             "pg_current_xact_id_if_assigned() IS NOT NULL")
-_UNSAVED = ("The session has unsaved changes before the submit's own transaction: make "
-            "them in the view, where they commit once with the token.")
+_TRY_LOCK = (
+    "SELECT pg_try_advisory_xact_lock(%(key)s), pg_current_xact_id_if_assigned() IS NOT NULL"
+)
+_UNSAVED = (
+    "The session has unsaved changes before the submit's own transaction: make "
+    "them in the view, where they commit once with the token."
+)
 
 
 class Landing(NamedTuple):
     """A committed result as read inside its transaction: the result, where it is shown,
     the fingerprint stored with it, and what its answer shows (made there too)."""
+
     result: Any
     url: str | None = None
     fingerprint: str | None = None
@@ -70,11 +74,19 @@ def lock_key(digest: str) -> int:
     return int.from_bytes(hashlib.sha256(digest.encode()).digest()[:8], "big", signed=True)
 
 
-def run_once(db: Session, *, digest: str, take: Callable[[], bool],
-             create: Callable[[Session, str], Landing],
-             find: Callable[[Session, str], Landing | None], wait: float,
-             fingerprint: str | None = None, redis_down_fallback: bool = False,
-             takeover: bool = False, sender: object = None) -> Outcome:
+def run_once(
+    db: Session,
+    *,
+    digest: str,
+    take: Callable[[], bool],
+    create: Callable[[Session, str], Landing],
+    find: Callable[[Session, str], Landing | None],
+    wait: float,
+    fingerprint: str | None = None,
+    redis_down_fallback: bool = False,
+    takeover: bool = False,
+    sender: object = None,
+) -> Outcome:
     """Take the mark ``digest`` names with ``take()`` and run ``create`` once.
 
     Raises :class:`Unavailable` when Redis or PostgreSQL does not answer before the mark
@@ -122,10 +134,18 @@ def run_once(db: Session, *, digest: str, take: Callable[[], bool],
 
 
 def _repeat(existing: Landing, fingerprint: str | None, waited: bool) -> Outcome:
-    changed = (fingerprint is not None and existing.fingerprint is not None
-               and existing.fingerprint != fingerprint)
-    return Outcome("changed" if changed else "duplicate", existing.result, waited,
-                   url=existing.url, shown=existing.shown)
+    changed = (
+        fingerprint is not None
+        and existing.fingerprint is not None
+        and existing.fingerprint != fingerprint
+    )
+    return Outcome(
+        "changed" if changed else "duplicate",
+        existing.result,
+        waited,
+        url=existing.url,
+        shown=existing.shown,
+    )
 
 
 def _take(take: Callable[[], bool], redis_down_fallback: bool, digest: str) -> bool | None:
@@ -137,14 +157,20 @@ def _take(take: Callable[[], bool], redis_down_fallback: bool, digest: str) -> b
         if not redis_down_fallback:
             raise
         # A timeout may even have taken the mark: the lock and the UNIQUE column decide.
-        log.warning("Redis unreachable at consume; %s is checked by the database alone",
-                    digest[:12])
+        log.warning(
+            "Redis unreachable at consume; %s is checked by the database alone", digest[:12]
+        )
         return None
 
 
-def _create_once(db: Session, digest: str, create: Callable[[Session, str], Landing],
-                 find: Callable[[Session, str], Landing | None], fingerprint: str | None,
-                 sender: object) -> Outcome:
+def _create_once(
+    db: Session,
+    digest: str,
+    create: Callable[[Session, str], Landing],
+    find: Callable[[Session, str], Landing | None],
+    fingerprint: str | None,
+    sender: object,
+) -> Outcome:
     """The mark is ours: run the transaction. Anything not handled here (an HTTP error the
     view raised, a KeyboardInterrupt) rolls back and propagates, the mark staying spent."""
     try:

@@ -40,8 +40,12 @@ def sent_fingerprint(token_field: str) -> str:
     (a repeat that differs only in it goes the long way, to the same answer)."""
     body = json_body()
     sent: Mapping[str, Any] = body if body is not None else request.form.to_dict(flat=False)
-    material = json.dumps({k: v for k, v in sent.items() if k != token_field},
-                          sort_keys=True, separators=(",", ":"), default=str)
+    material = json.dumps(
+        {k: v for k, v in sent.items() if k != token_field},
+        sort_keys=True,
+        separators=(",", ":"),
+        default=str,
+    )
     return hashlib.sha256(material.encode()).hexdigest()
 
 

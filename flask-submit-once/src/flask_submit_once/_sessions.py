@@ -17,8 +17,14 @@ from flask import Flask, has_request_context, request
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, scoped_session, sessionmaker
 
-__all__ = ["Sessions", "check", "close_request_session", "new_session", "request_session",
-           "set_up_sessions"]
+__all__ = [
+    "Sessions",
+    "check",
+    "close_request_session",
+    "new_session",
+    "request_session",
+    "set_up_sessions",
+]
 
 _KEY = "flask_submit_once.session"
 #: The app's own scoped_sessions this request used, removed when it ends.
@@ -39,17 +45,21 @@ Sessions: TypeAlias = sessionmaker[Session] | scoped_session[Any] | HasScopedSes
 def check(sessions: object) -> None:
     """Refuse, at start-up, what cannot give a session (``db.session.session_factory``,
     an engine), saying what to pass."""
-    if isinstance(sessions, sessionmaker | scoped_session) or \
-            isinstance(getattr(sessions, "session", None), scoped_session):
+    if isinstance(sessions, sessionmaker | scoped_session) or isinstance(
+        getattr(sessions, "session", None), scoped_session
+    ):
         return
-    raise TypeError("sessions must be a sessionmaker, a scoped_session or a Flask-SQLAlchemy "
-                    f"SQLAlchemy object (pass db itself), not {type(sessions).__name__}")
+    raise TypeError(
+        "sessions must be a sessionmaker, a scoped_session or a Flask-SQLAlchemy "
+        f"SQLAlchemy object (pass db itself), not {type(sessions).__name__}"
+    )
 
 
 def request_session(sessions: Sessions) -> Session:
     """This request's session."""
-    scoped = sessions if isinstance(sessions, scoped_session) else \
-        getattr(sessions, "session", None)
+    scoped = (
+        sessions if isinstance(sessions, scoped_session) else getattr(sessions, "session", None)
+    )
     if isinstance(scoped, scoped_session):
         if scoped is sessions and has_request_context():
             used: list[scoped_session[Any]] = request.environ.setdefault(_SCOPED_KEY, [])
@@ -68,8 +78,9 @@ def new_session(sessions: Sessions | None) -> Session:
     """A session outside any request (a command, a worker): closed by its caller."""
     if sessions is None:
         raise RuntimeError("SubmitOnce has no sessions: SubmitOnce(app, sessions=...).")
-    scoped = sessions if isinstance(sessions, scoped_session) else \
-        getattr(sessions, "session", None)
+    scoped = (
+        sessions if isinstance(sessions, scoped_session) else getattr(sessions, "session", None)
+    )
     if isinstance(scoped, scoped_session):
         return scoped()  # type: ignore[no-any-return]
     assert isinstance(sessions, sessionmaker)

@@ -17,8 +17,15 @@ from flask.typing import ResponseReturnValue
 from ._history import BackFriendlySessionInterface
 from ._signed import SignedTokens
 
-__all__ = ["DEFAULTS", "answer_lost_sessions", "back_shows_forms", "commands", "csrf_lives_as_long",
-           "read_settings", "signed_tokens"]
+__all__ = [
+    "DEFAULTS",
+    "answer_lost_sessions",
+    "back_shows_forms",
+    "commands",
+    "csrf_lives_as_long",
+    "read_settings",
+    "signed_tokens",
+]
 
 #: Every setting, with its default (``SUBMIT_ONCE_`` + the name).
 DEFAULTS: Mapping[str, Any] = {
@@ -50,8 +57,10 @@ def read_settings(app: Flask) -> None:
 def back_shows_forms(app: Flask) -> None:
     """Back shows a submitted form as it was (see _history.py): only in place of Flask's
     own session interface, never one the app chose."""
-    if (app.config["SUBMIT_ONCE_BACK_SHOWS_FORM"]
-            and type(app.session_interface) is SecureCookieSessionInterface):
+    if (
+        app.config["SUBMIT_ONCE_BACK_SHOWS_FORM"]
+        and type(app.session_interface) is SecureCookieSessionInterface
+    ):
         app.session_interface = BackFriendlySessionInterface()
 
 
@@ -60,12 +69,17 @@ def commands(resume_steps: Callable[..., dict[str, int]]) -> AppGroup:
     group = AppGroup("submit-once", help="Flask-Submit-Once's commands.")
 
     @group.command("resume")
-    @click.option("--wait", default=0.0, show_default=True,
-                  help="Seconds to wait for a row a request is working on.")
+    @click.option(
+        "--wait",
+        default=0.0,
+        show_default=True,
+        help="Seconds to wait for a row a request is working on.",
+    )
     def resume(wait: float) -> None:
         """Do the steps outside the database that submits left to do."""
         counts = resume_steps(wait=wait)
         click.echo(" ".join(f"{kind}={n}" for kind, n in sorted(counts.items())) or "nothing")
+
     return group
 
 
@@ -73,8 +87,10 @@ def signed_tokens(app: Flask, ttl: int) -> SignedTokens | None:
     if not app.config["SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY"]:
         return None
     if not app.secret_key:
-        raise RuntimeError("SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY signs tokens with the app's "
-                           "secret key: set SECRET_KEY before init_app.")
+        raise RuntimeError(
+            "SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY signs tokens with the app's "
+            "secret key: set SECRET_KEY before init_app."
+        )
     return SignedTokens(app.secret_key, ttl)
 
 
@@ -84,13 +100,18 @@ def csrf_lives_as_long(app: Flask, ttl: int) -> None:
     itself: with a longer TTL, init this extension first, or set the limit)."""
     limit = app.config.setdefault("WTF_CSRF_TIME_LIMIT", ttl)
     if limit is not None and int(limit) < ttl:
-        warnings.warn(f"WTF_CSRF_TIME_LIMIT ({limit} s) is shorter than SUBMIT_ONCE_TTL "
-                      f"({ttl} s): a form open longer fails Flask-WTF's check although its "
-                      "form token is still good. Set both to one value.", stacklevel=4)
+        warnings.warn(
+            f"WTF_CSRF_TIME_LIMIT ({limit} s) is shorter than SUBMIT_ONCE_TTL "
+            f"({ttl} s): a form open longer fails Flask-WTF's check although its "
+            "form token is still good. Set both to one value.",
+            stacklevel=4,
+        )
 
 
-def answer_lost_sessions(app: Flask, session_lost: Callable[[Exception], Response | None],
-                         ) -> None:
+def answer_lost_sessions(
+    app: Flask,
+    session_lost: Callable[[Exception], Response | None],
+) -> None:
     """Answer Flask-WTF's CSRFError on protected forms, unless the app answers it itself."""
     try:
         from flask_wtf.csrf import CSRFError  # type: ignore[import-untyped]
@@ -101,4 +122,5 @@ def answer_lost_sessions(app: Flask, session_lost: Callable[[Exception], Respons
 
     def lost(error: Exception) -> ResponseReturnValue:
         return session_lost(error) or error  # type: ignore[return-value]
+
     app.register_error_handler(CSRFError, lost)

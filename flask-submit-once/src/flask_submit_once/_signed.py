@@ -61,7 +61,7 @@ class SignedTokens:
         an expired form), :class:`~flask_submit_once.BadFormToken` when it was not signed
         here (400)."""
         try:
-            nonce, binding = self.serializer.loads(token[len(PREFIX):], max_age=self.ttl)
+            nonce, binding = self.serializer.loads(token[len(PREFIX) :], max_age=self.ttl)
         except SignatureExpired:
             raise SignedExpired() from None
         except (BadSignature, ValueError, TypeError):

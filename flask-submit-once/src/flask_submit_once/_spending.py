@@ -26,6 +26,7 @@ class Spending(NamedTuple):
     """How this request's token is spent: an issued token by its GETDEL; a signed one
     (drawn while Redis was away) by claiming its digest, or, with Redis still away, by
     the lock and the UNIQUE column alone."""
+
     digest: str
     take: Callable[[], bool]
     put_back: Callable[[], object]
@@ -37,18 +38,23 @@ class Spending(NamedTuple):
         store = st.store
         if not is_signed(token):
             digest = store.digest(token, session_id=sid, form=name)
-            return Spending(digest, lambda: store.consume_digest(digest),
-                            lambda: store.claim(digest), st.redis_down_fallback)
+            return Spending(
+                digest,
+                lambda: store.consume_digest(digest),
+                lambda: store.claim(digest),
+                st.redis_down_fallback,
+            )
         if st.signed is None:
             raise BadFormToken()
-        digest = store.digest(st.signed.nonce(token, session_id=sid, form=name),
-                              session_id=sid, form=name)
-        return Spending(digest, lambda: store.claim(digest), lambda: store.release(digest),
-                        True)
+        digest = store.digest(
+            st.signed.nonce(token, session_id=sid, form=name), session_id=sid, form=name
+        )
+        return Spending(digest, lambda: store.claim(digest), lambda: store.release(digest), True)
 
 
-def status_of(st: State, name: str, db: Session,
-              find: Callable[[Session, str], Landing | None]) -> Response:
+def status_of(
+    st: State, name: str, db: Session, find: Callable[[Session, str], Landing | None]
+) -> Response:
     """``done`` (and where), ``running``, or ``not_done`` (nothing was made: submitting it
     is safe) for the token this request carries, with nothing spent."""
     try:
@@ -56,8 +62,11 @@ def status_of(st: State, name: str, db: Session,
     except SignedExpired:
         return make_response({"status": "not_done", "location": None})
     try:
-        free = db.connection().exec_driver_sql(
-            "SELECT pg_try_advisory_xact_lock(%(key)s)", {"key": lock_key(digest)}).scalar()
+        free = (
+            db.connection()
+            .exec_driver_sql("SELECT pg_try_advisory_xact_lock(%(key)s)", {"key": lock_key(digest)})
+            .scalar()
+        )
         found = find(db, digest) if free else None
     finally:
         db.rollback()

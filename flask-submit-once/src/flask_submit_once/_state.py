@@ -27,6 +27,7 @@ class Settled(NamedTuple):
     """A submit this process saw land: where its result is shown, and the fingerprints
     of what it was sent as (the raw values) and what it stored. Plain values only: never
     an ORM object, which belongs to the session of the request that read it."""
+
     url: str | None
     raw: str | None
     stored: str | None
@@ -56,6 +57,7 @@ class SettledMemory:
 class State:
     """What :meth:`SubmitOnce.init_app <flask_submit_once.SubmitOnce.init_app>` made for
     one app."""
+
     app: Flask
     store: TokenStore
     issuer: Issuer
@@ -79,6 +81,8 @@ def state(app: Flask | None = None) -> State:
     """``app``'s (default: the current app's) state; a clear error before init_app."""
     found = (app or current_app).extensions.get(EXTENSION)
     if not isinstance(found, State):
-        raise RuntimeError("SubmitOnce is not set up on this app: call SubmitOnce(app) or "
-                           "submit_once.init_app(app) in the app factory.")
+        raise RuntimeError(
+            "SubmitOnce is not set up on this app: call SubmitOnce(app) or "
+            "submit_once.init_app(app) in the app factory."
+        )
     return found

@@ -77,8 +77,15 @@ class Step:
         except SQLAlchemyError:
             return None
 
-    def resume(self, bind: Engine | Connection, identity: Any, digest: str, *, wait: float,
-               url_of: Callable[[Any], str | None] = lambda _: None) -> Outcome:
+    def resume(
+        self,
+        bind: Engine | Connection,
+        identity: Any,
+        digest: str,
+        *,
+        wait: float,
+        url_of: Callable[[Any], str | None] = lambda _: None,
+    ) -> Outcome:
         """Do the step for the row of ``identity`` (its primary key) and ``digest`` if it
         is still to do, holding its lock on a connection of its own from ``bind``'s
         engine: created (done now), duplicate (done by whoever held the lock before),
@@ -97,12 +104,12 @@ class Step:
                 finally:
                     _unlock(conn, key)
         except UNREACHABLE as error:  # before the step began: it is still to do
-            log.warning("step %s of %s not begun: %s", self.name, digest[:12],
-                        type(error).__name__)
+            log.warning("step %s of %s not begun: %s", self.name, digest[:12], type(error).__name__)
             return Outcome("unconfirmed", error=error)
 
-    def _do(self, db: Session, identity: Any, digest: str,
-            url_of: Callable[[Any], str | None]) -> Outcome:
+    def _do(
+        self, db: Session, identity: Any, digest: str, url_of: Callable[[Any], str | None]
+    ) -> Outcome:
         row = db.get(self.model, identity, populate_existing=True)
         db.commit()  # no transaction while it calls elsewhere
         if row is None:
@@ -122,8 +129,7 @@ class Step:
         except Exception as error:  # not done, or not recorded: the next holder tries again
             with suppress(SQLAlchemyError):
                 db.rollback()
-            log.warning("step %s of %s not done: %s", self.name, digest[:12],
-                        type(error).__name__)
+            log.warning("step %s of %s not done: %s", self.name, digest[:12], type(error).__name__)
             return Outcome("unconfirmed", row, error=error, url=url)
         return Outcome("created", row, url=url_of(row))
 
@@ -151,8 +157,9 @@ def _locked(engine: Engine, key: int, wait: float) -> Connection | None:
     while True:
         conn = engine.connect()
         try:
-            got = bool(conn.exec_driver_sql("SELECT pg_try_advisory_lock(%(k)s)", {"k": key})
-                       .scalar())
+            got = bool(
+                conn.exec_driver_sql("SELECT pg_try_advisory_lock(%(k)s)", {"k": key}).scalar()
+            )
             conn.commit()
         except BaseException:
             conn.invalidate()  # it may hold the lock: never back in the pool

@@ -30,6 +30,7 @@ _ANSWERING = "flask_submit_once.answering"
 @dataclass(frozen=True)
 class Answering:
     """The submit a page answers: which form, and what its user is told."""
+
     form: str
     status: int
     reason: str

@@ -23,33 +23,45 @@ __all__ = ["submit_committed", "submit_decided", "token_consumed", "token_issued
 
 _signals = Namespace()
 
-token_issued = _signals.signal("submit-once-token-issued", doc="""\
+token_issued = _signals.signal(
+    "submit-once-token-issued",
+    doc="""\
 Sent after a token was issued for a rendering of a form: stored in Redis, or signed
 while Redis is away (``SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY``).
 
 Sender: the Flask app. Keyword arguments: ``form`` (the form's name).
-""")
+""",
+)
 
-token_consumed = _signals.signal("submit-once-token-consumed", doc="""\
+token_consumed = _signals.signal(
+    "submit-once-token-consumed",
+    doc="""\
 Sent right after the one Redis step handed this request the token (``GETDEL`` returned
 it, or a claim's ``SET NX`` succeeded) and before the view runs: inside the transaction,
 holding the advisory lock. Also sent when Redis is away and the database decides alone.
 
 Sender: the Flask app. Keyword arguments: ``digest``.
-""")
+""",
+)
 
-submit_committed = _signals.signal("submit-once-committed", doc="""\
+submit_committed = _signals.signal(
+    "submit-once-committed",
+    doc="""\
 Sent right after the COMMIT of the transaction the view's work ran in, before the
 answer is made.
 
 Sender: the Flask app. Keyword arguments: ``digest`` and ``result`` (what the view
 returned).
-""")
+""",
+)
 
-submit_decided = _signals.signal("submit-once-decided", doc="""\
+submit_decided = _signals.signal(
+    "submit-once-decided",
+    doc="""\
 Sent once a submit's outcome is known, before its answer is made.
 
 Sender: the Flask app. Keyword arguments: ``form`` (its name), ``outcome`` (an
 :class:`~flask_submit_once.Outcome`), ``seconds`` (how long the submit took) and
 ``digest``.
-""")
+""",
+)

@@ -53,6 +53,7 @@ def landed_on(answer: TestResponse) -> str | None:
 class FormPage:
     """One rendering of a form: where it is sent (its ``action``), its token and the
     hidden fields it carried (a CSRF token among them), as a browser holds it."""
+
     forms: OnceForms
     url: str
     token: str | None
@@ -61,12 +62,17 @@ class FormPage:
     def fields(self, data: Data) -> dict[str, Any]:
         """What a submit of this rendering sends: its hidden fields, its token and
         ``data`` (the fields the user filled in), as :meth:`submit` posts them."""
-        return {**self.hidden, **({self.forms.field: self.token} if self.token else {}),
-                **data}
+        return {**self.hidden, **({self.forms.field: self.token} if self.token else {}), **data}
 
-    def submit(self, data: Data, *, client: FlaskClient | None = None,
-               headers: Mapping[str, str] | None = None, json: bool = False,
-               to: str | None = None) -> TestResponse:
+    def submit(
+        self,
+        data: Data,
+        *,
+        client: FlaskClient | None = None,
+        headers: Mapping[str, str] | None = None,
+        json: bool = False,
+        to: str | None = None,
+    ) -> TestResponse:
         """Submit this rendering (again, if it was already): what Back + submit does.
         ``json``: as a script would, a JSON body (the CSRF token in ``X-CSRFToken``);
         ``headers``: say ``{"HX-Request": "true"}`` for htmx."""
@@ -85,9 +91,14 @@ class FormPage:
         (``how``: the keyword arguments of :meth:`submit`)."""
         return [self.submit(data, **how), self.submit(data, **how)]
 
-    def submit_concurrently(self, versions: Iterable[Data], *,
-                            headers: Mapping[str, str] | None = None, json: bool = False,
-                            to: str | None = None) -> list[TestResponse]:
+    def submit_concurrently(
+        self,
+        versions: Iterable[Data],
+        *,
+        headers: Mapping[str, str] | None = None,
+        json: bool = False,
+        to: str | None = None,
+    ) -> list[TestResponse]:
         """Each of ``versions`` submitted at once from its own connection of the same
         browser session (two tabs of one page, a storm of retries); the answers in the
         order of ``versions``."""
@@ -98,8 +109,9 @@ class FormPage:
 
         def send(number: int) -> None:
             start.wait()
-            answers[number] = self.submit(versions[number], client=clients[number],
-                                          headers=headers, json=json, to=to)
+            answers[number] = self.submit(
+                versions[number], client=clients[number], headers=headers, json=json, to=to
+            )
 
         threads = [threading.Thread(target=send, args=(n,)) for n in range(len(versions))]
         for thread in threads:
@@ -119,8 +131,9 @@ class OnceForms:
     def __init__(self, client: FlaskClient, *, field: str = "form_token") -> None:
         self.client, self.field = client, field
 
-    def open(self, url: str, *, form: int = 0,
-             headers: Mapping[str, str] | None = None) -> FormPage:
+    def open(
+        self, url: str, *, form: int = 0, headers: Mapping[str, str] | None = None
+    ) -> FormPage:
         """GET ``url`` and keep what its ``form``-th ``<form>`` carried (200 expected)."""
         response = self.client.get(url, headers=dict(headers or {}))
         assert response.status_code == 200, f"GET {url}: {response.status_code}"
@@ -156,8 +169,9 @@ class OnceForms:
         ``Content-Location``); returns where."""
         places = {landed_on(answer) for answer in answers}
         assert rows() == 1, f"{rows()} rows for one form"
-        assert len(places) == 1 and None not in places, \
+        assert len(places) == 1 and None not in places, (
             f"answers landed on {places} ({[a.status_code for a in answers]})"
+        )
         return str(places.pop())
 
 

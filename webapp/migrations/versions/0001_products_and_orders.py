@@ -37,10 +37,12 @@ def upgrade() -> None:
         sa.Column("email", sa.String(254), nullable=False),
         sa.Column("shipping_address", sa.String(500), nullable=False),
         sa.Column("status", sa.String(16), nullable=False, server_default="placed"),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False,
-                  server_default=sa.func.now()),
-        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False,
-                  server_default=sa.func.now()),
+        sa.Column(
+            "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+        ),
+        sa.Column(
+            "updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+        ),
         sa.CheckConstraint("quantity BETWEEN 1 AND 99", name="orders_quantity_range"),
         sa.CheckConstraint(
             "status IN ('placed', 'paid', 'shipped', 'cancelled', 'refunded')",

@@ -15,14 +15,17 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.add_column("orders", sa.Column("paid_cents", sa.Integer, nullable=False,
-                                      server_default="0"))
-    op.add_column("orders", sa.Column("refunded_cents", sa.Integer, nullable=False,
-                                      server_default="0"))
+    op.add_column("orders", sa.Column("paid_cents", sa.Integer, nullable=False, server_default="0"))
+    op.add_column(
+        "orders", sa.Column("refunded_cents", sa.Integer, nullable=False, server_default="0")
+    )
     op.create_check_constraint("orders_paid_cents_positive", "orders", "paid_cents >= 0")
     # A refund can never exceed what was paid, whoever applies it and however often.
-    op.create_check_constraint("orders_refund_within_paid", "orders",
-                               "refunded_cents >= 0 AND refunded_cents <= paid_cents")
+    op.create_check_constraint(
+        "orders_refund_within_paid",
+        "orders",
+        "refunded_cents >= 0 AND refunded_cents <= paid_cents",
+    )
 
 
 def downgrade() -> None:

@@ -20,8 +20,9 @@ def upgrade() -> None:
         "api_clients",
         sa.Column("id", sa.Integer, primary_key=True),
         sa.Column("name", sa.String(100), nullable=False, unique=True),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False,
-                  server_default=sa.func.now()),
+        sa.Column(
+            "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+        ),
     )
     op.create_table(
         "api_keys",
@@ -29,20 +30,25 @@ def upgrade() -> None:
         sa.Column("client_id", sa.Integer, sa.ForeignKey("api_clients.id"), nullable=False),
         # SHA-256 of the key: the key itself is shown once and never stored.
         sa.Column("key_hash", sa.String(64), nullable=False, unique=True),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False,
-                  server_default=sa.func.now()),
+        sa.Column(
+            "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+        ),
     )
-    op.add_column("orders", sa.Column("api_client_id", sa.Integer,
-                                      sa.ForeignKey("api_clients.id"), nullable=True))
+    op.add_column(
+        "orders",
+        sa.Column("api_client_id", sa.Integer, sa.ForeignKey("api_clients.id"), nullable=True),
+    )
     op.add_column("orders", sa.Column("idempotency_key", sa.String(255), nullable=True))
     op.add_column("orders", sa.Column("request_fingerprint", sa.String(64), nullable=True))
     op.add_column("orders", sa.Column("api_response", JSONB, nullable=True))
     # The last line of defence for the API: whatever Redis forgets, one client's
     # key names at most one order.
-    op.create_unique_constraint("orders_api_client_idempotency_key", "orders",
-                                ["api_client_id", "idempotency_key"])
+    op.create_unique_constraint(
+        "orders_api_client_idempotency_key", "orders", ["api_client_id", "idempotency_key"]
+    )
     op.create_check_constraint(
-        "orders_api_fields_together", "orders",
+        "orders_api_fields_together",
+        "orders",
         "(api_client_id IS NULL) = (idempotency_key IS NULL)"
         " AND (idempotency_key IS NULL) = (request_fingerprint IS NULL)",
     )
@@ -55,8 +61,9 @@ def upgrade() -> None:
         sa.Column("type", sa.String(64), nullable=False),
         sa.Column("order_id", sa.BigInteger, sa.ForeignKey("orders.id"), nullable=False),
         sa.Column("amount_cents", sa.Integer, nullable=False),
-        sa.Column("received_at", sa.DateTime(timezone=True), nullable=False,
-                  server_default=sa.func.now()),
+        sa.Column(
+            "received_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+        ),
     )
 
 

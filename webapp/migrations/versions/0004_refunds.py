@@ -22,8 +22,9 @@ def upgrade() -> None:
         sa.Column("order_id", sa.BigInteger, sa.ForeignKey("orders.id"), nullable=False),
         sa.Column("amount_cents", sa.Integer, nullable=False),
         sa.Column("message_id", sa.String(40), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False,
-                  server_default=sa.func.now()),
+        sa.Column(
+            "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+        ),
         sa.CheckConstraint("amount_cents > 0", name="refund_records_amount_positive"),
         # A message delivered twice (redelivery, a duplicate, two workers racing)
         # inserts once; the second insert fails here and is acked as done.

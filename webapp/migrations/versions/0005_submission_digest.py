@@ -17,11 +17,15 @@ depends_on = None
 def upgrade() -> None:
     op.alter_column("orders", "form_token_digest", new_column_name="submission_digest")
     # Renaming the UNIQUE constraint renames its index with it.
-    op.execute("ALTER TABLE orders RENAME CONSTRAINT orders_form_token_digest_key "
-               "TO orders_submission_digest_key")
+    op.execute(
+        "ALTER TABLE orders RENAME CONSTRAINT orders_form_token_digest_key "
+        "TO orders_submission_digest_key"
+    )
 
 
 def downgrade() -> None:
-    op.execute("ALTER TABLE orders RENAME CONSTRAINT orders_submission_digest_key "
-               "TO orders_form_token_digest_key")
+    op.execute(
+        "ALTER TABLE orders RENAME CONSTRAINT orders_submission_digest_key "
+        "TO orders_form_token_digest_key"
+    )
     op.alter_column("orders", "submission_digest", new_column_name="form_token_digest")

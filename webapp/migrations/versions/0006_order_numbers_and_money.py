@@ -28,27 +28,40 @@ CREATE FUNCTION new_order_number() RETURNS varchar(10) LANGUAGE sql VOLATILE AS 
   SELECT string_agg(substr('{ALPHABET}', 1 + floor(random() * {len(ALPHABET)})::int, 1), '')
     FROM generate_series(1, 10)
 $$"""
-PROBLEMS = ("amount_mismatch", "currency_mismatch", "order_closed", "after_cancel",
-            "extra_payment")
+PROBLEMS = ("amount_mismatch", "currency_mismatch", "order_closed", "after_cancel", "extra_payment")
 
 
 def upgrade() -> None:
     op.execute(NEW_ORDER_NUMBER)
     # A volatile default is evaluated per row: every existing order gets its own number.
-    op.add_column("orders", sa.Column("order_number", sa.String(10), nullable=False,
-                                      server_default=sa.text("new_order_number()")))
+    op.add_column(
+        "orders",
+        sa.Column(
+            "order_number",
+            sa.String(10),
+            nullable=False,
+            server_default=sa.text("new_order_number()"),
+        ),
+    )
     # Two existing orders drawing the same number (about 1 in 10^14 a pair): draw again.
-    op.execute("UPDATE orders SET order_number = new_order_number() WHERE id IN ("
-               "SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY order_number) AS n "
-               "FROM orders) numbered WHERE n > 1)")
+    op.execute(
+        "UPDATE orders SET order_number = new_order_number() WHERE id IN ("
+        "SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY order_number) AS n "
+        "FROM orders) numbered WHERE n > 1)"
+    )
     op.create_unique_constraint("orders_order_number_key", "orders", ["order_number"])
-    op.add_column("orders", sa.Column("currency", sa.String(3), nullable=False,
-                                      server_default="EUR"))
-    op.add_column("payment_events", sa.Column("currency", sa.String(3), nullable=False,
-                                              server_default="EUR"))
+    op.add_column(
+        "orders", sa.Column("currency", sa.String(3), nullable=False, server_default="EUR")
+    )
+    op.add_column(
+        "payment_events", sa.Column("currency", sa.String(3), nullable=False, server_default="EUR")
+    )
     op.add_column("payment_events", sa.Column("problem", sa.String(32), nullable=True))
-    op.create_check_constraint("payment_events_problem_known", "payment_events",
-                               f"problem IS NULL OR problem IN {PROBLEMS!r}")
+    op.create_check_constraint(
+        "payment_events_problem_known",
+        "payment_events",
+        f"problem IS NULL OR problem IN {PROBLEMS!r}",
+    )
 
 
 def downgrade() -> None:

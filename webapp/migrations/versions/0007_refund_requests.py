@@ -20,13 +20,16 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.add_column("orders", sa.Column("reserved_cents", sa.Integer, nullable=False,
-                                      server_default="0"))
+    op.add_column(
+        "orders", sa.Column("reserved_cents", sa.Integer, nullable=False, server_default="0")
+    )
     # What is refunded plus what is requested and not yet applied never exceeds
     # what was paid: a request over what is left fails here, whatever the form said.
     op.create_check_constraint(
-        "orders_reserved_within_paid", "orders",
-        "reserved_cents >= 0 AND refunded_cents + reserved_cents <= paid_cents")
+        "orders_reserved_within_paid",
+        "orders",
+        "reserved_cents >= 0 AND refunded_cents + reserved_cents <= paid_cents",
+    )
     op.create_table(
         "refund_requests",
         sa.Column("id", sa.BigInteger, primary_key=True),
@@ -36,20 +39,27 @@ def upgrade() -> None:
         sa.Column("status", sa.String(16), nullable=False, server_default="requested"),
         sa.Column("reason", sa.Text),
         sa.Column("published_at", sa.DateTime(timezone=True)),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False,
-                  server_default=sa.func.now()),
-        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False,
-                  server_default=sa.func.now()),
+        sa.Column(
+            "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+        ),
+        sa.Column(
+            "updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+        ),
         sa.CheckConstraint("amount_cents > 0", name="refund_requests_amount_positive"),
-        sa.CheckConstraint("status IN ('requested', 'applied', 'failed')",
-                           name="refund_requests_status_known"),
+        sa.CheckConstraint(
+            "status IN ('requested', 'applied', 'failed')", name="refund_requests_status_known"
+        ),
         # The form token's digest: a resubmit of the same form finds this row.
         sa.UniqueConstraint("idempotency_key", name="refund_requests_key_unique"),
     )
     op.create_index("refund_requests_order_id", "refund_requests", ["order_id"])
     # The relay's queue: small, because rows leave it as soon as they are published.
-    op.create_index("refund_requests_unpublished", "refund_requests", ["id"],
-                    postgresql_where=sa.text("published_at IS NULL"))
+    op.create_index(
+        "refund_requests_unpublished",
+        "refund_requests",
+        ["id"],
+        postgresql_where=sa.text("published_at IS NULL"),
+    )
 
 
 def downgrade() -> None:

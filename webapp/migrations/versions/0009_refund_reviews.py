@@ -27,31 +27,49 @@ BEFORE = ("requested", "applied", "failed")
 
 def upgrade() -> None:
     op.drop_constraint("refund_requests_status_known", "refund_requests")
-    op.create_check_constraint("refund_requests_status_known", "refund_requests",
-                               f"status IN {STATUSES!r}")
+    op.create_check_constraint(
+        "refund_requests_status_known", "refund_requests", f"status IN {STATUSES!r}"
+    )
     # The relay's queue is requested rows: one waiting for review (or rejected)
     # is never published, nor one applied before its relay marked it.
     op.drop_index("refund_requests_unpublished", "refund_requests")
-    op.create_index("refund_requests_unpublished", "refund_requests", ["id"],
-                    postgresql_where=sa.text("published_at IS NULL AND status = 'requested'"))
-    op.execute("UPDATE refund_requests SET published_at = NULL "
-               "WHERE status = 'requested' AND published_at IS NOT NULL")
+    op.create_index(
+        "refund_requests_unpublished",
+        "refund_requests",
+        ["id"],
+        postgresql_where=sa.text("published_at IS NULL AND status = 'requested'"),
+    )
+    op.execute(
+        "UPDATE refund_requests SET published_at = NULL "
+        "WHERE status = 'requested' AND published_at IS NOT NULL"
+    )
 
 
 def downgrade() -> None:
     # The older release would apply a request waiting for review at once: it is
     # failed instead (its reservation released), as a rejected one is.
-    op.execute(sa.text(
-        "UPDATE orders o SET reserved_cents = o.reserved_cents - r.cents FROM "
-        "(SELECT order_id, sum(amount_cents) AS cents FROM refund_requests "
-        " WHERE status = 'review' GROUP BY order_id) r WHERE o.id = r.order_id"))
-    op.execute(sa.text(
-        "UPDATE refund_requests SET status = 'failed', updated_at = now(), "
-        "reason = coalesce(reason, 'it was not reviewed, so nothing was refunded') "
-        "WHERE status IN ('review', 'rejected')"))
+    op.execute(
+        sa.text(
+            "UPDATE orders o SET reserved_cents = o.reserved_cents - r.cents FROM "
+            "(SELECT order_id, sum(amount_cents) AS cents FROM refund_requests "
+            " WHERE status = 'review' GROUP BY order_id) r WHERE o.id = r.order_id"
+        )
+    )
+    op.execute(
+        sa.text(
+            "UPDATE refund_requests SET status = 'failed', updated_at = now(), "
+            "reason = coalesce(reason, 'it was not reviewed, so nothing was refunded') "
+            "WHERE status IN ('review', 'rejected')"
+        )
+    )
     op.drop_constraint("refund_requests_status_known", "refund_requests")
-    op.create_check_constraint("refund_requests_status_known", "refund_requests",
-                               f"status IN {BEFORE!r}")
+    op.create_check_constraint(
+        "refund_requests_status_known", "refund_requests", f"status IN {BEFORE!r}"
+    )
     op.drop_index("refund_requests_unpublished", "refund_requests")
-    op.create_index("refund_requests_unpublished", "refund_requests", ["id"],
-                    postgresql_where=sa.text("published_at IS NULL"))
+    op.create_index(
+        "refund_requests_unpublished",
+        "refund_requests",
+        ["id"],
+        postgresql_where=sa.text("published_at IS NULL"),
+    )

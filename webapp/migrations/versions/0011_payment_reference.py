@@ -36,18 +36,28 @@ $$"""
 def upgrade() -> None:
     op.execute(NEW_PAYMENT_REFERENCE)
     # A volatile default is evaluated per row: every existing order gets its own.
-    op.add_column("orders", sa.Column("payment_reference", sa.String(36), nullable=False,
-                                      server_default=sa.text("new_payment_reference()")))
-    op.create_unique_constraint("orders_payment_reference_key", "orders",
-                                ["payment_reference"])
-    op.execute("UPDATE orders SET api_response = api_response"
-               " || jsonb_build_object('payment_reference', payment_reference)"
-               " WHERE api_response IS NOT NULL")
+    op.add_column(
+        "orders",
+        sa.Column(
+            "payment_reference",
+            sa.String(36),
+            nullable=False,
+            server_default=sa.text("new_payment_reference()"),
+        ),
+    )
+    op.create_unique_constraint("orders_payment_reference_key", "orders", ["payment_reference"])
+    op.execute(
+        "UPDATE orders SET api_response = api_response"
+        " || jsonb_build_object('payment_reference', payment_reference)"
+        " WHERE api_response IS NOT NULL"
+    )
 
 
 def downgrade() -> None:
-    op.execute("UPDATE orders SET api_response = api_response - 'payment_reference'"
-               " WHERE api_response IS NOT NULL")
+    op.execute(
+        "UPDATE orders SET api_response = api_response - 'payment_reference'"
+        " WHERE api_response IS NOT NULL"
+    )
     op.drop_constraint("orders_payment_reference_key", "orders")
     op.drop_column("orders", "payment_reference")
     op.execute("DROP FUNCTION new_payment_reference()")

@@ -33,14 +33,16 @@ TOGETHER = "orders_api_fields_together"
 
 
 def upgrade() -> None:
-    op.add_column("refund_requests",
-                  sa.Column("submission_fingerprint", sa.String(43), nullable=True))
+    op.add_column(
+        "refund_requests", sa.Column("submission_fingerprint", sa.String(43), nullable=True)
+    )
     for table in ("orders", "refund_requests"):
         op.add_column(table, sa.Column("submission_step", sa.String(64), nullable=True))
     op.drop_constraint(TOGETHER, "orders")
     op.drop_column("orders", "request_fingerprint")
-    op.create_check_constraint(TOGETHER, "orders",
-                               "(api_client_id IS NULL) = (idempotency_key IS NULL)")
+    op.create_check_constraint(
+        TOGETHER, "orders", "(api_client_id IS NULL) = (idempotency_key IS NULL)"
+    )
 
 
 def downgrade() -> None:
@@ -50,8 +52,11 @@ def downgrade() -> None:
     # constraint holds (a retry of these keys is then told the key was reused).
     op.execute("UPDATE orders SET request_fingerprint = '' WHERE api_client_id IS NOT NULL")
     op.create_check_constraint(
-        TOGETHER, "orders", "(api_client_id IS NULL) = (idempotency_key IS NULL)"
-                            " AND (idempotency_key IS NULL) = (request_fingerprint IS NULL)")
+        TOGETHER,
+        "orders",
+        "(api_client_id IS NULL) = (idempotency_key IS NULL)"
+        " AND (idempotency_key IS NULL) = (request_fingerprint IS NULL)",
+    )
     for table in ("orders", "refund_requests"):
         op.drop_column(table, "submission_step")
     op.drop_column("refund_requests", "submission_fingerprint")

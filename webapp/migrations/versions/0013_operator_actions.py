@@ -21,8 +21,12 @@ branch_labels = None
 depends_on = None
 
 #: (table, column): who did an action on that row.
-BY = (("orders", "shipped_by"), ("products", "changed_by"),
-      ("refund_requests", "reviewed_by"), ("refund_requests", "requeued_by"))
+BY = (
+    ("orders", "shipped_by"),
+    ("products", "changed_by"),
+    ("refund_requests", "reviewed_by"),
+    ("refund_requests", "requeued_by"),
+)
 #: As webapp.models.OPERATOR_MAX; copied, not imported, as in 0006.
 OPERATOR_MAX = 100
 
@@ -30,8 +34,7 @@ OPERATOR_MAX = 100
 def upgrade() -> None:
     for table, column in BY:
         op.add_column(table, sa.Column(column, sa.String(OPERATOR_MAX), nullable=True))
-    op.add_column("products", sa.Column("changed_at", sa.DateTime(timezone=True),
-                                        nullable=True))
+    op.add_column("products", sa.Column("changed_at", sa.DateTime(timezone=True), nullable=True))
 
 
 def downgrade() -> None:

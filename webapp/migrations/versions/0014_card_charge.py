@@ -28,23 +28,31 @@ PROVIDER_ID_MAX = 64
 STATUSES = ("placed", "charging", "paid", "shipped", "cancelled", "refunded", "declined")
 BEFORE = ("placed", "paid", "shipped", "cancelled", "refunded")
 COLUMNS = ("payment_method", "charge_id", "decline_code")
-PROBLEMS = ("amount_mismatch", "currency_mismatch", "order_closed", "after_cancel",
-            "extra_payment", "checkout_charge")
+PROBLEMS = (
+    "amount_mismatch",
+    "currency_mismatch",
+    "order_closed",
+    "after_cancel",
+    "extra_payment",
+    "checkout_charge",
+)
 PROBLEMS_BEFORE = PROBLEMS[:-1]
 
 
 def problems(known: tuple[str, ...]) -> None:
     op.drop_constraint("payment_events_problem_known", "payment_events")
-    op.create_check_constraint("payment_events_problem_known", "payment_events",
-                               f"problem IS NULL OR problem IN {known!r}")
+    op.create_check_constraint(
+        "payment_events_problem_known", "payment_events", f"problem IS NULL OR problem IN {known!r}"
+    )
 
 
 def upgrade() -> None:
     for column in COLUMNS:
         op.add_column("orders", sa.Column(column, sa.String(PROVIDER_ID_MAX), nullable=True))
     op.create_unique_constraint("orders_charge_id_key", "orders", ["charge_id"])
-    op.create_check_constraint("orders_charging_has_card", "orders",
-                               "status <> 'charging' OR payment_method IS NOT NULL")
+    op.create_check_constraint(
+        "orders_charging_has_card", "orders", "status <> 'charging' OR payment_method IS NOT NULL"
+    )
     op.drop_constraint("orders_status_known", "orders")
     op.create_check_constraint("orders_status_known", "orders", f"status IN {STATUSES!r}")
     problems(PROBLEMS)

@@ -36,14 +36,18 @@ def upgrade() -> None:
         sa.Column("submission_fingerprint", sa.String(DIGEST_LENGTH), nullable=True),
         sa.Column("submission_step", sa.String(64), nullable=True),
         sa.Column("changes", JSONB, nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False,
-                  server_default=sa.func.now()),
+        sa.Column(
+            "created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()
+        ),
     )
     op.create_index("order_amendments_order_id", "order_amendments", ["order_id"])
-    op.add_column("orders", sa.Column("placed_in_session", sa.String(DIGEST_LENGTH),
-                                      nullable=True))
-    op.create_index("orders_placed_in_session", "orders", ["placed_in_session", "created_at"],
-                    postgresql_where=sa.text("placed_in_session IS NOT NULL"))
+    op.add_column("orders", sa.Column("placed_in_session", sa.String(DIGEST_LENGTH), nullable=True))
+    op.create_index(
+        "orders_placed_in_session",
+        "orders",
+        ["placed_in_session", "created_at"],
+        postgresql_where=sa.text("placed_in_session IS NOT NULL"),
+    )
 
 
 def downgrade() -> None:
