@@ -1,6 +1,6 @@
 """A small surface: a handful of names from the package root, each documented, none of
-their signatures showing a private type; modules of one concern, no longer than ~250
-lines; no import circle inside the library; nothing imported that it does not declare.
+their signatures showing a private type; a module per stage of a submit; no import circle
+inside the library; nothing imported that it does not declare.
 
 ``python tests/test_surface.py`` prints the library's modules, their lines and imports.
 """

@@ -10,10 +10,10 @@ Everything a user of the library needs is one of the names below; the rest is pr
 """
 
 from . import signals
+from ._answers import Outcome
 from ._errors import BadFormToken, CrossSite, Refused, SubmitOnceError, TooManyForms, Unavailable
 from ._extension import SubmitOnce
 from ._model import SubmissionMixin
-from ._outcome import Outcome
 from ._tokens import TokenStore
 
 __version__ = "0.10.0"

@@ -1,40 +1,236 @@
-"""SubmitOnce, the Flask extension: settings, the Redis client, and the two decorators."""
+"""SubmitOnce, the Flask extension: its settings, the Redis client, the app's SQLAlchemy
+sessions, and the entry points of the two decorators.
+
+Per-app state lives in ``app.extensions["submit_once"]`` (a :class:`State`); the stages of
+a submit (``_form``, ``_idempotent``, ``_runner``, ``_answers``, ``_issuing``) are handed
+it by the view functions made here, and never import this module back.
+
+**The Redis client.** ``redis://``, ``rediss://`` (TLS) and ``unix://`` URLs name one
+server: the extension makes one client (one pool, bounded waits) for it. For a Redis
+Cluster or Sentinel, make the redis-py client yourself (``RedisCluster(...)``,
+``Sentinel(...).master_for(...)``) and hand it over: ``SubmitOnce(app, client=...)``.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import warnings
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
+from urllib.parse import urlsplit
 
+import click
+import redis
 from flask import Flask, Response, current_app, request
+from flask.cli import AppGroup
+from flask.sessions import SecureCookieSessionInterface
 from flask.typing import ResponseReturnValue
 from sqlalchemy.orm import Session
 
-from ._answers import Message, Page
-from ._form import Fields, ProtectedForm, protected_form
+from ._answers import Message, Outcome, Page, TemplateHelper
+from ._form import Fields, ProtectedForm, SettledMemory
 from ._idempotent import IdempotentView
-from ._issuing import issue
-from ._limits import Issuer
-from ._model import SubmissionMixin
-from ._outcome import Outcome
-from ._redis import client_for
-from ._requests import form_name
-from ._sessions import Sessions, request_session, set_up_sessions
-from ._setup import (
-    answer_lost_sessions,
-    back_shows_forms,
-    commands,
-    csrf_lives_as_long,
-    read_settings,
-    signed_tokens,
+from ._issuing import (
+    NAME_ATTRIBUTE,
+    BackFriendlySessionInterface,
+    Issuer,
+    LocalLimits,
+    SignedTokens,
+    form_name,
+    issue,
 )
-from ._state import EXTENSION, State, state
-from ._steps import Then, resume_all
-from ._templating import TemplateHelper
+from ._model import Sessions, SubmissionMixin, request_session, set_up_sessions
+from ._runner import Then, resume_all
 from ._tokens import RedisClient, TokenStore
 
-__all__ = ["SubmitOnce"]
+__all__ = ["DEFAULTS", "State", "SubmitOnce", "state"]
 
 View = TypeVar("View", bound=Callable[..., Any])
+
+EXTENSION = "submit_once"
+#: Where a protected form's view function keeps its :class:`ProtectedForm`.
+_FORM = "_submit_once_form"
+
+
+# Settings
+
+#: Every setting, with its default (``SUBMIT_ONCE_`` + the name).
+DEFAULTS: Mapping[str, Any] = {
+    "TTL": 3600,
+    "WAIT_SECONDS": 10.0,
+    "MAX_PER_SESSION": 200,
+    "MAX_PER_CLIENT_PER_MINUTE": 120,
+    "REDIS_DOWN_FALLBACK": False,
+    "PREFIX": "so",
+    "FIELD": "form_token",
+    "BACK_SHOWS_FORM": True,
+    "SIGNED_WHEN_REDIS_AWAY": False,
+}
+
+
+def read_settings(app: Flask) -> None:
+    """Every ``SUBMIT_ONCE_*`` setting the app did not set gets its default; a setting of
+    0.9's (``FORM_TOKENS_*``) stops start-up, naming its new name."""
+    old = sorted(key for key in app.config if key.startswith("FORM_TOKENS_"))
+    if old:
+        raise RuntimeError(f"{old[0]} was renamed: set SUBMIT_ONCE_{old[0][12:]} instead.")
+    app.config.setdefault("SUBMIT_ONCE_REDIS_URL", app.config.get("REDIS_URL"))
+    for name, default in DEFAULTS.items():
+        # A test app's own suite opens many forms from one address.
+        fallback = 0 if name == "MAX_PER_CLIENT_PER_MINUTE" and app.testing else default
+        app.config.setdefault(f"SUBMIT_ONCE_{name}", fallback)
+
+
+def back_shows_forms(app: Flask) -> None:
+    """Back shows a submitted form as it was (see _history.py): only in place of Flask's
+    own session interface, never one the app chose."""
+    if (
+        app.config["SUBMIT_ONCE_BACK_SHOWS_FORM"]
+        and type(app.session_interface) is SecureCookieSessionInterface
+    ):
+        app.session_interface = BackFriendlySessionInterface()
+
+
+def signed_tokens(app: Flask, ttl: int) -> SignedTokens | None:
+    if not app.config["SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY"]:
+        return None
+    if not app.secret_key:
+        raise RuntimeError(
+            "SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY signs tokens with the app's "
+            "secret key: set SECRET_KEY before init_app."
+        )
+    return SignedTokens(app.secret_key, ttl)
+
+
+def csrf_lives_as_long(app: Flask, ttl: int) -> None:
+    """A CSRF token should live as long as the form token it travels with. A limit the
+    app set is its own: kept, with a warning if shorter (CSRFProtect.init_app sets 3600
+    itself: with a longer TTL, init this extension first, or set the limit)."""
+    limit = app.config.setdefault("WTF_CSRF_TIME_LIMIT", ttl)
+    if limit is not None and int(limit) < ttl:
+        warnings.warn(
+            f"WTF_CSRF_TIME_LIMIT ({limit} s) is shorter than SUBMIT_ONCE_TTL "
+            f"({ttl} s): a form open longer fails Flask-WTF's check although its "
+            "form token is still good. Set both to one value.",
+            stacklevel=4,
+        )
+
+
+def answer_lost_sessions(
+    app: Flask,
+    session_lost: Callable[[Exception], Response | None],
+) -> None:
+    """Answer Flask-WTF's CSRFError on protected forms, unless the app answers it itself."""
+    try:
+        from flask_wtf.csrf import CSRFError  # type: ignore[import-untyped]
+    except ImportError:
+        return
+    if CSRFError in app.error_handler_spec.get(None, {}).get(400, {}):
+        return
+
+    def lost(error: Exception) -> ResponseReturnValue:
+        return session_lost(error) or error  # type: ignore[return-value]
+
+    app.register_error_handler(CSRFError, lost)
+
+
+def commands(resume_steps: Callable[..., dict[str, int]]) -> AppGroup:
+    """``flask submit-once resume``: the sweeper, for cron or a worker."""
+    group = AppGroup("submit-once", help="Flask-Submit-Once's commands.")
+
+    @group.command("resume")
+    @click.option(
+        "--wait",
+        default=0.0,
+        show_default=True,
+        help="Seconds to wait for a row a request is working on.",
+    )
+    def resume(wait: float) -> None:
+        """Do the steps outside the database that submits left to do."""
+        counts = resume_steps(wait=wait)
+        click.echo(" ".join(f"{kind}={n}" for kind, n in sorted(counts.items())) or "nothing")
+
+    return group
+
+
+# The Redis client
+
+#: A dead Redis costs a request two seconds, never a hung worker.
+TIMEOUTS = {"socket_timeout": 2.0, "socket_connect_timeout": 2.0}
+
+
+def client_for(url: str | None) -> redis.Redis:
+    """A client for a one-server ``url``, shared by threads, replies as ``str``."""
+    if not url:
+        raise RuntimeError(
+            "SubmitOnce needs SUBMIT_ONCE_REDIS_URL (or REDIS_URL) set, or a "
+            "client: SubmitOnce(app, client=redis.Redis(...))."
+        )
+    scheme = urlsplit(url).scheme
+    if scheme not in ("redis", "rediss", "unix"):
+        raise RuntimeError(
+            f"SUBMIT_ONCE_REDIS_URL: {scheme}:// is not a one-server URL "
+            "(redis://, rediss://, unix://). For a Cluster or Sentinel, make "
+            "the redis-py client and pass it: SubmitOnce(app, client=...)."
+        )
+    return redis.Redis.from_url(url, decode_responses=True, health_check_interval=30, **TIMEOUTS)
+
+
+# One app's state
+
+
+@dataclass
+class State:
+    """What :meth:`SubmitOnce.init_app <flask_submit_once.SubmitOnce.init_app>` made for
+    one app."""
+
+    app: Flask
+    store: TokenStore
+    issuer: Issuer
+    sessions: Sessions | None
+    field: str
+    wait: float
+    redis_down_fallback: bool
+    #: Signed tokens for forms drawn while Redis is away (SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY).
+    signed: SignedTokens | None = None
+    settled: SettledMemory = dataclasses.field(default_factory=SettledMemory)
+    local_limits: LocalLimits = dataclasses.field(default_factory=LocalLimits)
+    #: When this process last issued signed tokens because Redis was away (None: it is not).
+    degraded_since: float | None = None
+
+    def setting(self, name: str) -> Any:
+        """A setting read when it is used, so a test may change it on a live app."""
+        return self.app.config[f"SUBMIT_ONCE_{name}"]
+
+    def request_session(self, sessions: Sessions | None, missing: str) -> Session:
+        """This request's session from ``sessions`` (a decorator's own), else from the
+        extension's; ``missing`` is the error's words when there are none."""
+        found = sessions if sessions is not None else self.sessions
+        if found is None:
+            raise RuntimeError(missing)
+        return request_session(found)
+
+
+def protected_form(view: object) -> ProtectedForm | None:
+    """The protected form a view function is, if it is one."""
+    protected = getattr(view, _FORM, None)
+    return protected if isinstance(protected, ProtectedForm) else None
+
+
+def state(app: Flask | None = None) -> State:
+    """``app``'s (default: the current app's) state; a clear error before init_app."""
+    found = (app or current_app).extensions.get(EXTENSION)
+    if not isinstance(found, State):
+        raise RuntimeError(
+            "SubmitOnce is not set up on this app: call SubmitOnce(app) or "
+            "submit_once.init_app(app) in the app factory."
+        )
+    return found
+
+
+# The extension
 
 
 class SubmitOnce:
@@ -74,7 +270,7 @@ class SubmitOnce:
         store = TokenStore(
             client, ttl=int(app.config["SUBMIT_ONCE_TTL"]), prefix=app.config["SUBMIT_ONCE_PREFIX"]
         )
-        app.extensions[EXTENSION] = State(
+        st = app.extensions[EXTENSION] = State(
             app=app,
             store=store,
             issuer=Issuer(store),
@@ -85,7 +281,7 @@ class SubmitOnce:
             signed=signed_tokens(app, store.ttl),
         )
         csrf_lives_as_long(app, store.ttl)
-        app.jinja_env.globals["submit_once"] = TemplateHelper()
+        app.jinja_env.globals["submit_once"] = TemplateHelper(st)
         answer_lost_sessions(app, self.session_lost)
         app.cli.add_command(commands(self.resume))
         back_shows_forms(app)
@@ -107,10 +303,9 @@ class SubmitOnce:
     def session(self) -> Session:
         """This request's SQLAlchemy session, the one its submit runs in (read a form's
         choices through it, and the submit opens no second one)."""
-        found = state().sessions
-        if found is None:
-            raise RuntimeError("SubmitOnce has no sessions: SubmitOnce(app, sessions=...).")
-        return request_session(found)
+        return state().request_session(
+            None, "SubmitOnce has no sessions: SubmitOnce(app, sessions=...)."
+        )
 
     def issue(self, *endpoints: str) -> None:
         """Issue the tokens of a page's forms (by the endpoints they are sent to) in one
@@ -189,21 +384,27 @@ class SubmitOnce:
         page = Page(template, fragment, result_fragment, dict(messages or {}), context)
 
         def decorate(view: View) -> View:
-            return cast(
-                View,
-                ProtectedForm(
-                    view,
-                    form=form,
-                    model=model,
-                    find=find,
-                    done=done,
-                    fields=fields,
-                    page=page,
-                    answer=answer,
-                    sessions=sessions,
-                    then=then,
-                ).view_function(name),
+            protected = ProtectedForm(
+                view,
+                form=form,
+                model=model,
+                find=find,
+                done=done,
+                fields=fields,
+                page=page,
+                answer=answer,
+                sessions=sessions,
+                then=then,
             )
+
+            @functools.wraps(view)
+            def submit(**view_args: Any) -> Response:
+                return protected.submit(state(), view_args)
+
+            setattr(submit, _FORM, protected)
+            if name:
+                setattr(submit, NAME_ATTRIBUTE, name)
+            return cast(View, submit)
 
         return decorate
 
@@ -254,23 +455,26 @@ class SubmitOnce:
         """
 
         def decorate(view: View) -> View:
-            return cast(
-                View,
-                IdempotentView(
-                    view,
-                    key=key,
-                    scope=scope,
-                    model=model,
-                    find=find,
-                    respond=respond,
-                    answer=answer,
-                    fingerprint=fingerprint,
-                    ttl=ttl,
-                    wait=wait,
-                    name=name,
-                    sessions=sessions,
-                ).view_function(),
+            once = IdempotentView(
+                view,
+                key=key,
+                scope=scope,
+                model=model,
+                find=find,
+                respond=respond,
+                answer=answer,
+                fingerprint=fingerprint,
+                ttl=ttl,
+                wait=wait,
+                name=name,
+                sessions=sessions,
             )
+
+            @functools.wraps(view)
+            def once_per_key(**view_args: Any) -> Response:
+                return once.handle(state(), view_args)
+
+            return cast(View, once_per_key)
 
         return decorate
 
@@ -297,7 +501,7 @@ class SubmitOnce:
         if protected is None:
             return None
         try:
-            return protected.session_lost()
+            return protected.session_lost(state())
         except Exception as raised:  # CrossSite, or the form maker's 404, 400 or 503: in
             # an error handler it would be a 500; answered as the app answers it in a view
             return current_app.make_response(current_app.handle_user_exception(raised))
