@@ -2,7 +2,7 @@
 script that wants JSON (``fetch()``, an API client); and ``submit_once`` in templates.
 
 What happened to a submit is one :class:`Outcome`, whose ``kind`` says what the user is
-shown: a landing on the result (303, ``HX-Redirect``, the result's fragment in place,
+shown: a committed on the result (303, ``HX-Redirect``, the result's fragment in place,
 201/200 JSON), or the form again with the status and token its reason calls for
 (:data:`AGAIN`), or a problem+json for a script.
 
@@ -28,7 +28,7 @@ from markupsafe import Markup
 from werkzeug.exceptions import HTTPException
 
 from ._errors import Unavailable
-from ._issuing import form_name, issue, issued, keep
+from ._issuing import form_name, request_token, reuse_token, tokens_for_page
 
 if TYPE_CHECKING:
     from ._extension import State
@@ -42,10 +42,10 @@ __all__ = [
     "Outcome",
     "Page",
     "TemplateHelper",
-    "again",
+    "form_again",
     "check_done",
     "key_problem",
-    "landed",
+    "to_result",
     "refused_request",
     "request_kind",
     "result_url",
@@ -78,7 +78,7 @@ class Outcome:
     ``kind`` is one of:
 
     ``"created"``
-        this request spent the token and committed ``result`` (what the view returned).
+        this request consumed the token and committed ``result`` (what the view returned).
     ``"duplicate"``
         an earlier request with this token committed ``result`` (a double click, a
         reload, Back + submit, a retry); ``waited`` when it was still running.
@@ -87,19 +87,19 @@ class Outcome:
         (Back, edit, submit; a duplicated tab): nothing new was done, and what this
         request sent is not in ``result``.
     ``"invalid"``
-        the form's fields did not validate; nothing was spent (the form is shown again
+        the form's fields did not validate; nothing was consumed (the form is shown again
         with the input and the same token, 422).
     ``"expired"``
         nothing exists for this token: it expired, was never issued here, or the request
-        that spent it failed (``waited`` is then usually true).
+        that consumed it failed (``waited`` is then usually true).
     ``"refused"``
         the view raised :class:`~flask_submit_once.Refused` (``error``); nothing committed.
     ``"failed"``
-        the transaction failed after the token was spent (``error``); nothing committed.
+        the transaction failed after the token was consumed (``error``); nothing committed.
     ``"unconfirmed"``
         the database connection died mid-transaction, perhaps during the COMMIT: nobody
-        knows whether ``result`` was committed. The token was put back, so resubmitting
-        *the same* token settles it (it lands on the row, or makes it once).
+        knows whether ``result`` was committed. The token was restored, so resubmitting
+        *the same* token tells (it is taken to the row, or makes it once).
     ``"still_running"``
         the request holding the token ran past the wait bound; resubmitting later is safe.
 
@@ -223,7 +223,7 @@ class Page:
         return words
 
 
-def landed(page: Page, url: str | None, *, created: bool, result: object = None) -> Response:
+def to_result(page: Page, url: str | None, *, created: bool, result: object = None) -> Response:
     """The answer that takes the user to the result at ``url``: 303 for a plain POST (and
     Turbo); for htmx, the result's fragment in place (with ``Content-Location``) or
     ``HX-Redirect``; for a script, 201 or 200 JSON with ``Location``."""
@@ -246,7 +246,7 @@ def landed(page: Page, url: str | None, *, created: bool, result: object = None)
     return response
 
 
-def again(
+def form_again(
     state: State,
     page: Page,
     name: str,
@@ -265,14 +265,14 @@ def again(
     existing_url = outcome.url if outcome is not None and reason == "changed" else None
     status, which = AGAIN[reason]
     if which == "same" and sent:
-        keep(name, sent)
+        reuse_token(name, sent)
     else:
         try:
-            issue(state, [name])
+            tokens_for_page(state, [name])
         except Unavailable:
             if sent:
-                # Spent: its resubmit is told "expired" once Redis is back.
-                keep(name, sent)
+                # Consumed: its resubmit is told "expired" once Redis is back.
+                reuse_token(name, sent)
             reason, message = "unavailable", None
             status = AGAIN[reason][0]
     words = message or page.message(reason, outcome)
@@ -314,7 +314,7 @@ def _problem(
         more["errors"] = {field: list(messages) for field, messages in errors.items()}
     if existing_url:
         more["existing"] = existing_url
-    token = issued(name)
+    token = request_token(name)
     if token:
         more[state.field] = token
     if reason == "session_lost":
@@ -324,7 +324,7 @@ def _problem(
 
 
 def refused_request(error: HTTPException) -> Response:
-    """A request refused before anything was spent (its token, its text): problem+json for
+    """A request refused before anything was consumed (its token, its text): problem+json for
     a script; raised again otherwise, for the app's own error page."""
     if request_kind() != "json":
         raise error
@@ -354,7 +354,7 @@ KEY_PROBLEMS: Mapping[str, tuple[int, str]] = {
 
 
 def key_problem(outcome: Outcome) -> Response:
-    """An idempotent view's problem+json for an outcome that did not land."""
+    """An idempotent view's problem+json for an outcome that did not take effect."""
     status, detail = KEY_PROBLEMS.get(outcome.kind, KEY_PROBLEMS["failed"])
     if outcome.kind == "refused" and str(outcome.error):
         detail = str(outcome.error)
@@ -400,8 +400,8 @@ def result_url(done: str | Callable[[Any], str] | None, result: object) -> str |
 
 
 def check_done(done: str | Callable[[Any], str] | None, model: type | None) -> None:
-    """Before any token is spent: every value of ``done``'s URL must come from the model's
-    attributes or this request's URL (else each submit would spend its token and fail)."""
+    """Before any token is consumed: every value of ``done``'s URL must come from the model's
+    attributes or this request's URL (else each submit would consumable its token and fail)."""
     if not isinstance(done, str) or model is None:
         return
     missing = [
@@ -462,10 +462,10 @@ class TemplateHelper:
         form whose token Redis cannot give is drawn without one (None) rather than
         losing the answered form's input."""
         name = form_name(endpoint, values)
-        token = issued(name)
+        token = request_token(name)
         if token is None:
             try:
-                token = issue(self._state, [name])[name]
+                token = tokens_for_page(self._state, [name])[name]
             except Unavailable:
                 if answering() is None:
                     # A page of forms with no token to give: the app's 503.

@@ -23,8 +23,8 @@ class Refused(SubmitOnceError):
 
 
 class Unavailable(SubmitOnceError, ServiceUnavailable):
-    """Redis or PostgreSQL did not answer before the token was spent: nothing was
-    spent or written, so the token is still good (503). The cause is ``__cause__``."""
+    """Redis or PostgreSQL did not answer before the token was consumed: nothing was
+    consumed or written, so the token is still good (503). The cause is ``__cause__``."""
 
     description = (
         "We could not reach our systems just now, so nothing was saved. "
@@ -74,7 +74,7 @@ _TOO_MANY = {
 class CrossSite(SubmitOnceError, Forbidden):
     """Another site's page asked for a form without navigating to it (an iframe, an
     image, a script, a prefetch), or posted one whose session check failed (403). No
-    token is issued or spent, nothing sent is shown back, no cookie is set."""
+    token is issued or consumed, nothing sent is shown back, no cookie is set."""
 
     description = (
         "This form works only from our own pages, so nothing was done. Open it from our site."

@@ -30,16 +30,16 @@ from flask.typing import ResponseReturnValue
 from sqlalchemy.orm import Session
 
 from ._answers import Message, Outcome, Page, TemplateHelper
-from ._form import Fields, ProtectedForm, SettledMemory
+from ._form import Fields, ProtectedForm, RecentSubmits
 from ._idempotent import IdempotentView
 from ._issuing import (
     NAME_ATTRIBUTE,
     BackFriendlySessionInterface,
-    Issuer,
+    LimitedTokens,
     LocalLimits,
     SignedTokens,
     form_name,
-    issue,
+    tokens_for_page,
 )
 from ._model import Sessions, SubmissionMixin, request_session, set_up_sessions
 from ._runner import Then, resume_all
@@ -188,14 +188,14 @@ class State:
 
     app: Flask
     store: TokenStore
-    issuer: Issuer
+    limited_tokens: LimitedTokens
     sessions: Sessions | None
     field: str
     wait: float
     redis_down_fallback: bool
     #: Signed tokens for forms drawn while Redis is away (SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY).
     signed: SignedTokens | None = None
-    settled: SettledMemory = dataclasses.field(default_factory=SettledMemory)
+    recent: RecentSubmits = dataclasses.field(default_factory=RecentSubmits)
     local_limits: LocalLimits = dataclasses.field(default_factory=LocalLimits)
     #: When this process last issued signed tokens because Redis was away (None: it is not).
     degraded_since: float | None = None
@@ -273,7 +273,7 @@ class SubmitOnce:
         st = app.extensions[EXTENSION] = State(
             app=app,
             store=store,
-            issuer=Issuer(store),
+            limited_tokens=LimitedTokens(store),
             sessions=sessions,
             field=app.config["SUBMIT_ONCE_FIELD"],
             wait=float(app.config["SUBMIT_ONCE_WAIT_SECONDS"]),
@@ -311,7 +311,7 @@ class SubmitOnce:
         """Issue the tokens of a page's forms (by the endpoints they are sent to) in one
         round trip before its template draws them; without it each
         ``submit_once.input(...)`` issues its own."""
-        issue(state(), [form_name(endpoint) for endpoint in endpoints])
+        tokens_for_page(state(), [form_name(endpoint) for endpoint in endpoints])
 
     def form(
         self,
@@ -438,7 +438,7 @@ class SubmitOnce:
         ``Idempotent-Replayed: true``; a repeat with another request (method, path,
         body) is a 422, one that finds the first still running a 409 (``Retry-After``).
         A view that raises, refuses or fails gives the key back, so the caller can retry
-        it; an unconfirmed COMMIT keeps it, so the retry lands on the row or makes it.
+        it; an unconfirmed COMMIT keeps it, so the retry finds the row or makes it.
 
         :param key: gives the key (raise an HTTP error for a malformed one; a
             ``LookupError``, as of a header not sent, is a 400 problem).

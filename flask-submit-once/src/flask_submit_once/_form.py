@@ -2,7 +2,7 @@
 <flask_submit_once.SubmitOnce.form>` puts around a view::
 
     token: its shape (400), before Redis or the database is touched
-    a repeat this process saw land, sent with the same values -> its answer (GETDEL only)
+    a repeat this process recently saw take effect, sent alike -> its answer (GETDEL only)
     the form: validate -> invalid: 422, the input and the same token (the database away: 503)
     the transaction (_runner): lock, GETDEL, the view's row, its digest and fingerprint, COMMIT
     the answer for the outcome, as the request asked (_answers: page, htmx, JSON)
@@ -39,17 +39,17 @@ from . import signals
 from ._answers import (
     Outcome,
     Page,
-    again,
     check_done,
-    landed,
+    form_again,
     refused_request,
     request_kind,
     result_url,
+    to_result,
 )
 from ._errors import BadFormToken, CrossSite, NotUnicode, Unavailable
 from ._issuing import SignedExpired, form_name, is_signed
-from ._model import Sessions, SubmissionMixin, stamped
-from ._runner import UNREACHABLE, Landing, Spending, Step, Then, run_once, settled, status
+from ._model import Sessions, SubmissionMixin, add_submission
+from ._runner import UNREACHABLE, Committed, Consumable, Step, Then, run_once, status, step_outcome
 from ._tokens import is_well_formed
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ __all__ = [
     "TOKEN_HEADER",
     "Fields",
     "ProtectedForm",
-    "SettledMemory",
+    "RecentSubmits",
     "fingerprint",
     "json_body",
 ]
@@ -69,7 +69,7 @@ __all__ = [
 Fields: TypeAlias = Sequence[str] | Callable[[Any], Mapping[str, object]]
 #: The header a script may send the token in instead of the form field.
 TOKEN_HEADER = "X-Submit-Once-Token"
-#: A script asking what became of a submit it could not see answered, without spending
+#: A script asking what became of a submit it could not see answered, without consuming
 #: anything: the same POST with this header set to 1.
 CHECK_HEADER = "X-Submit-Once-Check"
 
@@ -110,7 +110,7 @@ class ProtectedForm:
         self.step = Step(then.__name__, then, model) if then and model else None
 
     def submit(self, st: State, view_args: Mapping[str, Any]) -> Response:
-        """The view's submit, answered; a request refused before anything was spent (its
+        """The view's submit, answered; a request refused before anything was consumed (its
         token, its text) is answered in JSON to a script."""
         try:
             return self.handle(st, view_args)
@@ -127,16 +127,16 @@ class ProtectedForm:
             self.checked.add(st.app)
         started = time.perf_counter()
         try:
-            spend = Spending.of(st, token, name)
+            consumable = Consumable.of(st, token, name)
         except SignedExpired:
             return self.respond(st, Outcome("expired"), name, token, self.make_form(), "", started)
-        digest = spend.digest
+        digest = consumable.digest
         raw = sent_fingerprint(st.field)
-        known = st.settled.get(digest)
+        known = st.recent.get(digest)
         if known is not None and known.raw == raw:
-            # Spent, its row committed: the answer is settled (GETDEL: a token a failover revived).
+            # Consumed, its row committed: the answer is known (GETDEL: a token a failover revived).
             with suppress(RedisError):
-                spend.take()
+                consumable.consume()
             outcome, form = Outcome("duplicate", url=known.url), None
             if self.answer is not None or (
                 self.page.result_fragment is not None and request_kind() == "htmx"
@@ -145,7 +145,7 @@ class ProtectedForm:
                 form = self.form() if self.form is not None else None
                 try:
                     found = self.find(self.session(st), digest)
-                except SQLAlchemyError:  # known.url is answer enough: land there
+                except SQLAlchemyError:  # known.url is answer enough: go there
                     found = None
                 outcome = Outcome("duplicate", found.result if found else None, url=known.url)
             return self.respond(st, outcome, name, token, form, digest, started)
@@ -160,14 +160,14 @@ class ProtectedForm:
                 stored = fingerprint(self.values(form))
                 if not valid:
                     return self.invalid(st, name, token, form, digest, stored, started)
-            except UNREACHABLE:  # away before anything was spent: the input, the same token
+            except UNREACHABLE:  # away before anything was consumed: the input, the same token
                 with suppress(SQLAlchemyError):
                     db.rollback()
-                return again(st, self.page, name, "unavailable", sent=token, form=form)
+                return form_again(st, self.page, name, "unavailable", sent=token, form=form)
         try:
             outcome = run_once(
                 db,
-                spend,
+                consumable,
                 create=lambda db, digest: self.create(db, digest, form, view_args, stored),
                 find=self.find,
                 wait=st.wait,
@@ -175,21 +175,21 @@ class ProtectedForm:
                 sender=st.app,
             )
         except Unavailable:
-            return again(st, self.page, name, "unavailable", sent=token, form=form)
+            return form_again(st, self.page, name, "unavailable", sent=token, form=form)
         if self.step is not None and outcome.kind in ("created", "duplicate"):
-            outcome = self.after(db, outcome, st.wait)
+            outcome = self.finish_step(db, outcome, st.wait)
         if outcome.kind == "unconfirmed" and outcome.result is None:
-            # Whether the COMMIT landed is unknown: the same token, good again, settles it.
+            # Whether the COMMIT took effect is unknown: the same token, good again, tells.
             with suppress(RedisError):
-                spend.put_back()
+                consumable.restore()
         elif outcome.landed:
-            st.settled.remember(digest, Settled(outcome.url, raw, stored))
+            st.recent.remember(digest, Recent(outcome.url, raw, stored))
         return self.respond(st, outcome, name, token, form, digest, started)
 
     def make_form(self) -> Any:
         return self.form() if self.form is not None else None
 
-    def after(self, db: Session, outcome: Outcome, wait: float) -> Outcome:
+    def finish_step(self, db: Session, outcome: Outcome, wait: float) -> Outcome:
         """The step, for a row that still has it to do (made now, or found by a repeat,
         which resumes it); a row whose step refused is a refusal again."""
         assert self.step is not None
@@ -209,7 +209,7 @@ class ProtectedForm:
             return done
         if pending is None or outcome.kind != "duplicate":
             return outcome
-        return settled(row, self.url_of, outcome.waited)
+        return step_outcome(row, self.url_of, outcome.waited)
 
     def invalid(
         self,
@@ -222,16 +222,17 @@ class ProtectedForm:
         started: float,
     ) -> Response:
         """Fields that do not validate: the form again, input and token kept (422); a repeat
-        of this token's landed submit (invalid *now*: off sale, taken) is answered as one."""
+        of this token's submit that took effect (invalid *now*: off sale, taken) is
+        answered as one."""
         found = self.find(self.session(st), digest)
         if found is None:
             return self.respond(st, Outcome("invalid"), name, token, form, digest, started)
         with suppress(RedisError):  # a token that came back must not stay live
-            Spending.of(st, token, name).take()
+            Consumable.of(st, token, name).consume()
         changed = found.fingerprint is not None and found.fingerprint != stored
         outcome = Outcome("changed" if changed else "duplicate", found.result, url=found.url)
         if self.step is not None and not changed:  # a repeat resumes the step, valid or not
-            outcome = self.after(self.session(st), outcome, st.wait)
+            outcome = self.finish_step(self.session(st), outcome, st.wait)
         return self.respond(st, outcome, name, token, form, digest, started)
 
     def respond(
@@ -257,7 +258,7 @@ class ProtectedForm:
             if custom is not None:
                 return make_response(custom)
         if outcome.landed:
-            return landed(
+            return to_result(
                 self.page, outcome.url, created=outcome.kind == "created", result=outcome.result
             )
         # A refusal's own words, unless the form has its words for refusals.
@@ -266,7 +267,7 @@ class ProtectedForm:
             if outcome.kind == "refused" and "refused" not in self.page.messages
             else None
         )
-        return again(
+        return form_again(
             st,
             self.page,
             name,
@@ -290,7 +291,7 @@ class ProtectedForm:
             sent: str | None = submitted_token(st.field)
         except BadFormToken:
             sent = None
-        return again(
+        return form_again(
             st,
             self.page,
             form_name(request.endpoint or "", request.view_args),
@@ -300,10 +301,10 @@ class ProtectedForm:
         )
 
     def check(self, st: State, name: str) -> Response:
-        """What became of the submit of this token, spending nothing (``CHECK_HEADER``):
+        """What became of the submit of this token, consuming nothing (``CHECK_HEADER``):
         ``done`` (and where), ``running``, or ``not_done`` (submitting it is safe)."""
         try:
-            digest = Spending.of(st, submitted_token(st.field), name).digest
+            digest = Consumable.of(st, submitted_token(st.field), name).digest
         except SignedExpired:
             return make_response({"status": "not_done", "location": None})
         found, location = status(self.session(st), digest, self.find)
@@ -316,17 +317,17 @@ class ProtectedForm:
         form: object,
         view_args: Mapping[str, Any],
         stored: str | None,
-    ) -> Landing:
-        result = stamped(
+    ) -> Committed:
+        result = add_submission(
             db,
             digest,
             stored,
             lambda: self.view(form, db, **view_args),
             self.step.name if self.step else None,
         )
-        return Landing(result, self.url_of(result), stored)
+        return Committed(result, self.url_of(result), stored)
 
-    def find(self, db: Session, digest: str) -> Landing | None:
+    def find(self, db: Session, digest: str) -> Committed | None:
         if self.find_result is not None:
             found = self.find_result(db, digest)
         else:
@@ -334,7 +335,7 @@ class ProtectedForm:
             found = self.model.find_submission(db, digest)
         if found is None:
             return None
-        return Landing(found, self.url_of(found), getattr(found, "submission_fingerprint", None))
+        return Committed(found, self.url_of(found), getattr(found, "submission_fingerprint", None))
 
     def url_of(self, result: object) -> str | None:
         return result_url(self.done, result)
@@ -484,12 +485,12 @@ def _canonical(value: object) -> object:
     return str(value)
 
 
-#: Settled submits remembered per process (about 200 bytes each).
-SETTLED_SIZE = 4096
+#: Recent submits remembered per process (about 200 bytes each).
+RECENT_SIZE = 4096
 
 
-class Settled(NamedTuple):
-    """A submit this process saw land: where its result is shown, and the fingerprints
+class Recent(NamedTuple):
+    """A submit this process saw take effect: where its result is shown, and the fingerprints
     of what it was sent as (the raw values) and what it stored. Plain values only: never
     an ORM object, which belongs to the session of the request that read it."""
 
@@ -498,21 +499,21 @@ class Settled(NamedTuple):
     stored: str | None
 
 
-class SettledMemory:
-    """The last ``size`` settled submits, by digest; thread-safe."""
+class RecentSubmits:
+    """The last ``size`` submits that took effect, by digest; thread-safe."""
 
-    def __init__(self, size: int = SETTLED_SIZE) -> None:
+    def __init__(self, size: int = RECENT_SIZE) -> None:
         self.size = size
-        self._items: OrderedDict[str, Settled] = OrderedDict()
+        self._items: OrderedDict[str, Recent] = OrderedDict()
         self._lock = threading.Lock()
 
-    def remember(self, digest: str, settled: Settled) -> None:
+    def remember(self, digest: str, recent: Recent) -> None:
         with self._lock:
-            self._items[digest] = settled
+            self._items[digest] = recent
             self._items.move_to_end(digest)
             if len(self._items) > self.size:
                 self._items.popitem(last=False)
 
-    def get(self, digest: str) -> Settled | None:
+    def get(self, digest: str) -> Recent | None:
         with self._lock:
             return self._items.get(digest)

@@ -24,8 +24,8 @@ from . import signals
 from ._answers import Outcome, key_problem, problem_json
 from ._form import fingerprint, json_body
 from ._issuing import form_name
-from ._model import Sessions, SubmissionMixin, stamped
-from ._runner import Landing, Spending, run_once
+from ._model import Sessions, SubmissionMixin, add_submission
+from ._runner import Committed, Consumable, run_once
 
 if TYPE_CHECKING:
     from ._extension import State
@@ -84,26 +84,26 @@ class IdempotentView:
                 "This request needs its key (an Idempotency-Key, an event id); nothing was done.",
             )
         name = form_name(self.name or request.endpoint or self.view.__name__, view_args)
-        spend = Spending(
+        consumable = Consumable(
             st.store,
             st.store.digest(key, session_id=scope, form=name),
             "claimed",
             redis_down_fallback=st.redis_down_fallback,
             ttl=self.ttl,
         )
-        digest = spend.digest
+        digest = consumable.digest
         stored = self.fingerprint() if self.fingerprint is not None else request_fingerprint()
         started = time.perf_counter()
         ran: list[bool] = []  # the view ran: the key is this request's to give back
 
-        def create(db: Session, digest: str) -> Landing:
+        def create(db: Session, digest: str) -> Committed:
             ran.append(True)
             return self.create(db, digest, view_args, stored)
 
         try:
             outcome = run_once(
                 self.session(st),
-                spend,
+                consumable,
                 create=create,
                 find=self.find,
                 wait=st.wait if self.wait is None else self.wait,
@@ -113,10 +113,10 @@ class IdempotentView:
             )
         except BaseException:
             if ran:  # the view refused (an HTTP error) or broke: nothing was done
-                self.release(spend)
+                self.release(consumable)
             raise
         if ran and outcome.kind in ("refused", "failed"):
-            self.release(spend)
+            self.release(consumable)
         if signals.submit_decided.receivers:
             signals.submit_decided.send(
                 st.app,
@@ -138,11 +138,11 @@ class IdempotentView:
 
     def create(
         self, db: Session, digest: str, view_args: Mapping[str, Any], stored: str
-    ) -> Landing:
-        result = stamped(db, digest, stored, lambda: self.view(db, **view_args))
-        return Landing(result, None, stored, make_response(self.respond(result)))
+    ) -> Committed:
+        result = add_submission(db, digest, stored, lambda: self.view(db, **view_args))
+        return Committed(result, None, stored, make_response(self.respond(result)))
 
-    def find(self, db: Session, digest: str) -> Landing | None:
+    def find(self, db: Session, digest: str) -> Committed | None:
         if self.find_result is not None:
             found = self.find_result(db, digest)
         else:
@@ -150,7 +150,7 @@ class IdempotentView:
             found = self.model.find_submission(db, digest)
         if found is None:
             return None
-        return Landing(
+        return Committed(
             found,
             None,
             getattr(found, "submission_fingerprint", None),
@@ -158,10 +158,10 @@ class IdempotentView:
         )
 
     @staticmethod
-    def release(spend: Spending) -> None:
+    def release(consumable: Consumable) -> None:
         """Give the key back, so that a request that did not take effect can be retried."""
         with suppress(RedisError):
-            spend.put_back()
+            consumable.restore()
 
     def session(self, st: State) -> Session:
         """This request's session: the view's ``sessions``, else the extension's."""

@@ -23,16 +23,16 @@ of the session or the form is in the clear. Its digest is made from the nonce ex
 an issued token's is, so the UNIQUE column and the lock treat both alike. What is lost
 while Redis is away, and how the rest holds:
 
-* spending it: a signed token is not in Redis to be GETDEL'd. Its submit claims its
+* consuming it: a signed token is not in Redis to be GETDEL'd. Its submit claims its
   digest there (``SET NX``) when Redis answers; when it does not, the lock and the UNIQUE
   column decide alone (find, then create), so a double submit still makes one row and
   both land on it. A signed token whose submit failed can be submitted again;
 * expiry comes from the signed issue time (``SUBMIT_ONCE_TTL``), not from a Redis TTL;
 * the per-session and per-client limits are counted in this process only (bounded).
 
-**Back shows a form exactly as it was rendered, spent token and all.** A user who goes
+**Back shows a form exactly as it was rendered, used token and all.** A user who goes
 back to a form after submitting it and submits it again must land on the result, not make
-a second one: the page they go back to must carry the token they already spent. Browsers
+a second one: the page they go back to must carry the token they already used. Browsers
 show a page again from their cache on Back and Forward (without asking the server) when
 it is ``no-cache`` (never when ``no-store``), but only while its ``Vary`` headers still
 match. Flask adds ``Vary: Cookie`` to every response that sets or reads the session, and
@@ -82,18 +82,18 @@ __all__ = [
     "NAME_ATTRIBUTE",
     "SHOW_AGAIN_ON_BACK",
     "BackFriendlySessionInterface",
-    "IssueLimit",
-    "Issuer",
+    "Limit",
+    "LimitedTokens",
     "LocalLimits",
     "SignedExpired",
     "SignedTokens",
-    "TooManyIssued",
+    "OverLimit",
     "client_networks",
     "form_name",
     "is_signed",
-    "issue",
-    "issued",
-    "keep",
+    "request_token",
+    "reuse_token",
+    "tokens_for_page",
     "session_id",
 ]
 
@@ -137,24 +137,24 @@ def form_name(endpoint: str, values: Mapping[str, Any] | None = None) -> str:
 # This request's tokens
 
 
-def issued(name: str) -> str | None:
+def request_token(name: str) -> str | None:
     """The token this request already has for form ``name``, if any."""
     tokens: dict[str, str] = request.environ.get(_TOKENS, {})
     return tokens.get(name)
 
 
-def keep(name: str, token: str) -> None:
+def reuse_token(name: str, token: str) -> None:
     """Let form ``name`` be drawn with ``token`` in this request (the same token again)."""
     request.environ.setdefault(_TOKENS, {})[name] = token
 
 
-def issue(state: State, names: Sequence[str]) -> dict[str, str]:
+def tokens_for_page(state: State, names: Sequence[str]) -> dict[str, str]:
     """A fresh token for each form of ``names``, in one round trip, remembered for the
     rest of the request; refused or unavailable for all of them at once.
 
     :class:`CrossSite` (403) before Redis is touched when the request is a prefetch, or
     comes from another site other than as a top-level navigation (an iframe, an image, a
-    script): another site's page must not spend its visitors' form limit.
+    script): another site's page must not consumable its visitors' form limit.
     :class:`TooManyForms` (429) over the session's or the client's limit.
     :class:`Unavailable` (503) when Redis does not answer. A session with no id yet (a
     first view, a client that keeps no cookies) makes no counter, which would be a new
@@ -168,7 +168,7 @@ def issue(state: State, names: Sequence[str]) -> dict[str, str]:
     per_client = int(state.setting("MAX_PER_CLIENT_PER_MINUTE"))
     uncounted = session.get(_UNCOUNTED_KEY, 0)
     # The session's window is the TTL: a session holds at most twice its cap in live tokens.
-    session_cap = IssueLimit(
+    session_cap = Limit(
         f"session:{sid}",
         0 if new_session else per_session,
         state.store.ttl,
@@ -176,19 +176,19 @@ def issue(state: State, names: Sequence[str]) -> dict[str, str]:
     )
     networks = client_networks(request.remote_addr)
     client_limits = [
-        IssueLimit(f"client:{network}", per_client * (WIDER_BUDGET**n), 60)
+        Limit(f"client:{network}", per_client * (WIDER_BUDGET**n), 60)
         for n, network in enumerate(networks)
     ]
     limits = (session_cap, *client_limits)
     try:
         try:
-            tokens = state.issuer.issue_many(session_id=sid, forms=names, limits=limits)
+            tokens = state.limited_tokens.create_many(session_id=sid, forms=names, limits=limits)
             state.degraded_since = None
         except redis.RedisError as error:
             if state.signed is None:
                 raise Unavailable() from error
             tokens = _signed(state, sid, names, limits)
-    except TooManyIssued as refused:
+    except OverLimit as refused:
         per = "session" if refused.limit is session_cap else "client"
         raise TooManyForms(per, refused.retry_after) from None
     if new_session and per_session > 0:
@@ -208,16 +208,14 @@ def issue(state: State, names: Sequence[str]) -> dict[str, str]:
     return made
 
 
-def _signed(
-    state: State, sid: str, names: Sequence[str], limits: Sequence[IssueLimit]
-) -> list[str]:
+def _signed(state: State, sid: str, names: Sequence[str], limits: Sequence[Limit]) -> list[str]:
     """Redis is away: tokens signed with the app's key, under limits counted here."""
     assert state.signed is not None
     if state.degraded_since is None:
         state.degraded_since = time.time()
         log.warning("Redis unreachable at render: forms get signed tokens")
-    state.local_limits.take(limits, len(names))
-    return [state.signed.issue(session_id=sid, form=name) for name in names]
+    state.local_limits.count(limits, len(names))
+    return [state.signed.sign(session_id=sid, form=name) for name in names]
 
 
 def not_for_a_form() -> bool:
@@ -238,7 +236,7 @@ def not_for_a_form() -> bool:
 
 
 @dataclass(frozen=True)
-class IssueLimit:
+class Limit:
     """At most ``most`` tokens per ``seconds`` for whoever ``who`` names (0: no limit).
     Windows are aligned to multiples of ``seconds``, so any span of ``seconds`` holds at
     most twice ``most``. ``uncounted``: tokens issued under it before its counter could
@@ -250,10 +248,10 @@ class IssueLimit:
     uncounted: int = 0
 
 
-class TooManyIssued(Exception):
+class OverLimit(Exception):
     """``limit`` refused the tokens; none was left behind."""
 
-    def __init__(self, limit: IssueLimit, retry_after: int) -> None:
+    def __init__(self, limit: Limit, retry_after: int) -> None:
         super().__init__(f"too many tokens issued; retry after {retry_after} s")
         self.limit, self.retry_after = limit, retry_after
 
@@ -263,7 +261,7 @@ class TooManyIssued(Exception):
 #: are set, the refusing limit's 1-based number, or -1 on the impossible collision. Every
 #: limit is checked before anything is written; a script runs whole, so a counter never
 #: lives without its TTL.
-_ISSUE = """
+_CREATE_COUNTED = """
 local n = tonumber(ARGV[1])
 local limits = #KEYS - n
 for j = 1, limits do
@@ -283,19 +281,19 @@ return 0
 """
 
 
-class Issuer:
+class LimitedTokens:
     """Issues a store's tokens under limits, one round trip a page."""
 
     def __init__(self, store: TokenStore) -> None:
         self.store = store
         # EVALSHA, and SCRIPT LOAD again when Redis forgot it (a restart, a flush).
-        self._script = store.client.register_script(_ISSUE)
+        self._script = store.client.register_script(_CREATE_COUNTED)
 
-    def issue_many(
-        self, *, session_id: str, forms: Sequence[str], limits: Sequence[IssueLimit] = ()
+    def create_many(
+        self, *, session_id: str, forms: Sequence[str], limits: Sequence[Limit] = ()
     ) -> list[str]:
         """A token for each of ``forms`` (in order), counted against ``limits``, in one
-        round trip. Over a limit, none is issued and :class:`TooManyIssued` says which
+        round trip. Over a limit, none is issued and :class:`OverLimit` says which
         limit and when its window ends."""
         store = self.store
         tokens = [secrets.token_urlsafe(TOKEN_BYTES) for _ in forms]
@@ -327,12 +325,12 @@ class Issuer:
             raise RuntimeError("token collision: the random source is broken")
         if refused:
             limit = limits[refused - 1]
-            raise TooManyIssued(limit, retry_after=limit.seconds - now % limit.seconds)
+            raise OverLimit(limit, retry_after=limit.seconds - now % limit.seconds)
         return tokens
 
 
 def _counters(
-    store: TokenStore, limits: Sequence[IssueLimit], now: int, tokens: int
+    store: TokenStore, limits: Sequence[Limit], now: int, tokens: int
 ) -> list[tuple[str, int, int, int]]:
     """(key, most, TTL, what to add) of each limit's counter for the window ``now`` is
     in. A counter lives two windows, so it never ends inside its own, and longer than any
@@ -382,16 +380,16 @@ class LocalLimits:
         self._counts: OrderedDict[tuple[str, int], int] = OrderedDict()
         self._lock = threading.Lock()
 
-    def take(self, limits: Sequence[IssueLimit], tokens: int) -> None:
+    def count(self, limits: Sequence[Limit], tokens: int) -> None:
         """Count ``tokens`` against each limit, or none when one would pass its most
-        (:class:`TooManyIssued`)."""
+        (:class:`OverLimit`)."""
         now = int(time.time())
         limits = [limit for limit in limits if limit.most > 0]
         keys = [(limit.who, now // limit.seconds) for limit in limits]
         with self._lock:
             for limit, key in zip(limits, keys, strict=True):
                 if self._counts.get(key, 0) + tokens + limit.uncounted > limit.most:
-                    raise TooManyIssued(limit, retry_after=limit.seconds - now % limit.seconds)
+                    raise OverLimit(limit, retry_after=limit.seconds - now % limit.seconds)
             for limit, key in zip(limits, keys, strict=True):
                 self._counts[key] = self._counts.get(key, 0) + tokens + limit.uncounted
                 self._counts.move_to_end(key)
@@ -444,7 +442,8 @@ class SignedTokens:
         self.serializer = URLSafeTimedSerializer(secret_key, salt=_SALT)
         self.ttl = ttl
 
-    def issue(self, *, session_id: str, form: str) -> str:
+    def sign(self, *, session_id: str, form: str) -> str:
+        """A signed token for one rendering of ``form`` in ``session_id``."""
         nonce = secrets.token_urlsafe(TOKEN_BYTES)
         return SIGNED_PREFIX + self.serializer.dumps([nonce, _binding(session_id, form)])
 
@@ -473,7 +472,7 @@ def _binding(session_id: str, form: str) -> str:
 
 
 def _back_shows_it_again(response: Response) -> Response:
-    """A page with a token: Back shows it again as it was, spent token and all, unless
+    """A page with a token: Back shows it again as it was, used token and all, unless
     the view chose its own caching. Runs before the app's after_request functions."""
     if "Cache-Control" not in response.headers:
         response.headers["Cache-Control"] = SHOW_AGAIN_ON_BACK

@@ -1,5 +1,5 @@
 """The database side: the model mixin (the columns the pattern needs, and the lookup by
-digest), the view's rows stamped with their submission, and the SQLAlchemy session a
+digest), the view's rows add_submission with their submission, and the SQLAlchemy session a
 submit works in.
 
 **One SQLAlchemy session per request**, whichever way the app holds its database.
@@ -36,11 +36,11 @@ __all__ = [
     "new_session",
     "request_session",
     "set_up_sessions",
-    "stamped",
+    "add_submission",
 ]
 
 T = TypeVar("T")
-_STAMP = "flask_submit_once.stamp"
+_SUBMISSION = "flask_submit_once.submission"
 
 #: A token digest: SHA-256, URL-safe base64 without padding.
 DIGEST_LENGTH = 43
@@ -54,7 +54,7 @@ class SubmissionMixin:
             email: Mapped[str]
 
     It adds ``submission_digest``, the digest of the token that created the row, in a
-    UNIQUE column (the last line of defence when Redis gives a spent token back);
+    UNIQUE column (the last line of defence when Redis gives a consumed token back);
     ``submission_fingerprint``, what the submission was (so that a repeat with other
     input is told apart); and ``submission_step``, the step outside the database still
     to do for it, if its form has one (``then=``), else NULL (a view sets it to None
@@ -81,18 +81,18 @@ class SubmissionMixin:
         return db.scalar(select(cls).where(cls.submission_digest == digest))
 
 
-def stamped(
+def add_submission(
     db: Session,
     digest: str,
     fingerprint: str | None,
     view: Callable[[], T],
     step: str | None = None,
 ) -> T:
-    """Run a protected view in ``db``, its new :class:`SubmissionMixin` rows stamped with the
+    """Run a protected view in ``db``, its new :class:`SubmissionMixin` rows add_submission with the
     submission's digest and fingerprint when they are flushed (the view may flush), and
     the row it returns added, marked with the ``step`` still to do, and flushed: its
     defaults and keys are there to be read."""
-    db.info[_STAMP] = (digest, fingerprint)
+    db.info[_SUBMISSION] = (digest, fingerprint)
     try:
         result = view()
         if isinstance(result, SubmissionMixin):
@@ -103,18 +103,18 @@ def stamped(
             db.add(result)
         db.flush()
     finally:
-        db.info.pop(_STAMP, None)
+        db.info.pop(_SUBMISSION, None)
     return result
 
 
 @event.listens_for(Session, "before_flush")
-def _stamp(db: Session, *_: Any) -> None:
-    stamp = db.info.get(_STAMP)
-    if stamp is None:
+def _fill_submission_columns(db: Session, *_: Any) -> None:
+    submission = db.info.get(_SUBMISSION)
+    if submission is None:
         return
     for row in db.new:
         if isinstance(row, SubmissionMixin) and not row.submission_digest:
-            row.submission_digest, row.submission_fingerprint = stamp
+            row.submission_digest, row.submission_fingerprint = submission
 
 
 # The session a submit works in

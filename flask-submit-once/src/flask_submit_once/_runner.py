@@ -1,16 +1,16 @@
 """The once-only core: the lock, the one Redis step, the row, the COMMIT, and the step
 outside the database; every repeat told what happened.
 
-A submit's digest is spent by a :class:`Spending`: an issued token by its ``GETDEL``, a
-signed token or a caller's key by claiming its digest (``SET NX EX``). The runner works in
-one SQLAlchemy session bound to PostgreSQL (the request's) with two callables,
+A submit's digest is consumed once through a :class:`Consumable`: an issued token by its
+``GETDEL``, a signed token or a caller's key by claiming its digest (``SET NX EX``). The
+runner works in one SQLAlchemy session bound to PostgreSQL (the request's) with two callables,
 ``create(db, digest)`` (add the row, with the digest in a UNIQUE column) and
 ``find(db, digest)`` (the row an earlier submit made, or None), each giving a
-:class:`Landing`. Every submit runs::
+:class:`Committed`. Every submit runs::
 
     SELECT pg_try_advisory_xact_lock(k)   k from the digest, in the session's transaction
-      false: another request holds this mark right now -> ROLLBACK, wait, retry
-    spend.take()  the one Redis step: GETDEL of an issued token, or SET NX of a claimed key
+      false: another request holds this digest right now -> ROLLBACK, wait, retry
+    consume()  the one Redis step: GETDEL of an issued token, or SET NX of a claimed key
       got it:  create(db, digest); COMMIT  -> created
       missed:  find(db, digest)            -> duplicate or changed; none: expired
     ROLLBACK
@@ -18,7 +18,7 @@ one SQLAlchemy session bound to PostgreSQL (the request's) with two callables,
 The lock is what tells "the first submit is still running" from "there never was one":
 whoever takes it after the first sees its COMMIT or its ROLLBACK, never the gap between.
 Waiters hold no connection while they wait (5 ms, doubling to 100 ms, within ``wait``).
-Anything read from a row is read inside the transaction (:class:`Landing`), so nothing is
+Anything read from a row is read inside the transaction (:class:`Committed`), so nothing is
 touched after it on a session that may expire or close it.
 
 **A step outside the database, once per submission**: after the row, before the answer.
@@ -77,14 +77,14 @@ if TYPE_CHECKING:
 __all__ = [
     "REFUSED",
     "UNREACHABLE",
-    "Landing",
-    "Spending",
+    "Committed",
+    "Consumable",
     "Step",
     "Then",
     "lock_key",
     "resume_all",
     "run_once",
-    "settled",
+    "step_outcome",
     "status",
     "step_key",
 ]
@@ -106,7 +106,7 @@ _UNSAVED = (
 )
 
 
-class Landing(NamedTuple):
+class Committed(NamedTuple):
     """A committed result as read inside its transaction: the result, where it is shown,
     the fingerprint stored with it, and what its answer shows (made there too)."""
 
@@ -116,14 +116,14 @@ class Landing(NamedTuple):
     shown: Any = None
 
 
-class Spending:
-    """How a submit's digest is spent, and given back. An issued token is spent by its
-    ``GETDEL`` and put back by claiming its digest again (after an unconfirmed COMMIT, so
-    that resubmitting it settles what happened); a signed token (drawn while Redis was
-    away) and a caller's key are spent by claiming their digest and put back by deleting
-    it. With ``redis_down_fallback``, Redis unreachable at :meth:`take` lets the lock and
-    the UNIQUE column decide alone (a signed token always may: it was drawn without
-    Redis)."""
+class Consumable:
+    """How a submit's digest is consumed, and restored. An issued token is consumed by its
+    ``GETDEL`` and restored by claiming its digest again (after an unconfirmed COMMIT, so
+    that resubmitting it tells what happened); a signed token (drawn while Redis was
+    away) and a caller's key are consumed by claiming their digest and restored by
+    deleting it. With ``redis_down_fallback``, Redis unreachable at :meth:`consume` lets
+    the lock and the UNIQUE column decide alone (a signed token always may: it was drawn
+    without Redis)."""
 
     def __init__(
         self,
@@ -138,8 +138,8 @@ class Spending:
         self.redis_down_fallback, self.ttl = redis_down_fallback, ttl
 
     @classmethod
-    def of(cls, state: State, token: str, name: str) -> Spending:
-        """The spending of ``token``, submitted to the form ``name`` in this session:
+    def of(cls, state: State, token: str, name: str) -> Consumable:
+        """How ``token``, submitted to the form ``name`` in this session, is consumed:
         :class:`~flask_submit_once.BadFormToken` for a signed token when the app signs
         none, ``SignedExpired`` for one too old or bound elsewhere."""
         sid = session_id()
@@ -153,14 +153,14 @@ class Spending:
         digest = store.digest(nonce, session_id=sid, form=name)
         return cls(store, digest, "claimed", redis_down_fallback=True)
 
-    def take(self) -> bool:
+    def consume(self) -> bool:
         """The one Redis step: True for exactly one caller."""
         if self.how == "issued":
             return self.store.consume_digest(self.digest)
         return self.store.claim(self.digest, ttl=self.ttl)
 
-    def put_back(self) -> None:
-        """Make the digest spendable again."""
+    def restore(self) -> None:
+        """Make the digest consumable again."""
         if self.how == "issued":
             self.store.claim(self.digest)
         else:
@@ -175,23 +175,23 @@ def lock_key(digest: str) -> int:
 
 def run_once(
     db: Session,
-    spend: Spending,
+    consumable: Consumable,
     *,
-    create: Callable[[Session, str], Landing],
-    find: Callable[[Session, str], Landing | None],
+    create: Callable[[Session, str], Committed],
+    find: Callable[[Session, str], Committed | None],
     wait: float,
     fingerprint: str | None = None,
     takeover: bool = False,
     sender: object = None,
 ) -> Outcome:
-    """Take the mark ``spend.digest`` names with ``spend.take()`` and run ``create`` once.
+    """Consume ``consumable`` (its digest) and run ``create`` once.
 
-    Raises :class:`Unavailable` when Redis or PostgreSQL does not answer before the mark
-    is taken (nothing spent). With ``takeover`` (a claimed key), a mark already taken
-    whose row does not exist, found while holding the lock, is a claim whose request
+    Raises :class:`Unavailable` when Redis or PostgreSQL does not answer before the digest
+    is consumed (nothing used up). With ``takeover`` (a claimed key), a key already
+    claimed whose row does not exist, found while holding the lock, is a claim whose request
     died: this one goes on with it.
     """
-    digest = spend.digest
+    digest = consumable.digest
     key = lock_key(digest)
     deadline = time.monotonic() + wait
     delay, waited = 0.005, False
@@ -203,13 +203,13 @@ def run_once(
             if wrote:  # only the first attempt can find any: each one ends in a ROLLBACK
                 raise RuntimeError(_UNSAVED)
             if locked:
-                taken = _take(spend)
-                if not taken:
+                consumed = _consume(consumable)
+                if not consumed:
                     existing = find(db, digest)
                     if existing is not None:
                         db.rollback()
                         return _repeat(existing, fingerprint, waited)
-                    if taken is False and not takeover:
+                    if consumed is False and not takeover:
                         db.rollback()
                         return Outcome("expired", waited=waited)
             else:  # ends the attempt: this request holds no connection while it waits
@@ -231,9 +231,9 @@ def run_once(
 
 
 def status(
-    db: Session, digest: str, find: Callable[[Session, str], Landing | None]
+    db: Session, digest: str, find: Callable[[Session, str], Committed | None]
 ) -> tuple[str, str | None]:
-    """What became of the submit of ``digest``, with nothing spent: ``done`` (and where),
+    """What became of the submit of ``digest``, with nothing consumed: ``done`` (and where),
     ``running`` (another request holds its lock), or ``not_done`` (nothing was made:
     submitting it is safe)."""
     try:
@@ -250,7 +250,7 @@ def status(
     return ("not_done" if free else "running"), None
 
 
-def _repeat(existing: Landing, fingerprint: str | None, waited: bool) -> Outcome:
+def _repeat(existing: Committed, fingerprint: str | None, waited: bool) -> Outcome:
     changed = (
         fingerprint is not None
         and existing.fingerprint is not None
@@ -265,18 +265,18 @@ def _repeat(existing: Landing, fingerprint: str | None, waited: bool) -> Outcome
     )
 
 
-def _take(spend: Spending) -> bool | None:
+def _consume(consumable: Consumable) -> bool | None:
     """The one Redis step: True (ours), False (not ours), None (Redis is unreachable and
     ``redis_down_fallback`` lets the database decide)."""
     try:
-        return spend.take()
+        return consumable.consume()
     except (RedisConnectionError, RedisTimeoutError):
-        if not spend.redis_down_fallback:
+        if not consumable.redis_down_fallback:
             raise
-        # A timeout may even have taken the mark: the lock and the UNIQUE column decide.
+        # A timeout may even have consumed the digest: the lock and the UNIQUE column decide.
         log.warning(
             "Redis unreachable at consume; %s is checked by the database alone",
-            spend.digest[:12],
+            consumable.digest[:12],
         )
         return None
 
@@ -284,18 +284,19 @@ def _take(spend: Spending) -> bool | None:
 def _create_once(
     db: Session,
     digest: str,
-    create: Callable[[Session, str], Landing],
-    find: Callable[[Session, str], Landing | None],
+    create: Callable[[Session, str], Committed],
+    find: Callable[[Session, str], Committed | None],
     fingerprint: str | None,
     sender: object,
 ) -> Outcome:
-    """The mark is ours: run the transaction. Anything not handled here (an HTTP error the
-    view raised, a KeyboardInterrupt) rolls back and propagates, the mark staying spent."""
+    """The digest is ours: run the transaction. Anything not handled here (an HTTP error
+    the view raised, a KeyboardInterrupt) rolls back and propagates, the digest staying
+    consumed."""
     try:
-        landing = create(db, digest)
+        committed = create(db, digest)
         db.commit()
     except IntegrityError as error:
-        # The UNIQUE digest: the mark was taken before and Redis forgot (a failover).
+        # The UNIQUE digest: it was consumed before and Redis forgot (a failover).
         db.rollback()
         existing = find(db, digest)
         db.rollback()
@@ -317,8 +318,8 @@ def _create_once(
             db.rollback()
         raise
     if signals.submit_committed.receivers:
-        signals.submit_committed.send(sender, digest=digest, result=landing.result)
-    return Outcome("created", landing.result, url=landing.url, shown=landing.shown)
+        signals.submit_committed.send(sender, digest=digest, result=committed.result)
+    return Outcome("created", committed.result, url=committed.url, shown=committed.shown)
 
 
 # A step outside the database
@@ -347,8 +348,9 @@ class Step:
         return getattr(row, "submission_step", None) == self.name
 
     def still_to_do(self, row: object) -> bool | None:
-        """Whether ``row`` still has this step to do; None when its mark cannot be read
-        again (the database went away since the transaction that found the row)."""
+        """Whether ``row`` still has this step to do; None when its ``submission_step``
+        cannot be read again (the database went away since the transaction that found the
+        row)."""
         try:
             return self.pending(row)
         except SQLAlchemyError:
@@ -392,7 +394,7 @@ class Step:
         if row is None:
             return Outcome("failed", error=LookupError("the row is gone"))
         if not self.pending(row):
-            return settled(row, url_of)
+            return step_outcome(row, url_of)
         url = url_of(row)  # read now: after a failed commit the row cannot be loaded
         try:
             try:
@@ -417,7 +419,7 @@ class Step:
         return [(inspect(row).identity, row.submission_digest) for row in rows]
 
 
-def settled(row: Any, url_of: Callable[[Any], str | None], waited: bool = False) -> Outcome:
+def step_outcome(row: Any, url_of: Callable[[Any], str | None], waited: bool = False) -> Outcome:
     """What a row whose step is no longer to do answers: done, or refused (``waited``: the
     repeat waited for the submit that made it)."""
     if getattr(row, "submission_step", None) == REFUSED:

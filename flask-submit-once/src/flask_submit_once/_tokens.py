@@ -108,13 +108,13 @@ class TokenStore:
         return self.client.getdel(self.key(digest)) is not None
 
     def claim(self, digest: str, *, ttl: int | None = None) -> bool:
-        """Take the mark ``digest`` names: ``True`` for exactly one caller until its TTL
+        """Claim the key ``digest`` names: ``True`` for exactly one caller until its TTL
         ends (``ttl``, default the store's) or :meth:`release`. One ``SET NX EX``: the
-        check and the mark are one command. Also what puts a spent token back after
+        check and the claim are one command. Also what restores a consumed token after
         an unconfirmed COMMIT, so that resubmitting it settles what happened."""
         return bool(self.client.set(self.key(digest), 1, ex=ttl or self.ttl, nx=True))
 
     def release(self, digest: str) -> None:
-        """Give a claimed mark back (one ``DEL``): a request that failed on our side
+        """Give a claimed key back (one ``DEL``): a request that failed on our side
         must not pin a caller's key."""
         self.client.delete(self.key(digest))
