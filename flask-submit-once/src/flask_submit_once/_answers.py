@@ -27,7 +27,7 @@ from flask import Response, current_app, jsonify, render_template, request, url_
 from markupsafe import Markup
 from werkzeug.exceptions import HTTPException
 
-from ._errors import Unavailable
+from ._errors import UnavailableError
 from ._issuing import form_name, request_token, reuse_token, tokens_for_page
 
 if TYPE_CHECKING:
@@ -67,13 +67,14 @@ Kind: TypeAlias = Literal[
 
 @dataclass(frozen=True)
 class Outcome:
-    """What happened to one submit; a protected view's ``answer`` hook gets it::
+    """What happened to one submit; a protected view's ``on_outcome`` hook gets it::
 
-        def answer(outcome):
+        def on_outcome(outcome):
             match outcome:
                 case Outcome(kind="created", result=signup):
                     flash(f"Welcome, {signup.email}")
-            return None          # the default answer for everything else
+            # The default answer for everything else.
+            return None
 
     ``kind`` is one of:
 
@@ -115,8 +116,9 @@ class Outcome:
     shown: Any = field(default=None, repr=False, compare=False)
 
     @property
-    def landed(self) -> bool:
-        """Whether the user is taken to the result: created, or a repeat of it."""
+    def took_effect(self) -> bool:
+        """Whether the submit took effect, so the user is taken to the result: created,
+        or a repeat of it."""
         return self.kind in ("created", "duplicate")
 
 
@@ -195,7 +197,7 @@ AGAIN: Mapping[str, tuple[int, Literal["same", "fresh"]]] = {
     "unavailable": (503, "same"),
     "session_lost": (400, "fresh"),
 }
-_REFUSED = {"BadFormToken": "bad_form_token", "NotUnicode": "not_unicode"}
+_REFUSED = {"FormTokenError": "bad_form_token", "NotUnicodeError": "not_unicode"}
 _RETRY = {"still_running": "2", "unconfirmed": "5", "unavailable": "5", "failed": "5"}
 #: One URL answers a page, a fragment or JSON by these headers.
 VARY = ("HX-Request", "Accept")
@@ -269,7 +271,7 @@ def form_again(
     else:
         try:
             tokens_for_page(state, [name])
-        except Unavailable:
+        except UnavailableError:
             if sent:
                 # Consumed: its resubmit is told "expired" once Redis is back.
                 reuse_token(name, sent)
@@ -466,7 +468,7 @@ class TemplateHelper:
         if token is None:
             try:
                 token = tokens_for_page(self._state, [name])[name]
-            except Unavailable:
+            except UnavailableError:
                 if answering() is None:
                     # A page of forms with no token to give: the app's 503.
                     raise

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from werkzeug.exceptions import BadRequest, Forbidden, ServiceUnavailable, TooManyRequests
 
-__all__ = ["BadFormToken", "CrossSite", "Refused", "SubmitOnceError", "TooManyForms", "Unavailable"]
+__all__ = [
+    "FormTokenError",
+    "CrossSiteError",
+    "Refused",
+    "SubmitOnceError",
+    "TooManyFormsError",
+    "UnavailableError",
+]
 
 
 class SubmitOnceError(Exception):
@@ -22,7 +29,7 @@ class Refused(SubmitOnceError):
     the message (or the form's ``"refused"`` message when it is empty)."""
 
 
-class Unavailable(SubmitOnceError, ServiceUnavailable):
+class UnavailableError(SubmitOnceError, ServiceUnavailable):
     """Redis or PostgreSQL did not answer before the token was consumed: nothing was
     consumed or written, so the token is still good (503). The cause is ``__cause__``."""
 
@@ -35,7 +42,7 @@ class Unavailable(SubmitOnceError, ServiceUnavailable):
         super().__init__(description, retry_after=5)
 
 
-class BadFormToken(SubmitOnceError, BadRequest):
+class FormTokenError(SubmitOnceError, BadRequest):
     """The submitted form token is missing, repeated, or not a shape we issue (400)."""
 
     description = (
@@ -44,7 +51,7 @@ class BadFormToken(SubmitOnceError, BadRequest):
     )
 
 
-class NotUnicode(SubmitOnceError, BadRequest):
+class NotUnicodeError(SubmitOnceError, BadRequest):
     """A JSON body carries a string no UTF-8 can hold (a lone surrogate, ``"\\ud800"``):
     nothing is read from it (400)."""
 
@@ -54,7 +61,7 @@ class NotUnicode(SubmitOnceError, BadRequest):
     )
 
 
-class TooManyForms(SubmitOnceError, TooManyRequests):
+class TooManyFormsError(SubmitOnceError, TooManyRequests):
     """A session or a client address opened more forms than its limit allows (429, with
     ``Retry-After``). ``per`` is ``"session"`` or ``"client"``; no token was left."""
 
@@ -71,7 +78,7 @@ _TOO_MANY = {
 }
 
 
-class CrossSite(SubmitOnceError, Forbidden):
+class CrossSiteError(SubmitOnceError, Forbidden):
     """Another site's page asked for a form without navigating to it (an iframe, an
     image, a script, a prefetch), or posted one whose session check failed (403). No
     token is issued or consumed, nothing sent is shown back, no cookie is set."""

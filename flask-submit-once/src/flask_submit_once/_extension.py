@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib.util
+import logging
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -49,6 +51,8 @@ __all__ = ["DEFAULTS", "State", "SubmitOnce", "state"]
 
 View = TypeVar("View", bound=Callable[..., Any])
 
+log = logging.getLogger("flask_submit_once")
+
 EXTENSION = "submit_once"
 #: Where a protected form's view function keeps its :class:`ProtectedForm`.
 _FORM = "_submit_once_form"
@@ -58,75 +62,101 @@ _FORM = "_submit_once_form"
 
 #: Every setting, with its default (``SUBMIT_ONCE_`` + the name).
 DEFAULTS: Mapping[str, Any] = {
-    "TTL": 3600,
+    "TTL_SECONDS": 3600,
     "WAIT_SECONDS": 10.0,
-    "MAX_PER_SESSION": 200,
-    "MAX_PER_CLIENT_PER_MINUTE": 120,
-    "REDIS_DOWN_FALLBACK": False,
-    "PREFIX": "so",
-    "FIELD": "form_token",
-    "BACK_SHOWS_FORM": True,
-    "SIGNED_WHEN_REDIS_AWAY": False,
+    "MAX_FORMS_PER_SESSION": 200,
+    "MAX_FORMS_PER_CLIENT_PER_MINUTE": 120,
+    "REDIS_AWAY_ACCEPT_SUBMITS": False,
+    "REDIS_AWAY_SIGN_FORMS": False,
+    "KEY_PREFIX": "so",
+    "FIELD_NAME": "form_token",
+    "BACK_SHOWS_FORM": False,
+    "ANSWER_CSRF_ERRORS": True,
 }
+
+#: Settings of 0.10 that 1.0 renamed (``SUBMIT_ONCE_`` + the name): set, they stop
+#: start-up with the new name, rather than be ignored.
+RENAMED: Mapping[str, str] = {
+    "TTL": "TTL_SECONDS",
+    "MAX_PER_SESSION": "MAX_FORMS_PER_SESSION",
+    "MAX_PER_CLIENT_PER_MINUTE": "MAX_FORMS_PER_CLIENT_PER_MINUTE",
+    "SIGNED_WHEN_REDIS_AWAY": "REDIS_AWAY_SIGN_FORMS",
+    "REDIS_DOWN_FALLBACK": "REDIS_AWAY_ACCEPT_SUBMITS",
+    "PREFIX": "KEY_PREFIX",
+    "FIELD": "FIELD_NAME",
+}
+
+#: Flask-WTF's own default for ``WTF_CSRF_TIME_LIMIT``.
+_CSRF_TIME_LIMIT = 3600
 
 
 def read_settings(app: Flask) -> None:
-    """Every ``SUBMIT_ONCE_*`` setting the app did not set gets its default; a setting of
-    0.9's (``FORM_TOKENS_*``) stops start-up, naming its new name."""
-    old = sorted(key for key in app.config if key.startswith("FORM_TOKENS_"))
-    if old:
-        raise RuntimeError(f"{old[0]} was renamed: set SUBMIT_ONCE_{old[0][12:]} instead.")
+    """Every ``SUBMIT_ONCE_*`` setting the app did not set gets its default. A setting of
+    0.10 that 1.0 renamed, or of 0.9 (``FORM_TOKENS_*``), stops start-up, naming its new
+    name."""
+    for key in sorted(app.config):
+        if key.startswith("FORM_TOKENS_"):
+            name = key.removeprefix("FORM_TOKENS_")
+        elif key.startswith("SUBMIT_ONCE_") and key.removeprefix("SUBMIT_ONCE_") in RENAMED:
+            name = key.removeprefix("SUBMIT_ONCE_")
+        else:
+            continue
+        raise RuntimeError(f"{key} was renamed: set SUBMIT_ONCE_{RENAMED.get(name, name)} instead.")
     app.config.setdefault("SUBMIT_ONCE_REDIS_URL", app.config.get("REDIS_URL"))
     for name, default in DEFAULTS.items():
         # A test app's own suite opens many forms from one address.
-        fallback = 0 if name == "MAX_PER_CLIENT_PER_MINUTE" and app.testing else default
-        app.config.setdefault(f"SUBMIT_ONCE_{name}", fallback)
+        if name == "MAX_FORMS_PER_CLIENT_PER_MINUTE" and app.testing:
+            default = 0
+        app.config.setdefault(f"SUBMIT_ONCE_{name}", default)
 
 
 def back_shows_forms(app: Flask) -> None:
-    """Back shows a submitted form as it was (see _history.py): only in place of Flask's
-    own session interface, never one the app chose."""
-    if (
-        app.config["SUBMIT_ONCE_BACK_SHOWS_FORM"]
-        and type(app.session_interface) is SecureCookieSessionInterface
-    ):
+    """With ``SUBMIT_ONCE_BACK_SHOWS_FORM``, Back shows a submitted form as it was (see
+    _issuing): only in place of Flask's own session interface, never one the app chose."""
+    if not app.config["SUBMIT_ONCE_BACK_SHOWS_FORM"]:
+        return
+    if type(app.session_interface) is SecureCookieSessionInterface:
         app.session_interface = BackFriendlySessionInterface()
 
 
 def signed_tokens(app: Flask, ttl: int) -> SignedTokens | None:
-    if not app.config["SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY"]:
+    """The signer of tokens for forms drawn while Redis is away, when the app wants them."""
+    if not app.config["SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS"]:
         return None
     if not app.secret_key:
         raise RuntimeError(
-            "SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY signs tokens with the app's "
+            "SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS signs tokens with the app's "
             "secret key: set SECRET_KEY before init_app."
         )
     return SignedTokens(app.secret_key, ttl)
 
 
-def csrf_lives_as_long(app: Flask, ttl: int) -> None:
-    """A CSRF token should live as long as the form token it travels with. A limit the
-    app set is its own: kept, with a warning if shorter (CSRFProtect.init_app sets 3600
-    itself: with a longer TTL, init this extension first, or set the limit)."""
-    limit = app.config.setdefault("WTF_CSRF_TIME_LIMIT", ttl)
+def warn_if_csrf_ends_first(app: Flask, ttl: int) -> None:
+    """A CSRF token should live as long as the form token it travels with. Flask-WTF's
+    time limit is the app's to set (this extension writes none of Flask-WTF's settings):
+    a warning says when it is shorter than the TTL."""
+    if not _has_flask_wtf() or app.config.get("WTF_CSRF_ENABLED") is False:
+        return
+    limit = app.config.get("WTF_CSRF_TIME_LIMIT", _CSRF_TIME_LIMIT)
     if limit is not None and int(limit) < ttl:
         warnings.warn(
-            f"WTF_CSRF_TIME_LIMIT ({limit} s) is shorter than SUBMIT_ONCE_TTL "
+            f"WTF_CSRF_TIME_LIMIT ({limit} s) is shorter than SUBMIT_ONCE_TTL_SECONDS "
             f"({ttl} s): a form open longer fails Flask-WTF's check although its "
             "form token is still good. Set both to one value.",
             stacklevel=4,
         )
 
 
-def answer_lost_sessions(
+def answer_csrf_errors(
     app: Flask,
     session_lost: Callable[[Exception], Response | None],
 ) -> None:
-    """Answer Flask-WTF's CSRFError on protected forms, unless the app answers it itself."""
-    try:
-        from flask_wtf.csrf import CSRFError  # type: ignore[import-untyped]
-    except ImportError:
+    """With ``SUBMIT_ONCE_ANSWER_CSRF_ERRORS`` (the default), answer Flask-WTF's
+    CSRFError on protected forms, unless the app answers it itself; said once, at INFO."""
+    if not app.config["SUBMIT_ONCE_ANSWER_CSRF_ERRORS"] or not _has_flask_wtf():
         return
+    from flask_wtf.csrf import CSRFError  # type: ignore[import-untyped]
+
     if CSRFError in app.error_handler_spec.get(None, {}).get(400, {}):
         return
 
@@ -134,6 +164,14 @@ def answer_lost_sessions(
         return session_lost(error) or error  # type: ignore[return-value]
 
     app.register_error_handler(CSRFError, lost)
+    log.info(
+        "Flask-Submit-Once answers Flask-WTF's CSRFError on protected forms "
+        "(SUBMIT_ONCE_ANSWER_CSRF_ERRORS = False to answer it yourself)"
+    )
+
+
+def _has_flask_wtf() -> bool:
+    return importlib.util.find_spec("flask_wtf") is not None
 
 
 def commands(resume_steps: Callable[..., dict[str, int]]) -> AppGroup:
@@ -192,8 +230,8 @@ class State:
     sessions: Sessions | None
     field: str
     wait: float
-    redis_down_fallback: bool
-    #: Signed tokens for forms drawn while Redis is away (SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY).
+    accept_when_redis_away: bool
+    #: Signed tokens for forms drawn while Redis is away (SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS).
     signed: SignedTokens | None = None
     recent: RecentSubmits = dataclasses.field(default_factory=RecentSubmits)
     local_limits: LocalLimits = dataclasses.field(default_factory=LocalLimits)
@@ -268,21 +306,23 @@ class SubmitOnce:
         client = client if client is not None else self._client
         client = client if client is not None else client_for(app.config["SUBMIT_ONCE_REDIS_URL"])
         store = TokenStore(
-            client, ttl=int(app.config["SUBMIT_ONCE_TTL"]), prefix=app.config["SUBMIT_ONCE_PREFIX"]
+            client,
+            ttl=int(app.config["SUBMIT_ONCE_TTL_SECONDS"]),
+            prefix=app.config["SUBMIT_ONCE_KEY_PREFIX"],
         )
         st = app.extensions[EXTENSION] = State(
             app=app,
             store=store,
             limited_tokens=LimitedTokens(store),
             sessions=sessions,
-            field=app.config["SUBMIT_ONCE_FIELD"],
+            field=app.config["SUBMIT_ONCE_FIELD_NAME"],
             wait=float(app.config["SUBMIT_ONCE_WAIT_SECONDS"]),
-            redis_down_fallback=bool(app.config["SUBMIT_ONCE_REDIS_DOWN_FALLBACK"]),
+            accept_when_redis_away=bool(app.config["SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS"]),
             signed=signed_tokens(app, store.ttl),
         )
-        csrf_lives_as_long(app, store.ttl)
+        warn_if_csrf_ends_first(app, store.ttl)
         app.jinja_env.globals["submit_once"] = TemplateHelper(st)
-        answer_lost_sessions(app, self.session_lost)
+        answer_csrf_errors(app, self.session_lost)
         app.cli.add_command(commands(self.resume))
         back_shows_forms(app)
 
@@ -295,7 +335,7 @@ class SubmitOnce:
     @property
     def degraded(self) -> bool:
         """Whether this process is drawing forms with signed tokens because Redis was away
-        at its last try (``SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY``); False again once Redis
+        at its last try (``SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS``); False again once Redis
         answers a render."""
         return state().degraded_since is not None
 
@@ -307,11 +347,26 @@ class SubmitOnce:
             None, "SubmitOnce has no sessions: SubmitOnce(app, sessions=...)."
         )
 
-    def issue(self, *endpoints: str) -> None:
+    def issue_tokens(self, *endpoints: str) -> None:
         """Issue the tokens of a page's forms (by the endpoints they are sent to) in one
         round trip before its template draws them; without it each
         ``submit_once.input(...)`` issues its own."""
         tokens_for_page(state(), [form_name(endpoint) for endpoint in endpoints])
+
+    def key_digest(self, key: str, *, name: str, scope: str = "") -> str:
+        """The digest :meth:`idempotent` stores for ``key`` (in the row's
+        ``submission_digest``), to find what a key made from elsewhere (a worker, a
+        report)::
+
+            row = Payment.find_submission(db, submit_once.key_digest(
+                event_id, name="webhook:payments", scope="provider"))
+
+        :param key: the key, as the view's ``key()`` gives it.
+        :param name: the view's ``idempotent(name=...)``, else its endpoint (with the
+            values of its URL, if it has any, as ``endpoint:name=value``).
+        :param scope: what the view's ``scope()`` gives for the caller, if it has one.
+        """
+        return state().store.digest(key, session_id=scope, form=name)
 
     def form(
         self,
@@ -323,10 +378,11 @@ class SubmitOnce:
         template: str | None = None,
         fragment: str | None = None,
         result_fragment: str | None = None,
-        fields: Fields | None = None,
+        fingerprint: Fields | None = None,
         messages: Mapping[str, Message] | None = None,
-        answer: Callable[[Outcome], ResponseReturnValue | None] | None = None,
+        on_outcome: Callable[[Outcome], ResponseReturnValue | None] | None = None,
         context: Callable[[], Mapping[str, Any]] | None = None,
+        wait: float | None = None,
         name: str | None = None,
         sessions: Sessions | None = None,
         then: Then | None = None,
@@ -363,18 +419,21 @@ class SubmitOnce:
         :param fragment: the part of the page htmx swaps, when it posts the form.
         :param result_fragment: answer htmx in place: this template, with ``result``
             (and a fresh token for the next submit through ``submit_once.input``).
-        :param fields: the fields that make a submission what it is (default: all but
-            CSRF and buttons), or ``fields(form) -> mapping`` of what it is: a repeat
-            with any of them changed is told so (409).
+        :param fingerprint: what makes a submission what it is: the names of the fields
+            (default: all but CSRF and buttons), or ``fingerprint(form) -> mapping``: a
+            repeat with any of it changed is told so (409).
         :param messages: the words, a text or ``words(outcome) -> text``, for a reason the
             form is shown again: ``invalid``, ``changed``, ``expired``, ``refused``,
             ``failed``, ``unconfirmed``, ``still_running``, ``unavailable``,
             ``session_lost``.
-        :param answer: ``answer(outcome)`` runs before every default answer: return a
-            response to answer that outcome yourself, or None for the default.
+        :param on_outcome: ``on_outcome(outcome)`` runs before every default answer:
+            return a response to answer that outcome yourself, or None for the default.
         :param context: more template context, ``context() -> mapping``.
+        :param wait: seconds a repeat waits for the first submit still running (default
+            None: ``SUBMIT_ONCE_WAIT_SECONDS``; 0: answer at once).
         :param name: what tokens are bound to (default: the endpoint and its URL values).
-        :param sessions: this form's sessions, instead of the extension's.
+        :param sessions: this form's sessions (a ``sessionmaker``, a ``scoped_session``
+            or Flask-SQLAlchemy's ``db``), instead of the extension's.
         :param then: a step outside the database once per submission, after its row's
             COMMIT: ``then(db, row, key)`` calls elsewhere (a card charge) with ``key`` as
             its idempotency key and writes the result to ``row``; it raises
@@ -390,9 +449,10 @@ class SubmitOnce:
                 model=model,
                 find=find,
                 done=done,
-                fields=fields,
+                fingerprint=fingerprint,
                 page=page,
-                answer=answer,
+                on_outcome=on_outcome,
+                wait=wait,
                 sessions=sessions,
                 then=then,
             )
@@ -416,10 +476,10 @@ class SubmitOnce:
         scope: Callable[[], str] | None = None,
         model: type[SubmissionMixin] | None = None,
         find: Callable[[Session, str], Any] | None = None,
-        answer: Callable[[Outcome], ResponseReturnValue | None] | None = None,
+        on_outcome: Callable[[Outcome], ResponseReturnValue | None] | None = None,
         fingerprint: Callable[[], str] | None = None,
         ttl: int | None = None,
-        wait: float | None = 0.0,
+        wait: float | None = None,
         name: str | None = None,
         sessions: Sessions | None = None,
     ) -> Callable[[View], View]:
@@ -447,11 +507,15 @@ class SubmitOnce:
         :param model: the :class:`~flask_submit_once.SubmissionMixin` model of the rows.
         :param find: instead of ``model``, ``find(db, digest)``.
         :param fingerprint: what the request is (default: method, path and body).
-        :param ttl: how long the claim lives (default ``SUBMIT_ONCE_TTL``); the row
+        :param ttl: how long the claim lives (default ``SUBMIT_ONCE_TTL_SECONDS``); the row
             (UNIQUE) keeps the key's effect once for ever.
-        :param wait: seconds a repeat waits for the first (default 0: 409 at once; None:
-            ``SUBMIT_ONCE_WAIT_SECONDS``).
-        :param answer: as for :meth:`form`.
+        :param wait: seconds a repeat waits for the first still running (default None:
+            ``SUBMIT_ONCE_WAIT_SECONDS``; 0: a 409 at once).
+        :param on_outcome: as for :meth:`form`.
+        :param name: what keys are bound to (default: the endpoint and its URL values):
+            one name shares keys between views; :meth:`key_digest` takes it.
+        :param sessions: this view's sessions (a ``sessionmaker``, a ``scoped_session``
+            or Flask-SQLAlchemy's ``db``), instead of the extension's.
         """
 
         def decorate(view: View) -> View:
@@ -462,7 +526,7 @@ class SubmitOnce:
                 model=model,
                 find=find,
                 respond=respond,
-                answer=answer,
+                on_outcome=on_outcome,
                 fingerprint=fingerprint,
                 ttl=ttl,
                 wait=wait,
@@ -502,6 +566,6 @@ class SubmitOnce:
             return None
         try:
             return protected.session_lost(state())
-        except Exception as raised:  # CrossSite, or the form maker's 404, 400 or 503: in
+        except Exception as raised:  # CrossSiteError, or the form maker's 404, 400 or 503: in
             # an error handler it would be a 500; answered as the app answers it in a view
             return current_app.make_response(current_app.handle_user_exception(raised))

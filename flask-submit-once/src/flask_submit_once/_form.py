@@ -46,7 +46,7 @@ from ._answers import (
     result_url,
     to_result,
 )
-from ._errors import BadFormToken, CrossSite, NotUnicode, Unavailable
+from ._errors import CrossSiteError, FormTokenError, NotUnicodeError, UnavailableError
 from ._issuing import SignedExpired, form_name, is_signed
 from ._model import Sessions, SubmissionMixin, add_submission
 from ._runner import UNREACHABLE, Committed, Consumable, Step, Then, run_once, status, step_outcome
@@ -85,9 +85,10 @@ class ProtectedForm:
         model: type[SubmissionMixin] | None,
         find: Callable[[Session, str], Any] | None,
         done: str | Callable[[Any], str] | None,
-        fields: Fields | None,
+        fingerprint: Fields | None,
         page: Page,
-        answer: Callable[[Outcome], ResponseReturnValue | None] | None,
+        on_outcome: Callable[[Outcome], ResponseReturnValue | None] | None,
+        wait: float | None,
         sessions: Sessions | None,
         then: Then | None = None,
     ) -> None:
@@ -99,13 +100,8 @@ class ProtectedForm:
         if then is not None and model is None:
             raise TypeError(f"{view.__name__}: then= needs model= (rows say the step to do)")
         self.view, self.form, self.model, self.find_result = view, form, model, find
-        self.done, self.fields, self.page, self.answer, self.sessions = (
-            done,
-            fields,
-            page,
-            answer,
-            sessions,
-        )
+        self.done, self.fingerprint, self.page = done, fingerprint, page
+        self.on_outcome, self.wait, self.sessions = on_outcome, wait, sessions
         self.checked: weakref.WeakSet[Flask] = weakref.WeakSet()
         self.step = Step(then.__name__, then, model) if then and model else None
 
@@ -114,7 +110,7 @@ class ProtectedForm:
         token, its text) is answered in JSON to a script."""
         try:
             return self.handle(st, view_args)
-        except (BadFormToken, NotUnicode) as error:
+        except (FormTokenError, NotUnicodeError) as error:
             return refused_request(error)
 
     def handle(self, st: State, view_args: Mapping[str, Any]) -> Response:
@@ -138,7 +134,7 @@ class ProtectedForm:
             with suppress(RedisError):
                 consumable.consume()
             outcome, form = Outcome("duplicate", url=known.url), None
-            if self.answer is not None or (
+            if self.on_outcome is not None or (
                 self.page.result_fragment is not None and request_kind() == "htmx"
             ):
                 # The hook or htmx's fragment reads the result (no validation) if it can.
@@ -170,19 +166,19 @@ class ProtectedForm:
                 consumable,
                 create=lambda db, digest: self.create(db, digest, form, view_args, stored),
                 find=self.find,
-                wait=st.wait,
+                wait=self.waits(st),
                 fingerprint=stored,
                 sender=st.app,
             )
-        except Unavailable:
+        except UnavailableError:
             return form_again(st, self.page, name, "unavailable", sent=token, form=form)
         if self.step is not None and outcome.kind in ("created", "duplicate"):
-            outcome = self.finish_step(db, outcome, st.wait)
+            outcome = self.finish_step(db, outcome, self.waits(st))
         if outcome.kind == "unconfirmed" and outcome.result is None:
             # Whether the COMMIT took effect is unknown: the same token, good again, tells.
             with suppress(RedisError):
                 consumable.restore()
-        elif outcome.landed:
+        elif outcome.took_effect:
             st.recent.remember(digest, Recent(outcome.url, raw, stored))
         return self.respond(st, outcome, name, token, form, digest, started)
 
@@ -199,7 +195,7 @@ class ProtectedForm:
             identity, digest = inspect(row).identity, row.submission_digest
             db.rollback()  # reading the row began a transaction: none is open during the step
             done = self.step.resume(db.get_bind(), identity, digest, wait=wait, url_of=self.url_of)
-            if done.landed:  # whoever did the step: this request made the row, or found it
+            if done.took_effect:  # whoever did the step: this request made the row, or found it
                 return Outcome(
                     outcome.kind,
                     done.result,
@@ -232,7 +228,7 @@ class ProtectedForm:
         changed = found.fingerprint is not None and found.fingerprint != stored
         outcome = Outcome("changed" if changed else "duplicate", found.result, url=found.url)
         if self.step is not None and not changed:  # a repeat resumes the step, valid or not
-            outcome = self.finish_step(self.session(st), outcome, st.wait)
+            outcome = self.finish_step(self.session(st), outcome, self.waits(st))
         return self.respond(st, outcome, name, token, form, digest, started)
 
     def respond(
@@ -253,11 +249,11 @@ class ProtectedForm:
                 digest=digest,
                 seconds=time.perf_counter() - started,
             )
-        if self.answer is not None:
-            custom = self.answer(outcome)
+        if self.on_outcome is not None:
+            custom = self.on_outcome(outcome)
             if custom is not None:
                 return make_response(custom)
-        if outcome.landed:
+        if outcome.took_effect:
             return to_result(
                 self.page, outcome.url, created=outcome.kind == "created", result=outcome.result
             )
@@ -285,11 +281,11 @@ class ProtectedForm:
         (when Redis cannot give one, with the token it was sent with: never a form with
         no token, whose submit would be a dead end)."""
         if cross_site():
-            raise CrossSite()
+            raise CrossSiteError()
         form = self.form() if self.form is not None else None
         try:  # kept on the page only if no fresh token can be had (Redis away)
             sent: str | None = submitted_token(st.field)
-        except BadFormToken:
+        except FormTokenError:
             sent = None
         return form_again(
             st,
@@ -341,7 +337,11 @@ class ProtectedForm:
         return result_url(self.done, result)
 
     def values(self, form: Any) -> Mapping[str, object]:
-        return submission_values(form, self.fields)
+        return submission_values(form, self.fingerprint)
+
+    def waits(self, st: State) -> float:
+        """Seconds a repeat waits for the first submit: the form's, else the setting."""
+        return st.wait if self.wait is None else self.wait
 
     def session(self, st: State) -> Session:
         """This request's session: the form's ``sessions``, else the extension's."""
@@ -359,7 +359,7 @@ _CHECKED = "flask_submit_once.json_checked"
 
 def json_body() -> dict[str, Any] | None:
     """The request's JSON object, or None (not JSON, not an object, or unreadable: too
-    deep to parse is as unreadable as malformed, never a 500). :class:`NotUnicode` (400)
+    deep to parse is as unreadable as malformed, never a 500). :class:`NotUnicodeError` (400)
     when it carries a lone surrogate, which no database column or digest can take."""
     if not request.is_json:
         return None
@@ -373,7 +373,7 @@ def json_body() -> dict[str, Any] | None:
         try:
             json.dumps(body, ensure_ascii=False).encode()
         except UnicodeEncodeError:
-            raise NotUnicode() from None
+            raise NotUnicodeError() from None
         except (RecursionError, ValueError):
             return None
         request.environ[_CHECKED] = True
@@ -383,7 +383,7 @@ def json_body() -> dict[str, Any] | None:
 def submitted_token(field: str) -> str:
     """The token this request carries: the form field ``field``, else the
     ``X-Submit-Once-Token`` header, else that member of a JSON object body.
-    :class:`BadFormToken` (400) if it is missing, repeated or malformed, before anything
+    :class:`FormTokenError` (400) if it is missing, repeated or malformed, before anything
     touches Redis."""
     values: list[Any] = request.form.getlist(field)
     if not values and TOKEN_HEADER in request.headers:
@@ -393,7 +393,7 @@ def submitted_token(field: str) -> str:
         if body is not None and field in body:
             values = [body[field]]
     if len(values) != 1 or not (is_well_formed(values[0]) or is_signed(values[0])):
-        raise BadFormToken()
+        raise FormTokenError()
     return str(values[0])
 
 

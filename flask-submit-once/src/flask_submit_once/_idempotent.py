@@ -53,7 +53,7 @@ class IdempotentView:
         model: type[SubmissionMixin] | None,
         find: Callable[[Session, str], Any] | None,
         respond: Callable[[Any], ResponseReturnValue],
-        answer: Callable[[Outcome], ResponseReturnValue | None] | None,
+        on_outcome: Callable[[Outcome], ResponseReturnValue | None] | None,
         fingerprint: Callable[[], str] | None,
         ttl: int | None,
         wait: float | None,
@@ -69,7 +69,7 @@ class IdempotentView:
             model,
             find,
         )
-        self.respond, self.answer, self.fingerprint = respond, answer, fingerprint
+        self.respond, self.on_outcome, self.fingerprint = respond, on_outcome, fingerprint
         self.ttl, self.wait, self.name, self.sessions = ttl, wait, name, sessions
 
     def handle(self, st: State, view_args: Mapping[str, Any]) -> Response:
@@ -88,7 +88,7 @@ class IdempotentView:
             st.store,
             st.store.digest(key, session_id=scope, form=name),
             "claimed",
-            redis_down_fallback=st.redis_down_fallback,
+            accept_when_redis_away=st.accept_when_redis_away,
             ttl=self.ttl,
         )
         digest = consumable.digest
@@ -125,11 +125,11 @@ class IdempotentView:
                 digest=digest,
                 seconds=time.perf_counter() - started,
             )
-        if self.answer is not None:
-            custom = self.answer(outcome)
+        if self.on_outcome is not None:
+            custom = self.on_outcome(outcome)
             if custom is not None:
                 return make_response(custom)
-        if outcome.landed:
+        if outcome.took_effect:
             response: Response = outcome.shown
             if outcome.kind == "duplicate":
                 response.headers["Idempotent-Replayed"] = "true"

@@ -15,7 +15,7 @@ A count kept in a cookie is the client's to drop; these are kept in Redis, and t
 client's address is counted as well as its session, so a flood of form views without
 cookies cannot fill Redis either. Only digests of who is counted reach Redis.
 
-**Signed tokens.** With ``SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY``, a form rendered when Redis
+**Signed tokens.** With ``SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS``, a form rendered when Redis
 cannot be reached still gets a token: ``s1.`` and a payload signed with the app's secret
 key (itsdangerous, Flask's own signer), carrying a random nonce, a digest of the form and
 session it is bound to, and the time it was issued; nothing in it is a secret, and nothing
@@ -27,7 +27,7 @@ while Redis is away, and how the rest holds:
   digest there (``SET NX``) when Redis answers; when it does not, the lock and the UNIQUE
   column decide alone (find, then create), so a double submit still makes one row and
   both land on it. A signed token whose submit failed can be submitted again;
-* expiry comes from the signed issue time (``SUBMIT_ONCE_TTL``), not from a Redis TTL;
+* expiry comes from the signed issue time (``SUBMIT_ONCE_TTL_SECONDS``), not from a Redis TTL;
 * the per-session and per-client limits are counted in this process only (bounded).
 
 **Back shows a form exactly as it was rendered, used token and all.** A user who goes
@@ -72,7 +72,7 @@ from itsdangerous import BadSignature, SignatureExpired, URLSafeTimedSerializer
 from redis.cluster import RedisCluster
 
 from . import signals
-from ._errors import BadFormToken, CrossSite, TooManyForms, Unavailable
+from ._errors import CrossSiteError, FormTokenError, TooManyFormsError, UnavailableError
 from ._tokens import TOKEN_BYTES, TokenStore
 
 if TYPE_CHECKING:
@@ -152,20 +152,20 @@ def tokens_for_page(state: State, names: Sequence[str]) -> dict[str, str]:
     """A fresh token for each form of ``names``, in one round trip, remembered for the
     rest of the request; refused or unavailable for all of them at once.
 
-    :class:`CrossSite` (403) before Redis is touched when the request is a prefetch, or
+    :class:`CrossSiteError` (403) before Redis is touched when the request is a prefetch, or
     comes from another site other than as a top-level navigation (an iframe, an image, a
     script): another site's page must not consumable its visitors' form limit.
-    :class:`TooManyForms` (429) over the session's or the client's limit.
-    :class:`Unavailable` (503) when Redis does not answer. A session with no id yet (a
+    :class:`TooManyFormsError` (429) over the session's or the client's limit.
+    :class:`UnavailableError` (503) when Redis does not answer. A session with no id yet (a
     first view, a client that keeps no cookies) makes no counter, which would be a new
     key for one page: its tokens are counted with its next page instead.
     """
     if not_for_a_form():
-        raise CrossSite()
+        raise CrossSiteError()
     new_session = not isinstance(session.get(_SESSION_KEY), str)
     sid = session_id()
-    per_session = int(state.setting("MAX_PER_SESSION"))
-    per_client = int(state.setting("MAX_PER_CLIENT_PER_MINUTE"))
+    per_session = int(state.setting("MAX_FORMS_PER_SESSION"))
+    per_client = int(state.setting("MAX_FORMS_PER_CLIENT_PER_MINUTE"))
     uncounted = session.get(_UNCOUNTED_KEY, 0)
     # The session's window is the TTL: a session holds at most twice its cap in live tokens.
     session_cap = Limit(
@@ -186,11 +186,11 @@ def tokens_for_page(state: State, names: Sequence[str]) -> dict[str, str]:
             state.degraded_since = None
         except redis.RedisError as error:
             if state.signed is None:
-                raise Unavailable() from error
+                raise UnavailableError() from error
             tokens = _signed(state, sid, names, limits)
     except OverLimit as refused:
         per = "session" if refused.limit is session_cap else "client"
-        raise TooManyForms(per, refused.retry_after) from None
+        raise TooManyFormsError(per, refused.retry_after) from None
     if new_session and per_session > 0:
         session[_UNCOUNTED_KEY] = len(names)
     elif session_cap.uncounted:
@@ -450,14 +450,14 @@ class SignedTokens:
     def nonce(self, token: str, *, session_id: str, form: str) -> str:
         """The nonce of a good token for this form and session: what its digest is made
         from. :class:`SignedExpired` when it is too old or bound elsewhere (answered as
-        an expired form), :class:`~flask_submit_once.BadFormToken` when it was not signed
+        an expired form), :class:`~flask_submit_once.FormTokenError` when it was not signed
         here (400)."""
         try:
             nonce, binding = self.serializer.loads(token[len(SIGNED_PREFIX) :], max_age=self.ttl)
         except SignatureExpired:
             raise SignedExpired() from None
         except (BadSignature, ValueError, TypeError):
-            raise BadFormToken() from None
+            raise FormTokenError() from None
         if binding != _binding(session_id, form) or not isinstance(nonce, str):
             raise SignedExpired()
         return nonce

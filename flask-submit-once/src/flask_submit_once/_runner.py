@@ -66,7 +66,7 @@ from sqlalchemy.orm import Session
 
 from . import signals
 from ._answers import Outcome
-from ._errors import BadFormToken, Refused, Unavailable
+from ._errors import FormTokenError, Refused, UnavailableError
 from ._issuing import is_signed, session_id
 from ._model import Sessions, SubmissionMixin, new_session
 from ._tokens import TokenStore
@@ -121,7 +121,7 @@ class Consumable:
     ``GETDEL`` and restored by claiming its digest again (after an unconfirmed COMMIT, so
     that resubmitting it tells what happened); a signed token (drawn while Redis was
     away) and a caller's key are consumed by claiming their digest and restored by
-    deleting it. With ``redis_down_fallback``, Redis unreachable at :meth:`consume` lets
+    deleting it. With ``accept_when_redis_away``, Redis unreachable at :meth:`consume` lets
     the lock and the UNIQUE column decide alone (a signed token always may: it was drawn
     without Redis)."""
 
@@ -131,27 +131,27 @@ class Consumable:
         digest: str,
         how: Literal["issued", "claimed"],
         *,
-        redis_down_fallback: bool,
+        accept_when_redis_away: bool,
         ttl: int | None = None,
     ) -> None:
         self.store, self.digest, self.how = store, digest, how
-        self.redis_down_fallback, self.ttl = redis_down_fallback, ttl
+        self.accept_when_redis_away, self.ttl = accept_when_redis_away, ttl
 
     @classmethod
     def of(cls, state: State, token: str, name: str) -> Consumable:
         """How ``token``, submitted to the form ``name`` in this session, is consumed:
-        :class:`~flask_submit_once.BadFormToken` for a signed token when the app signs
+        :class:`~flask_submit_once.FormTokenError` for a signed token when the app signs
         none, ``SignedExpired`` for one too old or bound elsewhere."""
         sid = session_id()
         store = state.store
         if not is_signed(token):
             digest = store.digest(token, session_id=sid, form=name)
-            return cls(store, digest, "issued", redis_down_fallback=state.redis_down_fallback)
+            return cls(store, digest, "issued", accept_when_redis_away=state.accept_when_redis_away)
         if state.signed is None:
-            raise BadFormToken()
+            raise FormTokenError()
         nonce = state.signed.nonce(token, session_id=sid, form=name)
         digest = store.digest(nonce, session_id=sid, form=name)
-        return cls(store, digest, "claimed", redis_down_fallback=True)
+        return cls(store, digest, "claimed", accept_when_redis_away=True)
 
     def consume(self) -> bool:
         """The one Redis step: True for exactly one caller."""
@@ -186,7 +186,7 @@ def run_once(
 ) -> Outcome:
     """Consume ``consumable`` (its digest) and run ``create`` once.
 
-    Raises :class:`Unavailable` when Redis or PostgreSQL does not answer before the digest
+    Raises :class:`UnavailableError` when Redis or PostgreSQL does not answer before the digest
     is consumed (nothing used up). With ``takeover`` (a claimed key), a key already
     claimed whose row does not exist, found while holding the lock, is a claim whose request
     died: this one goes on with it.
@@ -217,7 +217,7 @@ def run_once(
         except UNREACHABLE as error:
             with suppress(SQLAlchemyError):
                 db.rollback()
-            raise Unavailable() from error
+            raise UnavailableError() from error
         if locked:
             if signals.token_consumed.receivers:
                 signals.token_consumed.send(sender, digest=digest)
@@ -267,11 +267,11 @@ def _repeat(existing: Committed, fingerprint: str | None, waited: bool) -> Outco
 
 def _consume(consumable: Consumable) -> bool | None:
     """The one Redis step: True (ours), False (not ours), None (Redis is unreachable and
-    ``redis_down_fallback`` lets the database decide)."""
+    ``accept_when_redis_away`` lets the database decide)."""
     try:
         return consumable.consume()
     except (RedisConnectionError, RedisTimeoutError):
-        if not consumable.redis_down_fallback:
+        if not consumable.accept_when_redis_away:
             raise
         # A timeout may even have consumed the digest: the lock and the UNIQUE column decide.
         log.warning(

@@ -3,7 +3,7 @@
 It needs only redis-py and the standard library, imports nothing from Flask, and can be
 copied into a project on its own. Life of a token::
 
-    issue()    SET <prefix>:<digest> 1 EX <ttl> NX     when the form is rendered
+    create()   SET <prefix>:<digest> 1 EX <ttl> NX     when the form is rendered
     consume()  GETDEL <prefix>:<digest>                when the form is submitted
 
 A key the *caller* chooses (an ``Idempotency-Key`` header, a webhook event id) is not
@@ -56,13 +56,13 @@ _TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{43}")
 
 
 def is_well_formed(token: object) -> bool:
-    """Whether ``token`` has the exact shape :meth:`TokenStore.issue` makes; check it
+    """Whether ``token`` has the exact shape :meth:`TokenStore.create` makes; check it
     before touching Redis (a malformed value is a client error, not an expired form)."""
     return isinstance(token, str) and _TOKEN_SHAPE.fullmatch(token) is not None
 
 
 class TokenStore:
-    """Issue and consume single-use tokens in one Redis database.
+    """Create and consume single-use tokens in one Redis database.
 
     :param client: a redis-py client (``Redis`` or ``RedisCluster``); every command
         touches one key, so any Cluster slot layout works.
@@ -87,7 +87,7 @@ class TokenStore:
         """The Redis key of a token's ``digest``."""
         return f"{self.prefix}:{digest}"
 
-    def issue(self, *, session_id: str, form: str) -> str:
+    def create(self, *, session_id: str, form: str) -> str:
         """A new token for one rendering of ``form`` in ``session_id``: one
         ``SET key 1 EX ttl NX``. Every rendering gets its own token, so open tabs never
         invalidate one another; NX only guards against a 256-bit collision."""

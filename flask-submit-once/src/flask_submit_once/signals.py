@@ -27,7 +27,7 @@ token_issued = _signals.signal(
     "submit-once-token-issued",
     doc="""\
 Sent after a token was issued for a rendering of a form: stored in Redis, or signed
-while Redis is away (``SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY``).
+while Redis is away (``SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS``).
 
 Sender: the Flask app. Keyword arguments: ``form`` (the form's name).
 """,

@@ -17,7 +17,7 @@ Installed with the library (a ``pytest11`` entry point), it gives every suite th
 
 Everything runs through your app, your Redis and your database: nothing is faked. The
 fixture turns the per-address form limit off on the app
-(``SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE = 0``): a suite opens many forms from one
+(``SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE = 0``): a suite opens many forms from one
 address, and a bare 429 would hide what a test is about.
 """
 
@@ -181,5 +181,5 @@ def once_forms(request: pytest.FixtureRequest) -> OnceForms:
     app's per-address form limit off."""
     client: FlaskClient = request.getfixturevalue("client")
     config = client.application.config
-    config["SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"] = 0
-    return OnceForms(client, field=config.get("SUBMIT_ONCE_FIELD", "form_token"))
+    config["SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE"] = 0
+    return OnceForms(client, field=config.get("SUBMIT_ONCE_FIELD_NAME", "form_token"))
