@@ -297,7 +297,8 @@ def problem_json(
 ) -> Response:
     """A problem+json answer (RFC 9457) for a script: ``reason`` is the library's word for
     what happened, ``more`` what else the script needs."""
-    title = title if title is not None else (reason or "").replace("_", " ")
+    if title is None:
+        title = (reason or "").replace("_", " ")
     body = {"type": "about:blank", "title": title, "status": status, "detail": detail}
     response = jsonify({**body, "reason": reason, **more})
     response.status_code = status
@@ -389,8 +390,10 @@ def _context(page: Page) -> Mapping[str, Any]:
 def result_url(done: str | Callable[[Any], str] | None, result: object) -> str | None:
     """Where ``result`` is shown: ``done(result)``, or the URL of the endpoint ``done``
     with its values taken from the result's attributes, else from this request's URL."""
-    if done is None or callable(done):
-        return done(result) if done else None
+    if done is None:
+        return None
+    if callable(done):
+        return done(result)
     here = request.view_args or {}
     return url_for(
         done,

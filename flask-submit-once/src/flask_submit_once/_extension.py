@@ -291,7 +291,8 @@ class SubmitOnce:
         client: RedisClient | None = None,
         sessions: Sessions | None = None,
     ) -> None:
-        self._client, self._sessions = client, sessions  # defaults for init_app
+        # What init_app uses when it is given none of its own.
+        self._client, self._sessions = client, sessions
         if app is not None:
             self.init_app(app)
 
@@ -301,10 +302,13 @@ class SubmitOnce:
         """Read the ``SUBMIT_ONCE_*`` settings, and make the app's Redis client (or take
         ``client``)."""
         read_settings(app)
-        sessions = sessions if sessions is not None else self._sessions
+        if sessions is None:
+            sessions = self._sessions
         set_up_sessions(app, sessions)
-        client = client if client is not None else self._client
-        client = client if client is not None else client_for(app.config["SUBMIT_ONCE_REDIS_URL"])
+        if client is None:
+            client = self._client
+        if client is None:
+            client = client_for(app.config["SUBMIT_ONCE_REDIS_URL"])
         store = TokenStore(
             client,
             ttl=int(app.config["SUBMIT_ONCE_TTL_SECONDS"]),
@@ -566,6 +570,7 @@ class SubmitOnce:
             return None
         try:
             return protected.session_lost(state())
-        except Exception as raised:  # CrossSiteError, or the form maker's 404, 400 or 503: in
-            # an error handler it would be a 500; answered as the app answers it in a view
+        except Exception as raised:
+            # CrossSiteError, or the form maker's 404, 400 or 503: raised in an error
+            # handler it would be a 500, so it is answered as the app answers it in a view.
             return current_app.make_response(current_app.handle_user_exception(raised))

@@ -118,7 +118,8 @@ class ProtectedForm:
         if request.headers.get(CHECK_HEADER) == "1":
             return self.check(st, name)
         token = submitted_token(st.field)
-        if st.app not in self.checked:  # once an app: every value of done's URL is known
+        if st.app not in self.checked:
+            # Once an app, before any token is consumed: every value of done's URL is known.
             check_done(self.done, self.model)
             self.checked.add(st.app)
         started = time.perf_counter()
@@ -134,14 +135,14 @@ class ProtectedForm:
             with suppress(RedisError):
                 consumable.consume()
             outcome, form = Outcome("duplicate", url=known.url), None
-            if self.on_outcome is not None or (
-                self.page.result_fragment is not None and request_kind() == "htmx"
-            ):
+            fragment = self.page.result_fragment is not None and request_kind() == "htmx"
+            if self.on_outcome is not None or fragment:
                 # The hook or htmx's fragment reads the result (no validation) if it can.
-                form = self.form() if self.form is not None else None
+                form = self.make_form()
                 try:
                     found = self.find(self.session(st), digest)
-                except SQLAlchemyError:  # known.url is answer enough: go there
+                except SQLAlchemyError:
+                    # Where the first submit's result is shown is answer enough.
                     found = None
                 outcome = Outcome("duplicate", found.result if found else None, url=known.url)
             return self.respond(st, outcome, name, token, form, digest, started)
@@ -149,14 +150,16 @@ class ProtectedForm:
         form = self.make_form()
         stored = None
         if form is not None:
-            try:  # validators may query the database, and so does a repeat's check
+            try:
+                # Validators may query the database, and so does a repeat's check.
                 valid = form.validate()
                 if not valid and set(form.errors) == {csrf_field(form)}:
                     return self.session_lost(st)
                 stored = fingerprint(self.values(form))
                 if not valid:
                     return self.invalid(st, name, token, form, digest, stored, started)
-            except UNREACHABLE:  # away before anything was consumed: the input, the same token
+            except UNREACHABLE:
+                # Away before anything was consumed: the form again, the input, the same token.
                 with suppress(SQLAlchemyError):
                     db.rollback()
                 return form_again(st, self.page, name, "unavailable", sent=token, form=form)
@@ -190,12 +193,15 @@ class ProtectedForm:
         which resumes it); a row whose step refused is a refusal again."""
         assert self.step is not None
         row = outcome.result
-        pending = self.step.still_to_do(row)  # None: unreadable now; as the transaction read
+        # None when the row cannot be read again: answered as the transaction found it.
+        pending = self.step.still_to_do(row)
         if pending:
             identity, digest = inspect(row).identity, row.submission_digest
-            db.rollback()  # reading the row began a transaction: none is open during the step
+            # Reading the row began a transaction: none is open during the step.
+            db.rollback()
             done = self.step.resume(db.get_bind(), identity, digest, wait=wait, url_of=self.url_of)
-            if done.took_effect:  # whoever did the step: this request made the row, or found it
+            if done.took_effect:
+                # Whoever did the step: this request made the row, or found it.
                 return Outcome(
                     outcome.kind,
                     done.result,
@@ -223,11 +229,13 @@ class ProtectedForm:
         found = self.find(self.session(st), digest)
         if found is None:
             return self.respond(st, Outcome("invalid"), name, token, form, digest, started)
-        with suppress(RedisError):  # a token that came back must not stay live
+        with suppress(RedisError):
+            # A token that came back must not stay live.
             Consumable.of(st, token, name).consume()
         changed = found.fingerprint is not None and found.fingerprint != stored
         outcome = Outcome("changed" if changed else "duplicate", found.result, url=found.url)
-        if self.step is not None and not changed:  # a repeat resumes the step, valid or not
+        if self.step is not None and not changed:
+            # A repeat resumes the step, valid or not.
             outcome = self.finish_step(self.session(st), outcome, self.waits(st))
         return self.respond(st, outcome, name, token, form, digest, started)
 
@@ -257,12 +265,10 @@ class ProtectedForm:
             return to_result(
                 self.page, outcome.url, created=outcome.kind == "created", result=outcome.result
             )
-        # A refusal's own words, unless the form has its words for refusals.
-        message = (
-            str(outcome.error) or None
-            if outcome.kind == "refused" and "refused" not in self.page.messages
-            else None
-        )
+        message = None
+        if outcome.kind == "refused" and "refused" not in self.page.messages:
+            # A refusal's own words, unless the form has its words for refusals.
+            message = str(outcome.error) or None
         return form_again(
             st,
             self.page,
@@ -282,8 +288,9 @@ class ProtectedForm:
         no token, whose submit would be a dead end)."""
         if cross_site():
             raise CrossSiteError()
-        form = self.form() if self.form is not None else None
-        try:  # kept on the page only if no fresh token can be had (Redis away)
+        form = self.make_form()
+        try:
+            # Kept on the page only if no fresh token can be had (Redis away).
             sent: str | None = submitted_token(st.field)
         except FormTokenError:
             sent = None
@@ -369,7 +376,8 @@ def json_body() -> dict[str, Any] | None:
         return None
     if not isinstance(body, dict):
         return None
-    if not request.environ.get(_CHECKED):  # read up to three times a submit: checked once
+    if not request.environ.get(_CHECKED):
+        # Read up to three times a submit: checked once.
         try:
             json.dumps(body, ensure_ascii=False).encode()
         except UnicodeEncodeError:
@@ -418,7 +426,8 @@ def submission_values(form: Any, fields: Fields | None) -> Mapping[str, object]:
         return fields(form)
     try:
         data = {field.name: field.data for field in form if field.type not in _NOT_DATA}
-    except TypeError:  # not a WTForms form: its data
+    except TypeError:
+        # Not a WTForms form: its data.
         data = dict(form.data)
     return {k: v for k, v in data.items() if fields is None or k in fields}
 

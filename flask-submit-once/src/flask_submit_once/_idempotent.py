@@ -75,9 +75,11 @@ class IdempotentView:
     def handle(self, st: State, view_args: Mapping[str, Any]) -> Response:
         """The view, once per key: its answer, or its first answer again."""
         try:
-            scope = self.scope() if self.scope is not None else ""  # who asks, before what
+            # Who asks, before what they ask.
+            scope = self.scope() if self.scope is not None else ""
             key = self.key()
-        except LookupError:  # key=lambda: request.headers["Idempotency-Key"], none sent
+        except LookupError:
+            # key=lambda: request.headers["Idempotency-Key"], and no such header sent.
             return problem_json(
                 400,
                 "missing_key",
@@ -94,7 +96,8 @@ class IdempotentView:
         digest = consumable.digest
         stored = self.fingerprint() if self.fingerprint is not None else request_fingerprint()
         started = time.perf_counter()
-        ran: list[bool] = []  # the view ran: the key is this request's to give back
+        # Whether the view ran: then the key is this request's to give back.
+        ran: list[bool] = []
 
         def create(db: Session, digest: str) -> Committed:
             ran.append(True)
@@ -112,7 +115,8 @@ class IdempotentView:
                 sender=st.app,
             )
         except BaseException:
-            if ran:  # the view refused (an HTTP error) or broke: nothing was done
+            if ran:
+                # The view refused (an HTTP error) or broke: nothing was done.
                 self.release(consumable)
             raise
         if ran and outcome.kind in ("refused", "failed"):

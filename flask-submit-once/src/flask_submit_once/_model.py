@@ -49,7 +49,8 @@ DIGEST_LENGTH = 43
 class SubmissionMixin:
     """Columns for a model whose rows a protected form creates, one per submission::
 
-        class Signup(SubmissionMixin, db.Model):       # or (SubmissionMixin, Base)
+        # Or (SubmissionMixin, Base) without Flask-SQLAlchemy.
+        class Signup(SubmissionMixin, db.Model):
             id: Mapped[int] = mapped_column(primary_key=True)
             email: Mapped[str]
 
@@ -211,6 +212,8 @@ def _remove(scoped: scoped_session[Any]) -> None:
 
 def _close(db: Session) -> None:
     try:
-        db.close()  # rolls back what is open
-    except SQLAlchemyError:  # its connection died (a failover): answered already, not a 500
+        # Closing rolls back what is open.
+        db.close()
+    except SQLAlchemyError:
+        # Its connection died (a failover): answered already, not a 500.
         db.invalidate()

@@ -200,7 +200,9 @@ def run_once(
     while True:
         try:
             locked, wrote = db.connection().exec_driver_sql(_TRY_LOCK, {"key": key}).one()
-            if wrote:  # only the first attempt can find any: each one ends in a ROLLBACK
+            if wrote:
+                # Flushed work the app left: only the first attempt can find any, since
+                # each attempt ends in a ROLLBACK.
                 raise RuntimeError(_UNSAVED)
             if locked:
                 consumed = _consume(consumable)
@@ -212,7 +214,9 @@ def run_once(
                     if consumed is False and not takeover:
                         db.rollback()
                         return Outcome("expired", waited=waited)
-            else:  # ends the attempt: this request holds no connection while it waits
+            else:
+                # Not locked: end the attempt, so that this request holds no connection while it
+                # waits.
                 db.rollback()
         except UNREACHABLE as error:
             with suppress(SQLAlchemyError):
@@ -308,7 +312,8 @@ def _create_once(
         db.rollback()
         return Outcome("refused", error=refused)
     except SQLAlchemyError as error:
-        with suppress(SQLAlchemyError):  # the connection may be what failed
+        with suppress(SQLAlchemyError):
+            # The connection may be what failed.
             db.rollback()
         if isinstance(error, OperationalError) and error.connection_invalidated:
             return Outcome("unconfirmed", error=error)
@@ -382,7 +387,8 @@ class Step:
                         return self._do(db, identity, digest, url_of)
                 finally:
                     _unlock(conn, key)
-        except UNREACHABLE as error:  # before the step began: it is still to do
+        except UNREACHABLE as error:
+            # Before the step began: it is still to do.
             log.warning("step %s of %s not begun: %s", self.name, digest[:12], type(error).__name__)
             return Outcome("unconfirmed", error=error)
 
@@ -390,22 +396,27 @@ class Step:
         self, db: Session, identity: Any, digest: str, url_of: Callable[[Any], str | None]
     ) -> Outcome:
         row = db.get(self.model, identity, populate_existing=True)
-        db.commit()  # no transaction while it calls elsewhere
+        # No transaction is open while it calls elsewhere.
+        db.commit()
         if row is None:
             return Outcome("failed", error=LookupError("the row is gone"))
         if not self.pending(row):
             return step_outcome(row, url_of)
-        url = url_of(row)  # read now: after a failed commit the row cannot be loaded
+        # Read now: after a failed COMMIT the row cannot be loaded.
+        url = url_of(row)
         try:
             try:
                 self.then(db, row, step_key(digest, self.name))
             except Refused as refused:
-                row.submission_step = REFUSED  # with what it wrote: its record of the refusal
+                # Committed with what it wrote: its record of the refusal.
+                row.submission_step = REFUSED
                 db.commit()
                 return Outcome("refused", row, error=refused, url=url_of(row))
             row.submission_step = None
-            db.commit()  # may fail too (the connection lost): then still to do
-        except Exception as error:  # not done, or not recorded: the next holder tries again
+            # The COMMIT may fail too (the connection lost): then the step is still to do.
+            db.commit()
+        except Exception as error:
+            # Not done, or not recorded: the next holder tries again.
             with suppress(SQLAlchemyError):
                 db.rollback()
             log.warning("step %s of %s not done: %s", self.name, digest[:12], type(error).__name__)
@@ -441,7 +452,8 @@ def _locked(engine: Engine, key: int, wait: float) -> Connection | None:
             )
             conn.commit()
         except BaseException:
-            conn.invalidate()  # it may hold the lock: never back in the pool
+            # It may hold the lock: never back in the pool.
+            conn.invalidate()
             conn.close()
             raise
         if got:

@@ -12,7 +12,8 @@ Installed with the library (a ``pytest11`` entry point), it gives every suite th
     def test_back_edit_resubmit_is_told_not_dropped(once_forms):
         page = once_forms.open("/signup")
         page.submit({"email": "ada@example.com"})
-        again = page.submit({"email": "grace@example.com"})  # the same rendering, edited
+        # The same rendering, edited.
+        again = page.submit({"email": "grace@example.com"})
         assert again.status_code == 409 and "grace@example.com" in again.text
 
 Everything runs through your app, your Redis and your database: nothing is faked. The
