@@ -17,7 +17,7 @@ from flask_wtf.csrf import CSRFError, CSRFProtect
 from jinja2 import DictLoader
 from wtforms import Form, StringField
 
-from flask_submit_once import Outcome, SubmitOnce, UnavailableError
+from flask_submit_once import Outcome, SubmitOnce, TokenStore, UnavailableError
 from servers import free_port
 from signup_app import Comment
 
@@ -183,6 +183,35 @@ def test_a_renamed_exception_is_an_import_error_naming_the_new_one(old, new):
     import flask_submit_once
 
     assert issubclass(getattr(flask_submit_once, new), flask_submit_once.SubmitOnceError)
+
+
+@pytest.mark.parametrize(
+    ("decorator", "old", "new"),
+    [
+        ("form", "fields", "fingerprint"),
+        ("form", "answer", "on_outcome"),
+        ("idempotent", "answer", "on_outcome"),
+    ],
+)
+def test_a_renamed_keyword_of_a_decorator_is_a_type_error_naming_the_new_one(decorator, old, new):
+    with pytest.raises(
+        TypeError, match=rf"^{decorator}\({old}=\) was renamed {decorator}\({new}=\) in"
+    ):
+        getattr(SubmitOnce(), decorator)(**{old: None})
+
+
+def test_a_renamed_method_is_an_attribute_error_naming_the_new_one(redis_url):
+    client = redis.Redis.from_url(redis_url)
+    renamed = [
+        (SubmitOnce(), "issue", "SubmitOnce.issue was renamed issue_tokens"),
+        (TokenStore(client), "issue", "TokenStore.issue was renamed create"),
+        (Outcome("created"), "landed", "Outcome.landed was renamed took_effect"),
+    ]
+    for thing, old, says in renamed:
+        with pytest.raises(AttributeError, match=f"^{says} in Flask-Submit-Once 1.0$"):
+            getattr(thing, old)
+        assert not hasattr(thing, "nope")
+    client.close()
 
 
 def test_a_ready_client_is_used_as_it_is_by_every_app_it_is_given_to(redis_url):

@@ -121,6 +121,15 @@ class Outcome:
         or a repeat of it."""
         return self.kind in ("created", "duplicate")
 
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "landed":
+                raise AttributeError(
+                    "Outcome.landed was renamed took_effect in Flask-Submit-Once 1.0"
+                )
+            raise AttributeError(f"'Outcome' object has no attribute {name!r}")
+
 
 #: How a request wants its answer.
 RequestKind = Literal["html", "htmx", "json"]

@@ -20,7 +20,7 @@ import logging
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
 from urllib.parse import urlsplit
 
 import click
@@ -50,6 +50,8 @@ from ._tokens import RedisClient, TokenStore
 __all__ = ["DEFAULTS", "State", "SubmitOnce", "state"]
 
 View = TypeVar("View", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
 
 log = logging.getLogger("flask_submit_once")
 
@@ -271,6 +273,25 @@ def state(app: Flask | None = None) -> State:
 # The extension
 
 
+def renamed_keywords(renamed: Mapping[str, str]) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """A decorator's keyword of 0.10 that 1.0 renamed is a TypeError naming the new one
+    (Python's own would not say what it is called now)."""
+
+    def check(method: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(method)
+        def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+            for old in sorted(renamed.keys() & kwargs.keys()):
+                raise TypeError(
+                    f"{method.__name__}({old}=) was renamed {method.__name__}"
+                    f"({renamed[old]}=) in Flask-Submit-Once 1.0"
+                )
+            return method(*args, **kwargs)
+
+        return checked
+
+    return check
+
+
 class SubmitOnce:
     """The extension: ``submit_once = SubmitOnce(app, sessions=db)``, or ``SubmitOnce()``
     then :meth:`init_app`. Per-app state lives in ``app.extensions["submit_once"]``.
@@ -295,6 +316,15 @@ class SubmitOnce:
         self._client, self._sessions = client, sessions
         if app is not None:
             self.init_app(app)
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "issue":
+                raise AttributeError(
+                    "SubmitOnce.issue was renamed issue_tokens in Flask-Submit-Once 1.0"
+                )
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def init_app(
         self, app: Flask, *, client: RedisClient | None = None, sessions: Sessions | None = None
@@ -372,6 +402,7 @@ class SubmitOnce:
         """
         return state().store.digest(key, session_id=scope, form=name)
 
+    @renamed_keywords({"fields": "fingerprint", "answer": "on_outcome"})
     def form(
         self,
         form: Callable[[], Any] | None = None,
@@ -472,6 +503,7 @@ class SubmitOnce:
 
         return decorate
 
+    @renamed_keywords({"answer": "on_outcome"})
     def idempotent(
         self,
         *,

@@ -40,7 +40,7 @@ import base64
 import hashlib
 import re
 import secrets
-from typing import TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import redis
 from redis.cluster import RedisCluster
@@ -82,6 +82,13 @@ class TokenStore:
         token that may appear in a log."""
         material = "\x00".join((form, session_id, token)).encode()
         return base64.urlsafe_b64encode(hashlib.sha256(material).digest()).decode()[:43]
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "issue":
+                raise AttributeError("TokenStore.issue was renamed create in Flask-Submit-Once 1.0")
+            raise AttributeError(f"'TokenStore' object has no attribute {name!r}")
 
     def key(self, digest: str) -> str:
         """The Redis key of a token's ``digest``."""
