@@ -61,10 +61,10 @@ add_module_names = False
 python_use_unqualified_type_names = True
 autodoc_type_aliases = {
     "RedisClient": "flask_submit_once._tokens.RedisClient",
-    "Sessions": "flask_submit_once._sessions.Sessions",
+    "Sessions": "flask_submit_once._model.Sessions",
     "Fields": "flask_submit_once._form.Fields",
     "Message": "flask_submit_once._answers.Message",
-    "Kind": "flask_submit_once._outcome.Kind",
+    "Kind": "flask_submit_once._answers.Kind",
 }
 
 # GitHub-style anchors, so a page's [text](#a-heading) links resolve here too.

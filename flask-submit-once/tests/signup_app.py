@@ -178,6 +178,8 @@ def create_app(sessions: sessionmaker[Session], **config: Any) -> Flask:
         model=Signup,
         scope=lambda: request.headers.get("X-Client", ""),
         respond=lambda row: ({"id": row.id, "email": row.email}, 201),
+        # A retry while the first still runs is told at once (409, Retry-After).
+        wait=0,
     )
     def api_sign_up(db: Session) -> Signup:
         body = request.get_json()
@@ -186,5 +188,17 @@ def create_app(sessions: sessionmaker[Session], **config: Any) -> Flask:
         if "@" not in body.get("email", ""):
             raise BadRequest("email: not an address")
         return Signup(email=body["email"])
+
+    @app.post("/webhooks/signups")
+    @csrf.exempt
+    @submit_once.idempotent(
+        key=lambda: request.get_json()["event_id"],
+        name="webhook:signups",
+        scope=lambda: "provider",
+        model=Signup,
+        respond=lambda row: ({"id": row.id}, 200),
+    )
+    def signup_webhook(db: Session) -> Signup:
+        return Signup(email=request.get_json()["email"])
 
     return app

@@ -33,6 +33,7 @@ from werkzeug.test import TestResponse
 import flask_submit_once
 from card_provider import CardProvider
 from flask_submit_once import SubmitOnce, signals, testing
+from flask_submit_once._extension import RENAMED
 from flask_submit_once.testing import FormPage, OnceForms, landed_on
 from live import serve
 
@@ -122,10 +123,12 @@ def write(folder: Path, files: dict[str, str]) -> None:
 
 
 def quick_start_env(monkeypatch: pytest.MonkeyPatch, redis_url: str, database_url: str) -> None:
-    """What the quick start reads (``app.config.from_prefixed_env()``)."""
+    """What the quick start reads (``app.config.from_prefixed_env()``), with Back showing
+    the form as it was turned on, as the text after it says."""
     monkeypatch.setenv("FLASK_SECRET_KEY", "docs")
     monkeypatch.setenv("FLASK_SQLALCHEMY_DATABASE_URI", database_url)
     monkeypatch.setenv("FLASK_REDIS_URL", redis_url)
+    monkeypatch.setenv("FLASK_SUBMIT_ONCE_BACK_SHOWS_FORM", "true")
 
 
 @pytest.fixture
@@ -533,11 +536,18 @@ def resolves(dotted: str) -> bool:
     return False
 
 
+#: Names of 0.10 that 1.0 renamed, which a page may give with their new names: the library
+#: still knows them, to say what each is called now.
+RENAMED_SETTINGS = {f"SUBMIT_ONCE_{old}" for old in RENAMED}
+RENAMED_NAMES = set(flask_submit_once._RENAMED)
+
+
 def unknown_names(text: str) -> list[str]:
     """The names ``text`` mentions as the library's that it does not have: dotted
     ``flask_submit_once`` paths, the extension's or the template object's attributes
     (``submit_once.x``), a root name's attributes, ``once_forms.x``, settings, outcome kinds,
-    and backticked names in the prose that are neither the library's nor other projects'."""
+    and backticked names in the prose that are neither the library's nor other projects'
+    (a name 1.0 renamed is the library's: it answers with the new one)."""
     app, template_object = extension_and_template_object()
     kinds = typing.get_args(typing.get_type_hints(flask_submit_once.Outcome)["kind"])
     roots = "|".join(name for name in flask_submit_once.__all__ if name != "signals")
@@ -562,13 +572,16 @@ def unknown_names(text: str) -> list[str]:
         *(
             setting
             for setting in re.findall(r"SUBMIT_ONCE_\w+", text)
-            if setting not in app.config and not setting.startswith("SUBMIT_ONCE_TEST_")
+            if setting not in app.config
+            and setting not in RENAMED_SETTINGS
+            and not setting.startswith("SUBMIT_ONCE_TEST_")
         ),
         *(kind for kind in re.findall(r'kind(?:=| == )"(\w+)"', text) if kind not in kinds),
         *(
             name
             for name in re.findall(r"`([A-Z]\w*(?:-[\w-]+)?)`", prose)
             if name not in flask_submit_once.__all__
+            and name not in RENAMED_NAMES
             and name not in ELSEWHERE
             and not name.startswith(("SUBMIT_ONCE_", "FLASK_"))
         ),
@@ -584,12 +597,13 @@ def test_the_name_check_sees_names_that_are_not_there() -> None:
     text = (
         "`FormTokens`, `SubmitOnce`, submit_once.form, submit_once.message, submit_once.nope, "
         "flask_submit_once.testing.landed_on, flask_submit_once.Nope, Outcome.landed, "
-        "TokenStore.issue_many, once_forms.open, once_forms.nope, SUBMIT_ONCE_TTL, "
+        "TokenStore.issue_many, once_forms.open, once_forms.nope, SUBMIT_ONCE_TTL_SECONDS, "
         'SUBMIT_ONCE_NOPE, kind="created", kind == "placed"'
     )
     assert unknown_names(text) == [
         "flask_submit_once.Nope",
         "submit_once.nope",
+        "Outcome.landed",
         "TokenStore.issue_many",
         "once_forms.nope",
         "SUBMIT_ONCE_NOPE",
@@ -622,14 +636,17 @@ def test_the_testing_guide_names_every_helper_of_the_plugin() -> None:
         "submit_concurrently",
         "fields",
     }, "a helper the guide does not name"
-    assert "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE" in text and "429" in text
+    assert "SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE" in text and "429" in text
 
 
 def test_the_settings_page_gives_every_setting_and_its_default() -> None:
     app, _ = extension_and_template_object()
     table = dict(
         re.findall(
-            r"^\| `(SUBMIT_ONCE_\w+)` \| `([^`]*)` \|", (DOCS / "settings.md").read_text(), re.M
+            r"^\| `(SUBMIT_ONCE_\w+)` \| `([^`]*)` \|",
+            # The first table: every setting (the page's later ones are about renames).
+            (DOCS / "settings.md").read_text().split("\n## ", 1)[0],
+            re.M,
         )
     )
     assert table.pop("SUBMIT_ONCE_REDIS_URL") == "REDIS_URL"
@@ -670,9 +687,14 @@ def test_the_upgrade_note_maps_old_names_to_names_that_exist() -> None:
     app, template_object = extension_and_template_object()
     for old, new in re.findall(r"^\| (.+?) \| (.+?) \|$", note, re.M)[2:]:
         for name in re.findall(r"`([A-Z]\w+)`", old):
-            assert not hasattr(flask_submit_once, name) and name not in app.config, name
+            assert name not in vars(flask_submit_once) and name not in app.config, name
+        # A name 0.10 introduced and 1.0 renamed is still known: it answers with the new.
         for name in re.findall(r"`([A-Z][A-Za-z]+|SUBMIT_ONCE_\w+)`", new):
-            assert name in flask_submit_once.__all__ or name in app.config, name
+            assert (
+                name in flask_submit_once.__all__
+                or name in app.config
+                or name in RENAMED_NAMES | RENAMED_SETTINGS
+            ), name
         for attr in re.findall(r"(?<![\w.])submit_once\.(\w+)", new):
             assert hasattr(SubmitOnce, attr) or hasattr(type(template_object), attr), attr
     assert "SubmissionMixin" in note and "client=" in note and "endpoint" in note

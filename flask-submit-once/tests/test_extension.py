@@ -1,20 +1,23 @@
-"""SubmitOnce, the extension: its settings, the Redis client it uses, what a
-misconfigured app is told, and the hooks a form offers (``answer``, ``messages``,
-``fields``)."""
+"""SubmitOnce, the extension: its settings, what ``init_app`` changes in an app (only what
+it was asked to), the Redis client it uses, what a misconfigured app or an app written for
+0.10 is told, and the hooks a form offers (``on_outcome``, ``messages``,
+``fingerprint``)."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 
 import pytest
 import redis
 from flask import Flask, flash, get_flashed_messages, render_template, request
-from flask_wtf.csrf import CSRFProtect
+from flask.sessions import SecureCookieSessionInterface
+from flask_wtf.csrf import CSRFError, CSRFProtect
 from jinja2 import DictLoader
 from wtforms import Form, StringField
 
-from flask_submit_once import Outcome, SubmitOnce, Unavailable
+from flask_submit_once import Outcome, SubmitOnce, TokenStore, UnavailableError
 from servers import free_port
 from signup_app import Comment
 
@@ -44,29 +47,171 @@ def test_importing_the_library_imports_no_app_and_no_test_around_it():
     subprocess.run([sys.executable, "-c", check], check=True)
 
 
-@pytest.mark.parametrize("submit_once_first", [True, False])
-def test_the_csrf_time_limit_is_the_token_ttl_when_nobody_set_it(redis_url, submit_once_first):
-    app = flask_app(REDIS_URL=redis_url, SUBMIT_ONCE_TTL=3600)
-    extensions = [SubmitOnce(), CSRFProtect()]
-    for extension in extensions if submit_once_first else reversed(extensions):
-        extension.init_app(app)
+def test_init_app_writes_nothing_of_flask_wtf(redis_url):
+    app = flask_app(REDIS_URL=redis_url, SUBMIT_ONCE_TTL_SECONDS=1800)
+    SubmitOnce(app)
+    assert [key for key in app.config if key.startswith("WTF_")] == []
+    CSRFProtect(app)
+    # Flask-WTF's own default, set by Flask-WTF.
     assert app.config["WTF_CSRF_TIME_LIMIT"] == 3600
     close(app)
 
 
-def test_a_csrf_time_limit_the_app_set_is_kept_and_a_shorter_one_warned_about(redis_url):
-    app = flask_app(REDIS_URL=redis_url, SUBMIT_ONCE_TTL=7200, WTF_CSRF_TIME_LIMIT=600)
+@pytest.mark.parametrize(
+    "csrf_limit", [600, None], ids=["the app's 600 s", "flask-wtf's default 3600 s"]
+)
+def test_a_csrf_time_limit_shorter_than_the_ttl_is_warned_about_and_kept(redis_url, csrf_limit):
+    limit = {} if csrf_limit is None else {"WTF_CSRF_TIME_LIMIT": csrf_limit}
+    app = flask_app(REDIS_URL=redis_url, SUBMIT_ONCE_TTL_SECONDS=7200, **limit)
+    shown = csrf_limit or 3600
     with pytest.warns(
         UserWarning,
-        match=r"WTF_CSRF_TIME_LIMIT \(600 s\) is shorter than "
-        r"SUBMIT_ONCE_TTL \(7200 s\)",
+        match=rf"WTF_CSRF_TIME_LIMIT \({shown} s\) is shorter than "
+        r"SUBMIT_ONCE_TTL_SECONDS \(7200 s\)",
     ):
         SubmitOnce(app)
-    assert app.config["WTF_CSRF_TIME_LIMIT"] == 600
+    assert app.config.get("WTF_CSRF_TIME_LIMIT") == csrf_limit
     close(app)
-    unlimited = flask_app(REDIS_URL=redis_url, SUBMIT_ONCE_TTL=7200, WTF_CSRF_TIME_LIMIT=None)
-    SubmitOnce(unlimited)  # no limit at all: nothing to warn about (filterwarnings=error)
-    close(unlimited)
+
+
+def test_no_csrf_time_limit_or_csrf_off_is_nothing_to_warn_about(redis_url):
+    # filterwarnings=error: a warning would fail the test.
+    for config in ({"WTF_CSRF_TIME_LIMIT": None}, {"WTF_CSRF_ENABLED": False}):
+        app = flask_app(REDIS_URL=redis_url, SUBMIT_ONCE_TTL_SECONDS=7200, **config)
+        SubmitOnce(app)
+        close(app)
+
+
+def test_init_app_leaves_app_session_interface_alone_by_default(redis_url):
+    app = flask_app(REDIS_URL=redis_url)
+    before = app.session_interface
+    SubmitOnce(app)
+    assert app.session_interface is before
+    close(app)
+
+
+def test_back_shows_form_replaces_only_flasks_own_session_interface(redis_url):
+    app = flask_app(REDIS_URL=redis_url, SUBMIT_ONCE_BACK_SHOWS_FORM=True)
+    SubmitOnce(app)
+    assert type(app.session_interface) is not SecureCookieSessionInterface
+    assert isinstance(app.session_interface, SecureCookieSessionInterface)
+    close(app)
+
+    class AppsOwn(SecureCookieSessionInterface):
+        pass
+
+    chosen = flask_app(REDIS_URL=redis_url, SUBMIT_ONCE_BACK_SHOWS_FORM=True)
+    chosen.session_interface = own = AppsOwn()
+    SubmitOnce(chosen)
+    assert chosen.session_interface is own
+    close(chosen)
+
+
+def csrf_handlers(app: Flask) -> dict:
+    return app.error_handler_spec.get(None, {}).get(400, {})
+
+
+def test_init_app_answers_csrf_errors_by_default_and_says_so_once(redis_url, caplog):
+    app = flask_app(REDIS_URL=redis_url)
+    with caplog.at_level(logging.INFO, logger="flask_submit_once"):
+        SubmitOnce(app)
+    assert CSRFError in csrf_handlers(app)
+    said = [r for r in caplog.records if "SUBMIT_ONCE_ANSWER_CSRF_ERRORS" in r.getMessage()]
+    assert [record.levelno for record in said] == [logging.INFO]
+    close(app)
+
+
+def test_answer_csrf_errors_false_registers_no_handler(redis_url, caplog):
+    app = flask_app(REDIS_URL=redis_url, SUBMIT_ONCE_ANSWER_CSRF_ERRORS=False)
+    with caplog.at_level(logging.INFO, logger="flask_submit_once"):
+        SubmitOnce(app)
+    assert CSRFError not in csrf_handlers(app)
+    assert "SUBMIT_ONCE_ANSWER_CSRF_ERRORS" not in caplog.text
+    close(app)
+
+
+def test_an_apps_own_csrf_error_handler_is_kept(redis_url):
+    app = flask_app(REDIS_URL=redis_url)
+
+    @app.errorhandler(CSRFError)
+    def own(error):
+        return "own", 400
+
+    SubmitOnce(app)
+    assert csrf_handlers(app)[CSRFError] is own
+    close(app)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("SUBMIT_ONCE_TTL", "SUBMIT_ONCE_TTL_SECONDS"),
+        ("SUBMIT_ONCE_MAX_PER_SESSION", "SUBMIT_ONCE_MAX_FORMS_PER_SESSION"),
+        (
+            "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE",
+            "SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE",
+        ),
+        ("SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY", "SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS"),
+        ("SUBMIT_ONCE_REDIS_DOWN_FALLBACK", "SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS"),
+        ("SUBMIT_ONCE_PREFIX", "SUBMIT_ONCE_KEY_PREFIX"),
+        ("SUBMIT_ONCE_FIELD", "SUBMIT_ONCE_FIELD_NAME"),
+        ("FORM_TOKENS_TTL", "SUBMIT_ONCE_TTL_SECONDS"),
+        ("FORM_TOKENS_WAIT_SECONDS", "SUBMIT_ONCE_WAIT_SECONDS"),
+    ],
+)
+def test_a_renamed_setting_stops_init_app_naming_the_new_one(redis_url, old, new):
+    """A setting an upgraded app still sets under its old name would be ignored
+    silently (a TTL back to its default, a limit off): start-up stops instead."""
+    app = flask_app(REDIS_URL=redis_url, **{old: 60})
+    with pytest.raises(RuntimeError, match=f"^{old} was renamed: set {new} instead.$"):
+        SubmitOnce(app)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("BadFormToken", "FormTokenError"),
+        ("CrossSite", "CrossSiteError"),
+        ("TooManyForms", "TooManyFormsError"),
+        ("Unavailable", "UnavailableError"),
+        ("NotUnicode", "NotUnicodeError"),
+    ],
+)
+def test_a_renamed_exception_is_an_import_error_naming_the_new_one(old, new):
+    with pytest.raises(ImportError, match=f"^{old} was renamed {new} in Flask-Submit-Once 1.0$"):
+        exec(f"from flask_submit_once import {old}", {})
+    import flask_submit_once
+
+    assert issubclass(getattr(flask_submit_once, new), flask_submit_once.SubmitOnceError)
+
+
+@pytest.mark.parametrize(
+    ("decorator", "old", "new"),
+    [
+        ("form", "fields", "fingerprint"),
+        ("form", "answer", "on_outcome"),
+        ("idempotent", "answer", "on_outcome"),
+    ],
+)
+def test_a_renamed_keyword_of_a_decorator_is_a_type_error_naming_the_new_one(decorator, old, new):
+    with pytest.raises(
+        TypeError, match=rf"^{decorator}\({old}=\) was renamed {decorator}\({new}=\) in"
+    ):
+        getattr(SubmitOnce(), decorator)(**{old: None})
+
+
+def test_a_renamed_method_is_an_attribute_error_naming_the_new_one(redis_url):
+    client = redis.Redis.from_url(redis_url)
+    renamed = [
+        (SubmitOnce(), "issue", "SubmitOnce.issue was renamed issue_tokens"),
+        (TokenStore(client), "issue", "TokenStore.issue was renamed create"),
+        (Outcome("created"), "landed", "Outcome.landed was renamed took_effect"),
+    ]
+    for thing, old, says in renamed:
+        with pytest.raises(AttributeError, match=f"^{says} in Flask-Submit-Once 1.0$"):
+            getattr(thing, old)
+        assert not hasattr(thing, "nope")
+    client.close()
 
 
 def test_a_ready_client_is_used_as_it_is_by_every_app_it_is_given_to(redis_url):
@@ -84,10 +229,6 @@ def test_a_misconfigured_app_is_told_how_to_fix_it(redis_url):
         SubmitOnce(flask_app())
     with pytest.raises(RuntimeError, match="not a one-server URL"):
         SubmitOnce(flask_app(REDIS_URL="redis+sentinel://127.0.0.1:1"))
-    with pytest.raises(
-        RuntimeError, match="FORM_TOKENS_TTL was renamed: set SUBMIT_ONCE_TTL instead"
-    ):
-        SubmitOnce(flask_app(REDIS_URL=redis_url, FORM_TOKENS_TTL=60))
     with flask_app().app_context(), pytest.raises(RuntimeError, match="init_app"):
         assert SubmitOnce().redis
     app = flask_app(REDIS_URL=redis_url)
@@ -100,8 +241,8 @@ def test_a_misconfigured_app_is_told_how_to_fix_it(redis_url):
 def test_redis_unreachable_at_issue_is_unavailable_with_the_cause():
     app = flask_app(REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
     submit_once = SubmitOnce(app)
-    with app.test_request_context("/"), pytest.raises(Unavailable) as raised:
-        submit_once.issue("note")
+    with app.test_request_context("/"), pytest.raises(UnavailableError) as raised:
+        submit_once.issue_tokens("note")
     assert isinstance(raised.value.__cause__, redis.ConnectionError)
     close(app)
 
@@ -114,14 +255,14 @@ class NoteForm(Form):  # a plain WTForms form, no Flask-WTF: any validate()/erro
 @pytest.fixture
 def note_app(redis_url, sessions, rdb):
     """A form with every hook: its own words, the fields that make a note what it is,
-    and an ``answer`` that flashes on success and answers a change itself."""
+    and an ``on_outcome`` that flashes on success and answers a change itself."""
     app = flask_app(REDIS_URL=redis_url)
     app.jinja_loader = DictLoader({"note.html": PAGE})
     app.jinja_env.globals["get_flashed_messages"] = get_flashed_messages
     submit_once = SubmitOnce(app, sessions=sessions)
     seen: list[Outcome] = []
 
-    def answer(outcome: Outcome):
+    def on_outcome(outcome: Outcome):
         seen.append(outcome)
         match outcome:
             case Outcome(kind="created", result=note):
@@ -140,8 +281,8 @@ def note_app(redis_url, sessions, rdb):
         model=Comment,
         template="note.html",
         done=lambda note: f"/notes/{note.id}",
-        fields=["text"],
-        answer=answer,
+        fingerprint=["text"],
+        on_outcome=on_outcome,
         messages={"expired": lambda outcome: f"Gone ({outcome.kind})."},
     )
     def note(form: NoteForm, db):
@@ -152,13 +293,13 @@ def note_app(redis_url, sessions, rdb):
     close(app)
 
 
-def test_the_answer_hook_sees_each_outcome_and_answers_the_ones_it_chooses(note_app, rdb):
+def test_the_on_outcome_hook_sees_each_outcome_and_answers_the_ones_it_chooses(note_app, rdb):
     client = note_app.test_client()
     token = client.get("/").text.split('value="')[1].split('"')[0]
     created = client.post("/note", data={"form_token": token, "text": "tea", "mood": "a"})
     assert created.status_code == 303 and created.headers["Location"] == "/notes/1"
     assert "Saved note 1" in client.get("/").text
-    # Another mood is the same note (fields=["text"]): a repeat, not a change.
+    # Another mood is the same note (fingerprint=["text"]): a repeat, not a change.
     again = client.post("/note", data={"form_token": token, "text": "tea", "mood": "b"})
     assert again.headers["Location"] == "/notes/1"
     changed = client.post("/note", data={"form_token": token, "text": "coffee"})

@@ -153,11 +153,20 @@ def test_a_resubmit_invalid_now_because_its_own_submit_landed_is_that_repeat(
     assert signups() == ["ada@example.com"]
 
 
-def test_a_page_with_a_form_is_shown_again_as_it_was_on_back(client):
+def test_a_page_with_a_form_is_shown_again_as_it_was_on_back_when_the_app_asks(make_app):
+    client = make_app(SUBMIT_ONCE_BACK_SHOWS_FORM=True).test_client()
     page = client.get("/signup")
     assert page.headers["Cache-Control"] == "private, no-cache"
-    assert "Cookie" not in page.headers.get("Vary", "")  # the page's first view had none
+    # The page's first view had no cookie: Vary: Cookie would never match again.
+    assert "Cookie" not in page.headers.get("Vary", "")
     assert client.get("/thanks/1").headers.get("Cache-Control") is None
+
+
+def test_by_default_a_page_with_a_form_keeps_flasks_vary_cookie(client):
+    """Dropping it takes replacing the app's session interface: only when asked."""
+    page = client.get("/signup")
+    assert page.headers["Cache-Control"] == "private, no-cache"
+    assert "Cookie" in page.headers["Vary"]
 
 
 def test_a_commit_nobody_can_confirm_keeps_the_input_and_the_token_which_settles_it(

@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 
 from flask_submit_once import signals
-from signup_app import submit_once
+from signup_app import Signup, submit_once
 
 ADA = {"email": "ada@example.com"}
 
@@ -110,3 +110,21 @@ def test_a_commit_nobody_can_confirm_keeps_the_key_and_the_retry_settles_it(
     assert post(client, ADA).status_code == 201
     assert post(client, ADA).headers["Idempotent-Replayed"] == "true"
     assert signups() == ["ada@example.com"]
+
+
+def test_key_digest_is_what_the_view_stored_for_that_key(app, client, sessions):
+    """A worker or a report finds what a webhook's event made from the event's id alone,
+    without copying how the library makes a digest."""
+    sent = client.post("/webhooks/signups", json={"event_id": "evt_7", "email": "ada@x.org"})
+    assert sent.status_code == 200
+    with app.app_context():
+        digest = submit_once.key_digest("evt_7", name="webhook:signups", scope="provider")
+        others = [
+            submit_once.key_digest("evt_8", name="webhook:signups", scope="provider"),
+            submit_once.key_digest("evt_7", name="webhook:signups"),
+            submit_once.key_digest("evt_7", name="api_sign_up", scope="provider"),
+        ]
+    with sessions() as db:
+        row = Signup.find_submission(db, digest)
+        assert (row.id, row.email) == (sent.json["id"], "ada@x.org")
+        assert [Signup.find_submission(db, other) for other in others] == [None, None, None]

@@ -29,7 +29,7 @@ def until_refused(open_page, most: int) -> list[int]:
 
 
 def test_a_session_over_its_cap_is_told_when_to_come_back_and_gets_no_token(make_app, rdb):
-    client = make_app(SUBMIT_ONCE_MAX_PER_SESSION=6).test_client()  # two pages' worth
+    client = make_app(SUBMIT_ONCE_MAX_FORMS_PER_SESSION=6).test_client()  # two pages' worth
     answers = []
 
     def open_page() -> int:
@@ -46,7 +46,7 @@ def test_a_session_over_its_cap_is_told_when_to_come_back_and_gets_no_token(make
 
 
 def test_an_address_over_its_cap_is_refused_and_another_address_is_not(make_app):
-    app = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=6)
+    app = make_app(SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=6)
 
     def opens(address: str) -> int:  # a client that keeps no cookie: a new session each time
         return app.test_client().get(SIGNUP, environ_base={"REMOTE_ADDR": address}).status_code
@@ -57,7 +57,7 @@ def test_an_address_over_its_cap_is_refused_and_another_address_is_not(make_app)
 
 
 def test_an_ipv6_subscriber_is_one_client_and_its_neighbours_are_not(make_app):
-    app = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=3)  # one page's worth
+    app = make_app(SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=3)  # one page's worth
 
     def opens(address: str) -> int:
         return app.test_client().get(SIGNUP, environ_base={"REMOTE_ADDR": address}).status_code
@@ -71,7 +71,7 @@ def test_an_ipv6_subscriber_is_one_client_and_its_neighbours_are_not(make_app):
 def test_a_48_has_a_budget_of_its_own_and_nat64_is_read_as_its_ipv4(make_app):
     """Issue 30, item 11: a /48 held 65,536 budgets of a /64 each; NAT64 put every IPv4
     client behind it in one."""
-    app = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=3)  # one page's worth a /64
+    app = make_app(SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=3)  # one page's worth a /64
 
     def opens(address: str) -> int:
         return app.test_client().get(SIGNUP, environ_base={"REMOTE_ADDR": address}).status_code
@@ -88,9 +88,9 @@ def test_a_48_has_a_budget_of_its_own_and_nat64_is_read_as_its_ipv4(make_app):
 
 
 def test_a_live_app_caps_per_address_by_default_and_a_test_app_does_not(make_app):
-    assert make_app(TESTING=False).config["SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"] == 120
-    assert make_app(TESTING=True).config["SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"] == 0
-    assert make_app().config["SUBMIT_ONCE_MAX_PER_SESSION"] == 200
+    assert make_app(TESTING=False).config["SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE"] == 120
+    assert make_app(TESTING=True).config["SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE"] == 0
+    assert make_app().config["SUBMIT_ONCE_MAX_FORMS_PER_SESSION"] == 200
 
 
 @pytest.mark.parametrize(

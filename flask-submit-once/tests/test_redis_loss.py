@@ -141,9 +141,9 @@ def test_a_spent_token_that_reappears_with_the_database_lost_at_the_unique_colum
 def test_with_the_fallback_redis_away_at_submit_lets_the_database_decide_once(
     make_app, once_forms, own_redis, signups
 ):
-    """SUBMIT_ONCE_REDIS_DOWN_FALLBACK: a double click and eight more tabs retrying, all
+    """SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS: a double click and eight more tabs retrying, all
     while Redis is away, land on one row; the lock and the UNIQUE column decide."""
-    app = make_app(REDIS_URL=own_redis.url, SUBMIT_ONCE_REDIS_DOWN_FALLBACK=True)
+    app = make_app(REDIS_URL=own_redis.url, SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS=True)
     once_forms = OnceForms(app.test_client())
     made = []
 

@@ -1,4 +1,4 @@
-"""Forms drawn while Redis is away (``SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY``): the form is
+"""Forms drawn while Redis is away (``SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS``): the form is
 still shown, with a token signed with the app's key, whose submit the lock and the UNIQUE
 column decide while Redis is away, and that still submits once when it is back. A signed
 token is good for its own session, form and TTL only; the form limits hold, counted in
@@ -20,7 +20,7 @@ HELLO = {"text": "Hello"}
 
 @pytest.fixture
 def app(make_app, own_redis):
-    return make_app(REDIS_URL=own_redis.url, SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY=True)
+    return make_app(REDIS_URL=own_redis.url, SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS=True)
 
 
 def degraded(app) -> bool:
@@ -30,7 +30,7 @@ def degraded(app) -> bool:
 
 def another_worker(make_app, once_forms, url: str):
     """The same browser, answered by another process of the app (nothing remembered)."""
-    client = make_app(REDIS_URL=url, SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY=True).test_client()
+    client = make_app(REDIS_URL=url, SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS=True).test_client()
     client.set_cookie("session", once_forms.client.get_cookie("session").value)
     return client
 
@@ -117,7 +117,7 @@ def test_a_signed_token_tampered_with_or_signed_by_another_key_is_a_400(
     if how == "other-key":
         other = make_app(
             REDIS_URL=own_redis.url,
-            SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY=True,
+            SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS=True,
             SECRET_KEY="another app's key",
         )
         forged = OnceForms(other.test_client()).open("/signup").token
@@ -139,8 +139,8 @@ def test_a_signed_token_older_than_the_ttl_is_expired_with_the_input_kept(
     its session expired, input kept, before its form token is even read.)"""
     app = make_app(
         REDIS_URL=own_redis.url,
-        SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY=True,
-        SUBMIT_ONCE_TTL=600,
+        SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS=True,
+        SUBMIT_ONCE_TTL_SECONDS=600,
         WTF_CSRF_TIME_LIMIT=None,
     )
     once_forms = OnceForms(app.test_client())
@@ -170,13 +170,13 @@ def test_the_form_limits_hold_while_redis_is_away_counted_in_the_process(make_ap
     twice the cap (as in test_limits.py)."""
     per_session = make_app(
         REDIS_URL=own_redis.url,
-        SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY=True,
-        SUBMIT_ONCE_MAX_PER_SESSION=6,
+        SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS=True,
+        SUBMIT_ONCE_MAX_FORMS_PER_SESSION=6,
     )  # two pages of three forms
     per_client = make_app(
         REDIS_URL=own_redis.url,
-        SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY=True,
-        SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=6,
+        SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS=True,
+        SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=6,
     )
     own_redis.stop()
     browser = per_session.test_client()

@@ -24,7 +24,7 @@ def store(rdb) -> TokenStore:
 
 
 def test_issued_token_is_256_bits_urlsafe_and_consumed_once(store):
-    token = store.issue(session_id=SID, form="order")
+    token = store.create(session_id=SID, form="order")
     assert re.fullmatch(r"[A-Za-z0-9_-]{43}", token)  # 43 base64url characters: 256 bits
     assert store.consume(token, session_id=SID, form="order") is True
     assert store.consume(token, session_id=SID, form="order") is False
@@ -32,33 +32,33 @@ def test_issued_token_is_256_bits_urlsafe_and_consumed_once(store):
 
 def test_a_token_lives_as_long_as_its_ttl_and_no_longer(rdb):
     store = TokenStore(rdb, ttl=7, prefix="test")
-    token = store.issue(session_id=SID, form="order")
+    token = store.create(session_id=SID, form="order")
     assert 6000 < rdb.pttl(store.key(store.digest(token, session_id=SID, form="order"))) <= 7000
     with pytest.raises(ValueError, match="positive"):
         TokenStore(rdb, ttl=0)
 
 
 def test_token_from_another_session_is_refused_and_not_burned(store):
-    token = store.issue(session_id=SID, form="order")
+    token = store.create(session_id=SID, form="order")
     assert store.consume(token, session_id=OTHER_SID, form="order") is False
     assert store.consume(token, session_id=SID, form="order") is True
 
 
 def test_token_for_another_form_is_refused_and_not_burned(store):
-    token = store.issue(session_id=SID, form="order")
+    token = store.create(session_id=SID, form="order")
     assert store.consume(token, session_id=SID, form="cancel") is False
     assert store.consume(token, session_id=SID, form="order") is True
 
 
 def test_many_tabs_get_independent_tokens(store):
-    tokens = [store.issue(session_id=SID, form="order") for _ in range(20)]
+    tokens = [store.create(session_id=SID, form="order") for _ in range(20)]
     assert len(set(tokens)) == 20
     assert store.consume(tokens[7], session_id=SID, form="order")
     assert all(store.consume(t, session_id=SID, form="order") for t in tokens if t != tokens[7])
 
 
 def test_concurrent_consumers_of_one_token_have_exactly_one_winner(store):
-    token = store.issue(session_id=SID, form="order")
+    token = store.create(session_id=SID, form="order")
     barrier = threading.Barrier(16)
     results: list[bool] = []
 
@@ -75,7 +75,7 @@ def test_concurrent_consumers_of_one_token_have_exactly_one_winner(store):
 
 
 def test_neither_the_token_nor_the_session_id_appears_in_redis(store, rdb):
-    token = store.issue(session_id=SID, form="order")
+    token = store.create(session_id=SID, form="order")
     keys = rdb.keys("*")
     assert keys == [store.key(store.digest(token, session_id=SID, form="order"))]
     assert token not in keys[0] and SID not in keys[0]
@@ -84,7 +84,7 @@ def test_neither_the_token_nor_the_session_id_appears_in_redis(store, rdb):
 
 def test_every_key_has_a_ttl(store, rdb):
     for _ in range(5):
-        store.issue(session_id=SID, form="order")
+        store.create(session_id=SID, form="order")
     assert all(0 < rdb.ttl(key) <= 60 for key in rdb.keys("*"))
 
 
@@ -109,16 +109,16 @@ def test_digest_differs_by_form_and_session():
 def test_a_connection_the_server_closed_while_idle_is_opened_again_before_a_command(store, rdb):
     """A Redis restart or an idle timeout closes the pool's connections server side;
     the next command must not fail the request."""
-    token = store.issue(session_id=SID, form="order")
+    token = store.create(session_id=SID, form="order")
     rdb.client_kill_filter(_type="normal", skipme=True)
     assert store.consume(token, session_id=SID, form="order") is True
-    assert store.issue(session_id=SID, form="order")
+    assert store.create(session_id=SID, form="order")
 
 
 def test_threads_never_share_a_connection_at_once(store):
     """Replies cannot cross between threads: 8 threads consume 200 tokens twice each,
     and every token is won exactly once."""
-    tokens = [store.issue(session_id=SID, form="order") for _ in range(200)]
+    tokens = [store.create(session_id=SID, form="order") for _ in range(200)]
     won: list[bool] = []
 
     def consume(mine: list[str]) -> None:
@@ -135,12 +135,12 @@ def test_threads_never_share_a_connection_at_once(store):
 def test_a_forked_worker_never_talks_on_its_parents_connections(store):
     """gunicorn --preload forks workers from a process that may already hold a connection:
     parent and child sending on one socket at once would read each other's replies."""
-    store.consume(store.issue(session_id=SID, form="order"), session_id=SID, form="order")
+    store.consume(store.create(session_id=SID, form="order"), session_id=SID, form="order")
 
     def cycles(session_id: str) -> bool:
         return all(
             store.consume(
-                store.issue(session_id=session_id, form="order"),
+                store.create(session_id=session_id, form="order"),
                 session_id=session_id,
                 form="order",
             )
@@ -165,5 +165,5 @@ def test_a_redis_that_keeps_failing_never_uses_up_the_pools_connection_limit():
     store = TokenStore(client, ttl=60, prefix="test")
     for _ in range(10):
         with pytest.raises(redis.ConnectionError) as refused:
-            store.issue(session_id=SID, form="order")
+            store.create(session_id=SID, form="order")
         assert not isinstance(refused.value, MaxConnectionsError)

@@ -73,6 +73,9 @@ def create_app(config: dict | None = None) -> Flask:
         SECRET_KEY=os.environ.get("SECRET_KEY"),
         SQLALCHEMY_DATABASE_URI=os.environ.get("DATABASE_URL"),
         REDIS_URL=os.environ.get("REDIS_URL"),
+        # Back shows a form as it was, used token and all (it replaces Flask's session
+        # interface, so the app opts in).
+        SUBMIT_ONCE_BACK_SHOWS_FORM=True,
     )
     app.config.update(config or {})
     db.init_app(app)
@@ -91,7 +94,7 @@ def create_app(config: dict | None = None) -> Flask:
         return render_template("signup.html", form=SignUpForm(), **blank_question())
 
     # Not "/": a POST to a URL drops the browser's cached copy of it, and Back must show
-    # the form as it was, spent token and all.
+    # the form as it was, used token and all.
     @app.post("/signup")
     @submit_once.form(
         SignUpForm,

@@ -71,6 +71,9 @@ def create_app(config: dict | None = None) -> Flask:
         SECRET_KEY=os.environ.get("SECRET_KEY"),
         DATABASE_URL=os.environ.get("DATABASE_URL"),
         REDIS_URL=os.environ.get("REDIS_URL"),
+        # Back shows a form as it was, used token and all (it replaces Flask's session
+        # interface, so the app opts in).
+        SUBMIT_ONCE_BACK_SHOWS_FORM=True,
     )
     app.config.update(config or {})
     app.jinja_loader = DictLoader({"newsletter.html": PAGE, "thanks.html": THANKS})
@@ -84,7 +87,7 @@ def create_app(config: dict | None = None) -> Flask:
         return render_template("newsletter.html", form=SignUpForm())
 
     # Not "/": a POST to a URL drops the browser's cached copy of it, and Back must show
-    # the form as it was, spent token and all.
+    # the form as it was, used token and all.
     @app.post("/subscribe")
     @submit_once.form(SignUpForm, model=Subscription, template="newsletter.html", done="thanks")
     def subscribe(form, session):

@@ -63,6 +63,9 @@ def create_app(config: dict | None = None) -> Flask:
         SECRET_KEY=os.environ.get("SECRET_KEY"),
         SQLALCHEMY_DATABASE_URI=os.environ.get("DATABASE_URL"),
         REDIS_URL=os.environ.get("REDIS_URL"),
+        # Back shows a form as it was, used token and all (it replaces Flask's session
+        # interface, so the app opts in).
+        SUBMIT_ONCE_BACK_SHOWS_FORM=True,
     )
     app.config.update(config or {})
     db.init_app(app)

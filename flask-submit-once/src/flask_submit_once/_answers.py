@@ -1,23 +1,162 @@
-"""How each outcome is answered, the way the request asked: a plain POST (and Turbo), htmx,
-or a script that wants JSON."""
+"""Every outcome's answer, the way the request asked: a plain POST (and Turbo), htmx, or a
+script that wants JSON (``fetch()``, an API client); and ``submit_once`` in templates.
+
+What happened to a submit is one :class:`Outcome`, whose ``kind`` says what the user is
+shown: a committed on the result (303, ``HX-Redirect``, the result's fragment in place,
+201/200 JSON), or the form again with the status and token its reason calls for
+(:data:`AGAIN`), or a problem+json for a script.
+
+In templates, ``submit_once`` draws the hidden input of a form and says what the user is
+told::
+
+    <form method="post" action="{{ url_for('sign_up') }}">
+      {% if submit_once.message %}<p role="alert">{{ submit_once.message }}</p>{% endif %}
+      {{ form.csrf_token }} {{ submit_once.input("sign_up") }}
+
+``input`` names the form the way ``url_for`` names its endpoint (the endpoint the form is
+sent to, and the values of its URL), so every form of a page finds its own token.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from flask import Response, current_app, jsonify, render_template, request, url_for
+from markupsafe import Markup
 from werkzeug.exceptions import HTTPException
 
-from ._errors import Unavailable
-from ._issuing import issue, issued, keep
-from ._outcome import Outcome
-from ._requests import request_kind
-from ._state import state
-from ._templating import Answering, answer_with
+from ._errors import UnavailableError
+from ._issuing import form_name, request_token, reuse_token, tokens_for_page
 
-__all__ = ["MESSAGES", "Page", "again", "check_done", "landed", "result_url"]
+if TYPE_CHECKING:
+    from ._extension import State
+
+__all__ = [
+    "AGAIN",
+    "MESSAGES",
+    "Answering",
+    "Kind",
+    "Message",
+    "Outcome",
+    "Page",
+    "TemplateHelper",
+    "form_again",
+    "check_done",
+    "key_problem",
+    "to_result",
+    "refused_request",
+    "request_kind",
+    "result_url",
+]
+
+
+Kind: TypeAlias = Literal[
+    "created",
+    "duplicate",
+    "changed",
+    "invalid",
+    "expired",
+    "refused",
+    "failed",
+    "unconfirmed",
+    "still_running",
+]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What happened to one submit; a protected view's ``on_outcome`` hook gets it::
+
+        def on_outcome(outcome):
+            match outcome:
+                case Outcome(kind="created", result=signup):
+                    flash(f"Welcome, {signup.email}")
+            # The default answer for everything else.
+            return None
+
+    ``kind`` is one of:
+
+    ``"created"``
+        this request consumed the token and committed ``result`` (what the view returned).
+    ``"duplicate"``
+        an earlier request with this token committed ``result`` (a double click, a
+        reload, Back + submit, a retry); ``waited`` when it was still running.
+    ``"changed"``
+        an earlier request with this token committed ``result`` from *other* input
+        (Back, edit, submit; a duplicated tab): nothing new was done, and what this
+        request sent is not in ``result``.
+    ``"invalid"``
+        the form's fields did not validate; nothing was consumed (the form is shown again
+        with the input and the same token, 422).
+    ``"expired"``
+        nothing exists for this token: it expired, was never issued here, or the request
+        that consumed it failed (``waited`` is then usually true).
+    ``"refused"``
+        the view raised :class:`~flask_submit_once.Refused` (``error``); nothing committed.
+    ``"failed"``
+        the transaction failed after the token was consumed (``error``); nothing committed.
+    ``"unconfirmed"``
+        the database connection died mid-transaction, perhaps during the COMMIT: nobody
+        knows whether ``result`` was committed. The token was restored, so resubmitting
+        *the same* token tells (it is taken to the row, or makes it once).
+    ``"still_running"``
+        the request holding the token ran past the wait bound; resubmitting later is safe.
+
+    ``url`` is where the result is shown, when the form names one (``done``).
+    """
+
+    kind: Kind
+    result: Any = None
+    waited: bool = False
+    error: Exception | None = None
+    url: str | None = None
+    #: What the answer shows, made in the transaction (an idempotent view's response).
+    shown: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def took_effect(self) -> bool:
+        """Whether the submit took effect, so the user is taken to the result: created,
+        or a repeat of it."""
+        return self.kind in ("created", "duplicate")
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "landed":
+                raise AttributeError(
+                    "Outcome.landed was renamed took_effect in Flask-Submit-Once 1.0"
+                )
+            raise AttributeError(f"'Outcome' object has no attribute {name!r}")
+
+
+#: How a request wants its answer.
+RequestKind = Literal["html", "htmx", "json"]
+
+
+def request_kind() -> RequestKind:
+    """``"htmx"`` (``HX-Request: true``), ``"json"`` (a JSON body, or an ``Accept`` that
+    prefers JSON to HTML), else ``"html"``. Worked out once a request, from the raw
+    headers where they are plain (browsers' own ``Accept`` always names ``text/html``)."""
+    environ = request.environ
+    kind: RequestKind | None = environ.get("flask_submit_once.kind")
+    if kind is None:
+        accept = environ.get("HTTP_ACCEPT", "")
+        if environ.get("HTTP_HX_REQUEST") == "true":
+            kind = "htmx"
+        elif "json" in environ.get("CONTENT_TYPE", "").lower() and request.is_json:
+            kind = "json"
+        elif "json" not in accept:
+            kind = "html"
+        elif "html" not in accept:
+            kind = "json"
+        else:
+            best = request.accept_mimetypes.best_match(["text/html", "application/json"])
+            kind = "json" if best == "application/json" else "html"
+        request.environ["flask_submit_once.kind"] = kind
+    return kind
+
 
 #: What the user is told, by reason; a form's ``messages`` replace any of them.
 MESSAGES: Mapping[str, str] = {
@@ -67,7 +206,7 @@ AGAIN: Mapping[str, tuple[int, Literal["same", "fresh"]]] = {
     "unavailable": (503, "same"),
     "session_lost": (400, "fresh"),
 }
-_REFUSED = {"BadFormToken": "bad_form_token", "NotUnicode": "not_unicode"}
+_REFUSED = {"FormTokenError": "bad_form_token", "NotUnicodeError": "not_unicode"}
 _RETRY = {"still_running": "2", "unconfirmed": "5", "unavailable": "5", "failed": "5"}
 #: One URL answers a page, a fragment or JSON by these headers.
 VARY = ("HX-Request", "Accept")
@@ -95,7 +234,7 @@ class Page:
         return words
 
 
-def landed(page: Page, url: str | None, *, created: bool, result: object = None) -> Response:
+def to_result(page: Page, url: str | None, *, created: bool, result: object = None) -> Response:
     """The answer that takes the user to the result at ``url``: 303 for a plain POST (and
     Turbo); for htmx, the result's fragment in place (with ``Content-Location``) or
     ``HX-Redirect``; for a script, 201 or 200 JSON with ``Location``."""
@@ -118,7 +257,8 @@ def landed(page: Page, url: str | None, *, created: bool, result: object = None)
     return response
 
 
-def again(
+def form_again(
+    state: State,
     page: Page,
     name: str,
     reason: str,
@@ -136,13 +276,14 @@ def again(
     existing_url = outcome.url if outcome is not None and reason == "changed" else None
     status, which = AGAIN[reason]
     if which == "same" and sent:
-        keep(name, sent)
+        reuse_token(name, sent)
     else:
         try:
-            issue(state(), [name])
-        except Unavailable:
+            tokens_for_page(state, [name])
+        except UnavailableError:
             if sent:
-                keep(name, sent)  # spent: its resubmit is told "expired" once Redis is back
+                # Consumed: its resubmit is told "expired" once Redis is back.
+                reuse_token(name, sent)
             reason, message = "unavailable", None
             status = AGAIN[reason][0]
     words = message or page.message(reason, outcome)
@@ -150,7 +291,7 @@ def again(
     kind = request_kind()
     template = page.fragment if kind == "htmx" and page.fragment else page.template
     if kind == "json" or template is None:
-        response = _problem(name, reason, status, form, existing_url)
+        response = _problem(state, name, reason, status, form, existing_url)
     else:
         # The form as sent, unless the form's context draws another ``form`` on purpose.
         response = Response(render_template(template, **{"form": form, **_context(page)}), status)
@@ -160,48 +301,78 @@ def again(
     return response
 
 
-def _problem(
-    name: str, reason: str, status: int, form: object, existing_url: str | None
+def problem_json(
+    status: int, reason: str | None, detail: str, *, title: str | None = None, **more: Any
 ) -> Response:
-    """problem+json (RFC 9457) with what a script needs: the reason, the field errors,
-    the result a changed resubmit collided with, and the token to send next."""
-    body: dict[str, Any] = {
-        "type": "about:blank",
-        "title": reason.replace("_", " "),
-        "status": status,
-        "detail": JSON_DETAILS[reason],
-        "reason": reason,
-    }
-    errors = getattr(form, "errors", None)
-    if reason == "invalid" and errors:
-        body["errors"] = {field: list(messages) for field, messages in errors.items()}
-    if existing_url:
-        body["existing"] = existing_url
-    token = issued(name)
-    if token:
-        body[state().field] = token
-    if reason == "session_lost":  # a script has no page to read a new CSRF token from
-        body.update(_new_csrf_token())
-    response = jsonify(body)
+    """A problem+json answer (RFC 9457) for a script: ``reason`` is the library's word for
+    what happened, ``more`` what else the script needs."""
+    if title is None:
+        title = (reason or "").replace("_", " ")
+    body = {"type": "about:blank", "title": title, "status": status, "detail": detail}
+    response = jsonify({**body, "reason": reason, **more})
     response.status_code = status
     response.mimetype = "application/problem+json"
     return response
 
 
+def _problem(
+    state: State, name: str, reason: str, status: int, form: object, existing_url: str | None
+) -> Response:
+    """The form's problem+json, with what a script needs: the reason, the field errors,
+    the result a changed resubmit collided with, and the token to send next."""
+    more: dict[str, Any] = {}
+    errors = getattr(form, "errors", None)
+    if reason == "invalid" and errors:
+        more["errors"] = {field: list(messages) for field, messages in errors.items()}
+    if existing_url:
+        more["existing"] = existing_url
+    token = request_token(name)
+    if token:
+        more[state.field] = token
+    if reason == "session_lost":
+        # A script has no page to read a new CSRF token from.
+        more.update(_new_csrf_token())
+    return problem_json(status, reason, JSON_DETAILS[reason], **more)
+
+
 def refused_request(error: HTTPException) -> Response:
-    """A request refused before anything was spent (its token, its text): problem+json for
+    """A request refused before anything was consumed (its token, its text): problem+json for
     a script; raised again otherwise, for the app's own error page."""
     if request_kind() != "json":
         raise error
-    response = jsonify(
-        type="about:blank",
+    return problem_json(
+        error.code or 400,
+        _REFUSED.get(type(error).__name__),
+        error.description or "",
         title=error.name,
-        status=error.code,
-        detail=error.description,
-        reason=_REFUSED.get(type(error).__name__),
     )
-    response.status_code = error.code or 400
-    response.mimetype = "application/problem+json"
+
+
+#: What a caller of an idempotent view is told, by outcome kind: (status, detail).
+KEY_PROBLEMS: Mapping[str, tuple[int, str]] = {
+    "changed": (
+        422,
+        "This key was first used with another request; use a new key for a new request.",
+    ),
+    "still_running": (409, "A request with this key has not finished yet; retry shortly."),
+    "refused": (409, "Not accepted as things stand; nothing was done."),
+    "failed": (503, "Nothing was done; retry with the same key."),
+    "unconfirmed": (
+        503,
+        "Could not confirm whether this was done; retry with the same key: "
+        "it is done once, or its first answer is returned.",
+    ),
+}
+
+
+def key_problem(outcome: Outcome) -> Response:
+    """An idempotent view's problem+json for an outcome that did not take effect."""
+    status, detail = KEY_PROBLEMS.get(outcome.kind, KEY_PROBLEMS["failed"])
+    if outcome.kind == "refused" and str(outcome.error):
+        detail = str(outcome.error)
+    response = problem_json(status, outcome.kind, detail)
+    if status in (409, 503):
+        response.headers["Retry-After"] = "1" if status == 409 else "5"
     return response
 
 
@@ -228,8 +399,10 @@ def _context(page: Page) -> Mapping[str, Any]:
 def result_url(done: str | Callable[[Any], str] | None, result: object) -> str | None:
     """Where ``result`` is shown: ``done(result)``, or the URL of the endpoint ``done``
     with its values taken from the result's attributes, else from this request's URL."""
-    if done is None or callable(done):
-        return done(result) if done else None
+    if done is None:
+        return None
+    if callable(done):
+        return done(result)
     here = request.view_args or {}
     return url_for(
         done,
@@ -241,8 +414,8 @@ def result_url(done: str | Callable[[Any], str] | None, result: object) -> str |
 
 
 def check_done(done: str | Callable[[Any], str] | None, model: type | None) -> None:
-    """Before any token is spent: every value of ``done``'s URL must come from the model's
-    attributes or this request's URL (else each submit would spend its token and fail)."""
+    """Before any token is consumed: every value of ``done``'s URL must come from the model's
+    attributes or this request's URL (else each submit would consumable its token and fail)."""
     if not isinstance(done, str) or model is None:
         return
     missing = [
@@ -263,3 +436,94 @@ def _arguments(endpoint: str) -> set[str]:
     if not rules:
         raise RuntimeError(f"done={endpoint!r} is not an endpoint of this app.")
     return set(rules[0].arguments)
+
+
+# ``submit_once`` in templates
+
+_ANSWERING = "flask_submit_once.answering"
+
+
+@dataclass(frozen=True)
+class Answering:
+    """The submit a page answers: which form, and what its user is told."""
+
+    form: str
+    status: int
+    reason: str
+    message: str | None
+    existing_url: str | None = None
+
+
+def answering() -> Answering | None:
+    """The submit this request's page answers, if it answers one."""
+    found: Answering | None = request.environ.get(_ANSWERING)
+    return found
+
+
+def answer_with(answer: Answering) -> None:
+    request.environ[_ANSWERING] = answer
+
+
+class TemplateHelper:
+    """The ``submit_once`` object of every template."""
+
+    def __init__(self, state: State) -> None:
+        self._state = state
+
+    def token(self, endpoint: str, **values: object) -> str | None:
+        """The token of one rendering of the form sent to ``endpoint`` (issued at the
+        first call of the request, the same after). On a page that answers a submit, a
+        form whose token Redis cannot give is drawn without one (None) rather than
+        losing the answered form's input."""
+        name = form_name(endpoint, values)
+        token = request_token(name)
+        if token is None:
+            try:
+                token = tokens_for_page(self._state, [name])[name]
+            except UnavailableError:
+                if answering() is None:
+                    # A page of forms with no token to give: the app's 503.
+                    raise
+                return None
+        return token
+
+    def input(self, endpoint: str, **values: object) -> Markup:
+        """The hidden input carrying :meth:`token` (nothing when there is none)."""
+        token = self.token(endpoint, **values)
+        if not token:
+            return Markup("")
+        field = self._state.field
+        return Markup('<input type="hidden" name="%s" value="%s">') % (field, token)
+
+    @property
+    def message(self) -> str | None:
+        """What the user is told about the submit this page answers (None on a GET)."""
+        found = answering()
+        return found.message if found else None
+
+    @property
+    def reason(self) -> str | None:
+        """Why the form is shown again: ``"invalid"``, ``"changed"``, ``"expired"``,
+        ``"refused"``, ``"failed"``, ``"unconfirmed"``, ``"still_running"``,
+        ``"unavailable"`` or ``"session_lost"``; None on a GET."""
+        found = answering()
+        return found.reason if found else None
+
+    @property
+    def existing_url(self) -> str | None:
+        """Where the result lives that a changed resubmit collided with."""
+        found = answering()
+        return found.existing_url if found else None
+
+    @property
+    def form(self) -> str | None:
+        """The name of the form whose submit this page answers."""
+        found = answering()
+        return found.form if found else None
+
+    def answered(self, endpoint: str, **values: object) -> Answering | None:
+        """What this page tells about the submit of the form sent to ``endpoint`` (with
+        ``message``, ``reason``, ``existing_url``), or None when the page answers another
+        form's submit, or none: for a page with several forms, each asking of its own."""
+        found = answering()
+        return found if found and found.form == form_name(endpoint, values) else None

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from werkzeug.exceptions import BadRequest, Forbidden, ServiceUnavailable, TooManyRequests
 
-__all__ = ["BadFormToken", "CrossSite", "Refused", "SubmitOnceError", "TooManyForms", "Unavailable"]
+__all__ = [
+    "FormTokenError",
+    "CrossSiteError",
+    "Refused",
+    "SubmitOnceError",
+    "TooManyFormsError",
+    "UnavailableError",
+]
 
 
 class SubmitOnceError(Exception):
@@ -22,9 +29,9 @@ class Refused(SubmitOnceError):
     the message (or the form's ``"refused"`` message when it is empty)."""
 
 
-class Unavailable(SubmitOnceError, ServiceUnavailable):
-    """Redis or PostgreSQL did not answer before the token was spent: nothing was
-    spent or written, so the token is still good (503). The cause is ``__cause__``."""
+class UnavailableError(SubmitOnceError, ServiceUnavailable):
+    """Redis or PostgreSQL did not answer before the token was consumed: nothing was
+    consumed or written, so the token is still good (503). The cause is ``__cause__``."""
 
     description = (
         "We could not reach our systems just now, so nothing was saved. "
@@ -35,7 +42,7 @@ class Unavailable(SubmitOnceError, ServiceUnavailable):
         super().__init__(description, retry_after=5)
 
 
-class BadFormToken(SubmitOnceError, BadRequest):
+class FormTokenError(SubmitOnceError, BadRequest):
     """The submitted form token is missing, repeated, or not a shape we issue (400)."""
 
     description = (
@@ -44,7 +51,7 @@ class BadFormToken(SubmitOnceError, BadRequest):
     )
 
 
-class NotUnicode(SubmitOnceError, BadRequest):
+class NotUnicodeError(SubmitOnceError, BadRequest):
     """A JSON body carries a string no UTF-8 can hold (a lone surrogate, ``"\\ud800"``):
     nothing is read from it (400)."""
 
@@ -54,7 +61,7 @@ class NotUnicode(SubmitOnceError, BadRequest):
     )
 
 
-class TooManyForms(SubmitOnceError, TooManyRequests):
+class TooManyFormsError(SubmitOnceError, TooManyRequests):
     """A session or a client address opened more forms than its limit allows (429, with
     ``Retry-After``). ``per`` is ``"session"`` or ``"client"``; no token was left."""
 
@@ -71,10 +78,10 @@ _TOO_MANY = {
 }
 
 
-class CrossSite(SubmitOnceError, Forbidden):
+class CrossSiteError(SubmitOnceError, Forbidden):
     """Another site's page asked for a form without navigating to it (an iframe, an
     image, a script, a prefetch), or posted one whose session check failed (403). No
-    token is issued or spent, nothing sent is shown back, no cookie is set."""
+    token is issued or consumed, nothing sent is shown back, no cookie is set."""
 
     description = (
         "This form works only from our own pages, so nothing was done. Open it from our site."

@@ -1,40 +1,295 @@
-"""SubmitOnce, the Flask extension: settings, the Redis client, and the two decorators."""
+"""SubmitOnce, the Flask extension: its settings, the Redis client, the app's SQLAlchemy
+sessions, and the entry points of the two decorators.
+
+Per-app state lives in ``app.extensions["submit_once"]`` (a :class:`State`); the stages of
+a submit (``_form``, ``_idempotent``, ``_runner``, ``_answers``, ``_issuing``) are handed
+it by the view functions made here, and never import this module back.
+
+**The Redis client.** ``redis://``, ``rediss://`` (TLS) and ``unix://`` URLs name one
+server: the extension makes one client (one pool, bounded waits) for it. For a Redis
+Cluster or Sentinel, make the redis-py client yourself (``RedisCluster(...)``,
+``Sentinel(...).master_for(...)``) and hand it over: ``SubmitOnce(app, client=...)``.
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import importlib.util
+import logging
+import warnings
 from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, cast
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast
+from urllib.parse import urlsplit
 
+import click
+import redis
 from flask import Flask, Response, current_app, request
+from flask.cli import AppGroup
+from flask.sessions import SecureCookieSessionInterface
 from flask.typing import ResponseReturnValue
 from sqlalchemy.orm import Session
 
-from ._answers import Message, Page
-from ._form import Fields, ProtectedForm, protected_form
+from ._answers import Message, Outcome, Page, TemplateHelper
+from ._form import Fields, ProtectedForm, RecentSubmits
 from ._idempotent import IdempotentView
-from ._issuing import issue
-from ._limits import Issuer
-from ._model import SubmissionMixin
-from ._outcome import Outcome
-from ._redis import client_for
-from ._requests import form_name
-from ._sessions import Sessions, request_session, set_up_sessions
-from ._setup import (
-    answer_lost_sessions,
-    back_shows_forms,
-    commands,
-    csrf_lives_as_long,
-    read_settings,
-    signed_tokens,
+from ._issuing import (
+    NAME_ATTRIBUTE,
+    BackFriendlySessionInterface,
+    LimitedTokens,
+    LocalLimits,
+    SignedTokens,
+    form_name,
+    tokens_for_page,
 )
-from ._state import EXTENSION, State, state
-from ._steps import Then, resume_all
-from ._templating import TemplateHelper
+from ._model import Sessions, SubmissionMixin, request_session, set_up_sessions
+from ._runner import Then, resume_all
 from ._tokens import RedisClient, TokenStore
 
-__all__ = ["SubmitOnce"]
+__all__ = ["DEFAULTS", "State", "SubmitOnce", "state"]
 
 View = TypeVar("View", bound=Callable[..., Any])
+P = ParamSpec("P")
+R = TypeVar("R")
+
+log = logging.getLogger("flask_submit_once")
+
+EXTENSION = "submit_once"
+#: Where a protected form's view function keeps its :class:`ProtectedForm`.
+_FORM = "_submit_once_form"
+
+
+# Settings
+
+#: Every setting, with its default (``SUBMIT_ONCE_`` + the name).
+DEFAULTS: Mapping[str, Any] = {
+    "TTL_SECONDS": 3600,
+    "WAIT_SECONDS": 10.0,
+    "MAX_FORMS_PER_SESSION": 200,
+    "MAX_FORMS_PER_CLIENT_PER_MINUTE": 120,
+    "REDIS_AWAY_ACCEPT_SUBMITS": False,
+    "REDIS_AWAY_SIGN_FORMS": False,
+    "KEY_PREFIX": "so",
+    "FIELD_NAME": "form_token",
+    "BACK_SHOWS_FORM": False,
+    "ANSWER_CSRF_ERRORS": True,
+}
+
+#: Settings of 0.10 that 1.0 renamed (``SUBMIT_ONCE_`` + the name): set, they stop
+#: start-up with the new name, rather than be ignored.
+RENAMED: Mapping[str, str] = {
+    "TTL": "TTL_SECONDS",
+    "MAX_PER_SESSION": "MAX_FORMS_PER_SESSION",
+    "MAX_PER_CLIENT_PER_MINUTE": "MAX_FORMS_PER_CLIENT_PER_MINUTE",
+    "SIGNED_WHEN_REDIS_AWAY": "REDIS_AWAY_SIGN_FORMS",
+    "REDIS_DOWN_FALLBACK": "REDIS_AWAY_ACCEPT_SUBMITS",
+    "PREFIX": "KEY_PREFIX",
+    "FIELD": "FIELD_NAME",
+}
+
+#: Flask-WTF's own default for ``WTF_CSRF_TIME_LIMIT``.
+_CSRF_TIME_LIMIT = 3600
+
+
+def read_settings(app: Flask) -> None:
+    """Every ``SUBMIT_ONCE_*`` setting the app did not set gets its default. A setting of
+    0.10 that 1.0 renamed, or of 0.9 (``FORM_TOKENS_*``), stops start-up, naming its new
+    name."""
+    for key in sorted(app.config):
+        if key.startswith("FORM_TOKENS_"):
+            name = key.removeprefix("FORM_TOKENS_")
+        elif key.startswith("SUBMIT_ONCE_") and key.removeprefix("SUBMIT_ONCE_") in RENAMED:
+            name = key.removeprefix("SUBMIT_ONCE_")
+        else:
+            continue
+        raise RuntimeError(f"{key} was renamed: set SUBMIT_ONCE_{RENAMED.get(name, name)} instead.")
+    app.config.setdefault("SUBMIT_ONCE_REDIS_URL", app.config.get("REDIS_URL"))
+    for name, default in DEFAULTS.items():
+        # A test app's own suite opens many forms from one address.
+        if name == "MAX_FORMS_PER_CLIENT_PER_MINUTE" and app.testing:
+            default = 0
+        app.config.setdefault(f"SUBMIT_ONCE_{name}", default)
+
+
+def back_shows_forms(app: Flask) -> None:
+    """With ``SUBMIT_ONCE_BACK_SHOWS_FORM``, Back shows a submitted form as it was (see
+    _issuing): only in place of Flask's own session interface, never one the app chose."""
+    if not app.config["SUBMIT_ONCE_BACK_SHOWS_FORM"]:
+        return
+    if type(app.session_interface) is SecureCookieSessionInterface:
+        app.session_interface = BackFriendlySessionInterface()
+
+
+def signed_tokens(app: Flask, ttl: int) -> SignedTokens | None:
+    """The signer of tokens for forms drawn while Redis is away, when the app wants them."""
+    if not app.config["SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS"]:
+        return None
+    if not app.secret_key:
+        raise RuntimeError(
+            "SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS signs tokens with the app's "
+            "secret key: set SECRET_KEY before init_app."
+        )
+    return SignedTokens(app.secret_key, ttl)
+
+
+def warn_if_csrf_ends_first(app: Flask, ttl: int) -> None:
+    """A CSRF token should live as long as the form token it travels with. Flask-WTF's
+    time limit is the app's to set (this extension writes none of Flask-WTF's settings):
+    a warning says when it is shorter than the TTL."""
+    if not _has_flask_wtf() or app.config.get("WTF_CSRF_ENABLED") is False:
+        return
+    limit = app.config.get("WTF_CSRF_TIME_LIMIT", _CSRF_TIME_LIMIT)
+    if limit is not None and int(limit) < ttl:
+        warnings.warn(
+            f"WTF_CSRF_TIME_LIMIT ({limit} s) is shorter than SUBMIT_ONCE_TTL_SECONDS "
+            f"({ttl} s): a form open longer fails Flask-WTF's check although its "
+            "form token is still good. Set both to one value.",
+            stacklevel=4,
+        )
+
+
+def answer_csrf_errors(
+    app: Flask,
+    session_lost: Callable[[Exception], Response | None],
+) -> None:
+    """With ``SUBMIT_ONCE_ANSWER_CSRF_ERRORS`` (the default), answer Flask-WTF's
+    CSRFError on protected forms, unless the app answers it itself; said once, at INFO."""
+    if not app.config["SUBMIT_ONCE_ANSWER_CSRF_ERRORS"] or not _has_flask_wtf():
+        return
+    from flask_wtf.csrf import CSRFError  # type: ignore[import-untyped]
+
+    if CSRFError in app.error_handler_spec.get(None, {}).get(400, {}):
+        return
+
+    def lost(error: Exception) -> ResponseReturnValue:
+        return session_lost(error) or error  # type: ignore[return-value]
+
+    app.register_error_handler(CSRFError, lost)
+    log.info(
+        "Flask-Submit-Once answers Flask-WTF's CSRFError on protected forms "
+        "(SUBMIT_ONCE_ANSWER_CSRF_ERRORS = False to answer it yourself)"
+    )
+
+
+def _has_flask_wtf() -> bool:
+    return importlib.util.find_spec("flask_wtf") is not None
+
+
+def commands(resume_steps: Callable[..., dict[str, int]]) -> AppGroup:
+    """``flask submit-once resume``: the sweeper, for cron or a worker."""
+    group = AppGroup("submit-once", help="Flask-Submit-Once's commands.")
+
+    @group.command("resume")
+    @click.option(
+        "--wait",
+        default=0.0,
+        show_default=True,
+        help="Seconds to wait for a row a request is working on.",
+    )
+    def resume(wait: float) -> None:
+        """Do the steps outside the database that submits left to do."""
+        counts = resume_steps(wait=wait)
+        click.echo(" ".join(f"{kind}={n}" for kind, n in sorted(counts.items())) or "nothing")
+
+    return group
+
+
+# The Redis client
+
+#: A dead Redis costs a request two seconds, never a hung worker.
+TIMEOUTS = {"socket_timeout": 2.0, "socket_connect_timeout": 2.0}
+
+
+def client_for(url: str | None) -> redis.Redis:
+    """A client for a one-server ``url``, shared by threads, replies as ``str``."""
+    if not url:
+        raise RuntimeError(
+            "SubmitOnce needs SUBMIT_ONCE_REDIS_URL (or REDIS_URL) set, or a "
+            "client: SubmitOnce(app, client=redis.Redis(...))."
+        )
+    scheme = urlsplit(url).scheme
+    if scheme not in ("redis", "rediss", "unix"):
+        raise RuntimeError(
+            f"SUBMIT_ONCE_REDIS_URL: {scheme}:// is not a one-server URL "
+            "(redis://, rediss://, unix://). For a Cluster or Sentinel, make "
+            "the redis-py client and pass it: SubmitOnce(app, client=...)."
+        )
+    return redis.Redis.from_url(url, decode_responses=True, health_check_interval=30, **TIMEOUTS)
+
+
+# One app's state
+
+
+@dataclass
+class State:
+    """What :meth:`SubmitOnce.init_app <flask_submit_once.SubmitOnce.init_app>` made for
+    one app."""
+
+    app: Flask
+    store: TokenStore
+    limited_tokens: LimitedTokens
+    sessions: Sessions | None
+    field: str
+    wait: float
+    accept_when_redis_away: bool
+    #: Signed tokens for forms drawn while Redis is away (SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS).
+    signed: SignedTokens | None = None
+    recent: RecentSubmits = dataclasses.field(default_factory=RecentSubmits)
+    local_limits: LocalLimits = dataclasses.field(default_factory=LocalLimits)
+    #: When this process last issued signed tokens because Redis was away (None: it is not).
+    degraded_since: float | None = None
+
+    def setting(self, name: str) -> Any:
+        """A setting read when it is used, so a test may change it on a live app."""
+        return self.app.config[f"SUBMIT_ONCE_{name}"]
+
+    def request_session(self, sessions: Sessions | None, missing: str) -> Session:
+        """This request's session from ``sessions`` (a decorator's own), else from the
+        extension's; ``missing`` is the error's words when there are none."""
+        found = sessions if sessions is not None else self.sessions
+        if found is None:
+            raise RuntimeError(missing)
+        return request_session(found)
+
+
+def protected_form(view: object) -> ProtectedForm | None:
+    """The protected form a view function is, if it is one."""
+    protected = getattr(view, _FORM, None)
+    return protected if isinstance(protected, ProtectedForm) else None
+
+
+def state(app: Flask | None = None) -> State:
+    """``app``'s (default: the current app's) state; a clear error before init_app."""
+    found = (app or current_app).extensions.get(EXTENSION)
+    if not isinstance(found, State):
+        raise RuntimeError(
+            "SubmitOnce is not set up on this app: call SubmitOnce(app) or "
+            "submit_once.init_app(app) in the app factory."
+        )
+    return found
+
+
+# The extension
+
+
+def renamed_keywords(renamed: Mapping[str, str]) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """A decorator's keyword of 0.10 that 1.0 renamed is a TypeError naming the new one
+    (Python's own would not say what it is called now)."""
+
+    def check(method: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(method)
+        def checked(*args: P.args, **kwargs: P.kwargs) -> R:
+            for old in sorted(renamed.keys() & kwargs.keys()):
+                raise TypeError(
+                    f"{method.__name__}({old}=) was renamed {method.__name__}"
+                    f"({renamed[old]}=) in Flask-Submit-Once 1.0"
+                )
+            return method(*args, **kwargs)
+
+        return checked
+
+    return check
 
 
 class SubmitOnce:
@@ -57,9 +312,19 @@ class SubmitOnce:
         client: RedisClient | None = None,
         sessions: Sessions | None = None,
     ) -> None:
-        self._client, self._sessions = client, sessions  # defaults for init_app
+        # What init_app uses when it is given none of its own.
+        self._client, self._sessions = client, sessions
         if app is not None:
             self.init_app(app)
+
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "issue":
+                raise AttributeError(
+                    "SubmitOnce.issue was renamed issue_tokens in Flask-Submit-Once 1.0"
+                )
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def init_app(
         self, app: Flask, *, client: RedisClient | None = None, sessions: Sessions | None = None
@@ -67,26 +332,31 @@ class SubmitOnce:
         """Read the ``SUBMIT_ONCE_*`` settings, and make the app's Redis client (or take
         ``client``)."""
         read_settings(app)
-        sessions = sessions if sessions is not None else self._sessions
+        if sessions is None:
+            sessions = self._sessions
         set_up_sessions(app, sessions)
-        client = client if client is not None else self._client
-        client = client if client is not None else client_for(app.config["SUBMIT_ONCE_REDIS_URL"])
+        if client is None:
+            client = self._client
+        if client is None:
+            client = client_for(app.config["SUBMIT_ONCE_REDIS_URL"])
         store = TokenStore(
-            client, ttl=int(app.config["SUBMIT_ONCE_TTL"]), prefix=app.config["SUBMIT_ONCE_PREFIX"]
+            client,
+            ttl=int(app.config["SUBMIT_ONCE_TTL_SECONDS"]),
+            prefix=app.config["SUBMIT_ONCE_KEY_PREFIX"],
         )
-        app.extensions[EXTENSION] = State(
+        st = app.extensions[EXTENSION] = State(
             app=app,
             store=store,
-            issuer=Issuer(store),
+            limited_tokens=LimitedTokens(store),
             sessions=sessions,
-            field=app.config["SUBMIT_ONCE_FIELD"],
+            field=app.config["SUBMIT_ONCE_FIELD_NAME"],
             wait=float(app.config["SUBMIT_ONCE_WAIT_SECONDS"]),
-            redis_down_fallback=bool(app.config["SUBMIT_ONCE_REDIS_DOWN_FALLBACK"]),
+            accept_when_redis_away=bool(app.config["SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS"]),
             signed=signed_tokens(app, store.ttl),
         )
-        csrf_lives_as_long(app, store.ttl)
-        app.jinja_env.globals["submit_once"] = TemplateHelper()
-        answer_lost_sessions(app, self.session_lost)
+        warn_if_csrf_ends_first(app, store.ttl)
+        app.jinja_env.globals["submit_once"] = TemplateHelper(st)
+        answer_csrf_errors(app, self.session_lost)
         app.cli.add_command(commands(self.resume))
         back_shows_forms(app)
 
@@ -99,7 +369,7 @@ class SubmitOnce:
     @property
     def degraded(self) -> bool:
         """Whether this process is drawing forms with signed tokens because Redis was away
-        at its last try (``SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY``); False again once Redis
+        at its last try (``SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS``); False again once Redis
         answers a render."""
         return state().degraded_since is not None
 
@@ -107,17 +377,32 @@ class SubmitOnce:
     def session(self) -> Session:
         """This request's SQLAlchemy session, the one its submit runs in (read a form's
         choices through it, and the submit opens no second one)."""
-        found = state().sessions
-        if found is None:
-            raise RuntimeError("SubmitOnce has no sessions: SubmitOnce(app, sessions=...).")
-        return request_session(found)
+        return state().request_session(
+            None, "SubmitOnce has no sessions: SubmitOnce(app, sessions=...)."
+        )
 
-    def issue(self, *endpoints: str) -> None:
+    def issue_tokens(self, *endpoints: str) -> None:
         """Issue the tokens of a page's forms (by the endpoints they are sent to) in one
         round trip before its template draws them; without it each
         ``submit_once.input(...)`` issues its own."""
-        issue(state(), [form_name(endpoint) for endpoint in endpoints])
+        tokens_for_page(state(), [form_name(endpoint) for endpoint in endpoints])
 
+    def key_digest(self, key: str, *, name: str, scope: str = "") -> str:
+        """The digest :meth:`idempotent` stores for ``key`` (in the row's
+        ``submission_digest``), to find what a key made from elsewhere (a worker, a
+        report)::
+
+            row = Payment.find_submission(db, submit_once.key_digest(
+                event_id, name="webhook:payments", scope="provider"))
+
+        :param key: the key, as the view's ``key()`` gives it.
+        :param name: the view's ``idempotent(name=...)``, else its endpoint (with the
+            values of its URL, if it has any, as ``endpoint:name=value``).
+        :param scope: what the view's ``scope()`` gives for the caller, if it has one.
+        """
+        return state().store.digest(key, session_id=scope, form=name)
+
+    @renamed_keywords({"fields": "fingerprint", "answer": "on_outcome"})
     def form(
         self,
         form: Callable[[], Any] | None = None,
@@ -128,10 +413,11 @@ class SubmitOnce:
         template: str | None = None,
         fragment: str | None = None,
         result_fragment: str | None = None,
-        fields: Fields | None = None,
+        fingerprint: Fields | None = None,
         messages: Mapping[str, Message] | None = None,
-        answer: Callable[[Outcome], ResponseReturnValue | None] | None = None,
+        on_outcome: Callable[[Outcome], ResponseReturnValue | None] | None = None,
         context: Callable[[], Mapping[str, Any]] | None = None,
+        wait: float | None = None,
         name: str | None = None,
         sessions: Sessions | None = None,
         then: Then | None = None,
@@ -168,18 +454,21 @@ class SubmitOnce:
         :param fragment: the part of the page htmx swaps, when it posts the form.
         :param result_fragment: answer htmx in place: this template, with ``result``
             (and a fresh token for the next submit through ``submit_once.input``).
-        :param fields: the fields that make a submission what it is (default: all but
-            CSRF and buttons), or ``fields(form) -> mapping`` of what it is: a repeat
-            with any of them changed is told so (409).
+        :param fingerprint: what makes a submission what it is: the names of the fields
+            (default: all but CSRF and buttons), or ``fingerprint(form) -> mapping``: a
+            repeat with any of it changed is told so (409).
         :param messages: the words, a text or ``words(outcome) -> text``, for a reason the
             form is shown again: ``invalid``, ``changed``, ``expired``, ``refused``,
             ``failed``, ``unconfirmed``, ``still_running``, ``unavailable``,
             ``session_lost``.
-        :param answer: ``answer(outcome)`` runs before every default answer: return a
-            response to answer that outcome yourself, or None for the default.
+        :param on_outcome: ``on_outcome(outcome)`` runs before every default answer:
+            return a response to answer that outcome yourself, or None for the default.
         :param context: more template context, ``context() -> mapping``.
+        :param wait: seconds a repeat waits for the first submit still running (default
+            None: ``SUBMIT_ONCE_WAIT_SECONDS``; 0: answer at once).
         :param name: what tokens are bound to (default: the endpoint and its URL values).
-        :param sessions: this form's sessions, instead of the extension's.
+        :param sessions: this form's sessions (a ``sessionmaker``, a ``scoped_session``
+            or Flask-SQLAlchemy's ``db``), instead of the extension's.
         :param then: a step outside the database once per submission, after its row's
             COMMIT: ``then(db, row, key)`` calls elsewhere (a card charge) with ``key`` as
             its idempotency key and writes the result to ``row``; it raises
@@ -189,24 +478,32 @@ class SubmitOnce:
         page = Page(template, fragment, result_fragment, dict(messages or {}), context)
 
         def decorate(view: View) -> View:
-            return cast(
-                View,
-                ProtectedForm(
-                    view,
-                    form=form,
-                    model=model,
-                    find=find,
-                    done=done,
-                    fields=fields,
-                    page=page,
-                    answer=answer,
-                    sessions=sessions,
-                    then=then,
-                ).view_function(name),
+            protected = ProtectedForm(
+                view,
+                form=form,
+                model=model,
+                find=find,
+                done=done,
+                fingerprint=fingerprint,
+                page=page,
+                on_outcome=on_outcome,
+                wait=wait,
+                sessions=sessions,
+                then=then,
             )
+
+            @functools.wraps(view)
+            def submit(**view_args: Any) -> Response:
+                return protected.submit(state(), view_args)
+
+            setattr(submit, _FORM, protected)
+            if name:
+                setattr(submit, NAME_ATTRIBUTE, name)
+            return cast(View, submit)
 
         return decorate
 
+    @renamed_keywords({"answer": "on_outcome"})
     def idempotent(
         self,
         *,
@@ -215,10 +512,10 @@ class SubmitOnce:
         scope: Callable[[], str] | None = None,
         model: type[SubmissionMixin] | None = None,
         find: Callable[[Session, str], Any] | None = None,
-        answer: Callable[[Outcome], ResponseReturnValue | None] | None = None,
+        on_outcome: Callable[[Outcome], ResponseReturnValue | None] | None = None,
         fingerprint: Callable[[], str] | None = None,
         ttl: int | None = None,
-        wait: float | None = 0.0,
+        wait: float | None = None,
         name: str | None = None,
         sessions: Sessions | None = None,
     ) -> Callable[[View], View]:
@@ -237,7 +534,7 @@ class SubmitOnce:
         ``Idempotent-Replayed: true``; a repeat with another request (method, path,
         body) is a 422, one that finds the first still running a 409 (``Retry-After``).
         A view that raises, refuses or fails gives the key back, so the caller can retry
-        it; an unconfirmed COMMIT keeps it, so the retry lands on the row or makes it.
+        it; an unconfirmed COMMIT keeps it, so the retry finds the row or makes it.
 
         :param key: gives the key (raise an HTTP error for a malformed one; a
             ``LookupError``, as of a header not sent, is a 400 problem).
@@ -246,31 +543,38 @@ class SubmitOnce:
         :param model: the :class:`~flask_submit_once.SubmissionMixin` model of the rows.
         :param find: instead of ``model``, ``find(db, digest)``.
         :param fingerprint: what the request is (default: method, path and body).
-        :param ttl: how long the claim lives (default ``SUBMIT_ONCE_TTL``); the row
+        :param ttl: how long the claim lives (default ``SUBMIT_ONCE_TTL_SECONDS``); the row
             (UNIQUE) keeps the key's effect once for ever.
-        :param wait: seconds a repeat waits for the first (default 0: 409 at once; None:
-            ``SUBMIT_ONCE_WAIT_SECONDS``).
-        :param answer: as for :meth:`form`.
+        :param wait: seconds a repeat waits for the first still running (default None:
+            ``SUBMIT_ONCE_WAIT_SECONDS``; 0: a 409 at once).
+        :param on_outcome: as for :meth:`form`.
+        :param name: what keys are bound to (default: the endpoint and its URL values):
+            one name shares keys between views; :meth:`key_digest` takes it.
+        :param sessions: this view's sessions (a ``sessionmaker``, a ``scoped_session``
+            or Flask-SQLAlchemy's ``db``), instead of the extension's.
         """
 
         def decorate(view: View) -> View:
-            return cast(
-                View,
-                IdempotentView(
-                    view,
-                    key=key,
-                    scope=scope,
-                    model=model,
-                    find=find,
-                    respond=respond,
-                    answer=answer,
-                    fingerprint=fingerprint,
-                    ttl=ttl,
-                    wait=wait,
-                    name=name,
-                    sessions=sessions,
-                ).view_function(),
+            once = IdempotentView(
+                view,
+                key=key,
+                scope=scope,
+                model=model,
+                find=find,
+                respond=respond,
+                on_outcome=on_outcome,
+                fingerprint=fingerprint,
+                ttl=ttl,
+                wait=wait,
+                name=name,
+                sessions=sessions,
             )
+
+            @functools.wraps(view)
+            def once_per_key(**view_args: Any) -> Response:
+                return once.handle(state(), view_args)
+
+            return cast(View, once_per_key)
 
         return decorate
 
@@ -297,7 +601,8 @@ class SubmitOnce:
         if protected is None:
             return None
         try:
-            return protected.session_lost()
-        except Exception as raised:  # CrossSite, or the form maker's 404, 400 or 503: in
-            # an error handler it would be a 500; answered as the app answers it in a view
+            return protected.session_lost(state())
+        except Exception as raised:
+            # CrossSiteError, or the form maker's 404, 400 or 503: raised in an error
+            # handler it would be a 500, so it is answered as the app answers it in a view.
             return current_app.make_response(current_app.handle_user_exception(raised))

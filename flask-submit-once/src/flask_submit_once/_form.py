@@ -1,21 +1,32 @@
-"""A protected form's submit, top to bottom: what :meth:`SubmitOnce.form
+"""One protected form's submit, top to bottom: what :meth:`SubmitOnce.form
 <flask_submit_once.SubmitOnce.form>` puts around a view::
 
     token: its shape (400), before Redis or the database is touched
-    a repeat this process saw land, sent with the same values -> its answer (GETDEL only)
+    a repeat this process recently saw take effect, sent alike -> its answer (GETDEL only)
     the form: validate -> invalid: 422, the input and the same token (the database away: 503)
-    the transaction: lock, GETDEL, the view's row, its digest and fingerprint, COMMIT
-    the answer for the outcome, as the request asked (page, htmx, JSON)
+    the transaction (_runner): lock, GETDEL, the view's row, its digest and fingerprint, COMMIT
+    the answer for the outcome, as the request asked (_answers: page, htmx, JSON)
+
+Here too is what a submit sent and what it is: the token it carries, its JSON body, and
+the fingerprints that tell a repeat of the same submission from one with other input.
 """
 
 from __future__ import annotations
 
-import functools
+import base64
+import hashlib
+import json
+import threading
 import time
+import unicodedata
 import weakref
-from collections.abc import Callable, Mapping
+from collections import OrderedDict
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from typing import Any
+from datetime import date, datetime
+from datetime import time as time_of_day
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from flask import Flask, Response, make_response, request
 from flask.typing import ResponseReturnValue
@@ -25,22 +36,42 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 
 from . import signals
-from ._answers import Page, again, check_done, landed, refused_request, result_url
-from ._errors import BadFormToken, CrossSite, NotUnicode, Unavailable
-from ._fingerprint import fingerprint
-from ._model import SubmissionMixin, stamped
-from ._outcome import Outcome
-from ._requests import NAME_ATTRIBUTE, cross_site, form_name, request_kind, submitted_token
-from ._runner import UNREACHABLE, Landing, run_once
-from ._sent import Fields, csrf_field, sent_fingerprint, submission_values
-from ._sessions import Sessions, request_session
-from ._signed import SignedExpired
-from ._spending import CHECK_HEADER, Spending, status_of
-from ._state import Settled, State, state
-from ._steps import Step, Then, settled
+from ._answers import (
+    Outcome,
+    Page,
+    check_done,
+    form_again,
+    refused_request,
+    request_kind,
+    result_url,
+    to_result,
+)
+from ._errors import CrossSiteError, FormTokenError, NotUnicodeError, UnavailableError
+from ._issuing import SignedExpired, form_name, is_signed
+from ._model import Sessions, SubmissionMixin, add_submission
+from ._runner import UNREACHABLE, Committed, Consumable, Step, Then, run_once, status, step_outcome
+from ._tokens import is_well_formed
 
-__all__ = ["CHECK_HEADER", "Fields", "ProtectedForm", "protected_form"]
-_FORM = "_submit_once_form"
+if TYPE_CHECKING:
+    from ._extension import State
+
+__all__ = [
+    "CHECK_HEADER",
+    "TOKEN_HEADER",
+    "Fields",
+    "ProtectedForm",
+    "RecentSubmits",
+    "fingerprint",
+    "json_body",
+]
+
+#: What makes a submission what it is: some of the form's fields, or a mapping made from it.
+Fields: TypeAlias = Sequence[str] | Callable[[Any], Mapping[str, object]]
+#: The header a script may send the token in instead of the form field.
+TOKEN_HEADER = "X-Submit-Once-Token"
+#: A script asking what became of a submit it could not see answered, without consuming
+#: anything: the same POST with this header set to 1.
+CHECK_HEADER = "X-Submit-Once-Check"
 
 
 class ProtectedForm:
@@ -54,9 +85,10 @@ class ProtectedForm:
         model: type[SubmissionMixin] | None,
         find: Callable[[Session, str], Any] | None,
         done: str | Callable[[Any], str] | None,
-        fields: Fields | None,
+        fingerprint: Fields | None,
         page: Page,
-        answer: Callable[[Outcome], ResponseReturnValue | None] | None,
+        on_outcome: Callable[[Outcome], ResponseReturnValue | None] | None,
+        wait: float | None,
         sessions: Sessions | None,
         then: Then | None = None,
     ) -> None:
@@ -68,117 +100,108 @@ class ProtectedForm:
         if then is not None and model is None:
             raise TypeError(f"{view.__name__}: then= needs model= (rows say the step to do)")
         self.view, self.form, self.model, self.find_result = view, form, model, find
-        self.done, self.fields, self.page, self.answer, self.sessions = (
-            done,
-            fields,
-            page,
-            answer,
-            sessions,
-        )
+        self.done, self.fingerprint, self.page = done, fingerprint, page
+        self.on_outcome, self.wait, self.sessions = on_outcome, wait, sessions
         self.checked: weakref.WeakSet[Flask] = weakref.WeakSet()
         self.step = Step(then.__name__, then, model) if then and model else None
 
-    def view_function(self, name: str | None) -> Any:
-        """The Flask view: this form's submit, found again by :func:`protected_form`."""
+    def submit(self, st: State, view_args: Mapping[str, Any]) -> Response:
+        """The view's submit, answered; a request refused before anything was consumed (its
+        token, its text) is answered in JSON to a script."""
+        try:
+            return self.handle(st, view_args)
+        except (FormTokenError, NotUnicodeError) as error:
+            return refused_request(error)
 
-        @functools.wraps(self.view)
-        def submit(**view_args: Any) -> Response:
-            try:
-                return self.handle(view_args)
-            except (BadFormToken, NotUnicode) as error:  # a script is answered in JSON
-                return refused_request(error)
-
-        setattr(submit, _FORM, self)
-        if name:
-            setattr(submit, NAME_ATTRIBUTE, name)
-        return submit
-
-    def handle(self, view_args: Mapping[str, Any]) -> Response:
-        st = state()
+    def handle(self, st: State, view_args: Mapping[str, Any]) -> Response:
         name = form_name(request.endpoint or self.view.__name__, view_args)
         if request.headers.get(CHECK_HEADER) == "1":
             return self.check(st, name)
         token = submitted_token(st.field)
-        if st.app not in self.checked:  # once an app: every value of done's URL is known
+        if st.app not in self.checked:
+            # Once an app, before any token is consumed: every value of done's URL is known.
             check_done(self.done, self.model)
             self.checked.add(st.app)
         started = time.perf_counter()
         try:
-            spend = Spending.of(st, token, name)
+            consumable = Consumable.of(st, token, name)
         except SignedExpired:
-            return self.respond(Outcome("expired"), name, token, self.make_form(), "", started)
-        digest = spend.digest
+            return self.respond(st, Outcome("expired"), name, token, self.make_form(), "", started)
+        digest = consumable.digest
         raw = sent_fingerprint(st.field)
-        known = st.settled.get(digest)
+        known = st.recent.get(digest)
         if known is not None and known.raw == raw:
-            # Spent, its row committed: the answer is settled (GETDEL: a token a failover revived).
+            # Consumed, its row committed: the answer is known (GETDEL: a token a failover revived).
             with suppress(RedisError):
-                spend.take()
+                consumable.consume()
             outcome, form = Outcome("duplicate", url=known.url), None
-            if self.answer is not None or (
-                self.page.result_fragment is not None and request_kind() == "htmx"
-            ):
+            fragment = self.page.result_fragment is not None and request_kind() == "htmx"
+            if self.on_outcome is not None or fragment:
                 # The hook or htmx's fragment reads the result (no validation) if it can.
-                form = self.form() if self.form is not None else None
+                form = self.make_form()
                 try:
                     found = self.find(self.session(st), digest)
-                except SQLAlchemyError:  # known.url is answer enough: land there
+                except SQLAlchemyError:
+                    # Where the first submit's result is shown is answer enough.
                     found = None
                 outcome = Outcome("duplicate", found.result if found else None, url=known.url)
-            return self.respond(outcome, name, token, form, digest, started)
+            return self.respond(st, outcome, name, token, form, digest, started)
         db = self.session(st)
         form = self.make_form()
         stored = None
         if form is not None:
-            try:  # validators may query the database, and so does a repeat's check
+            try:
+                # Validators may query the database, and so does a repeat's check.
                 valid = form.validate()
                 if not valid and set(form.errors) == {csrf_field(form)}:
-                    return self.session_lost()
+                    return self.session_lost(st)
                 stored = fingerprint(self.values(form))
                 if not valid:
                     return self.invalid(st, name, token, form, digest, stored, started)
-            except UNREACHABLE:  # away before anything was spent: the input, the same token
+            except UNREACHABLE:
+                # Away before anything was consumed: the form again, the input, the same token.
                 with suppress(SQLAlchemyError):
                     db.rollback()
-                return again(self.page, name, "unavailable", sent=token, form=form)
+                return form_again(st, self.page, name, "unavailable", sent=token, form=form)
         try:
             outcome = run_once(
                 db,
-                digest=digest,
-                take=spend.take,
+                consumable,
                 create=lambda db, digest: self.create(db, digest, form, view_args, stored),
                 find=self.find,
-                wait=st.wait,
+                wait=self.waits(st),
                 fingerprint=stored,
-                redis_down_fallback=spend.redis_down_fallback,
                 sender=st.app,
             )
-        except Unavailable:
-            return again(self.page, name, "unavailable", sent=token, form=form)
+        except UnavailableError:
+            return form_again(st, self.page, name, "unavailable", sent=token, form=form)
         if self.step is not None and outcome.kind in ("created", "duplicate"):
-            outcome = self.after(db, outcome, st.wait)
+            outcome = self.finish_step(db, outcome, self.waits(st))
         if outcome.kind == "unconfirmed" and outcome.result is None:
-            # Whether the COMMIT landed is unknown: the same token, good again, settles it.
+            # Whether the COMMIT took effect is unknown: the same token, good again, tells.
             with suppress(RedisError):
-                spend.put_back()
-        elif outcome.landed:
-            st.settled.remember(digest, Settled(outcome.url, raw, stored))
-        return self.respond(outcome, name, token, form, digest, started)
+                consumable.restore()
+        elif outcome.took_effect:
+            st.recent.remember(digest, Recent(outcome.url, raw, stored))
+        return self.respond(st, outcome, name, token, form, digest, started)
 
     def make_form(self) -> Any:
         return self.form() if self.form is not None else None
 
-    def after(self, db: Session, outcome: Outcome, wait: float) -> Outcome:
+    def finish_step(self, db: Session, outcome: Outcome, wait: float) -> Outcome:
         """The step, for a row that still has it to do (made now, or found by a repeat,
         which resumes it); a row whose step refused is a refusal again."""
         assert self.step is not None
         row = outcome.result
-        pending = self.step.still_to_do(row)  # None: unreadable now; as the transaction read
+        # None when the row cannot be read again: answered as the transaction found it.
+        pending = self.step.still_to_do(row)
         if pending:
             identity, digest = inspect(row).identity, row.submission_digest
-            db.rollback()  # reading the row began a transaction: none is open during the step
+            # Reading the row began a transaction: none is open during the step.
+            db.rollback()
             done = self.step.resume(db.get_bind(), identity, digest, wait=wait, url_of=self.url_of)
-            if done.landed:  # whoever did the step: this request made the row, or found it
+            if done.took_effect:
+                # Whoever did the step: this request made the row, or found it.
                 return Outcome(
                     outcome.kind,
                     done.result,
@@ -188,7 +211,7 @@ class ProtectedForm:
             return done
         if pending is None or outcome.kind != "duplicate":
             return outcome
-        return settled(row, self.url_of, outcome.waited)
+        return step_outcome(row, self.url_of, outcome.waited)
 
     def invalid(
         self,
@@ -201,22 +224,31 @@ class ProtectedForm:
         started: float,
     ) -> Response:
         """Fields that do not validate: the form again, input and token kept (422); a repeat
-        of this token's landed submit (invalid *now*: off sale, taken) is answered as one."""
+        of this token's submit that took effect (invalid *now*: off sale, taken) is
+        answered as one."""
         found = self.find(self.session(st), digest)
         if found is None:
-            return self.respond(Outcome("invalid"), name, token, form, digest, started)
-        with suppress(RedisError):  # a token that came back must not stay live
-            Spending.of(st, token, name).take()
+            return self.respond(st, Outcome("invalid"), name, token, form, digest, started)
+        with suppress(RedisError):
+            # A token that came back must not stay live.
+            Consumable.of(st, token, name).consume()
         changed = found.fingerprint is not None and found.fingerprint != stored
         outcome = Outcome("changed" if changed else "duplicate", found.result, url=found.url)
-        if self.step is not None and not changed:  # a repeat resumes the step, valid or not
-            outcome = self.after(self.session(st), outcome, st.wait)
-        return self.respond(outcome, name, token, form, digest, started)
+        if self.step is not None and not changed:
+            # A repeat resumes the step, valid or not.
+            outcome = self.finish_step(self.session(st), outcome, self.waits(st))
+        return self.respond(st, outcome, name, token, form, digest, started)
 
     def respond(
-        self, outcome: Outcome, name: str, token: str, form: object, digest: str, started: float
+        self,
+        st: State,
+        outcome: Outcome,
+        name: str,
+        token: str,
+        form: object,
+        digest: str,
+        started: float,
     ) -> Response:
-        st = state()
         if signals.submit_decided.receivers:
             signals.submit_decided.send(
                 st.app,
@@ -225,38 +257,45 @@ class ProtectedForm:
                 digest=digest,
                 seconds=time.perf_counter() - started,
             )
-        if self.answer is not None:
-            custom = self.answer(outcome)
+        if self.on_outcome is not None:
+            custom = self.on_outcome(outcome)
             if custom is not None:
                 return make_response(custom)
-        if outcome.landed:
-            return landed(
+        if outcome.took_effect:
+            return to_result(
                 self.page, outcome.url, created=outcome.kind == "created", result=outcome.result
             )
-        # A refusal's own words, unless the form has its words for refusals.
-        message = (
-            str(outcome.error) or None
-            if outcome.kind == "refused" and "refused" not in self.page.messages
-            else None
-        )
-        return again(
-            self.page, name, outcome.kind, sent=token, form=form, outcome=outcome, message=message
+        message = None
+        if outcome.kind == "refused" and "refused" not in self.page.messages:
+            # A refusal's own words, unless the form has its words for refusals.
+            message = str(outcome.error) or None
+        return form_again(
+            st,
+            self.page,
+            name,
+            outcome.kind,
+            sent=token,
+            form=form,
+            outcome=outcome,
+            message=message,
         )
 
-    def session_lost(self) -> Response:
+    def session_lost(self, st: State) -> Response:
         """The answer to a failed session check (Flask-WTF's CSRF): another site's post
         is refused, echoing nothing and setting no cookie; the user's own lost session
         gets the form again, input kept, with fresh tokens for the session it has now
         (when Redis cannot give one, with the token it was sent with: never a form with
         no token, whose submit would be a dead end)."""
         if cross_site():
-            raise CrossSite()
-        form = self.form() if self.form is not None else None
-        try:  # kept on the page only if no fresh token can be had (Redis away)
-            sent: str | None = submitted_token(state().field)
-        except BadFormToken:
+            raise CrossSiteError()
+        form = self.make_form()
+        try:
+            # Kept on the page only if no fresh token can be had (Redis away).
+            sent: str | None = submitted_token(st.field)
+        except FormTokenError:
             sent = None
-        return again(
+        return form_again(
+            st,
             self.page,
             form_name(request.endpoint or "", request.view_args),
             "session_lost",
@@ -265,8 +304,14 @@ class ProtectedForm:
         )
 
     def check(self, st: State, name: str) -> Response:
-        """What became of the submit of this token, spending nothing (``CHECK_HEADER``)."""
-        return status_of(st, name, self.session(st), self.find)
+        """What became of the submit of this token, consuming nothing (``CHECK_HEADER``):
+        ``done`` (and where), ``running``, or ``not_done`` (submitting it is safe)."""
+        try:
+            digest = Consumable.of(st, submitted_token(st.field), name).digest
+        except SignedExpired:
+            return make_response({"status": "not_done", "location": None})
+        found, location = status(self.session(st), digest, self.find)
+        return make_response({"status": found, "location": location})
 
     def create(
         self,
@@ -275,17 +320,17 @@ class ProtectedForm:
         form: object,
         view_args: Mapping[str, Any],
         stored: str | None,
-    ) -> Landing:
-        result = stamped(
+    ) -> Committed:
+        result = add_submission(
             db,
             digest,
             stored,
             lambda: self.view(form, db, **view_args),
             self.step.name if self.step else None,
         )
-        return Landing(result, self.url_of(result), stored)
+        return Committed(result, self.url_of(result), stored)
 
-    def find(self, db: Session, digest: str) -> Landing | None:
+    def find(self, db: Session, digest: str) -> Committed | None:
         if self.find_result is not None:
             found = self.find_result(db, digest)
         else:
@@ -293,25 +338,191 @@ class ProtectedForm:
             found = self.model.find_submission(db, digest)
         if found is None:
             return None
-        return Landing(found, self.url_of(found), getattr(found, "submission_fingerprint", None))
+        return Committed(found, self.url_of(found), getattr(found, "submission_fingerprint", None))
 
     def url_of(self, result: object) -> str | None:
         return result_url(self.done, result)
 
     def values(self, form: Any) -> Mapping[str, object]:
-        return submission_values(form, self.fields)
+        return submission_values(form, self.fingerprint)
+
+    def waits(self, st: State) -> float:
+        """Seconds a repeat waits for the first submit: the form's, else the setting."""
+        return st.wait if self.wait is None else self.wait
 
     def session(self, st: State) -> Session:
-        sessions = self.sessions if self.sessions is not None else st.sessions
-        if sessions is None:
-            raise RuntimeError(
-                "SubmitOnce has no sessions: SubmitOnce(app, sessions=...) or "
-                "init_app(app, sessions=...), or the form's sessions=."
-            )
-        return request_session(sessions)
+        """This request's session: the form's ``sessions``, else the extension's."""
+        return st.request_session(
+            self.sessions,
+            "SubmitOnce has no sessions: SubmitOnce(app, sessions=...) or "
+            "init_app(app, sessions=...), or the form's sessions=.",
+        )
 
 
-def protected_form(view: object) -> ProtectedForm | None:
-    """The protected form a view function is, if it is one."""
-    protected = getattr(view, _FORM, None)
-    return protected if isinstance(protected, ProtectedForm) else None
+# What a submit sent, and what it is
+
+_CHECKED = "flask_submit_once.json_checked"
+
+
+def json_body() -> dict[str, Any] | None:
+    """The request's JSON object, or None (not JSON, not an object, or unreadable: too
+    deep to parse is as unreadable as malformed, never a 500). :class:`NotUnicodeError` (400)
+    when it carries a lone surrogate, which no database column or digest can take."""
+    if not request.is_json:
+        return None
+    try:
+        body = request.get_json(silent=True)
+    except RecursionError:
+        return None
+    if not isinstance(body, dict):
+        return None
+    if not request.environ.get(_CHECKED):
+        # Read up to three times a submit: checked once.
+        try:
+            json.dumps(body, ensure_ascii=False).encode()
+        except UnicodeEncodeError:
+            raise NotUnicodeError() from None
+        except (RecursionError, ValueError):
+            return None
+        request.environ[_CHECKED] = True
+    return body
+
+
+def submitted_token(field: str) -> str:
+    """The token this request carries: the form field ``field``, else the
+    ``X-Submit-Once-Token`` header, else that member of a JSON object body.
+    :class:`FormTokenError` (400) if it is missing, repeated or malformed, before anything
+    touches Redis."""
+    values: list[Any] = request.form.getlist(field)
+    if not values and TOKEN_HEADER in request.headers:
+        values = request.headers.getlist(TOKEN_HEADER)
+    if not values:
+        body = json_body()
+        if body is not None and field in body:
+            values = [body[field]]
+    if len(values) != 1 or not (is_well_formed(values[0]) or is_signed(values[0])):
+        raise FormTokenError()
+    return str(values[0])
+
+
+def cross_site() -> bool:
+    """Whether the browser says another site's page sent this request:
+    ``Sec-Fetch-Site: cross-site``, or an ``Origin`` that is not ours (``null`` too)."""
+    if request.headers.get("Sec-Fetch-Site", "").strip().lower() == "cross-site":
+        return True
+    origin = request.headers.get("Origin")
+    return origin is not None and origin.rstrip("/") != f"{request.scheme}://{request.host}"
+
+
+#: WTForms fields that are no part of what was asked for.
+_NOT_DATA = ("CSRFTokenField", "SubmitField")
+
+
+def submission_values(form: Any, fields: Fields | None) -> Mapping[str, object]:
+    """What the submission is: the form's data after its filters and coercion (what would
+    be stored), of ``fields`` (default: all but CSRF and buttons), or what ``fields(form)``
+    says it is."""
+    if callable(fields):
+        return fields(form)
+    try:
+        data = {field.name: field.data for field in form if field.type not in _NOT_DATA}
+    except TypeError:
+        # Not a WTForms form: its data.
+        data = dict(form.data)
+    return {k: v for k, v in data.items() if fields is None or k in fields}
+
+
+def sent_fingerprint(token_field: str) -> str:
+    """A digest of what was sent, as sent: how a repeat of the same bytes (a double click,
+    a retry) is known before validation. Only ever compared with another of its own kind
+    in this process, so it is taken as sent, without the stored fingerprint's normalising
+    (a repeat that differs only in it goes the long way, to the same answer)."""
+    body = json_body()
+    sent: Mapping[str, Any] = body if body is not None else request.form.to_dict(flat=False)
+    material = json.dumps(
+        {k: v for k, v in sent.items() if k != token_field},
+        sort_keys=True,
+        separators=(",", ":"),
+        default=str,
+    )
+    return hashlib.sha256(material.encode()).hexdigest()
+
+
+def csrf_field(form: Any) -> str:
+    """The name of a Flask-WTF form's CSRF field."""
+    meta = getattr(form, "meta", None)
+    return str(getattr(meta, "csrf_field_name", "csrf_token"))
+
+
+def fingerprint(values: Mapping[str, object]) -> str:
+    """A 43-character digest of the values that make a submission what it is.
+
+    Taken over what would be *stored* (a validated form's data, after its filters and
+    coercion), not the raw strings, so the same submission sent as ``" José "``, in NFD,
+    or with a quantity of ``01`` is the same submission when the form stores it the same.
+    Strings are NFC-normalised with line endings as ``\\n`` (browsers send CRLF in a
+    textarea); a list of one value is that value (a form field and the same JSON member
+    agree); numbers compare by value (``1``, ``1.0`` and ``Decimal("1.00")``); the order
+    of the names does not matter.
+    """
+    canonical = json.dumps(
+        {name: _canonical(value) for name, value in values.items()},
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=str,
+    )
+    # surrogatepass: a JSON body may carry a lone surrogate ("\ud800"), which UTF-8 cannot.
+    digest = hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).digest()
+    return base64.urlsafe_b64encode(digest).decode()[:43]
+
+
+def _canonical(value: object) -> object:
+    if isinstance(value, str):
+        return unicodedata.normalize("NFC", value.replace("\r\n", "\n").replace("\r", "\n"))
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, int | float | Decimal):
+        number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+        return format(number.normalize(), "f") if number.is_finite() else str(number)
+    if isinstance(value, datetime | date | time_of_day):
+        return value.isoformat()
+    if isinstance(value, list | tuple):
+        return _canonical(value[0]) if len(value) == 1 else [_canonical(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _canonical(v) for k, v in value.items()}
+    return str(value)
+
+
+#: Recent submits remembered per process (about 200 bytes each).
+RECENT_SIZE = 4096
+
+
+class Recent(NamedTuple):
+    """A submit this process saw take effect: where its result is shown, and the fingerprints
+    of what it was sent as (the raw values) and what it stored. Plain values only: never
+    an ORM object, which belongs to the session of the request that read it."""
+
+    url: str | None
+    raw: str | None
+    stored: str | None
+
+
+class RecentSubmits:
+    """The last ``size`` submits that took effect, by digest; thread-safe."""
+
+    def __init__(self, size: int = RECENT_SIZE) -> None:
+        self.size = size
+        self._items: OrderedDict[str, Recent] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def remember(self, digest: str, recent: Recent) -> None:
+        with self._lock:
+            self._items[digest] = recent
+            self._items.move_to_end(digest)
+            if len(self._items) > self.size:
+                self._items.popitem(last=False)
+
+    def get(self, digest: str) -> Recent | None:
+        with self._lock:
+            return self._items.get(digest)

@@ -10,42 +10,27 @@ a webhook's event id (what :meth:`SubmitOnce.idempotent
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from flask import Response, jsonify, make_response, request
+from flask import Response, make_response, request
 from flask.typing import ResponseReturnValue
 from redis.exceptions import RedisError
 from sqlalchemy.orm import Session
 
 from . import signals
-from ._fingerprint import fingerprint
-from ._model import SubmissionMixin, stamped
-from ._outcome import Outcome
-from ._requests import form_name, json_body
-from ._runner import Landing, run_once
-from ._sessions import Sessions, request_session
-from ._state import State, state
+from ._answers import Outcome, key_problem, problem_json
+from ._form import fingerprint, json_body
+from ._issuing import form_name
+from ._model import Sessions, SubmissionMixin, add_submission
+from ._runner import Committed, Consumable, run_once
+
+if TYPE_CHECKING:
+    from ._extension import State
 
 __all__ = ["IdempotentView", "request_fingerprint"]
-
-_PROBLEMS: Mapping[str, tuple[int, str]] = {
-    "changed": (
-        422,
-        "This key was first used with another request; use a new key for a new request.",
-    ),
-    "still_running": (409, "A request with this key has not finished yet; retry shortly."),
-    "refused": (409, "Not accepted as things stand; nothing was done."),
-    "failed": (503, "Nothing was done; retry with the same key."),
-    "unconfirmed": (
-        503,
-        "Could not confirm whether this was done; retry with the same key: "
-        "it is done once, or its first answer is returned.",
-    ),
-}
 
 
 def request_fingerprint() -> str:
@@ -68,7 +53,7 @@ class IdempotentView:
         model: type[SubmissionMixin] | None,
         find: Callable[[Session, str], Any] | None,
         respond: Callable[[Any], ResponseReturnValue],
-        answer: Callable[[Outcome], ResponseReturnValue | None] | None,
+        on_outcome: Callable[[Outcome], ResponseReturnValue | None] | None,
         fingerprint: Callable[[], str] | None,
         ttl: int | None,
         wait: float | None,
@@ -84,58 +69,58 @@ class IdempotentView:
             model,
             find,
         )
-        self.respond, self.answer, self.fingerprint = respond, answer, fingerprint
+        self.respond, self.on_outcome, self.fingerprint = respond, on_outcome, fingerprint
         self.ttl, self.wait, self.name, self.sessions = ttl, wait, name, sessions
 
-    def view_function(self) -> Any:
-        """The Flask view: this view, once per key."""
-
-        @functools.wraps(self.view)
-        def once(**view_args: Any) -> Response:
-            return self.handle(view_args)
-
-        return once
-
-    def handle(self, view_args: Mapping[str, Any]) -> Response:
-        st = state()
+    def handle(self, st: State, view_args: Mapping[str, Any]) -> Response:
+        """The view, once per key: its answer, or its first answer again."""
         try:
-            scope = self.scope() if self.scope is not None else ""  # who asks, before what
+            # Who asks, before what they ask.
+            scope = self.scope() if self.scope is not None else ""
             key = self.key()
-        except LookupError:  # key=lambda: request.headers["Idempotency-Key"], none sent
-            return _problem(
+        except LookupError:
+            # key=lambda: request.headers["Idempotency-Key"], and no such header sent.
+            return problem_json(
                 400,
                 "missing_key",
                 "This request needs its key (an Idempotency-Key, an event id); nothing was done.",
             )
         name = form_name(self.name or request.endpoint or self.view.__name__, view_args)
-        digest = st.store.digest(key, session_id=scope, form=name)
+        consumable = Consumable(
+            st.store,
+            st.store.digest(key, session_id=scope, form=name),
+            "claimed",
+            accept_when_redis_away=st.accept_when_redis_away,
+            ttl=self.ttl,
+        )
+        digest = consumable.digest
         stored = self.fingerprint() if self.fingerprint is not None else request_fingerprint()
         started = time.perf_counter()
-        ran: list[bool] = []  # the view ran: the key is this request's to give back
+        # Whether the view ran: then the key is this request's to give back.
+        ran: list[bool] = []
 
-        def create(db: Session, digest: str) -> Landing:
+        def create(db: Session, digest: str) -> Committed:
             ran.append(True)
             return self.create(db, digest, view_args, stored)
 
         try:
             outcome = run_once(
                 self.session(st),
-                digest=digest,
-                take=lambda: st.store.claim(digest, ttl=self.ttl),
+                consumable,
                 create=create,
                 find=self.find,
                 wait=st.wait if self.wait is None else self.wait,
                 fingerprint=stored,
-                redis_down_fallback=st.redis_down_fallback,
                 takeover=True,
                 sender=st.app,
             )
         except BaseException:
-            if ran:  # the view refused (an HTTP error) or broke: nothing was done
-                self.release(st, digest)
+            if ran:
+                # The view refused (an HTTP error) or broke: nothing was done.
+                self.release(consumable)
             raise
         if ran and outcome.kind in ("refused", "failed"):
-            self.release(st, digest)
+            self.release(consumable)
         if signals.submit_decided.receivers:
             signals.submit_decided.send(
                 st.app,
@@ -144,24 +129,24 @@ class IdempotentView:
                 digest=digest,
                 seconds=time.perf_counter() - started,
             )
-        if self.answer is not None:
-            custom = self.answer(outcome)
+        if self.on_outcome is not None:
+            custom = self.on_outcome(outcome)
             if custom is not None:
                 return make_response(custom)
-        if outcome.landed:
+        if outcome.took_effect:
             response: Response = outcome.shown
             if outcome.kind == "duplicate":
                 response.headers["Idempotent-Replayed"] = "true"
             return response
-        return problem(outcome)
+        return key_problem(outcome)
 
     def create(
         self, db: Session, digest: str, view_args: Mapping[str, Any], stored: str
-    ) -> Landing:
-        result = stamped(db, digest, stored, lambda: self.view(db, **view_args))
-        return Landing(result, None, stored, make_response(self.respond(result)))
+    ) -> Committed:
+        result = add_submission(db, digest, stored, lambda: self.view(db, **view_args))
+        return Committed(result, None, stored, make_response(self.respond(result)))
 
-    def find(self, db: Session, digest: str) -> Landing | None:
+    def find(self, db: Session, digest: str) -> Committed | None:
         if self.find_result is not None:
             found = self.find_result(db, digest)
         else:
@@ -169,7 +154,7 @@ class IdempotentView:
             found = self.model.find_submission(db, digest)
         if found is None:
             return None
-        return Landing(
+        return Committed(
             found,
             None,
             getattr(found, "submission_fingerprint", None),
@@ -177,37 +162,13 @@ class IdempotentView:
         )
 
     @staticmethod
-    def release(st: State, digest: str) -> None:
+    def release(consumable: Consumable) -> None:
         """Give the key back, so that a request that did not take effect can be retried."""
         with suppress(RedisError):
-            st.store.release(digest)
+            consumable.restore()
 
     def session(self, st: State) -> Session:
-        sessions = self.sessions if self.sessions is not None else st.sessions
-        if sessions is None:
-            raise RuntimeError("SubmitOnce has no sessions: SubmitOnce(app, sessions=...).")
-        return request_session(sessions)
-
-
-def problem(outcome: Outcome) -> Response:
-    """The problem+json answer (RFC 9457) of an outcome that did not land."""
-    status, detail = _PROBLEMS.get(outcome.kind, _PROBLEMS["failed"])
-    if outcome.kind == "refused" and str(outcome.error):
-        detail = str(outcome.error)
-    response = _problem(status, outcome.kind, detail)
-    if status in (409, 503):
-        response.headers["Retry-After"] = "1" if status == 409 else "5"
-    return response
-
-
-def _problem(status: int, reason: str, detail: str) -> Response:
-    response = jsonify(
-        type="about:blank",
-        title=reason.replace("_", " "),
-        status=status,
-        detail=detail,
-        reason=reason,
-    )
-    response.status_code = status
-    response.mimetype = "application/problem+json"
-    return response
+        """This request's session: the view's ``sessions``, else the extension's."""
+        return st.request_session(
+            self.sessions, "SubmitOnce has no sessions: SubmitOnce(app, sessions=...)."
+        )

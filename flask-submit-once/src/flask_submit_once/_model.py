@@ -1,17 +1,46 @@
-"""The model mixin: the two columns the pattern needs, and the lookup by digest."""
+"""The database side: the model mixin (the columns the pattern needs, and the lookup by
+digest), the view's rows add_submission with their submission, and the SQLAlchemy session a
+submit works in.
+
+**One SQLAlchemy session per request**, whichever way the app holds its database.
+``sessions`` is a ``sessionmaker`` (a session is made for the request the first time it
+is asked for, and closed when the request ends), a ``scoped_session`` (its current
+session, removed when the request ends: left, it would keep the transaction of the
+request's last read open, its connection idle in transaction and out of the pool), or a
+Flask-SQLAlchemy ``SQLAlchemy`` object (its current session: the app's own, which it
+removes itself). A submit works in that one session from the form's reads to the COMMIT,
+so it opens no second one, and nothing it hands out belongs to another request.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeAlias, TypeVar
 
+from flask import Flask, has_request_context, request
 from sqlalchemy import String, event, inspect, select
-from sqlalchemy.orm import Mapped, Session, declared_attr, mapped_column
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import (
+    Mapped,
+    Session,
+    declared_attr,
+    mapped_column,
+    scoped_session,
+    sessionmaker,
+)
 
-__all__ = ["DIGEST_LENGTH", "SubmissionMixin", "stamped"]
+__all__ = [
+    "DIGEST_LENGTH",
+    "Sessions",
+    "SubmissionMixin",
+    "new_session",
+    "request_session",
+    "set_up_sessions",
+    "add_submission",
+]
 
 T = TypeVar("T")
-_STAMP = "flask_submit_once.stamp"
+_SUBMISSION = "flask_submit_once.submission"
 
 #: A token digest: SHA-256, URL-safe base64 without padding.
 DIGEST_LENGTH = 43
@@ -20,12 +49,13 @@ DIGEST_LENGTH = 43
 class SubmissionMixin:
     """Columns for a model whose rows a protected form creates, one per submission::
 
-        class Signup(SubmissionMixin, db.Model):       # or (SubmissionMixin, Base)
+        # Or (SubmissionMixin, Base) without Flask-SQLAlchemy.
+        class Signup(SubmissionMixin, db.Model):
             id: Mapped[int] = mapped_column(primary_key=True)
             email: Mapped[str]
 
     It adds ``submission_digest``, the digest of the token that created the row, in a
-    UNIQUE column (the last line of defence when Redis gives a spent token back);
+    UNIQUE column (the last line of defence when Redis gives a consumed token back);
     ``submission_fingerprint``, what the submission was (so that a repeat with other
     input is told apart); and ``submission_step``, the step outside the database still
     to do for it, if its form has one (``then=``), else NULL (a view sets it to None
@@ -52,18 +82,18 @@ class SubmissionMixin:
         return db.scalar(select(cls).where(cls.submission_digest == digest))
 
 
-def stamped(
+def add_submission(
     db: Session,
     digest: str,
     fingerprint: str | None,
     view: Callable[[], T],
     step: str | None = None,
 ) -> T:
-    """Run a protected view in ``db``, its new :class:`SubmissionMixin` rows stamped with the
+    """Run a protected view in ``db``, its new :class:`SubmissionMixin` rows add_submission with the
     submission's digest and fingerprint when they are flushed (the view may flush), and
     the row it returns added, marked with the ``step`` still to do, and flushed: its
     defaults and keys are there to be read."""
-    db.info[_STAMP] = (digest, fingerprint)
+    db.info[_SUBMISSION] = (digest, fingerprint)
     try:
         result = view()
         if isinstance(result, SubmissionMixin):
@@ -74,15 +104,116 @@ def stamped(
             db.add(result)
         db.flush()
     finally:
-        db.info.pop(_STAMP, None)
+        db.info.pop(_SUBMISSION, None)
     return result
 
 
 @event.listens_for(Session, "before_flush")
-def _stamp(db: Session, *_: Any) -> None:
-    stamp = db.info.get(_STAMP)
-    if stamp is None:
+def _fill_submission_columns(db: Session, *_: Any) -> None:
+    submission = db.info.get(_SUBMISSION)
+    if submission is None:
         return
     for row in db.new:
         if isinstance(row, SubmissionMixin) and not row.submission_digest:
-            row.submission_digest, row.submission_fingerprint = stamp
+            row.submission_digest, row.submission_fingerprint = submission
+
+
+# The session a submit works in
+
+_KEY = "flask_submit_once.session"
+#: The app's own scoped_sessions this request used, removed when it ends.
+_SCOPED_KEY = "flask_submit_once.scoped"
+
+
+class HasScopedSession(Protocol):
+    """Anything with a ``session`` that is a ``scoped_session``: a Flask-SQLAlchemy ``db``."""
+
+    @property
+    def session(self) -> scoped_session[Any]: ...
+
+
+#: Where a submit gets its session.
+Sessions: TypeAlias = sessionmaker[Session] | scoped_session[Any] | HasScopedSession
+
+
+def check(sessions: object) -> None:
+    """Refuse, at start-up, what cannot give a session (``db.session.session_factory``,
+    an engine), saying what to pass."""
+    if isinstance(sessions, sessionmaker | scoped_session) or isinstance(
+        getattr(sessions, "session", None), scoped_session
+    ):
+        return
+    raise TypeError(
+        "sessions must be a sessionmaker, a scoped_session or a Flask-SQLAlchemy "
+        f"SQLAlchemy object (pass db itself), not {type(sessions).__name__}"
+    )
+
+
+def request_session(sessions: Sessions) -> Session:
+    """This request's session."""
+    scoped = (
+        sessions if isinstance(sessions, scoped_session) else getattr(sessions, "session", None)
+    )
+    if isinstance(scoped, scoped_session):
+        if scoped is sessions and has_request_context():
+            used: list[scoped_session[Any]] = request.environ.setdefault(_SCOPED_KEY, [])
+            if scoped not in used:
+                used.append(scoped)
+        return scoped()  # type: ignore[no-any-return]
+    db: Session | None = request.environ.get(_KEY)
+    if db is None:
+        assert isinstance(sessions, sessionmaker)
+        # What the view returns is read after the COMMIT: it must not expire there.
+        db = request.environ[_KEY] = sessions(expire_on_commit=False)
+    return db
+
+
+def new_session(sessions: Sessions | None) -> Session:
+    """A session outside any request (a command, a worker): closed by its caller."""
+    if sessions is None:
+        raise RuntimeError("SubmitOnce has no sessions: SubmitOnce(app, sessions=...).")
+    scoped = (
+        sessions if isinstance(sessions, scoped_session) else getattr(sessions, "session", None)
+    )
+    if isinstance(scoped, scoped_session):
+        return scoped()  # type: ignore[no-any-return]
+    assert isinstance(sessions, sessionmaker)
+    return sessions(expire_on_commit=False)
+
+
+def set_up_sessions(app: Flask, sessions: Sessions | None) -> None:
+    """Check ``sessions`` (:func:`check`) and end what each request used: the session made
+    for it, and the scoped sessions it read through. An app's own ``scoped_session`` ends
+    with each app context, as Flask-SQLAlchemy's does, whoever read through it: the
+    library or the app's views."""
+    app.teardown_request(close_request_session)
+    if sessions is not None:
+        check(sessions)
+    if isinstance(sessions, scoped_session):
+        scoped = sessions
+        app.teardown_appcontext(lambda _: _remove(scoped))
+
+
+def close_request_session(_: BaseException | None = None) -> None:
+    """Close the session :func:`request_session` made for this request, if any, and
+    remove the scoped sessions it used."""
+    db: Session | None = request.environ.pop(_KEY, None)
+    if db is not None:
+        _close(db)
+    for scoped in request.environ.pop(_SCOPED_KEY, ()):
+        _remove(scoped)
+
+
+def _remove(scoped: scoped_session[Any]) -> None:
+    if scoped.registry.has():
+        _close(scoped())
+        scoped.remove()
+
+
+def _close(db: Session) -> None:
+    try:
+        # Closing rolls back what is open.
+        db.close()
+    except SQLAlchemyError:
+        # Its connection died (a failover): answered already, not a 500.
+        db.invalidate()

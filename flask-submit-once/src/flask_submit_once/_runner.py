@@ -1,13 +1,16 @@
-"""Run a submit's transaction once per mark, and tell every repeat what happened.
+"""The once-only core: the lock, the one Redis step, the row, the COMMIT, and the step
+outside the database; every repeat told what happened.
 
-Framework-free: it works in one SQLAlchemy session bound to PostgreSQL (the request's)
-with two callables, ``create(db, digest)`` (add the row, with the digest in a UNIQUE
-column) and ``find(db, digest)`` (the row an earlier submit made, or None), each giving a
-:class:`Landing`. Every submit runs::
+A submit's digest is consumed once through a :class:`Consumable`: an issued token by its
+``GETDEL``, a signed token or a caller's key by claiming its digest (``SET NX EX``). The
+runner works in one SQLAlchemy session bound to PostgreSQL (the request's) with two callables,
+``create(db, digest)`` (add the row, with the digest in a UNIQUE column) and
+``find(db, digest)`` (the row an earlier submit made, or None), each giving a
+:class:`Committed`. Every submit runs::
 
     SELECT pg_try_advisory_xact_lock(k)   k from the digest, in the session's transaction
-      false: another request holds this mark right now -> ROLLBACK, wait, retry
-    take()  the one Redis step: GETDEL of an issued token, or SET NX of a claimed key
+      false: another request holds this digest right now -> ROLLBACK, wait, retry
+    consume()  the one Redis step: GETDEL of an issued token, or SET NX of a claimed key
       got it:  create(db, digest); COMMIT  -> created
       missed:  find(db, digest)            -> duplicate or changed; none: expired
     ROLLBACK
@@ -15,31 +18,76 @@ column) and ``find(db, digest)`` (the row an earlier submit made, or None), each
 The lock is what tells "the first submit is still running" from "there never was one":
 whoever takes it after the first sees its COMMIT or its ROLLBACK, never the gap between.
 Waiters hold no connection while they wait (5 ms, doubling to 100 ms, within ``wait``).
-Anything read from a row is read inside the transaction (:class:`Landing`), so nothing is
+Anything read from a row is read inside the transaction (:class:`Committed`), so nothing is
 touched after it on a session that may expire or close it.
+
+**A step outside the database, once per submission**: after the row, before the answer.
+
+A form whose submit must also do something elsewhere (charge a card, book a seat at a
+partner) names it: ``@submit_once.form(..., then=charge)``. The row is committed first,
+marked with the step still to do (``submission_step``), so that a crash, a timeout or a
+kill anywhere after it leaves a row that says what is next::
+
+    transaction 1   lock, GETDEL, the view's row (submission_step = "charge"), COMMIT
+    the step        pg_advisory_lock(k) on a connection of its own, held without a
+                    transaction: re-read the row; still "charge"? then
+                    then(db, row, key): the call elsewhere, with an idempotency key made
+                    from the submission's digest (never from anything a client chose)
+    transaction 2   what it wrote, submission_step = NULL (or "refused"), COMMIT; unlock
+
+Whoever holds the lock does the step: the request that made the row, a repeat of it that
+finds the row still marked (a double click, Back + submit, a retry), or the sweeper
+(:meth:`SubmitOnce.resume <flask_submit_once.SubmitOnce.resume>`, ``flask submit-once
+resume``). Its key is the same every time, so the other side answers a repeat with what
+it did the first time. The lock is the runner's own key, so a repeat waits for it as it
+waits for a submit in flight. ``then`` raising :class:`~flask_submit_once.Refused` (a card
+declined) commits what it wrote and marks the row "refused": the user gets the form again
+with their input and a fresh token. Any other exception rolls back and leaves the row
+marked: the user is told it could not be confirmed, and the next holder tries again.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import suppress
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from sqlalchemy import Connection, Engine, inspect, select
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
 from . import signals
-from ._errors import Refused, Unavailable
-from ._outcome import Outcome
+from ._answers import Outcome
+from ._errors import FormTokenError, Refused, UnavailableError
+from ._issuing import is_signed, session_id
+from ._model import Sessions, SubmissionMixin, new_session
+from ._tokens import TokenStore
 
-__all__ = ["UNREACHABLE", "Landing", "lock_key", "run_once"]
+if TYPE_CHECKING:
+    from ._extension import State
+
+__all__ = [
+    "REFUSED",
+    "UNREACHABLE",
+    "Committed",
+    "Consumable",
+    "Step",
+    "Then",
+    "lock_key",
+    "resume_all",
+    "run_once",
+    "step_outcome",
+    "status",
+    "step_key",
+]
 
 log = logging.getLogger("flask_submit_once")
 
@@ -58,7 +106,7 @@ _UNSAVED = (
 )
 
 
-class Landing(NamedTuple):
+class Committed(NamedTuple):
     """A committed result as read inside its transaction: the result, where it is shown,
     the fingerprint stored with it, and what its answer shows (made there too)."""
 
@@ -66,6 +114,57 @@ class Landing(NamedTuple):
     url: str | None = None
     fingerprint: str | None = None
     shown: Any = None
+
+
+class Consumable:
+    """How a submit's digest is consumed, and restored. An issued token is consumed by its
+    ``GETDEL`` and restored by claiming its digest again (after an unconfirmed COMMIT, so
+    that resubmitting it tells what happened); a signed token (drawn while Redis was
+    away) and a caller's key are consumed by claiming their digest and restored by
+    deleting it. With ``accept_when_redis_away``, Redis unreachable at :meth:`consume` lets
+    the lock and the UNIQUE column decide alone (a signed token always may: it was drawn
+    without Redis)."""
+
+    def __init__(
+        self,
+        store: TokenStore,
+        digest: str,
+        how: Literal["issued", "claimed"],
+        *,
+        accept_when_redis_away: bool,
+        ttl: int | None = None,
+    ) -> None:
+        self.store, self.digest, self.how = store, digest, how
+        self.accept_when_redis_away, self.ttl = accept_when_redis_away, ttl
+
+    @classmethod
+    def of(cls, state: State, token: str, name: str) -> Consumable:
+        """How ``token``, submitted to the form ``name`` in this session, is consumed:
+        :class:`~flask_submit_once.FormTokenError` for a signed token when the app signs
+        none, ``SignedExpired`` for one too old or bound elsewhere."""
+        sid = session_id()
+        store = state.store
+        if not is_signed(token):
+            digest = store.digest(token, session_id=sid, form=name)
+            return cls(store, digest, "issued", accept_when_redis_away=state.accept_when_redis_away)
+        if state.signed is None:
+            raise FormTokenError()
+        nonce = state.signed.nonce(token, session_id=sid, form=name)
+        digest = store.digest(nonce, session_id=sid, form=name)
+        return cls(store, digest, "claimed", accept_when_redis_away=True)
+
+    def consume(self) -> bool:
+        """The one Redis step: True for exactly one caller."""
+        if self.how == "issued":
+            return self.store.consume_digest(self.digest)
+        return self.store.claim(self.digest, ttl=self.ttl)
+
+    def restore(self) -> None:
+        """Make the digest consumable again."""
+        if self.how == "issued":
+            self.store.claim(self.digest)
+        else:
+            self.store.release(self.digest)
 
 
 def lock_key(digest: str) -> int:
@@ -76,25 +175,23 @@ def lock_key(digest: str) -> int:
 
 def run_once(
     db: Session,
+    consumable: Consumable,
     *,
-    digest: str,
-    take: Callable[[], bool],
-    create: Callable[[Session, str], Landing],
-    find: Callable[[Session, str], Landing | None],
+    create: Callable[[Session, str], Committed],
+    find: Callable[[Session, str], Committed | None],
     wait: float,
     fingerprint: str | None = None,
-    redis_down_fallback: bool = False,
     takeover: bool = False,
     sender: object = None,
 ) -> Outcome:
-    """Take the mark ``digest`` names with ``take()`` and run ``create`` once.
+    """Consume ``consumable`` (its digest) and run ``create`` once.
 
-    Raises :class:`Unavailable` when Redis or PostgreSQL does not answer before the mark
-    is taken (nothing spent). With ``redis_down_fallback``, Redis unreachable at
-    ``take()`` lets the lock and the UNIQUE column decide alone. With ``takeover`` (a
-    claimed key), a mark already taken whose row does not exist, found while holding the
-    lock, is a claim whose request died: this one goes on with it.
+    Raises :class:`UnavailableError` when Redis or PostgreSQL does not answer before the digest
+    is consumed (nothing used up). With ``takeover`` (a claimed key), a key already
+    claimed whose row does not exist, found while holding the lock, is a claim whose request
+    died: this one goes on with it.
     """
+    digest = consumable.digest
     key = lock_key(digest)
     deadline = time.monotonic() + wait
     delay, waited = 0.005, False
@@ -103,24 +200,28 @@ def run_once(
     while True:
         try:
             locked, wrote = db.connection().exec_driver_sql(_TRY_LOCK, {"key": key}).one()
-            if wrote:  # only the first attempt can find any: each one ends in a ROLLBACK
+            if wrote:
+                # Flushed work the app left: only the first attempt can find any, since
+                # each attempt ends in a ROLLBACK.
                 raise RuntimeError(_UNSAVED)
             if locked:
-                taken = _take(take, redis_down_fallback, digest)
-                if not taken:
+                consumed = _consume(consumable)
+                if not consumed:
                     existing = find(db, digest)
                     if existing is not None:
                         db.rollback()
                         return _repeat(existing, fingerprint, waited)
-                    if taken is False and not takeover:
+                    if consumed is False and not takeover:
                         db.rollback()
                         return Outcome("expired", waited=waited)
-            else:  # ends the attempt: this request holds no connection while it waits
+            else:
+                # Not locked: end the attempt, so that this request holds no connection while it
+                # waits.
                 db.rollback()
         except UNREACHABLE as error:
             with suppress(SQLAlchemyError):
                 db.rollback()
-            raise Unavailable() from error
+            raise UnavailableError() from error
         if locked:
             if signals.token_consumed.receivers:
                 signals.token_consumed.send(sender, digest=digest)
@@ -133,7 +234,27 @@ def run_once(
         delay = min(delay * 2, 0.1)
 
 
-def _repeat(existing: Landing, fingerprint: str | None, waited: bool) -> Outcome:
+def status(
+    db: Session, digest: str, find: Callable[[Session, str], Committed | None]
+) -> tuple[str, str | None]:
+    """What became of the submit of ``digest``, with nothing consumed: ``done`` (and where),
+    ``running`` (another request holds its lock), or ``not_done`` (nothing was made:
+    submitting it is safe)."""
+    try:
+        free = (
+            db.connection()
+            .exec_driver_sql("SELECT pg_try_advisory_xact_lock(%(key)s)", {"key": lock_key(digest)})
+            .scalar()
+        )
+        found = find(db, digest) if free else None
+    finally:
+        db.rollback()
+    if found is not None:
+        return "done", found.url
+    return ("not_done" if free else "running"), None
+
+
+def _repeat(existing: Committed, fingerprint: str | None, waited: bool) -> Outcome:
     changed = (
         fingerprint is not None
         and existing.fingerprint is not None
@@ -148,17 +269,18 @@ def _repeat(existing: Landing, fingerprint: str | None, waited: bool) -> Outcome
     )
 
 
-def _take(take: Callable[[], bool], redis_down_fallback: bool, digest: str) -> bool | None:
+def _consume(consumable: Consumable) -> bool | None:
     """The one Redis step: True (ours), False (not ours), None (Redis is unreachable and
-    ``redis_down_fallback`` lets the database decide)."""
+    ``accept_when_redis_away`` lets the database decide)."""
     try:
-        return take()
+        return consumable.consume()
     except (RedisConnectionError, RedisTimeoutError):
-        if not redis_down_fallback:
+        if not consumable.accept_when_redis_away:
             raise
-        # A timeout may even have taken the mark: the lock and the UNIQUE column decide.
+        # A timeout may even have consumed the digest: the lock and the UNIQUE column decide.
         log.warning(
-            "Redis unreachable at consume; %s is checked by the database alone", digest[:12]
+            "Redis unreachable at consume; %s is checked by the database alone",
+            consumable.digest[:12],
         )
         return None
 
@@ -166,18 +288,19 @@ def _take(take: Callable[[], bool], redis_down_fallback: bool, digest: str) -> b
 def _create_once(
     db: Session,
     digest: str,
-    create: Callable[[Session, str], Landing],
-    find: Callable[[Session, str], Landing | None],
+    create: Callable[[Session, str], Committed],
+    find: Callable[[Session, str], Committed | None],
     fingerprint: str | None,
     sender: object,
 ) -> Outcome:
-    """The mark is ours: run the transaction. Anything not handled here (an HTTP error the
-    view raised, a KeyboardInterrupt) rolls back and propagates, the mark staying spent."""
+    """The digest is ours: run the transaction. Anything not handled here (an HTTP error
+    the view raised, a KeyboardInterrupt) rolls back and propagates, the digest staying
+    consumed."""
     try:
-        landing = create(db, digest)
+        committed = create(db, digest)
         db.commit()
     except IntegrityError as error:
-        # The UNIQUE digest: the mark was taken before and Redis forgot (a failover).
+        # The UNIQUE digest: it was consumed before and Redis forgot (a failover).
         db.rollback()
         existing = find(db, digest)
         db.rollback()
@@ -189,7 +312,8 @@ def _create_once(
         db.rollback()
         return Outcome("refused", error=refused)
     except SQLAlchemyError as error:
-        with suppress(SQLAlchemyError):  # the connection may be what failed
+        with suppress(SQLAlchemyError):
+            # The connection may be what failed.
             db.rollback()
         if isinstance(error, OperationalError) and error.connection_invalidated:
             return Outcome("unconfirmed", error=error)
@@ -199,5 +323,173 @@ def _create_once(
             db.rollback()
         raise
     if signals.submit_committed.receivers:
-        signals.submit_committed.send(sender, digest=digest, result=landing.result)
-    return Outcome("created", landing.result, url=landing.url, shown=landing.shown)
+        signals.submit_committed.send(sender, digest=digest, result=committed.result)
+    return Outcome("created", committed.result, url=committed.url, shown=committed.shown)
+
+
+# A step outside the database
+
+#: What submission_step holds once the step refused the submission.
+REFUSED = "refused"
+
+Then = Callable[[Session, Any, str], None]
+
+
+def step_key(digest: str, name: str) -> str:
+    """The idempotency key the step sends elsewhere: 43 characters made from the
+    submission's digest and the step's name."""
+    material = f"flask-submit-once step\x00{name}\x00{digest}".encode()
+    return base64.urlsafe_b64encode(hashlib.sha256(material).digest()).decode()[:43]
+
+
+class Step:
+    """The step of one form: its name (what ``submission_step`` says while it is to do),
+    the function, and the model whose rows it is done for."""
+
+    def __init__(self, name: str, then: Then, model: type[SubmissionMixin]) -> None:
+        self.name, self.then, self.model = name, then, model
+
+    def pending(self, row: object) -> bool:
+        return getattr(row, "submission_step", None) == self.name
+
+    def still_to_do(self, row: object) -> bool | None:
+        """Whether ``row`` still has this step to do; None when its ``submission_step``
+        cannot be read again (the database went away since the transaction that found the
+        row)."""
+        try:
+            return self.pending(row)
+        except SQLAlchemyError:
+            return None
+
+    def resume(
+        self,
+        bind: Engine | Connection,
+        identity: Any,
+        digest: str,
+        *,
+        wait: float,
+        url_of: Callable[[Any], str | None] = lambda _: None,
+    ) -> Outcome:
+        """Do the step for the row of ``identity`` (its primary key) and ``digest`` if it
+        is still to do, holding its lock on a connection of its own from ``bind``'s
+        engine: created (done now), duplicate (done by whoever held the lock before),
+        refused, unconfirmed (left to do), or still_running (another holder past
+        ``wait``)."""
+        engine = bind if isinstance(bind, Engine) else bind.engine
+        key = lock_key(digest)
+        try:
+            conn = _locked(engine, key, wait)
+            if conn is None:
+                return Outcome("still_running", waited=True)
+            with conn:
+                try:
+                    with Session(bind=conn, expire_on_commit=False) as db:
+                        return self._do(db, identity, digest, url_of)
+                finally:
+                    _unlock(conn, key)
+        except UNREACHABLE as error:
+            # Before the step began: it is still to do.
+            log.warning("step %s of %s not begun: %s", self.name, digest[:12], type(error).__name__)
+            return Outcome("unconfirmed", error=error)
+
+    def _do(
+        self, db: Session, identity: Any, digest: str, url_of: Callable[[Any], str | None]
+    ) -> Outcome:
+        row = db.get(self.model, identity, populate_existing=True)
+        # No transaction is open while it calls elsewhere.
+        db.commit()
+        if row is None:
+            return Outcome("failed", error=LookupError("the row is gone"))
+        if not self.pending(row):
+            return step_outcome(row, url_of)
+        # Read now: after a failed COMMIT the row cannot be loaded.
+        url = url_of(row)
+        try:
+            try:
+                self.then(db, row, step_key(digest, self.name))
+            except Refused as refused:
+                # Committed with what it wrote: its record of the refusal.
+                row.submission_step = REFUSED
+                db.commit()
+                return Outcome("refused", row, error=refused, url=url_of(row))
+            row.submission_step = None
+            # The COMMIT may fail too (the connection lost): then the step is still to do.
+            db.commit()
+        except Exception as error:
+            # Not done, or not recorded: the next holder tries again.
+            with suppress(SQLAlchemyError):
+                db.rollback()
+            log.warning("step %s of %s not done: %s", self.name, digest[:12], type(error).__name__)
+            return Outcome("unconfirmed", row, error=error, url=url)
+        return Outcome("created", row, url=url_of(row))
+
+    def to_do(self, db: Session) -> list[tuple[Any, str]]:
+        """(identity, digest) of the rows whose step is still to do."""
+        model: Any = self.model
+        rows = db.scalars(select(model).where(model.submission_step == self.name))
+        return [(inspect(row).identity, row.submission_digest) for row in rows]
+
+
+def step_outcome(row: Any, url_of: Callable[[Any], str | None], waited: bool = False) -> Outcome:
+    """What a row whose step is no longer to do answers: done, or refused (``waited``: the
+    repeat waited for the submit that made it)."""
+    if getattr(row, "submission_step", None) == REFUSED:
+        return Outcome("refused", row, waited, error=Refused(), url=url_of(row))
+    return Outcome("duplicate", row, waited, url=url_of(row))
+
+
+def _locked(engine: Engine, key: int, wait: float) -> Connection | None:
+    """A connection of its own holding the lock ``key`` (the session's: it outlives the
+    transaction), or None when another holder kept it past ``wait``. A waiter holds no
+    connection between tries, as a submit waiting for its lock holds none: a repeat
+    waiting for a step must not take the pool's connections from the step."""
+    deadline, delay = time.monotonic() + wait, 0.005
+    while True:
+        conn = engine.connect()
+        try:
+            got = bool(
+                conn.exec_driver_sql("SELECT pg_try_advisory_lock(%(k)s)", {"k": key}).scalar()
+            )
+            conn.commit()
+        except BaseException:
+            # It may hold the lock: never back in the pool.
+            conn.invalidate()
+            conn.close()
+            raise
+        if got:
+            return conn
+        conn.close()
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            return None
+        time.sleep(min(delay, remaining))
+        delay = min(delay * 2, 0.1)
+
+
+def _unlock(conn: Any, key: int) -> None:
+    """Release the lock; a connection that cannot is thrown away, never pooled holding
+    it (its server session ends, and the lock with it)."""
+    try:
+        conn.rollback()
+        conn.exec_driver_sql("SELECT pg_advisory_unlock(%(k)s)", {"k": key})
+        conn.commit()
+    except SQLAlchemyError:
+        conn.invalidate()
+
+
+def resume_all(steps: Iterable[tuple[Step, Sessions | None]], *, wait: float) -> dict[str, int]:
+    """Each step's rows left to do, done where no request holds their lock; how many
+    ended in each outcome kind."""
+    counts: dict[str, int] = {}
+    for step, sessions in steps:
+        db = new_session(sessions)
+        try:
+            rows = step.to_do(db)
+            bind = db.get_bind()
+            db.rollback()
+            for identity, digest in rows:
+                kind = step.resume(bind, identity, digest, wait=wait).kind
+                counts[kind] = counts.get(kind, 0) + 1
+        finally:
+            db.close()
+    return counts

@@ -3,7 +3,7 @@
 It needs only redis-py and the standard library, imports nothing from Flask, and can be
 copied into a project on its own. Life of a token::
 
-    issue()    SET <prefix>:<digest> 1 EX <ttl> NX     when the form is rendered
+    create()   SET <prefix>:<digest> 1 EX <ttl> NX     when the form is rendered
     consume()  GETDEL <prefix>:<digest>                when the form is submitted
 
 A key the *caller* chooses (an ``Idempotency-Key`` header, a webhook event id) is not
@@ -40,7 +40,7 @@ import base64
 import hashlib
 import re
 import secrets
-from typing import TypeAlias
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import redis
 from redis.cluster import RedisCluster
@@ -56,13 +56,13 @@ _TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{43}")
 
 
 def is_well_formed(token: object) -> bool:
-    """Whether ``token`` has the exact shape :meth:`TokenStore.issue` makes; check it
+    """Whether ``token`` has the exact shape :meth:`TokenStore.create` makes; check it
     before touching Redis (a malformed value is a client error, not an expired form)."""
     return isinstance(token, str) and _TOKEN_SHAPE.fullmatch(token) is not None
 
 
 class TokenStore:
-    """Issue and consume single-use tokens in one Redis database.
+    """Create and consume single-use tokens in one Redis database.
 
     :param client: a redis-py client (``Redis`` or ``RedisCluster``); every command
         touches one key, so any Cluster slot layout works.
@@ -83,11 +83,18 @@ class TokenStore:
         material = "\x00".join((form, session_id, token)).encode()
         return base64.urlsafe_b64encode(hashlib.sha256(material).digest()).decode()[:43]
 
+    if not TYPE_CHECKING:
+
+        def __getattr__(self, name: str) -> Any:
+            if name == "issue":
+                raise AttributeError("TokenStore.issue was renamed create in Flask-Submit-Once 1.0")
+            raise AttributeError(f"'TokenStore' object has no attribute {name!r}")
+
     def key(self, digest: str) -> str:
         """The Redis key of a token's ``digest``."""
         return f"{self.prefix}:{digest}"
 
-    def issue(self, *, session_id: str, form: str) -> str:
+    def create(self, *, session_id: str, form: str) -> str:
         """A new token for one rendering of ``form`` in ``session_id``: one
         ``SET key 1 EX ttl NX``. Every rendering gets its own token, so open tabs never
         invalidate one another; NX only guards against a 256-bit collision."""
@@ -108,13 +115,13 @@ class TokenStore:
         return self.client.getdel(self.key(digest)) is not None
 
     def claim(self, digest: str, *, ttl: int | None = None) -> bool:
-        """Take the mark ``digest`` names: ``True`` for exactly one caller until its TTL
+        """Claim the key ``digest`` names: ``True`` for exactly one caller until its TTL
         ends (``ttl``, default the store's) or :meth:`release`. One ``SET NX EX``: the
-        check and the mark are one command. Also what puts a spent token back after
+        check and the claim are one command. Also what restores a consumed token after
         an unconfirmed COMMIT, so that resubmitting it settles what happened."""
         return bool(self.client.set(self.key(digest), 1, ex=ttl or self.ttl, nx=True))
 
     def release(self, digest: str) -> None:
-        """Give a claimed mark back (one ``DEL``): a request that failed on our side
+        """Give a claimed key back (one ``DEL``): a request that failed on our side
         must not pin a caller's key."""
         self.client.delete(self.key(digest))

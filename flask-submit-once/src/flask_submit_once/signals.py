@@ -25,9 +25,8 @@ _signals = Namespace()
 
 token_issued = _signals.signal(
     "submit-once-token-issued",
-    doc="""\
-Sent after a token was issued for a rendering of a form: stored in Redis, or signed
-while Redis is away (``SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY``).
+    doc="""Sent after a token was issued for a rendering of a form: stored in Redis, or signed
+while Redis is away (``SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS``).
 
 Sender: the Flask app. Keyword arguments: ``form`` (the form's name).
 """,
@@ -35,8 +34,7 @@ Sender: the Flask app. Keyword arguments: ``form`` (the form's name).
 
 token_consumed = _signals.signal(
     "submit-once-token-consumed",
-    doc="""\
-Sent right after the one Redis step handed this request the token (``GETDEL`` returned
+    doc="""Sent right after the one Redis step handed this request the token (``GETDEL`` returned
 it, or a claim's ``SET NX`` succeeded) and before the view runs: inside the transaction,
 holding the advisory lock. Also sent when Redis is away and the database decides alone.
 
@@ -46,8 +44,7 @@ Sender: the Flask app. Keyword arguments: ``digest``.
 
 submit_committed = _signals.signal(
     "submit-once-committed",
-    doc="""\
-Sent right after the COMMIT of the transaction the view's work ran in, before the
+    doc="""Sent right after the COMMIT of the transaction the view's work ran in, before the
 answer is made.
 
 Sender: the Flask app. Keyword arguments: ``digest`` and ``result`` (what the view
@@ -57,8 +54,7 @@ returned).
 
 submit_decided = _signals.signal(
     "submit-once-decided",
-    doc="""\
-Sent once a submit's outcome is known, before its answer is made.
+    doc="""Sent once a submit's outcome is known, before its answer is made.
 
 Sender: the Flask app. Keyword arguments: ``form`` (its name), ``outcome`` (an
 :class:`~flask_submit_once.Outcome`), ``seconds`` (how long the submit took) and

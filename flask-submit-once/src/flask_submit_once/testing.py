@@ -12,12 +12,13 @@ Installed with the library (a ``pytest11`` entry point), it gives every suite th
     def test_back_edit_resubmit_is_told_not_dropped(once_forms):
         page = once_forms.open("/signup")
         page.submit({"email": "ada@example.com"})
-        again = page.submit({"email": "grace@example.com"})  # the same rendering, edited
+        # The same rendering, edited.
+        again = page.submit({"email": "grace@example.com"})
         assert again.status_code == 409 and "grace@example.com" in again.text
 
 Everything runs through your app, your Redis and your database: nothing is faked. The
 fixture turns the per-address form limit off on the app
-(``SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE = 0``): a suite opens many forms from one
+(``SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE = 0``): a suite opens many forms from one
 address, and a bare 429 would hide what a test is about.
 """
 
@@ -181,5 +182,5 @@ def once_forms(request: pytest.FixtureRequest) -> OnceForms:
     app's per-address form limit off."""
     client: FlaskClient = request.getfixturevalue("client")
     config = client.application.config
-    config["SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"] = 0
-    return OnceForms(client, field=config.get("SUBMIT_ONCE_FIELD", "form_token"))
+    config["SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE"] = 0
+    return OnceForms(client, field=config.get("SUBMIT_ONCE_FIELD_NAME", "form_token"))
