@@ -109,13 +109,13 @@ def main(argv: list[str]) -> int:
             )
         )
         plain, bare = ab(
-            per_call(lambda: tokens.issue(session_id="s", form="orders.create")),
+            per_call(lambda: tokens.create(session_id="s", form="orders.create")),
             per_call(lambda: client.set("floor:" + secrets.token_urlsafe(32), 1, ex=3600, nx=True)),
             n=n,
         )
         rows.append(
             (
-                "`TokenStore.issue` (one SET EX NX), CPU µs",
+                "`TokenStore.create` (one SET EX NX), CPU µs",
                 f"{plain:.0f}",
                 "`client.set(..., ex=, nx=True)` (the floor)",
                 f"{bare:.0f}",

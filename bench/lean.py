@@ -34,7 +34,7 @@ from flask_submit_once import SubmissionMixin, SubmitOnce
 from .load import LEAN_PREFIXES
 
 #: The library's caps on forms issued, which the benchmark's users would trip.
-CAPS = ("SUBMIT_ONCE_MAX_PER_SESSION", "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE")
+CAPS = ("SUBMIT_ONCE_MAX_FORMS_PER_SESSION", "SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE")
 db = SQLAlchemy()
 
 

@@ -34,10 +34,10 @@ def app_environment(database_url: str, redis_url: str) -> dict[str, str]:
         "REDIS_URL": redis_url,
         # A virtual user is one browser session placing hundreds of orders; the
         # per-session cap on live forms is for people, not for this.
-        "SUBMIT_ONCE_MAX_PER_SESSION": "1000000",
+        "SUBMIT_ONCE_MAX_FORMS_PER_SESSION": "1000000",
         # Every virtual user is 127.0.0.1: a limit that never trips, so its count
         # is still taken in each form's one Redis command, as in production.
-        "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE": "1000000000",
+        "SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE": "1000000000",
         # A virtual user places the same order again and again, which the shop would
         # ask about ("you placed this same order minutes ago"): not asked here, so
         # the shop's figures leave out that check's one indexed read a submit.

@@ -51,7 +51,7 @@ class User:
         """A second live token of this session (for ``form``), not the one on the page."""
         with self.client.session_transaction() as session:
             sid = session["_submit_once_sid"]
-        return self.app.extensions["submit_once"].store.issue(session_id=sid, form=form)
+        return self.app.extensions["submit_once"].store.create(session_id=sid, form=form)
 
     def key_of(self, token: str) -> str:
         with self.client.session_transaction() as session:

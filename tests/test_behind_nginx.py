@@ -173,7 +173,7 @@ def test_behind_nginx_a_client_sent_x_forwarded_for_does_not_choose_the_bucket(s
         time.sleep(61 - time.time() % 60)
     with (
         production_gunicorn(
-            servers, TRUSTED_PROXIES="1", SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE="4"
+            servers, TRUSTED_PROXIES="1", SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE="4"
         ) as live,
         nginx(tmp_path, live.port) as site,
     ):

@@ -127,7 +127,7 @@ def test_every_setting_a_page_names_is_one_the_code_reads(page):
 
 def test_the_setting_check_refuses_an_old_name():
     assert {
-        "SUBMIT_ONCE_TTL",
+        "SUBMIT_ONCE_TTL_SECONDS",
         "SECRET_KEY",
         "WTF_CSRF_TIME_LIMIT",
         "TRUSTED_PROXIES",
@@ -253,7 +253,7 @@ def test_the_redis_memory_per_token_is_what_a_real_redis_uses(tmp_path):
             store, count = TokenStore(client, ttl=3600), 50_000
             before = client.info("memory")["used_memory"]
             for i in range(count):
-                store.issue(session_id=f"session-{i % 1000}", form="order")
+                store.create(session_id=f"session-{i % 1000}", form="order")
             measured = (client.info("memory")["used_memory"] - before) / count
     finally:
         server.stop()

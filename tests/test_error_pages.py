@@ -57,7 +57,7 @@ WAITS = re.compile(r"\b(?:a|one|\d+) (?:seconds?|minutes?|hours?)\b|\bin a (?:mo
 
 
 @pytest.mark.parametrize(
-    "limit", ["SUBMIT_ONCE_MAX_PER_SESSION", "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"]
+    "limit", ["SUBMIT_ONCE_MAX_FORMS_PER_SESSION", "SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE"]
 )
 def test_the_429_page_names_one_wait_retry_afters_and_does_not_refresh_itself(make_app, limit):
     """Was: a meta refresh (axe: critical) and three waits: "wait a minute", "tries again

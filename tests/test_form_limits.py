@@ -1,4 +1,4 @@
-"""Form views are bounded per client address (SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE),
+"""Form views are bounded per client address (SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE),
 counted in Redis in the token's own round trip."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def away_from_a_minute_boundary() -> None:
 
 
 def test_120_cookieless_form_views_from_one_client_leave_at_most_the_limit(make_app, rdb):
-    app = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=LIMIT)
+    app = make_app(SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=LIMIT)
     client = app.test_client(use_cookies=False)
     away_from_a_minute_boundary()
     statuses = [client.get("/orders/new").status_code for _ in range(120)]
@@ -47,7 +47,7 @@ def test_120_cookieless_form_views_from_one_client_leave_at_most_the_limit(make_
 
 
 def test_the_client_is_the_address_the_trusted_proxy_saw(make_app, rdb):
-    app = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=3, TRUSTED_PROXIES=1)
+    app = make_app(SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=3, TRUSTED_PROXIES=1)
     client = app.test_client(use_cookies=False)
     away_from_a_minute_boundary()
 
@@ -61,7 +61,7 @@ def test_the_client_is_the_address_the_trusted_proxy_saw(make_app, rdb):
 
 def test_the_limit_is_off_at_zero_and_the_session_cap_stays(make_app, rdb):
     client = make_app(
-        SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=0, SUBMIT_ONCE_MAX_PER_SESSION=5
+        SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=0, SUBMIT_ONCE_MAX_FORMS_PER_SESSION=5
     ).test_client()
     assert [client.get("/orders/new").status_code for _ in range(6)] == [200] * 5 + [429]
     # One key for the session's count beside the five tokens.
@@ -69,7 +69,7 @@ def test_the_limit_is_off_at_zero_and_the_session_cap_stays(make_app, rdb):
 
 
 def test_a_user_within_the_limit_orders_as_before(make_app, servers):
-    client = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=LIMIT).test_client()
+    client = make_app(SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=LIMIT).test_client()
     away_from_a_minute_boundary()
     html = client.get("/orders/new").text
     tokens = {"csrf_token": hidden(html, "csrf_token"), "form_token": hidden(html, "form_token")}
@@ -80,7 +80,7 @@ def test_a_user_within_the_limit_orders_as_before(make_app, servers):
 def test_a_refused_form_view_writes_nothing_to_redis(make_app, rdb):
     """Every limit is checked before a counter moves: 300 cookieless views over the
     limit (a new session each) add no key at all, so a flood cannot evict open forms."""
-    app = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=LIMIT)
+    app = make_app(SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=LIMIT)
     client = app.test_client(use_cookies=False)
     away_from_a_minute_boundary()
     assert [client.get("/orders/new").status_code for _ in range(LIMIT)] == [200] * LIMIT
@@ -102,7 +102,9 @@ def test_an_order_costs_two_round_trips_to_redis_with_or_without_the_limits(
     make_app, rdb, cap, limit, commands
 ):
     """The limits add work to the form's one command, not round trips."""
-    app = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=limit, SUBMIT_ONCE_MAX_PER_SESSION=cap)
+    app = make_app(
+        SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=limit, SUBMIT_ONCE_MAX_FORMS_PER_SESSION=cap
+    )
     pool = app.extensions["submit_once"].store.client.connection_pool
     pool.disconnect()
     pool.connection_class = CountingConnection
@@ -126,7 +128,7 @@ def test_an_order_costs_two_round_trips_to_redis_with_or_without_the_limits(
 def test_a_redis_that_forgot_the_counting_script_is_taught_it_again(make_app, rdb):
     """After a restart or a failover Redis has no scripts: the next form still opens
     (redis-py answers NOSCRIPT with SCRIPT LOAD and sends it again) and is counted."""
-    client = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=LIMIT).test_client()
+    client = make_app(SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=LIMIT).test_client()
     away_from_a_minute_boundary()
     assert client.get("/orders/new").status_code == 200
     rdb.script_flush()
@@ -140,7 +142,9 @@ def test_a_redis_that_forgot_the_counting_script_is_taught_it_again(make_app, rd
 def test_a_cookieless_view_makes_no_per_session_counter(make_app, rdb):
     """A client that keeps no cookie has a new session each view: counting it would
     make a new key for one token every time."""
-    client = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=LIMIT).test_client(use_cookies=False)
+    client = make_app(SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=LIMIT).test_client(
+        use_cookies=False
+    )
     away_from_a_minute_boundary()
     assert {client.get("/orders/new").status_code for _ in range(10)} == {200}
     assert len(rdb.keys("so:issued:*")) == 1  # the client's count, no session's
@@ -155,7 +159,7 @@ def test_a_cookieless_view_makes_no_per_session_counter(make_app, rdb):
     ],
 )
 def test_the_client_limit_counts_an_ipv6_64_as_one_client(make_app, rdb, first, second, shared):
-    client = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=3).test_client(use_cookies=False)
+    client = make_app(SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=3).test_client(use_cookies=False)
     away_from_a_minute_boundary()
     for _ in range(3):
         assert client.get("/orders/new", environ_base={"REMOTE_ADDR": first}).status_code == 200
@@ -166,7 +170,7 @@ def test_the_client_limit_counts_an_ipv6_64_as_one_client(make_app, rdb, first, 
 def test_another_sites_page_cannot_open_forms_in_a_visitors_name(make_app, rdb):
     """An <img> or a script on another site (cross-site, not a navigation) gets no
     token and spends nothing of the visitor's limit; following a link still works."""
-    client = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=2).test_client()
+    client = make_app(SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=2).test_client()
     away_from_a_minute_boundary()
     image = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"}
     answers = {client.get("/orders/new", headers=image).status_code for _ in range(20)}
@@ -180,7 +184,7 @@ def test_a_flood_from_one_address_under_maxmemory_evicts_no_open_form(make_app, 
     Redis near a maxmemory it evicts by volatile-ttl (room for ~800 forms: a flood let
     through would evict): the flood gets the limit and no more, nothing is evicted, and
     a form a customer opened before it still places."""
-    app = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=120)
+    app = make_app(SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=120)
     customer = app.test_client()
     away_from_a_minute_boundary()
     html = customer.get("/orders/new").text

@@ -125,8 +125,8 @@ def app(make_app):
     # No issuance caps: the long form opens thousands of forms from one address.
     return make_app(
         PAYMENT_WEBHOOK_SECRET=SECRET,
-        SUBMIT_ONCE_MAX_PER_SESSION=0,
-        SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=0,
+        SUBMIT_ONCE_MAX_FORMS_PER_SESSION=0,
+        SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=0,
     )
 
 

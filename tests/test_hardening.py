@@ -235,12 +235,12 @@ def production(**settings: str) -> dict:
     [
         ({"SECRET_KEY": KEY, "TRUSTED_PROXIES": "one"}, "must be a number"),
         (
-            {"SECRET_KEY": KEY, "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE": "-1"},
+            {"SECRET_KEY": KEY, "SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE": "-1"},
             "must not be negative",
         ),
         (
             {"SECRET_KEY": KEY, "MAX_FORMS_PER_CLIENT_PER_MINUTE": "40"},
-            "renamed: set SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE",
+            "renamed: set SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE",
         ),
         # One value for several secrets: whoever holds the metrics token signs sessions.
         (
@@ -306,7 +306,7 @@ def test_production_starts_with_its_own_secrets_and_the_app_refuses_them_too(ser
         PAYMENT_WEBHOOK_SECRET=f"whsec_{secrets.token_urlsafe(24)}",
         METRICS_TOKEN=secrets.token_hex(32),
     )
-    assert config["SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"] == 120
+    assert config["SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE"] == 120
     assert config["TRUSTED_PROXIES"] == 0
     with pytest.raises(RuntimeError, match="at least 32"):
         create_app(servers.config(APP_ENV="production", SECRET_KEY="short"))

@@ -58,7 +58,7 @@ def test_with_redis_down_and_no_signed_forms_readyz_is_503_and_healthz_stays_liv
     """With forms drawn only with Redis tokens (not the shop's default): a Redis outage
     takes the instance out. The default keeps it in: tests/faults/test_redis_away_ops.py."""
     client = make_app(
-        REDIS_URL=f"redis://127.0.0.1:{free_port()}/0", SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY=False
+        REDIS_URL=f"redis://127.0.0.1:{free_port()}/0", SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS=False
     ).test_client()
     ready = client.get("/readyz")
     assert ready.status_code == 503

@@ -193,7 +193,7 @@ def test_secrets_are_never_compared_with_equals_in_python():
 def test_happy_path_costs_one_command_to_render_and_one_getdel_in_redis(
     make_app, rdb, cap, commands
 ):
-    client = make_app(SUBMIT_ONCE_MAX_PER_SESSION=cap).test_client()
+    client = make_app(SUBMIT_ONCE_MAX_FORMS_PER_SESSION=cap).test_client()
     client.get("/orders/new")  # the app's connection is open (CLIENT SETINFO is done)
     client.get("/orders/new")  # and the session's count exists
     rdb.config_resetstat()
@@ -218,7 +218,7 @@ def test_a_live_token_costs_at_most_120_bytes_in_redis(client, rdb):
 def test_reloading_the_form_past_the_cap_is_refused_with_a_page_and_adds_no_key(
     make_app, rdb, monkeypatch
 ):
-    client = make_app(SUBMIT_ONCE_MAX_PER_SESSION=5).test_client()
+    client = make_app(SUBMIT_ONCE_MAX_FORMS_PER_SESSION=5).test_client()
     live = [open_form(client) for _ in range(5)]
     refused = client.get("/orders/new")
     html = refused.get_data(as_text=True)
@@ -235,7 +235,7 @@ def test_reloading_the_form_past_the_cap_is_refused_with_a_page_and_adds_no_key(
 def test_the_cap_is_counted_in_redis_where_the_client_cannot_reset_it(make_app, rdb):
     """No counter cookie to drop, forge or swap with another session's: the count is
     kept in Redis under a digest of the session id, which never reaches Redis itself."""
-    client = make_app(SUBMIT_ONCE_MAX_PER_SESSION=2).test_client()
+    client = make_app(SUBMIT_ONCE_MAX_FORMS_PER_SESSION=2).test_client()
     first = client.get("/orders/new")
     assert [c.split("=")[0] for c in first.headers.getlist("Set-Cookie")] == ["session"]
     open_form(client)
@@ -245,7 +245,8 @@ def test_the_cap_is_counted_in_redis_where_the_client_cannot_reset_it(make_app, 
     assert not any(sid in key for key in rdb.keys("*"))
     # Another session has its own count.
     assert (
-        make_app(SUBMIT_ONCE_MAX_PER_SESSION=2).test_client().get("/orders/new").status_code == 200
+        make_app(SUBMIT_ONCE_MAX_FORMS_PER_SESSION=2).test_client().get("/orders/new").status_code
+        == 200
     )
 
 

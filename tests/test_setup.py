@@ -24,7 +24,14 @@ MIGRATIONS_HEAD = ScriptDirectory(str(ROOT / "webapp/migrations")).get_current_h
 
 @pytest.fixture
 def environ(monkeypatch, servers):
-    for name in ("APP_ENV", "SECRET_KEY", "DATABASE_URL", "REDIS_URL", "SUBMIT_ONCE_TTL", *RENAMED):
+    for name in (
+        "APP_ENV",
+        "SECRET_KEY",
+        "DATABASE_URL",
+        "REDIS_URL",
+        "SUBMIT_ONCE_TTL_SECONDS",
+        *RENAMED,
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("DATABASE_URL", servers.database_url)
     monkeypatch.setenv("REDIS_URL", servers.redis.url)
@@ -47,25 +54,27 @@ def test_production_with_a_secret_starts_with_secure_cookies(environ):
     app = create_app()
     assert app.config["SESSION_COOKIE_SECURE"] and app.config["SESSION_COOKIE_HTTPONLY"]
     assert app.config["SESSION_COOKIE_SAMESITE"] == "Lax"
-    assert app.config["SUBMIT_ONCE_TTL"] == 3600
+    assert app.config["SUBMIT_ONCE_TTL_SECONDS"] == 3600
 
 
 def test_development_runs_on_the_dev_secret(environ):
     environ.setenv("APP_ENV", "development")
-    environ.setenv("SUBMIT_ONCE_TTL", "600")
+    environ.setenv("SUBMIT_ONCE_TTL_SECONDS", "600")
     app = create_app()
-    assert app.config["SECRET_KEY"] == DEV_SECRET_KEY and app.config["SUBMIT_ONCE_TTL"] == 600
+    assert (
+        app.config["SECRET_KEY"] == DEV_SECRET_KEY and app.config["SUBMIT_ONCE_TTL_SECONDS"] == 600
+    )
     assert app.config["WTF_CSRF_TIME_LIMIT"] == 600  # the CSRF token lives as long
 
 
 @pytest.mark.parametrize(
     "name, value, message",
     [
-        ("SUBMIT_ONCE_TTL", "soon", "must be a number"),
-        ("SUBMIT_ONCE_TTL", "1.5", "whole number"),
+        ("SUBMIT_ONCE_TTL_SECONDS", "soon", "must be a number"),
+        ("SUBMIT_ONCE_TTL_SECONDS", "1.5", "whole number"),
         ("APP_ENV", "staging", "is not one of"),
-        ("SUBMIT_ONCE_REDIS_DOWN_FALLBACK", "maybe", "true or false"),
-        ("SUBMIT_ONCE_MAX_PER_SESSION", "-1", "must not be negative"),
+        ("SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS", "maybe", "true or false"),
+        ("SUBMIT_ONCE_MAX_FORMS_PER_SESSION", "-1", "must not be negative"),
         ("SUBMIT_ONCE_WAIT_SECONDS", "-1", "must not be negative"),
     ],
 )

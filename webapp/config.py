@@ -12,28 +12,31 @@ from .secret_rules import DEV_PROVIDER_SECRET, DEV_SECRET_KEY, refuse_weak_secre
 
 #: The Host names development answers unless TRUSTED_HOSTS says otherwise.
 DEV_HOSTS = ("localhost", "127.0.0.1")
-#: Form views per client address per minute, unless SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE says.
+#: Form views per client address per minute (SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE).
 FORMS_PER_CLIENT_PER_MINUTE = 120
 
 ENVIRONMENTS = ("production", "development", "testing")
 
+#: Flask-Submit-Once 1.0's name of each setting the shop once knew by another.
+_NOW = {
+    "TTL": "SUBMIT_ONCE_TTL_SECONDS",
+    "WAIT_SECONDS": "SUBMIT_ONCE_WAIT_SECONDS",
+    "MAX_PER_SESSION": "SUBMIT_ONCE_MAX_FORMS_PER_SESSION",
+    "MAX_PER_CLIENT_PER_MINUTE": "SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE",
+    "REDIS_DOWN_FALLBACK": "SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS",
+    "SIGNED_WHEN_REDIS_AWAY": "SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS",
+}
+
 #: Settings that were renamed: set in the environment or the config, they stop start-up.
 RENAMED = {
-    "FORM_TOKEN_TTL": "SUBMIT_ONCE_TTL",
-    "SUBMIT_WAIT_SECONDS": "SUBMIT_ONCE_WAIT_SECONDS",
-    "MAX_FORMS_PER_SESSION": "SUBMIT_ONCE_MAX_PER_SESSION",
-    "REDIS_DOWN_FALLBACK": "SUBMIT_ONCE_REDIS_DOWN_FALLBACK",
-    "MAX_FORMS_PER_CLIENT_PER_MINUTE": "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE",
-    **{
-        f"FORM_TOKENS_{name}": f"SUBMIT_ONCE_{name}"
-        for name in (
-            "TTL",
-            "WAIT_SECONDS",
-            "MAX_PER_SESSION",
-            "REDIS_DOWN_FALLBACK",
-            "MAX_PER_CLIENT_PER_MINUTE",
-        )
-    },
+    "FORM_TOKEN_TTL": _NOW["TTL"],
+    "SUBMIT_WAIT_SECONDS": _NOW["WAIT_SECONDS"],
+    "MAX_FORMS_PER_SESSION": _NOW["MAX_PER_SESSION"],
+    "REDIS_DOWN_FALLBACK": _NOW["REDIS_DOWN_FALLBACK"],
+    "MAX_FORMS_PER_CLIENT_PER_MINUTE": _NOW["MAX_PER_CLIENT_PER_MINUTE"],
+    # Flask-Submit-Once 0.9's names (FORM_TOKENS_*), then 0.10's (SUBMIT_ONCE_*).
+    **{f"FORM_TOKENS_{old}": new for old, new in _NOW.items() if old != "SIGNED_WHEN_REDIS_AWAY"},
+    **{f"SUBMIT_ONCE_{old}": new for old, new in _NOW.items() if old != "WAIT_SECONDS"},
 }
 
 
@@ -47,13 +50,15 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
         "DATABASE_URL": environ.get("DATABASE_URL"),
         "REDIS_URL": environ.get("REDIS_URL"),
         # The SUBMIT_ONCE_* settings are Flask-Submit-Once's own keys.
-        "SUBMIT_ONCE_TTL": _int(environ, "SUBMIT_ONCE_TTL", 3600),
+        "SUBMIT_ONCE_TTL_SECONDS": _int(environ, "SUBMIT_ONCE_TTL_SECONDS", 3600),
         "SUBMIT_ONCE_WAIT_SECONDS": number(environ, "SUBMIT_ONCE_WAIT_SECONDS", 10.0),
         # Forms keep working while Redis is away (docs/SECURITY.md, "Redis away").
-        "SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY": _bool(
-            environ, "SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY", True
+        "SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS": _bool(
+            environ, "SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS", True
         ),
-        "SUBMIT_ONCE_MAX_PER_SESSION": _int(environ, "SUBMIT_ONCE_MAX_PER_SESSION", 200),
+        "SUBMIT_ONCE_MAX_FORMS_PER_SESSION": _int(
+            environ, "SUBMIT_ONCE_MAX_FORMS_PER_SESSION", 200
+        ),
         "MAX_CONTENT_LENGTH": _int(environ, "MAX_CONTENT_LENGTH", 64 * 1024),
         "IDEMPOTENCY_RETENTION": _int(environ, "IDEMPOTENCY_RETENTION", 24 * 3600),
         "PAYMENT_WEBHOOK_SECRET": environ.get("PAYMENT_WEBHOOK_SECRET"),
@@ -68,14 +73,14 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
         host.strip() for host in environ.get("TRUSTED_HOSTS", "").split(",") if host.strip()
     ]:
         config["TRUSTED_HOSTS"] = hosts  # Flask's own setting: another Host is a 400
-    if environ.get("SUBMIT_ONCE_REDIS_DOWN_FALLBACK", "").strip():
-        # Unset, finish() makes it follow SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY.
-        config["SUBMIT_ONCE_REDIS_DOWN_FALLBACK"] = _bool(
-            environ, "SUBMIT_ONCE_REDIS_DOWN_FALLBACK", False
+    if environ.get("SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS", "").strip():
+        # Unset, finish() makes it follow SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS.
+        config["SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS"] = _bool(
+            environ, "SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS", False
         )
-    if environ.get("SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"):
-        config["SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE"] = _int(
-            environ, "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE", FORMS_PER_CLIENT_PER_MINUTE
+    if environ.get("SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE"):
+        config["SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE"] = _int(
+            environ, "SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE", FORMS_PER_CLIENT_PER_MINUTE
         )
     if environ.get("SAME_ORDER_WINDOW_SECONDS"):
         # The same order again from one browser session is asked about (orders/same_order.py).
@@ -119,13 +124,14 @@ def finish(config: dict[str, Any]) -> None:
     # Tests open hundreds of forms from one address (127.0.0.1): off there unless a
     # test turns it on.
     config.setdefault(
-        "SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE",
+        "SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE",
         0 if env == "testing" else FORMS_PER_CLIENT_PER_MINUTE,
     )
     # A form drawn before an outage is sent during it too: while Redis is away the lock and
     # the UNIQUE column decide for its token as for the signed ones (docs/SECURITY.md).
     config.setdefault(
-        "SUBMIT_ONCE_REDIS_DOWN_FALLBACK", bool(config.get("SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY"))
+        "SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS",
+        bool(config.get("SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS")),
     )
     if env == "development" and config.get("TRUSTED_HOSTS") is None:
         # scripts/run serves 127.0.0.1 with the public webhook secret: a page whose
@@ -140,7 +146,11 @@ def finish(config: dict[str, Any]) -> None:
         SESSION_COOKIE_HTTPONLY=True,
         SESSION_COOKIE_SAMESITE="Lax",
         SESSION_COOKIE_SECURE=env == "production",
+        # Back shows a placed order's form as it was sent (Flask-Submit-Once's opt-in).
+        SUBMIT_ONCE_BACK_SHOWS_FORM=True,
     )
+    # A CSRF token lives as long as the form token it travels with.
+    config.setdefault("WTF_CSRF_TIME_LIMIT", config.get("SUBMIT_ONCE_TTL_SECONDS", 3600))
 
 
 def payment_provider(config: dict[str, Any]) -> None:

@@ -19,7 +19,7 @@ from werkzeug.exceptions import (
     default_exceptions,
 )
 
-from flask_submit_once import Unavailable
+from flask_submit_once import UnavailableError
 
 from .api import wants_problem
 from .extensions import submit_once
@@ -87,10 +87,10 @@ TOO_MANY_FORMS = (
 )
 
 
-#: What a dependency that did not answer raises: Unavailable before the token was spent
+#: What a dependency that did not answer raises: UnavailableError before the token was spent
 #: (issuing a token, or a submit: the token is still good), Redis, PostgreSQL, and
 #: every pooled connection busy for pool_timeout (a slow database, not a bug).
-DEPENDENCY_ERRORS = (Unavailable, RedisError, OperationalError, PoolTimeout)
+DEPENDENCY_ERRORS = (UnavailableError, RedisError, OperationalError, PoolTimeout)
 
 
 def init_app(app: Flask) -> None:
@@ -175,10 +175,10 @@ def sent_from_another_site() -> bool:
 
 
 def unavailable_cause(error: Exception) -> Exception:
-    """What did not answer (the cause an :class:`~flask_submit_once.Unavailable` chains),
+    """What did not answer (the cause an :class:`~flask_submit_once.UnavailableError` chains),
     logged by its driver's first line only: SQLAlchemy's message would add the
     statement, and the customer's details are no business of the log."""
-    if isinstance(error, Unavailable) and isinstance(error.__cause__, Exception):
+    if isinstance(error, UnavailableError) and isinstance(error.__cause__, Exception):
         error = error.__cause__
     cause = getattr(error, "orig", None) or error
     log.error(
@@ -187,7 +187,7 @@ def unavailable_cause(error: Exception) -> Exception:
     return error
 
 
-#: An API client told that a dependency was away before anything was claimed (Unavailable).
+#: An API client told that a dependency was away before anything was claimed (UnavailableError).
 NOTHING_DONE = (
     "Nothing was placed or changed: a server this request needs (Redis or "
     "PostgreSQL) did not answer. Send the same request again after Retry-After "
@@ -200,7 +200,9 @@ def unavailable(error: Exception):
     if wants_problem():
         return problem(
             "unavailable",
-            NOTHING_DONE if isinstance(error, Unavailable) else "Please retry in a few moments.",
+            NOTHING_DONE
+            if isinstance(error, UnavailableError)
+            else "Please retry in a few moments.",
             headers={"Retry-After": "5"},
         )
     return try_again()

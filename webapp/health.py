@@ -6,7 +6,7 @@ GET /healthz   liveness: 200 while this process serves requests. The body says "
                status stays 200: restarting app processes does not bring Redis back,
                and a liveness probe that fails with a dependency restarts them all.
 GET /readyz    readiness: 200 when PostgreSQL answers and Redis answers ("ready"), or
-               when forms are drawn without Redis (SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY,
+               when forms are drawn without Redis (SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS,
                the shop's default: "degraded"); else 503. Redis is shared: were its
                outage a 503, the load balancer would take every instance out at once.
                The JSON body says which check failed. Send traffic only to ready
@@ -42,7 +42,7 @@ API_WITH_FALLBACK = (
 )
 API_WITHOUT_FALLBACK = (
     "POST /api/orders answers 503 with Retry-After and places nothing "
-    "(SUBMIT_ONCE_REDIS_DOWN_FALLBACK is off)"
+    "(SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS is off)"
 )
 
 
@@ -72,14 +72,14 @@ def probe(check: Callable[[], None]) -> dict[str, object]:
 
 def forms_without_redis() -> bool:
     """Whether forms are drawn while Redis is away (with signed tokens)."""
-    return bool(current_app.config["SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY"])
+    return bool(current_app.config["SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS"])
 
 
 def while_redis_is_away() -> dict[str, str]:
     """What each part of the shop does instead while Redis is away."""
     api = (
         API_WITH_FALLBACK
-        if current_app.config["SUBMIT_ONCE_REDIS_DOWN_FALLBACK"]
+        if current_app.config["SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS"]
         else API_WITHOUT_FALLBACK
     )
     return {**WHILE_REDIS_IS_AWAY, "api": api}

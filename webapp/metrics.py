@@ -21,7 +21,7 @@ placed them: it watches the app's sessions (SQLAlchemy's session events, see
 rolled-back order is not, and a duplicate (no INSERT) is not.
 
 ``submit_once_degraded`` is 1 while a worker draws forms with signed tokens because
-Redis was away at its last render (``SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY``); under
+Redis was away at its last render (``SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS``); under
 gunicorn the page shows the highest of the live workers' values.
 
 What the design can tell apart, and what it cannot: a token pasted into another

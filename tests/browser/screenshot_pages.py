@@ -118,7 +118,7 @@ def show_same_order(page: Page, shop: Shop) -> None:
 
 def show_too_many_forms(page: Page, shop: Shop) -> None:
     """The 429 page, from a shop of its own that lets a client open one form a minute."""
-    with Shop(shop.servers, workers=1, SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE="1") as limited:
+    with Shop(shop.servers, workers=1, SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE="1") as limited:
         for _ in range(3):  # its start opened the form once; a minute may turn between
             answer = page.goto(f"{limited.url}/orders/new")
             if answer is not None and answer.status == 429:

@@ -189,7 +189,7 @@ def assert_fits_the_screen(page: Page) -> None:
 def test_the_429_page_does_not_refresh_itself_and_names_the_one_wait(new_page, servers):
     """Issue 31, item 6. Was: axe critical (meta-refresh: the page reloaded itself) and three
     waits on one page ("a minute", "tries again in 11 seconds", Retry-After: 6)."""
-    with Shop(servers, workers=1, SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE="1") as limited:
+    with Shop(servers, workers=1, SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE="1") as limited:
         for device in ("desktop", "phone"):
             page = new_page(**(PHONE if device == "phone" else {}))
             for _ in range(3):  # the second view in a minute, even across its boundary

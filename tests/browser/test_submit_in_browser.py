@@ -196,7 +196,7 @@ def test_two_tabs_each_submitted_once_place_two_orders(new_page, shop):
 
 # 8
 def test_expired_form_comes_back_with_every_field_filled_in(servers, new_page, rdb):
-    with Shop(servers, SUBMIT_ONCE_TTL="3") as shop:
+    with Shop(servers, SUBMIT_ONCE_TTL_SECONDS="3") as shop:
         page = new_page()
         open_form(page, shop)
         fill_form(page, quantity="3")

@@ -282,7 +282,7 @@ def test_a_403_says_what_happened_and_never_to_see_an_order_that_does_not_exist(
 def shop_refusal(make_app, status: int) -> tuple[str, str]:
     """The shop's own answer to an htmx request refused with ``status``: its error page
     (htmx swaps none of it) and the sentence that says when to try again, if any."""
-    client = make_app(SUBMIT_ONCE_MAX_PER_CLIENT_PER_MINUTE=1).test_client()
+    client = make_app(SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=1).test_client()
     client.get("/orders/new")
     answer = client.get(
         "/orders/new" if status == 429 else "/no-such-page", headers={"HX-Request": "true"}

@@ -1,5 +1,5 @@
 """Forms that keep working while Redis is away (the shop's default,
-SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY): the order, cancel and refund forms are drawn with
+SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS): the order, cancel and refund forms are drawn with
 signed tokens, each submit is placed once by the lock and the UNIQUE column, a signed
 token works only in the session and for the form it was drawn for and only for the TTL,
 and when Redis is back new forms get Redis tokens again while those drawn during the
@@ -126,7 +126,7 @@ def test_a_signed_token_older_than_the_ttl_is_expired_with_the_input_kept_and_a_
     fault_app, fault_servers
 ):
     # A CSRF token outliving the form's: what is tested is the form token's own expiry.
-    app = fault_app(SUBMIT_ONCE_TTL=1, WTF_CSRF_TIME_LIMIT=3600)
+    app = fault_app(SUBMIT_ONCE_TTL_SECONDS=1, WTF_CSRF_TIME_LIMIT=3600)
     forms = OnceForms(app.test_client())
     fault_servers.redis.stop()
     during = forms.open("/orders/new")

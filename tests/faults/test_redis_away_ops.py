@@ -27,17 +27,20 @@ from webapp.order_states import transition
 from webapp.refunds.monitor import CANNOT
 
 #: The library's default, which a shop may choose: no form without Redis.
-STRICT = {"SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY": False}
+STRICT = {"SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS": False}
 
 
 @pytest.mark.parametrize(
     ("environ", "signed", "fallback"),
     [
         ({}, True, True),  # the shop's default
-        ({"SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY": "false"}, False, False),  # the strict mode
-        ({"SUBMIT_ONCE_REDIS_DOWN_FALLBACK": "false"}, True, False),
+        ({"SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS": "false"}, False, False),  # the strict mode
+        ({"SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS": "false"}, True, False),
         (
-            {"SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY": "no", "SUBMIT_ONCE_REDIS_DOWN_FALLBACK": "yes"},
+            {
+                "SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS": "no",
+                "SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS": "yes",
+            },
             False,
             True,
         ),
@@ -56,8 +59,8 @@ def test_signed_forms_are_on_by_default_and_the_fallback_follows_them_unless_set
     )
     config.finish(settings)
     assert (
-        settings["SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY"],
-        settings["SUBMIT_ONCE_REDIS_DOWN_FALLBACK"],
+        settings["SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS"],
+        settings["SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS"],
     ) == (signed, fallback)
 
 
@@ -144,7 +147,7 @@ def test_the_api_places_each_key_once_while_redis_is_away(fault_app, fault_serve
 def test_with_the_fallback_off_the_api_answers_a_503_problem_and_places_nothing(
     fault_app, fault_servers
 ):
-    app = fault_app(SUBMIT_ONCE_REDIS_DOWN_FALLBACK=False)
+    app = fault_app(SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS=False)
     client, api_key = app.test_client(), new_api_key(fault_servers)
     fault_servers.redis.stop()
     away = place(client, api_key)

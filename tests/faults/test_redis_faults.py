@@ -30,7 +30,10 @@ from webapp.orders import EXPIRED, UNAVAILABLE
 
 #: The library's defaults, which a shop may choose: no form is drawn, and no submit decided,
 #: without Redis. The shop's own draws forms with signed tokens (test_redis_away.py).
-STRICT = {"SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY": False, "SUBMIT_ONCE_REDIS_DOWN_FALLBACK": False}
+STRICT = {
+    "SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS": False,
+    "SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS": False,
+}
 
 
 def test_1_without_signed_forms_redis_down_before_render_gives_a_try_again_page(
@@ -56,7 +59,7 @@ def test_1_without_signed_forms_redis_down_before_render_gives_a_try_again_page(
 def test_2_with_the_fallback_redis_down_between_render_and_submit_places_one_order(
     fault_app, fault_servers
 ):
-    app = fault_app(SUBMIT_ONCE_REDIS_DOWN_FALLBACK=True)
+    app = fault_app(SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS=True)
     client = app.test_client()
     tokens = open_form(client)
     fault_servers.redis.stop()

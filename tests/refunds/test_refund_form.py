@@ -304,7 +304,7 @@ def test_with_htmx_a_lost_session_swaps_the_form_back_and_an_outage_swaps_nothin
     assert again.headers["HX-Redirect"] == f"/orders/{public_id}"
     assert [r[1:3] for r in requests_of(servers, order_id)] == [(1000, "requested")]
     nothing_there = make_app(
-        REDIS_URL=f"redis://127.0.0.1:{free_port()}/0", SUBMIT_ONCE_SIGNED_WHEN_REDIS_AWAY=False
+        REDIS_URL=f"redis://127.0.0.1:{free_port()}/0", SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS=False
     ).test_client()
     away = nothing_there.get(f"/orders/{public_id}/refund", headers=htmx)
     assert away.status_code == 503 and away.headers["HX-Reswap"] == "none"

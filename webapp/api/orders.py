@@ -106,7 +106,8 @@ def result_response(order: Order) -> Response:
     scope=the_client,
     model=Order,
     respond=result_response,
-    answer=api_answer,
+    on_outcome=api_answer,
+    wait=0,
     name=FORM,
 )
 def create_order(db: Session) -> Order:

@@ -120,7 +120,7 @@ def answer(outcome: Outcome):
     the_order,
     find=lambda db, _: cancelled(db, g.cancel_order.id),
     done="orders.show",
-    answer=answer,
+    on_outcome=answer,
     template="orders/cancel.html",
     context=lambda: {"order": g.cancel_order},
     messages={"still_running": STILL_RUNNING},

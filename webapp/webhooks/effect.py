@@ -29,8 +29,9 @@ from typing import Any
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from flask_submit_once import Refused, TokenStore
+from flask_submit_once import Refused
 
+from ..extensions import submit_once
 from ..models import Order, PaymentEvent
 from ..order_states import TransitionRefused, transition
 from ..refunds.effect import record_refund
@@ -39,6 +40,7 @@ from .event import PaymentEvent as Event
 __all__ = [
     "CHECKOUT_CHARGE",
     "KEPT_REFUNDABLE",
+    "NAME",
     "SCOPE",
     "NotApplicableYet",
     "Recorded",
@@ -50,8 +52,10 @@ __all__ = [
 #: The problem of an event that announces the checkout's own charge (counted once, there).
 CHECKOUT_CHARGE = "checkout_charge"
 
-#: The scope of the claims on event ids (and of the digest a provider's refund is keyed by).
-SCOPE = {"session_id": "provider", "form": "webhook:payments"}
+#: Whose event ids the claims are on, and what they are bound to (the digest a provider's
+#: refund is keyed by is the claim's: SubmitOnce.key_digest).
+SCOPE = "provider"
+NAME = "webhook:payments"
 
 
 class UnknownOrder(Refused):
@@ -171,4 +175,4 @@ def payment_problem(status: str, total_cents: int, amount_cents: int) -> str | N
 
 def claims_digest(event_id: str) -> str:
     """The event's 43-character digest, as refund_records wants its key."""
-    return TokenStore.digest(event_id, **SCOPE)
+    return submit_once.key_digest(event_id, name=NAME, scope=SCOPE)

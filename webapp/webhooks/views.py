@@ -37,7 +37,7 @@ from flask_submit_once import Outcome
 from ..extensions import submit_once
 from ..models import PaymentEvent
 from ..problems import ApiProblem
-from .effect import SCOPE, NotApplicableYet, Recorded, UnknownOrder, apply_event
+from .effect import NAME, SCOPE, NotApplicableYet, Recorded, UnknownOrder, apply_event
 from .event import EFFECTS, parse_event
 from .signatures import HEADER, BadSignature, verify
 
@@ -131,13 +131,12 @@ def log_and_refuse(outcome: Outcome) -> None:
 
 @submit_once.idempotent(
     key=lambda: g.event.id,
-    scope=lambda: SCOPE["session_id"],
-    name=SCOPE["form"],
+    scope=lambda: SCOPE,
+    name=NAME,
     find=applied,
     respond=answer_for,
-    answer=log_and_refuse,
+    on_outcome=log_and_refuse,
     fingerprint=lambda: g.event.id,
-    wait=None,
 )
 def apply_once(db: Session) -> Recorded:
     """The event's effect, once per event id (the claim is given back whenever the
