@@ -15,8 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from flask_submit_once._runner import lock_key
-from flask_submit_once._steps import step_key
+from flask_submit_once._runner import lock_key, step_key
 from tests.conftest import VALID, hidden
 from tests.payments import DECLINED, PAYS, RETRY, Provider
 from webapp.extensions import submit_once

@@ -26,7 +26,7 @@ import pytest
 from sqlalchemy import text
 
 from dev.embedded import EmbeddedRedis
-from flask_submit_once._steps import step_key
+from flask_submit_once._runner import step_key
 from tests.failover.charge_soak import CardLoad, reconcile
 from tests.failover.conftest import soak_seconds
 from tests.live import ROOT, LiveServer
