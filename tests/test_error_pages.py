@@ -5,7 +5,6 @@ the order it is about, or, on 429, when to try again: one wait, Retry-After's.""
 from __future__ import annotations
 
 import re
-import time
 
 import pytest
 from werkzeug.exceptions import default_exceptions
@@ -55,20 +54,6 @@ def test_an_error_about_an_order_links_back_to_it(client):
 
 
 WAITS = re.compile(r"\b(?:a|one|\d+) (?:seconds?|minutes?|hours?)\b|\bin a (?:moment|while)\b")
-
-
-@pytest.fixture
-def stopped_clock(monkeypatch):
-    """``stop(second)``: time.time() stays at that second of the current hour. The form
-    limits' windows are aligned to the clock (a minute, the token TTL of an hour), so the
-    wait a 429 names depends on when the request falls, and two requests a test means to
-    fall in one window could straddle two."""
-    hour = int(time.time()) // 3600 * 3600
-
-    def stop(second: int) -> None:
-        monkeypatch.setattr(time, "time", lambda: float(hour + second))
-
-    return stop
 
 
 @pytest.mark.parametrize(
