@@ -1,9 +1,12 @@
 """A card payment provider for development and tests, on 127.0.0.1: a stand-in for a
 third party, with the behaviour the shop must survive.
 
-    python -m dev.provider [--port 8765] [--store instance/provider.jsonl] [--secret S]
+    python -m dev.provider [--port N] [--store instance/provider.jsonl] [--secret S]
                            [--webhook-url URL --webhook-secret S]
     (scripts/provider serve ... starts it too)
+
+Without ``--port`` (or ``PROVIDER_PORT``) it listens on a free port; either way it prints
+the one it listens on.
 
 Every call needs ``Authorization: Bearer <secret>``. Bodies are JSON.
 
@@ -50,7 +53,6 @@ from .provider_store import CARDS, FAULTS, Journal, fingerprint, luhn_ok, new_id
 
 ROOT = Path(__file__).resolve().parent.parent
 DEV_SECRET = "dev-provider-secret"
-PORT = 8765
 Answer = tuple[int, dict[str, Any], dict[str, str]]
 
 
@@ -359,7 +361,12 @@ class Server(ThreadingHTTPServer):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--port", type=int, default=int(os.environ.get("PROVIDER_PORT", PORT)))
+    parser.add_argument(
+        "--port",
+        type=int,
+        default=int(os.environ.get("PROVIDER_PORT") or 0),
+        help="the port on 127.0.0.1 (default: a free one, printed)",
+    )
     parser.add_argument(
         "--store",
         type=Path,

@@ -16,10 +16,12 @@ folder's mode is changed (see :func:`link_instance`).
 
 Unless PAYMENT_PROVIDER_URL is set it also starts the card provider the checkout
 charges (dev/provider.py, its state in ./instance/provider.jsonl, announcing each
-charge to the app's webhook).
+charge to the app's webhook), on 127.0.0.1:8765 when that is free and on a free port
+when it is not (a test suite's provider, another checkout's run); it prints which.
 
 ``DEV_INSTANCE``, ``DEV_PG_PORT``, ``DEV_REDIS_PORT`` and ``DEV_PROVIDER_PORT`` move
-the embedded servers (tests run a second copy beside yours).
+the embedded servers (tests run a second copy beside yours); ``DEV_PROVIDER_PORT=0``
+is any free port.
 """
 
 from __future__ import annotations
@@ -31,12 +33,15 @@ import sys
 import time
 from pathlib import Path
 
-from .embedded import EmbeddedPostgres, EmbeddedRedis
+from .embedded import EmbeddedPostgres, EmbeddedRedis, free_port
 from .ports import holder, in_use
-from .provider import PORT as PROVIDER_PORT
 
 ROOT = Path(__file__).resolve().parent.parent
 PG_PORT, REDIS_PORT = 54329, 63799
+#: The card provider's port when it is free: the same URL from run to run, for a human.
+PROVIDER_PORT = 8765
+#: Where gunicorn listens when BIND names a host and no port.
+GUNICORN_PORT = 8000
 #: Ctrl-C too: a shell that started this in the background (or a parent that ignores it)
 #: passes SIGINT on ignored, and Python then never raises KeyboardInterrupt.
 STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -62,7 +67,8 @@ def main() -> int:
         int(env.get(name) or default)
         for name, default in (("DEV_PG_PORT", PG_PORT), ("DEV_REDIS_PORT", REDIS_PORT))
     )
-    if refusal := taken(env, bind, pg_port, redis_port):
+    provider = provider_port(env)
+    if refusal := taken(env, bind, pg_port, redis_port, provider):
         print(refusal, file=sys.stderr)
         return 1
     servers: list[EmbeddedPostgres | EmbeddedRedis] = []
@@ -82,7 +88,7 @@ def main() -> int:
             env["REDIS_URL"] = redis.url
             print(f" * Redis 6.2 on 127.0.0.1:{redis_port} (data in {redis.data_dir})")
         if not env.get("PAYMENT_PROVIDER_URL"):
-            processes.append(start_provider(env, instance, bind))
+            processes.append(start_provider(env, instance, bind, provider))
         subprocess.run(
             [sys.executable, "-m", "flask", "--app", "webapp", "init-db"], env=env, check=True
         )
@@ -128,9 +134,18 @@ def main() -> int:
             server.stop()
 
 
-def start_provider(env: dict[str, str], instance: Path, bind: str) -> subprocess.Popen:
-    """The dev card provider, announcing charges to this run's webhook; sets the URL."""
-    port = int(env.get("DEV_PROVIDER_PORT") or PROVIDER_PORT)
+def provider_port(env: dict[str, str], preferred: int = PROVIDER_PORT) -> int:
+    """The card provider's port: ``DEV_PROVIDER_PORT`` (0: any free one), else
+    ``preferred`` when nothing listens there, else any free one: a port that is taken is
+    refused only when it was asked for."""
+    if given := env.get("DEV_PROVIDER_PORT"):
+        return int(given) or free_port()
+    return free_port() if in_use("127.0.0.1", preferred) else preferred
+
+
+def start_provider(env: dict[str, str], instance: Path, bind: str, port: int) -> subprocess.Popen:
+    """The dev card provider on ``port``, announcing charges to this run's webhook;
+    sets the URL."""
     env["PAYMENT_PROVIDER_URL"] = f"http://127.0.0.1:{port}"
     args = [
         sys.executable,
@@ -176,7 +191,9 @@ def link_instance(postgres: EmbeddedPostgres) -> str | None:
     )
 
 
-def taken(env: dict[str, str], bind: str, pg_port: int, redis_port: int) -> str | None:
+def taken(
+    env: dict[str, str], bind: str, pg_port: int, redis_port: int, provider: int
+) -> str | None:
     """Why this run must not start (a port it would use is taken), or None."""
     wanted = []
     if not env.get("DATABASE_URL"):
@@ -184,18 +201,11 @@ def taken(env: dict[str, str], bind: str, pg_port: int, redis_port: int) -> str 
     if not env.get("REDIS_URL"):
         wanted.append(("Redis", "127.0.0.1", redis_port, "REDIS_URL"))
     if not env.get("PAYMENT_PROVIDER_URL"):
-        wanted.append(
-            (
-                "the card provider",
-                "127.0.0.1",
-                int(env.get("DEV_PROVIDER_PORT") or PROVIDER_PORT),
-                "PAYMENT_PROVIDER_URL",
-            )
-        )
+        wanted.append(("the card provider", "127.0.0.1", provider, "PAYMENT_PROVIDER_URL"))
     if not bind.startswith(("unix:", "fd://")):
         host, _, port = bind.rpartition(":")
         if not port.isdigit():  # gunicorn's own default port for a bare host
-            host, port = bind, "8000"
+            host, port = bind, str(GUNICORN_PORT)
         wanted.append(("the app", host.strip("[]"), int(port), "BIND"))
     for what, host, port, setting in wanted:
         if in_use(host, port):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -246,6 +247,21 @@ def rdb(servers: Servers) -> redis.Redis:
     client = redis.Redis.from_url(servers.redis.url, decode_responses=True)
     yield client
     client.close()
+
+
+@pytest.fixture
+def stopped_clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
+    """``stop(second)``: time.time() in this process stays at that second of the current
+    hour (until the next stop). What the app counts in windows of the clock (the form
+    limits: a minute, the token TTL's hour) or checks against it (a webhook's signed
+    time) then does not depend on when in a window the test runs: a minute's last second
+    gives Retry-After: 1, and a burst can straddle two windows."""
+    hour = int(time.time()) // 3600 * 3600
+
+    def stop(second: int) -> None:
+        monkeypatch.setattr(time, "time", lambda: float(hour + second))
+
+    return stop
 
 
 def order_count(servers: Servers) -> int:

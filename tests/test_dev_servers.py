@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import signal
 import socket
@@ -21,6 +22,7 @@ import redis
 
 from dev.embedded import EmbeddedPostgres, EmbeddedRedis, _link_binaries, free_port
 from dev.ports import in_use
+from dev.run import PROVIDER_PORT
 from tests.live import child_pids, request
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -203,7 +205,9 @@ def test_a_restarted_redis_answers_the_first_command_after_start(tmp_path):
 
 class DevRun:
     """``python -m dev.run`` (what scripts/run execs) in a session of its own, as a
-    terminal runs it, on ports and a folder of its own; the test PostgreSQL."""
+    terminal runs it, on ports and a folder of its own; the test PostgreSQL. Never on the
+    ports a human's scripts/run takes (its card provider's 8765 among them): the suite
+    runs beside one."""
 
     def __init__(self, servers, tmp_path: Path, **env: str) -> None:
         self.redis_port, self.port = free_port(), free_port()
@@ -212,12 +216,14 @@ class DevRun:
             "APP_ENV": "development",
             "DEV_INSTANCE": str(tmp_path),
             "DEV_REDIS_PORT": str(self.redis_port),
+            "DEV_PROVIDER_PORT": "0",
             "DATABASE_URL": servers.database_url,
             "BIND": f"127.0.0.1:{self.port}",
             "WEB_CONCURRENCY": "1",
             **env,
         }
-        self.env.pop("REDIS_URL", None)
+        for name in ("REDIS_URL", "PAYMENT_PROVIDER_URL"):
+            self.env.pop(name, None)
         self.log = tempfile.TemporaryFile("w+")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "dev.run"],
@@ -239,6 +245,12 @@ class DevRun:
             time.sleep(0.1)
         return self.output()
 
+    def provider_port(self) -> int:
+        """The port the card provider said it listens on."""
+        said = re.search(r"Payment provider on http://127\.0\.0\.1:(\d+) ", self.output())
+        assert said, self.output()
+        return int(said[1])
+
     def descendants(self) -> list[int]:
         found, todo = [], [self.process.pid]
         while todo:
@@ -248,8 +260,7 @@ class DevRun:
         return found
 
     def close(self) -> None:
-        """Kill what is left, the servers too: they run in sessions of their own, and one
-        left behind (the card provider on its fixed port) would fail every later run."""
+        """Kill what is left, the servers too: they run in sessions of their own."""
         if self.process.poll() is None:
             left = self.descendants()
             os.killpg(self.process.pid, signal.SIGKILL)
@@ -288,6 +299,8 @@ def test_closing_the_terminal_stops_everything_as_ctrl_c_and_sigterm_do(dev_run,
     output = run.wait_serving()
     assert f"Serving on http://127.0.0.1:{run.port} " in output and ":5000" not in output
     assert request(run.port, "GET", "/healthz").status == 200
+    provider = run.provider_port()
+    assert provider != PROVIDER_PORT and request(provider, "GET", "/healthz").status == 200
     started = run.descendants()
     assert len(started) >= 4  # Redis, the refund worker, gunicorn and its worker
     if how == "SIGTERM":  # a process manager signals the process itself
@@ -302,7 +315,7 @@ def test_closing_the_terminal_stops_everything_as_ctrl_c_and_sigterm_do(dev_run,
     while [pid for pid in started if alive(pid)] and time.monotonic() < deadline:
         time.sleep(0.1)
     assert [pid for pid in started if alive(pid)] == [], run.output()
-    assert not in_use("127.0.0.1", run.port) and not in_use("127.0.0.1", run.redis_port)
+    assert not any(in_use("127.0.0.1", port) for port in (run.port, run.redis_port, provider))
 
 
 def test_scripts_run_serves_on_its_own_postgres_with_the_password_and_finds_it_again(dev_run):
@@ -363,16 +376,42 @@ def test_it_refuses_a_bind_address_that_is_taken_before_starting_anything(dev_ru
     assert not in_use("127.0.0.1", run.redis_port)
 
 
-def test_a_bind_without_a_port_is_checked_on_gunicorns_default_port():
-    """BIND=localhost is gunicorn's localhost:8000: checked there, not a traceback."""
-    from dev.run import taken
+def test_a_bind_without_a_port_is_checked_on_gunicorns_default_port(monkeypatch):
+    """BIND=localhost is gunicorn's localhost:8000: checked there, not a traceback.
+    (Gunicorn's port is moved to one the test holds: 8000 may be anyone's.)"""
+    import dev.run
+
+    urls = {
+        "DATABASE_URL": "postgresql://h/db",
+        "REDIS_URL": "redis://h:6379/0",
+        "PAYMENT_PROVIDER_URL": "http://127.0.0.1:1",
+    }
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        monkeypatch.setattr(dev.run, "GUNICORN_PORT", port)
+        assert f"127.0.0.1:{port}," in (dev.run.taken(urls, "127.0.0.1", 0, 0, 0) or "")
+    assert dev.run.taken(urls, "127.0.0.1", 0, 0, 0) is None
+
+
+def test_the_card_provider_takes_its_usual_port_when_free_and_another_when_not():
+    """A suite's or another checkout's provider on 8765 does not stop scripts/run: its
+    own moves to a free port (and says which); a port asked for is kept, and refused
+    when taken. (The usual port is one the test holds: 8765 may be anyone's.)"""
+    from dev.run import provider_port, taken
 
     urls = {"DATABASE_URL": "postgresql://h/db", "REDIS_URL": "redis://h:6379/0"}
     with socket.socket() as held:
-        try:
-            held.bind(("127.0.0.1", 8000))
-        except OSError:
-            pytest.skip("port 8000 is in use on this machine")
+        held.bind(("127.0.0.1", 0))
         held.listen()
-        assert "127.0.0.1:8000" in (taken(urls, "127.0.0.1", 0, 0) or "")
-    assert taken(urls, "127.0.0.1", 0, 0) is None
+        usual = held.getsockname()[1]
+        moved = provider_port({}, preferred=usual)
+        assert moved != usual and not in_use("127.0.0.1", moved)
+        assert taken(urls, "127.0.0.1", 0, 0, moved) is None
+        asked = {**urls, "DEV_PROVIDER_PORT": str(usual)}
+        assert provider_port(asked) == usual
+        said = taken(asked, "127.0.0.1", 0, 0, usual) or ""
+        assert f"127.0.0.1:{usual}, where the card provider would listen, is in use" in said
+    assert provider_port({}, preferred=usual) == usual
+    assert provider_port({"DEV_PROVIDER_PORT": "0"}) > 0

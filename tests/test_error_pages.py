@@ -57,23 +57,34 @@ WAITS = re.compile(r"\b(?:a|one|\d+) (?:seconds?|minutes?|hours?)\b|\bin a (?:mo
 
 
 @pytest.mark.parametrize(
-    "limit", ["SUBMIT_ONCE_MAX_FORMS_PER_SESSION", "SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE"]
+    ("limit", "second", "retry_after", "says"),
+    [
+        ("SUBMIT_ONCE_MAX_FORMS_PER_SESSION", 0, 3600, "60 minutes"),
+        ("SUBMIT_ONCE_MAX_FORMS_PER_SESSION", 3480, 120, "2 minutes"),
+        ("SUBMIT_ONCE_MAX_FORMS_PER_SESSION", 3481, 119, "119 seconds"),
+        ("SUBMIT_ONCE_MAX_FORMS_PER_SESSION", 3599, 1, "1 second"),
+        ("SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE", 0, 60, "60 seconds"),
+        ("SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE", 58, 2, "2 seconds"),
+        ("SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE", 59, 1, "1 second"),
+    ],
 )
-def test_the_429_page_names_one_wait_retry_afters_and_does_not_refresh_itself(make_app, limit):
+def test_the_429_page_names_one_wait_retry_afters_and_does_not_refresh_itself(
+    make_app, stopped_clock, limit, second, retry_after, says
+):
     """Was: a meta refresh (axe: critical) and three waits: "wait a minute", "tries again
     in 11 seconds", Retry-After: 6. Its only button led back to the order form, which was
-    the 429 again: now a "Try again" link to the same page."""
-    client = make_app(**{limit: 1}).test_client()
+    the 429 again: now a "Try again" link to the same page. The clock is stopped: in a
+    window's last second the page rightly says "1 second"."""
+    stopped_clock(second)
+    client = make_app(**{limit: 1, "SUBMIT_ONCE_TTL_SECONDS": 3600}).test_client()
     open_form(client)
     refused = client.get("/orders/new")
     assert refused.status_code == 429
-    wait = int(refused.headers["Retry-After"])
+    assert refused.headers["Retry-After"] == str(retry_after)
     main = refused.text.split("<main", 1)[1]
     said = " ".join(re.sub(r"<[^>]+>", " ", main).split())
     assert "http-equiv" not in refused.text
-    assert WAITS.findall(said) == [
-        f"{wait} seconds" if wait < 120 else f"{(wait + 59) // 60} minutes"
-    ], said
+    assert WAITS.findall(said) == [says], said
     assert 'id="try-again"' in refused.text and "A form you already have open" in said
     assert 'id="try-again-link" href="/orders/new"' in refused.text
     assert "Go to the order form" not in refused.text

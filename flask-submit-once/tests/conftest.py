@@ -10,6 +10,7 @@ The suite imports ``flask_submit_once`` as installed, editable or not.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -154,6 +155,19 @@ def signups(sessions: sessionmaker[Session]) -> Callable[[], list[str]]:
             return list(db.scalars(select(signup_app.Signup.email).order_by(signup_app.Signup.id)))
 
     return emails
+
+
+@pytest.fixture
+def stopped_clock(monkeypatch: pytest.MonkeyPatch) -> Callable[[int], None]:
+    """``stop(second)``: time.time() in this process stays at that second of the current
+    hour (until the next stop). The form limits count in windows of the clock and a signed
+    token's age is read from it: a test that stops it does not depend on when it runs."""
+    hour = int(time.time()) // 3600 * 3600
+
+    def stop(second: int) -> None:
+        monkeypatch.setattr(time, "time", lambda: float(hour + second))
+
+    return stop
 
 
 @pytest.fixture(scope="session")

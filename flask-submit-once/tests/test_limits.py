@@ -68,10 +68,12 @@ def test_an_ipv6_subscriber_is_one_client_and_its_neighbours_are_not(make_app):
     assert 429 in [opens(address) for address in ("::ffff:192.0.2.9", "192.0.2.9") * 2]
 
 
-def test_a_48_has_a_budget_of_its_own_and_nat64_is_read_as_its_ipv4(make_app):
+def test_a_48_has_a_budget_of_its_own_and_nat64_is_read_as_its_ipv4(make_app, stopped_clock):
     """Issue 30, item 11: a /48 held 65,536 budgets of a /64 each; NAT64 put every IPv4
-    client behind it in one."""
+    client behind it in one. (The clock is stopped: a page spent through NAT64 and the
+    refusal of the next must fall in one window.)"""
     app = make_app(SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=3)  # one page's worth a /64
+    stopped_clock(0)
 
     def opens(address: str) -> int:
         return app.test_client().get(SIGNUP, environ_base={"REMOTE_ADDR": address}).status_code

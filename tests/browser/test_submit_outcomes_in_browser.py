@@ -301,11 +301,14 @@ def shop_refusal(make_app, status: int) -> tuple[str, str]:
     ],
     ids=["413-proxy", "429-shop", "404-shop"],
 )
-def test_every_other_refusal_says_what_happened(page, shop, make_app, status, says):
+def test_every_other_refusal_says_what_happened(page, shop, make_app, stopped_clock, status, says):
     """A refusal of the shop's is said in its words (its error page's), a proxy's in the
     form's; the order was not placed either way."""
     open_form(page, shop)
     fill_form(page)
+    # The shop's 429 counts per minute of the clock: stopped, its two views fall in one
+    # minute and the wait is 60 s, never the "1 second" of a minute's last second.
+    stopped_clock(0)
     body, when = (
         (NGINX.format("413 Request Entity Too Large"), "")
         if status == 413
