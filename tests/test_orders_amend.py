@@ -6,6 +6,7 @@ is paid, cancelled or charged to a card."""
 
 from __future__ import annotations
 
+import secrets
 import threading
 
 import pytest
@@ -224,3 +225,36 @@ def test_place_another_order_from_that_page_places_a_second(client, servers):
     _, html = changed_page(client)
     landed(press(client, html, "place-another", **EDITED))
     assert order_count(servers) == 2 and amendments(servers) == []
+
+
+#: What someone who has only the order's link would change it to.
+MALLORY = {**EDITED, "name": "Mallory", "email": "mallory@example.com", "address": "Elsewhere"}
+
+
+def test_an_order_link_in_another_browser_cannot_update_the_order(make_app, servers):
+    """The link opens the order's page, its cancel and its refund to whoever holds it;
+    its details change only from the browser session that placed it. From another one
+    an update is refused before any token is looked at (a made-up one, or the owner's
+    own Update button copied), its page offers no token that could change the order."""
+    app = make_app()
+    owner = app.test_client()
+    path, html = changed_page(owner)
+    stranger = app.test_client()
+    csrf = open_form(stranger)["csrf_token"]
+    made_up = stranger.post(
+        f"{path}/amendments",
+        data={**MALLORY, "csrf_token": csrf, "form_token": secrets.token_urlsafe(32)},
+    )
+    page = made_up.get_data(as_text=True)
+    assert made_up.status_code == 403, page[:800]
+    assert "only from the browser it was placed from" in page
+    assert "form_token" not in page and "update-order" not in page
+    copied = stranger.post(
+        f"{path}/amendments",
+        data={**MALLORY, "csrf_token": csrf, "form_token": buttons(html)["update-order"].token},
+    )
+    assert copied.status_code == 403
+    assert order_row(servers)["quantity"] == 2 and amendments(servers) == []
+    assert number(servers) in stranger.get(path).get_data(as_text=True)  # the page, as before
+    landed(press(owner, html, "update-order", **EDITED))  # the owner still can
+    assert order_row(servers)["quantity"] == 5

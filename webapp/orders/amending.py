@@ -7,6 +7,10 @@ placed and unpaid, placed through the form (an API client's order is its client'
 no card was charged for it (a card order is charged for its total at once, so its
 details are fixed; changing them would need a second charge or a partial refund).
 
+And only from the browser session that placed it (:func:`placed_here`): the order's link
+opens its page, its cancel and its refund to whoever holds it, but a link forwarded,
+logged or shoulder-surfed must not be enough to send the order to another address.
+
 :func:`amend_order` runs in the update form's once-only transaction: it locks the
 order's row (a payment or a cancel committing meanwhile is seen, not raced), checks the
 rule again, reads the product again (one taken off sale since is refused, and the price
@@ -16,6 +20,7 @@ is today's, as placing takes it) and records what changed in an
 
 from __future__ import annotations
 
+import hmac
 from dataclasses import dataclass
 
 from flask import url_for
@@ -27,8 +32,17 @@ from flask_submit_once import Refused
 from ..models import Order, OrderAmendment, Product
 from ..order_rules import placed_through_api
 from ..placing import OrderDetails
+from .same_order import shopper
 
-__all__ = ["NotAmendable", "Placed", "amend_order", "placed", "why_not_amendable"]
+__all__ = [
+    "NOT_PLACED_HERE",
+    "NotAmendable",
+    "Placed",
+    "amend_order",
+    "placed",
+    "placed_here",
+    "why_not_amendable",
+]
 
 #: Why an order's details can no longer change, by its status.
 FIXED_BY_STATUS = {
@@ -49,6 +63,12 @@ OFF_SALE = (
 )
 
 
+NOT_PLACED_HERE = (
+    "Order {number} can be changed only from the browser it was placed from, so nothing "
+    "was changed."
+)
+
+
 class NotAmendable(Refused):
     """The order can no longer be changed (or not to these details); the words say why."""
 
@@ -66,6 +86,16 @@ def why_not_amendable(order: Order) -> str | None:
     return None
 
 
+def placed_here(order: Order) -> bool:
+    """Whether this browser session placed ``order``: the digest of the session's own
+    random value (kept in the signed session cookie, webapp/orders/same_order.py) is the
+    one the order was stamped with when it was placed (``orders.placed_in_session``).
+    API orders and orders placed before that column existed have none: no session did."""
+    mine = shopper(create=False)
+    stamped = order.placed_in_session
+    return mine is not None and stamped is not None and hmac.compare_digest(mine, stamped)
+
+
 @dataclass(frozen=True)
 class Placed:
     """The order a used form placed, as the form page drawn again offers it."""
@@ -77,11 +107,16 @@ class Placed:
 
 
 def placed(order: Order) -> Placed:
+    """What the form page drawn again offers for ``order``: Update (and its token) only
+    to the session that placed it."""
+    why_not = why_not_amendable(order)
+    if why_not is None and not placed_here(order):
+        why_not = "it was placed from another browser"
     return Placed(
         order.order_number,
         order.public_id,
         url_for("orders.show", public_id=order.public_id),
-        why_not_amendable(order),
+        why_not,
     )
 
 
