@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from html import unescape as html_unescape
 from pathlib import Path
 
 import pytest
@@ -442,3 +444,42 @@ def test_a_hundred_checkouts_through_one_app_reuse_the_providers_pool(app, serve
     with servers.engine.connect() as conn:
         assert conn.scalar(text("SELECT count(*) FROM orders WHERE status = 'paid'")) == 100
     assert len(seen) == 100 and 1 <= max(seen) <= 10 and to_provider() <= 10
+
+
+def drawn(html: str) -> dict[str, str]:
+    """Every hidden input of the page, as a browser sends them back."""
+    fields = {}
+    for tag in re.findall(r"<input\b[^>]*>", html):
+        attributes = dict(re.findall(r'\b([\w-]+)="([^"]*)"', tag))
+        if attributes.get("type") == "hidden" and "name" in attributes:
+            fields[attributes["name"]] = html_unescape(attributes.get("value", ""))
+    return fields
+
+
+def test_a_price_raised_after_the_form_was_drawn_charges_nothing_and_shows_the_new_one(
+    make_app, servers, provider
+):
+    """The card is charged only what the page showed: the operator raises the price
+    while the shopper's form is open, even one drawn after that from the catalogue
+    cache; the submit gets the form back with the new price and the reason, nothing is
+    charged, and the page drawn again then places the order at the price it shows."""
+    app = make_app(**provider.app_config(), CATALOGUE_CACHE_SECONDS=60)
+    client = app.test_client()
+    assert "€18.00 · Stoneware mug" in client.get("/orders/new").get_data(as_text=True)
+    charges = len(provider.succeeded())
+    cli = app.test_cli_runner().invoke(args=["products", "price", "MUG-STONE", "999.00"])
+    assert cli.exit_code == 0, cli.output
+    cached = client.get("/orders/new").get_data(as_text=True)
+    assert "€18.00 · Stoneware mug" in cached  # the cache: drawn after the change, old price
+    refused = client.post("/orders", data={**drawn(cached), **VALID, "card": PAYS})
+    html = refused.get_data(as_text=True)
+    assert refused.status_code == 409, html[:800]
+    assert "The price of Stoneware mug is now €999.00" in html and "nothing was charged" in html
+    assert "€999.00 · Stoneware mug" in html and 'value="Ada Lovelace"' in html
+    with servers.engine.connect() as conn:
+        assert conn.scalar(text("SELECT count(*) FROM orders")) == 0
+    assert len(provider.succeeded()) == charges
+    placed = client.post("/orders", data={**drawn(html), **VALID, "card": PAYS})
+    assert placed.status_code == 303, placed.get_data(as_text=True)[:800]
+    row = order(servers)
+    assert (row["status"], row["total"], row["paid_cents"]) == ("paid", 199800, 199800)

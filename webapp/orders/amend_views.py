@@ -26,7 +26,9 @@ from flask_submit_once import Outcome
 from ..extensions import submit_once
 from ..models import OrderAmendment
 from ..notices import notify
+from ..placing import PriceChanged
 from .amending import NOT_PLACED_HERE, amend_order, placed, placed_here
+from .catalogue import forget_prices
 from .forms import OrderForm
 from .lookup import get_order_or_404
 from .messages import (
@@ -107,5 +109,11 @@ def amended_url(amendment: OrderAmendment) -> str:
 )
 def amend(form: OrderForm, db: Session, public_id: str) -> OrderAmendment:
     """Change the order to the form's details in the submit's transaction (the order's
-    row locked, the rule and the product checked again there)."""
-    return amend_order(db, g.amend_order.id, form.details())
+    row locked, the rule, the product and a new product's shown price checked again
+    there)."""
+    try:
+        return amend_order(db, g.amend_order.id, form.details(), new_price=form.new_price.data)
+    except PriceChanged as changed:  # the form comes back showing the price as it is now
+        form.show_price(changed.product_id, changed.price_cents)
+        forget_prices()
+        raise

@@ -13,9 +13,10 @@ logged or shoulder-surfed must not be enough to send the order to another addres
 
 :func:`amend_order` runs in the update form's once-only transaction: it locks the
 order's row (a payment or a cancel committing meanwhile is seen, not raced), checks the
-rule again, reads the product again (one taken off sale since is refused, and the price
-is today's, as placing takes it) and records what changed in an
-:class:`~webapp.models.OrderAmendment` keyed by the form token's digest.
+rule again, reads the product again (one taken off sale since is refused) and records
+what changed in an :class:`~webapp.models.OrderAmendment` keyed by the form token's
+digest. The order keeps the price it was placed at: only a change of product takes that
+product's price, and only the one its page showed (``check_price``, as placing).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from flask_submit_once import Refused
 
 from ..models import Order, OrderAmendment, Product
 from ..order_rules import placed_through_api
-from ..placing import OrderDetails
+from ..placing import OrderDetails, check_price
 from .same_order import shopper
 
 __all__ = [
@@ -56,6 +57,10 @@ FIXED_BY_STATUS = {
 NOT_AMENDABLE = (
     "Order {number} was not changed: {why}. Your details are still here: "
     "press Place another order to place them as a new order."
+)
+PRICE_CHANGED = (
+    "Order {number} was not changed: the price of {{name}} is now {{now}} (the page showed "
+    "{{shown}}). Check the new price below and press Update again."
 )
 OFF_SALE = (
     "Order {number} was not changed: the product you chose is no longer on sale. "
@@ -104,6 +109,8 @@ class Placed:
     public_id: str
     url: str
     why_not: str | None  # why it cannot be updated; None: "Update order N" is offered
+    product_id: int
+    unit_price_cents: int  # what it was placed at (kept by an update unless told otherwise)
 
 
 def placed(order: Order) -> Placed:
@@ -117,13 +124,19 @@ def placed(order: Order) -> Placed:
         order.public_id,
         url_for("orders.show", public_id=order.public_id),
         why_not,
+        order.product_id,
+        order.unit_price_cents,
     )
 
 
-def amend_order(db: Session, order_id: int, details: OrderDetails) -> OrderAmendment:
+def amend_order(
+    db: Session, order_id: int, details: OrderDetails, *, new_price: bool = False
+) -> OrderAmendment:
     """Change order ``order_id`` to ``details`` in the caller's transaction; the
     amendment that records it (what changed, ``{column: [before, after]}``), not yet
-    flushed. Raises :class:`NotAmendable` with the words to show if it cannot be."""
+    flushed. The order keeps its unit price unless its product changes or ``new_price``
+    (the shopper ticked "Use today's price"); a price taken is the one the page showed.
+    Raises :class:`NotAmendable` with the words to show if it cannot be."""
     # populate_existing: the row as the lock holds it, not as this session last read it.
     order = db.scalar(
         select(Order)
@@ -139,9 +152,14 @@ def amend_order(db: Session, order_id: int, details: OrderDetails) -> OrderAmend
     product = db.scalar(select(Product).where(Product.id == details.product, Product.active))
     if product is None:
         raise NotAmendable(OFF_SALE.format(number=order.order_number))
+    if product.id == order.product_id and not new_price:
+        price = order.unit_price_cents  # the price it was placed at, whatever it is today
+    else:
+        check_price(product, details, PRICE_CHANGED.format(number=order.order_number))
+        price = product.price_cents
     after = {
         "product_id": product.id,
-        "unit_price_cents": product.price_cents,
+        "unit_price_cents": price,
         "quantity": details.quantity,
         "customer_name": details.name,
         "email": details.email,

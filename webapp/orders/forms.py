@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from wtforms import (
+    BooleanField,
     EmailField,
     HiddenField,
     IntegerField,
@@ -34,6 +35,8 @@ from ..placing import OrderDetails
 
 __all__ = ["CardOrderForm", "OrderForm"]
 
+#: One product's shown price in ``shown_prices``: ids and cents of at most 9 digits.
+SHOWN_PRICE = re.compile(r"(?<!\S)([1-9][0-9]{0,8}):([0-9]{1,9})(?!\S)")
 #: What a payment method's token looks like (checked before it goes into a URL).
 PAYMENT_METHOD = re.compile(r"pm_[A-Za-z0-9]{1,60}")
 SAMPLE_CARDS = (
@@ -122,6 +125,13 @@ class OrderForm(ShopForm):
     #: "Yes, place another": the number of the identical order it confirms a second of
     #: (webapp/orders/same_order.py); drawn as a check box only when that is asked.
     same_again = HiddenField(filters=[_strip])
+    #: The price of each product as this page showed it (``1:1800 2:1250``), written from
+    #: the same catalogue read that drew the list (:meth:`prices_drawn`), so the submit
+    #: can be charged only what its page showed (webapp/placing.py, ``check_price``).
+    shown_prices = HiddenField()
+    #: "Use today's price": an update of an order to the price its product has now (drawn
+    #: only where that differs from the order's; without it the order keeps its price).
+    new_price = BooleanField()
 
     def __init__(self, products: list[Product], **kwargs: object) -> None:
         super().__init__(**kwargs)
@@ -131,9 +141,50 @@ class OrderForm(ShopForm):
         #: What that check found (the form page asks about it).
         self.same_order: Any = None
         self.products: dict[int, Product | None] = {product.id: product for product in products}
+        #: The prices this page shows, by product id: the catalogue's (possibly cached)
+        #: read, or a price the submit's transaction found changed (:meth:`show_price`).
+        #: Kept apart from the products, which are shared by the process's requests.
+        self.prices: dict[int, int] = {product.id: product.price_cents for product in products}
+        self._label_products()
+
+    def _label_products(self) -> None:
         # The price first: a phone's list shows what fits of the label, and at 320 px
         # that is not a long name and its price (the price was cut to "€12").
-        self.product.choices = [(p.id, f"€{p.price_cents / 100:.2f} · {p.name}") for p in products]
+        self.product.choices = [
+            (p.id, f"€{self.prices[p.id] / 100:.2f} · {p.name}")
+            for p in self.products.values()
+            if p is not None
+        ]
+
+    def show_price(self, product_id: int, price_cents: int) -> None:
+        """Draw ``product_id`` at ``price_cents`` (the price its transaction read) from now on."""
+        if product_id in self.prices:
+            self.prices[product_id] = price_cents
+            self._label_products()
+
+    def prices_drawn(self) -> str:
+        """The ``shown_prices`` this page writes: the prices it shows; with none shown
+        (no catalogue to draw, :meth:`keep_the_product_sent`), the ones sent, which the
+        page the shopper chose from showed."""
+        if self.prices:
+            return " ".join(f"{id_}:{cents}" for id_, cents in self.prices.items())
+        return " ".join(f"{id_}:{cents}" for id_, cents in self._prices_sent().items())
+
+    def _prices_sent(self) -> dict[int, int]:
+        """``shown_prices`` as sent; pairs that are not a product id and a price a
+        product could have are left out (never converted: see order_rules)."""
+        return {
+            int(id_): int(cents) for id_, cents in SHOWN_PRICE.findall(self.shown_prices.data or "")
+        }
+
+    def price_shown(self) -> int | None:
+        """The unit price the page showed for the product chosen, in cents; None when it
+        sent none (a client that drew no form: it is priced as the API prices)."""
+        return (
+            self._prices_sent().get(self.product.data)
+            if isinstance(self.product.data, int)
+            else None
+        )
 
     def keep_the_product_sent(self) -> None:
         """No catalogue to check against (this process has read none, and PostgreSQL is
@@ -142,6 +193,7 @@ class OrderForm(ShopForm):
         if isinstance(self.product.data, int):
             self.product.choices = [(self.product.data, PRODUCT_NOT_SHOWN)]
             self.products = {self.product.data: None}
+            self.prices = {}
 
     def validate(self, extra_validators: Any = None) -> bool:
         """The fields, then whether this repeats an order placed minutes ago unconfirmed:
@@ -164,6 +216,7 @@ class OrderForm(ShopForm):
             self.email.data,
             self.address.data,
             payment_method,
+            self.price_shown(),
         )
 
     def validate_product(self, field: SelectField) -> None:
