@@ -18,7 +18,7 @@ from wtforms import (
     StringField,
     TextAreaField,
 )
-from wtforms.validators import Email, InputRequired, Length, NumberRange, ValidationError
+from wtforms.validators import Email, InputRequired, Length, ValidationError
 
 from ..forms import ShopForm
 from ..models import Product
@@ -73,6 +73,18 @@ class _PlainWording:
         return self.gettext(singular if n == 1 else plural)
 
 
+def _between(low: int, high: int, message: str) -> Callable[[Any, Any], None]:
+    """WTForms' NumberRange, in whole numbers only: NumberRange asks ``math.isnan`` of
+    the number, which turns it into a float, and an integer of 309 digits or more (int()
+    takes up to 4,300) is too large for one: an OverflowError, a 500."""
+
+    def check(form: Any, field: Any) -> None:
+        if not isinstance(field.data, int) or not low <= field.data <= high:
+            raise ValidationError(message)
+
+    return check
+
+
 class OrderForm(ShopForm):
     class Meta:
         def get_translations(self, form: object) -> _PlainWording:
@@ -89,7 +101,7 @@ class OrderForm(ShopForm):
         default=1,
         validators=[
             InputRequired("Enter how many you want."),
-            NumberRange(
+            _between(
                 QUANTITY_MIN,
                 QUANTITY_MAX,
                 f"Choose a quantity from {QUANTITY_MIN} to {QUANTITY_MAX}.",
