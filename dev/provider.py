@@ -223,6 +223,7 @@ class Provider:
                 "charge_requests": state.requests,
                 "per_key": state.requests_per_key,
                 "charges": len(state.charges),
+                "payment_methods": len(state.payment_methods),
             },
             {},
         )

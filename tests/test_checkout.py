@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -383,15 +384,19 @@ def test_the_provider_away_while_checking_the_card_spends_nothing(make_app, serv
         assert conn.scalar(text("SELECT count(*) FROM orders")) == 0
 
 
-def test_a_card_checked_once_is_kept_as_its_token_when_another_field_is_wrong(
+def test_a_card_checked_once_is_kept_as_its_token_when_the_form_comes_back(
     client, servers, provider
 ):
+    """A form checked whole (its card too) that comes back, here for a form token that
+    expired, carries the card's token, not its number: no number typed again."""
     tokens = open_form(client)
-    html = submit(client, tokens, name="").get_data(as_text=True)
+    expired = {**tokens, "form_token": secrets.token_urlsafe(32)}
+    html = submit(client, expired).get_data(as_text=True)
     assert PAYS not in html and "ending 4242" in html
     kept = hidden(html, "payment_method")
     assert kept.startswith("pm_")
-    assert submit(client, tokens, card="", payment_method=kept).status_code == 303
+    fresh = {**tokens, "form_token": hidden(html, "form_token")}
+    assert submit(client, fresh, card="", payment_method=kept).status_code == 303
     assert order(servers)["payment_method"] == kept
 
 
@@ -483,3 +488,38 @@ def test_a_price_raised_after_the_form_was_drawn_charges_nothing_and_shows_the_n
     assert placed.status_code == 303, placed.get_data(as_text=True)[:800]
     row = order(servers)
     assert (row["status"], row["total"], row["paid_cents"]) == ("paid", 199800, 199800)
+
+
+def test_submits_with_made_up_tokens_from_one_session_ask_the_provider_a_bounded_number_of_times(
+    make_app, servers, provider
+):
+    """Every submit used to turn its card into a provider token before the form token was
+    looked at: 20 made-up tokens, 20 cards stored at the provider from the shop's own key
+    (what card testing looks like). A session may have its card checked
+    CARD_CHECKS_PER_SESSION times a window; past that the form comes back 429 with its
+    input, and the provider is not called."""
+    app = make_app(**provider.app_config(), CARD_CHECKS_PER_SESSION=5)
+    client = app.test_client()
+    tokens = open_form(client)
+    before = provider.payment_methods()
+    answers = [
+        submit(client, {**tokens, "form_token": secrets.token_urlsafe(32)}) for _ in range(20)
+    ]
+    assert provider.payment_methods() - before <= 5
+    assert [answer.status_code for answer in answers[5:]] == [429] * 15
+    html = answers[-1].get_data(as_text=True)
+    assert "checked your card too many times" in html and 'value="Ada Lovelace"' in html
+    assert int(answers[-1].headers["Retry-After"]) > 0
+    with servers.engine.connect() as conn:
+        assert conn.scalar(text("SELECT count(*) FROM orders")) == 0
+
+
+def test_a_card_is_not_sent_to_the_provider_while_another_field_is_wrong(client, servers, provider):
+    before = provider.payment_methods()
+    tokens = open_form(client)
+    wrong = submit(client, tokens, name="", quantity="0")
+    html = wrong.get_data(as_text=True)
+    assert wrong.status_code == 422 and "Enter your name." in html
+    assert provider.payment_methods() == before and PAYS not in html
+    assert submit(client, tokens).status_code == 303  # the number typed again
+    assert provider.payment_methods() == before + 1

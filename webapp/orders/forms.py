@@ -48,6 +48,10 @@ PRODUCT_NOT_SHOWN = "The product you chose (its details cannot be shown right no
 CARD_MISSING = "Enter the card number."
 CARD_SHAPE = "Enter the 12 to 19 digits of the card number."
 CARD_INVALID = "This card number is not valid: check it, or use another card."
+CARD_CHECKS_SPENT = (
+    "We have checked your card too many times from this browser in a short while, so we "
+    "did not check it again and nothing was charged. Please try again in a few minutes."
+)
 CARD_UNCHECKED = (
     "We could not reach our payment provider to check your card, so nothing "
     "was charged. Submit again in a moment."
@@ -246,7 +250,12 @@ class CardOrderForm(OrderForm):
     """The order form when the checkout charges a card: the number is turned into the
     provider's token during validation, before the form token is spent, and only the
     token (``payment_method``) goes further. A page drawn again carries that token, not
-    the number, so a resubmit of it needs no number typed again."""
+    the number, so a resubmit of it needs no number typed again.
+
+    The provider is asked last, and only when every other field is valid and the
+    session may still ask (``may_ask``: a bounded count per browser session,
+    webapp/payments/card_checks.py): each call is an outbound request from the shop's
+    own key, and a flood of them, whatever the form token, looks like card testing."""
 
     card = StringField("Card number", filters=[lambda v: re.sub(r"[\s-]", "", v or "")])
     payment_method = HiddenField()
@@ -257,25 +266,47 @@ class CardOrderForm(OrderForm):
         client: ProviderClient,
         *,
         test_cards: bool = False,
+        may_ask: Callable[[], bool] = lambda: True,
         **kwargs: object,
     ) -> None:
         super().__init__(products, **kwargs)
         self.client = client
+        self.may_ask = may_ask
         self.card.description = SAMPLE_CARDS if test_cards else ""
         #: The last four digits of the card the token stands for, once checked.
         self.card_last4: str | None = None
 
     def validate_card(self, field: StringField) -> None:
+        """What can be told without the provider: a number's shape, or none at all."""
+        if field.data:
+            if not field.data.isdigit() or not 12 <= len(field.data) <= 19:
+                raise ValidationError(CARD_SHAPE)
+        elif not PAYMENT_METHOD.fullmatch(self.payment_method.data or ""):
+            self.payment_method.data = ""
+            raise ValidationError(CARD_MISSING)
+
+    def validate(self, extra_validators: Any = None) -> bool:
+        """The other fields first (and the same-order question): a form that would come
+        back anyway never sends its card to the provider."""
+        if not super().validate(extra_validators):
+            return False
+        try:
+            self.ask_provider()
+        except ValidationError as error:
+            self.card.errors = [*self.card.errors, str(error)]
+            return False
+        return True
+
+    def ask_provider(self) -> None:
+        """Turn the number into the provider's token (or check the one kept)."""
+        if not self.may_ask():
+            raise ValidationError(CARD_CHECKS_SPENT)
         kept = self.payment_method.data or ""
         try:
-            if field.data:
-                if not field.data.isdigit() or not 12 <= len(field.data) <= 19:
-                    raise ValidationError(CARD_SHAPE)
-                found: PaymentMethod | None = self.client.create_payment_method(field.data)
-            elif PAYMENT_METHOD.fullmatch(kept):
-                found = self.client.payment_method(kept)
+            if self.card.data:
+                found: PaymentMethod | None = self.client.create_payment_method(self.card.data)
             else:
-                found = None
+                found = self.client.payment_method(kept)
         except CardRefused:
             raise ValidationError(CARD_INVALID) from None
         except ProviderError:

@@ -192,6 +192,18 @@ def ask_with_conflict(response):
     return response
 
 
+@bp.after_request
+def too_many_card_checks(response):
+    """A form whose card this session may not have checked again (its count spent,
+    webapp/payments/card_checks.py) is a 429: the form, its input and its unspent token,
+    and when to try again."""
+    retry_after = g.get("card_checks_retry_after")
+    if response.status_code == 422 and retry_after:
+        response.status_code = 429
+        response.headers["Retry-After"] = str(retry_after)
+    return response
+
+
 @bp.get("/orders/<public_id>")
 def show(public_id: str):
     order = find_order(public_id)
