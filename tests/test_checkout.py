@@ -288,6 +288,7 @@ def deliver(client, charge: dict) -> dict:
         "amount_cents": charge["amount"],
         "currency": charge["currency"],
         "charge": charge["id"],
+        "metadata": charge.get("metadata"),
     }
     body = json.dumps(event).encode()
     answer = client.post(
@@ -523,3 +524,27 @@ def test_a_card_is_not_sent_to_the_provider_while_another_field_is_wrong(client,
     assert provider.payment_methods() == before and PAYS not in html
     assert submit(client, tokens).status_code == 303  # the number typed again
     assert provider.payment_methods() == before + 1
+
+
+def test_another_charge_for_the_full_amount_while_charging_does_not_pass_for_the_checkouts(
+    app, client, servers, provider
+):
+    """While the checkout's charge is still being recorded (its answer lost), the
+    provider announces a different charge of the order's payment reference for its full
+    amount (charged some other way: a dashboard, another system). It is money received,
+    not the checkout's charge: it must not take that charge's place, or the checkout's
+    own charge, recorded next, would be dropped and never reconciled."""
+    provider.faults(fail_after_charge=-1)
+    assert submit(client, open_form(client)).status_code == 503
+    provider.faults()
+    row = order(servers)
+    assert row["status"] == "charging"
+    (own,) = provider.succeeded(row["payment_reference"])
+    other = {**own, "id": "ch_elsewhere", "metadata": None}
+    assert deliver(client, other)["order_status"] == "charging"  # recorded, not the checkout's
+    assert sweep(app) == "created=1"
+    row = order(servers)
+    assert (row["status"], row["charge_id"], row["paid_cents"]) == ("paid", own["id"], row["total"])
+    with servers.engine.connect() as conn:
+        problems = list(conn.scalars(text("SELECT problem FROM payment_events ORDER BY id")))
+    assert problems == ["order_closed"]  # listed by reconcile-payments, for an operator
