@@ -294,3 +294,21 @@ def test_an_order_link_in_another_browser_cannot_update_the_order(make_app, serv
     assert number(servers) in stranger.get(path).get_data(as_text=True)  # the page, as before
     landed(press(owner, html, "update-order", **EDITED))  # the owner still can
     assert order_row(servers)["quantity"] == 5
+
+
+def test_the_already_used_page_offers_update_only_to_the_session_that_placed_the_order(
+    client, servers
+):
+    """The order form's "already used" page (409) offers "Update order N" with its token;
+    a session that is not the one that placed the order (here the same form token's
+    session, its shop value gone) is offered only to place another order."""
+    tokens = open_form(client)
+    path = landed(submit(client, tokens))
+    with client.session_transaction() as session:
+        del session["shopper"]
+    again = submit(client, tokens, **EDITED)
+    page = again.get_data(as_text=True)
+    assert again.status_code == 409
+    assert "it was placed from another browser" in page
+    assert list(buttons(page)) == [] and "Place another order" in page
+    assert f'href="{path}"' in page  # what the link showed before: the order
