@@ -66,8 +66,6 @@ OFF_SALE = (
     "Order {number} was not changed: the product you chose is no longer on sale. "
     "Choose another product and press Update again."
 )
-
-
 NOT_PLACED_HERE = (
     "Order {number} can be changed only from the browser it was placed from, so nothing "
     "was changed."

@@ -187,8 +187,8 @@ class OrderForm(ShopForm):
         return " ".join(f"{id_}:{cents}" for id_, cents in self._prices_sent().items())
 
     def _prices_sent(self) -> dict[int, int]:
-        """``shown_prices`` as sent; pairs that are not a product id and a price a
-        product could have are left out (never converted: see order_rules)."""
+        """``shown_prices`` as sent; pairs that are not a product id and a price of at
+        most 9 digits each are left out (so nothing long is ever converted)."""
         return {
             int(id_): int(cents) for id_, cents in SHOWN_PRICE.findall(self.shown_prices.data or "")
         }
