@@ -145,6 +145,11 @@ class Provider:
                 "parameter_invalid",
                 "amount must be a positive whole number, currency an ISO code.",
             )
+        metadata = body.get("metadata") or {}
+        if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+            return _error(
+                400, "invalid_request_error", "parameter_invalid", "metadata must map to strings."
+            )
         pm = state.payment_methods.get(body.get("payment_method"))
         if pm is None:
             return _error(
@@ -169,6 +174,7 @@ class Provider:
             "created": state.now(),
             "status": "failed" if declined else "succeeded",
             "idempotency_key": key,
+            "metadata": metadata,
         }
         append({"t": "charge", "charge": charge})
         if declined:
@@ -225,6 +231,7 @@ class Provider:
                 "charge_requests": state.requests,
                 "per_key": state.requests_per_key,
                 "charges": len(state.charges),
+                "payment_methods": len(state.payment_methods),
             },
             {},
         )
@@ -239,6 +246,7 @@ class Provider:
             "amount_cents": charge["amount"],
             "currency": charge["currency"],
             "charge": charge["id"],
+            "metadata": charge.get("metadata") or {},
         }
         body = json.dumps(event).encode()
         for attempt in range(5):  # at least once: a provider retries what was not a 2xx

@@ -108,6 +108,10 @@ class Provider:
             query["reference"] = reference
         return self.charges(**query)
 
+    def payment_methods(self) -> int:
+        """How many payment methods (cards turned into tokens) the provider has stored."""
+        return int(self.call("GET", "/admin/stats").json()["payment_methods"])
+
     def requests_for(self, key: str) -> int:
         """How many charge requests came with this idempotency key."""
         return int(self.call("GET", "/admin/stats").json()["per_key"].get(key, 0))

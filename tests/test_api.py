@@ -296,3 +296,19 @@ def test_text_that_is_not_unicode_is_a_400_that_places_nothing(client, api_key, 
     assert response.status_code == 400, response.get_data(as_text=True)
     assert order_count(servers) == 0
     assert place(client, api_key).status_code == 201  # the key was not pinned
+
+
+def test_an_expected_price_that_is_no_longer_the_products_places_nothing(client, api_key, servers):
+    """A client that showed its customer a price may send it: a product that costs
+    something else by the time the order is placed is a 409 naming the price now, the
+    key still usable; without it the order takes the price of the moment."""
+    with servers.engine.begin() as conn:
+        conn.execute(text("UPDATE products SET price_cents = 1900 WHERE sku = 'MUG-STONE'"))
+    refused = place(client, api_key, {**ORDER, "expected_unit_price_cents": 1800})
+    assert refused.status_code == 409 and problem_type(refused) == "price-changed"
+    assert refused.get_json()["unit_price_cents"] == 1900
+    assert order_count(servers) == 0
+    placed = place(client, api_key, {**ORDER, "expected_unit_price_cents": 1900})
+    assert placed.status_code == 201 and placed.get_json()["unit_price_cents"] == 1900
+    huge = place(client, api_key, {**ORDER, "expected_unit_price_cents": 10**40}, key="order-2")
+    assert huge.status_code == 422 and "expected_unit_price_cents" in huge.get_json()["errors"]

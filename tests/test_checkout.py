@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import secrets
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from html import unescape as html_unescape
 from pathlib import Path
 
 import pytest
@@ -284,6 +287,7 @@ def deliver(client, charge: dict) -> dict:
         "amount_cents": charge["amount"],
         "currency": charge["currency"],
         "charge": charge["id"],
+        "metadata": charge.get("metadata"),
     }
     body = json.dumps(event).encode()
     answer = client.post(
@@ -380,15 +384,19 @@ def test_the_provider_away_while_checking_the_card_spends_nothing(make_app, serv
         assert conn.scalar(text("SELECT count(*) FROM orders")) == 0
 
 
-def test_a_card_checked_once_is_kept_as_its_token_when_another_field_is_wrong(
+def test_a_card_checked_once_is_kept_as_its_token_when_the_form_comes_back(
     client, servers, provider
 ):
+    """A form checked whole (its card too) that comes back, here for a form token that
+    expired, carries the card's token, not its number: no number typed again."""
     tokens = open_form(client)
-    html = submit(client, tokens, name="").get_data(as_text=True)
+    expired = {**tokens, "form_token": secrets.token_urlsafe(32)}
+    html = submit(client, expired).get_data(as_text=True)
     assert PAYS not in html and "ending 4242" in html
     kept = hidden(html, "payment_method")
     assert kept.startswith("pm_")
-    assert submit(client, tokens, card="", payment_method=kept).status_code == 303
+    fresh = {**tokens, "form_token": hidden(html, "form_token")}
+    assert submit(client, fresh, card="", payment_method=kept).status_code == 303
     assert order(servers)["payment_method"] == kept
 
 
@@ -441,3 +449,101 @@ def test_a_hundred_checkouts_through_one_app_reuse_the_providers_pool(app, serve
     with servers.engine.connect() as conn:
         assert conn.scalar(text("SELECT count(*) FROM orders WHERE status = 'paid'")) == 100
     assert len(seen) == 100 and 1 <= max(seen) <= 10 and to_provider() <= 10
+
+
+def drawn(html: str) -> dict[str, str]:
+    """Every hidden input of the page, as a browser sends them back."""
+    fields = {}
+    for tag in re.findall(r"<input\b[^>]*>", html):
+        attributes = dict(re.findall(r'\b([\w-]+)="([^"]*)"', tag))
+        if attributes.get("type") == "hidden" and "name" in attributes:
+            fields[attributes["name"]] = html_unescape(attributes.get("value", ""))
+    return fields
+
+
+def test_a_price_raised_after_the_form_was_drawn_charges_nothing_and_shows_the_new_one(
+    make_app, servers, provider
+):
+    """The card is charged only what the page showed: the operator raises the price
+    while the shopper's form is open, even one drawn after that from the catalogue
+    cache; the submit gets the form back with the new price and the reason, nothing is
+    charged, and the page drawn again then places the order at the price it shows."""
+    app = make_app(**provider.app_config(), CATALOGUE_CACHE_SECONDS=60)
+    client = app.test_client()
+    assert "€18.00 · Stoneware mug" in client.get("/orders/new").get_data(as_text=True)
+    charges = len(provider.succeeded())
+    cli = app.test_cli_runner().invoke(args=["products", "price", "MUG-STONE", "999.00"])
+    assert cli.exit_code == 0, cli.output
+    cached = client.get("/orders/new").get_data(as_text=True)
+    assert "€18.00 · Stoneware mug" in cached  # the cache: drawn after the change, old price
+    refused = client.post("/orders", data={**drawn(cached), **VALID, "card": PAYS})
+    html = refused.get_data(as_text=True)
+    assert refused.status_code == 409, html[:800]
+    assert "The price of Stoneware mug is now €999.00" in html and "nothing was charged" in html
+    assert "€999.00 · Stoneware mug" in html and 'value="Ada Lovelace"' in html
+    with servers.engine.connect() as conn:
+        assert conn.scalar(text("SELECT count(*) FROM orders")) == 0
+    assert len(provider.succeeded()) == charges
+    placed = client.post("/orders", data={**drawn(html), **VALID, "card": PAYS})
+    assert placed.status_code == 303, placed.get_data(as_text=True)[:800]
+    row = order(servers)
+    assert (row["status"], row["total"], row["paid_cents"]) == ("paid", 199800, 199800)
+
+
+def test_submits_with_made_up_tokens_from_one_session_ask_the_provider_a_bounded_number_of_times(
+    make_app, servers, provider
+):
+    """Every submit used to turn its card into a provider token before the form token was
+    looked at: 20 made-up tokens, 20 cards stored at the provider from the shop's own key
+    (what card testing looks like). A session may have its card checked
+    CARD_CHECKS_PER_SESSION times a window; past that the form comes back 429 with its
+    input, and the provider is not called."""
+    app = make_app(**provider.app_config(), CARD_CHECKS_PER_SESSION=5)
+    client = app.test_client()
+    tokens = open_form(client)
+    before = provider.payment_methods()
+    answers = [
+        submit(client, {**tokens, "form_token": secrets.token_urlsafe(32)}) for _ in range(20)
+    ]
+    assert provider.payment_methods() - before <= 5
+    assert [answer.status_code for answer in answers[5:]] == [429] * 15
+    html = answers[-1].get_data(as_text=True)
+    assert "checked your card too many times" in html and 'value="Ada Lovelace"' in html
+    assert int(answers[-1].headers["Retry-After"]) > 0
+    with servers.engine.connect() as conn:
+        assert conn.scalar(text("SELECT count(*) FROM orders")) == 0
+
+
+def test_a_card_is_not_sent_to_the_provider_while_another_field_is_wrong(client, servers, provider):
+    before = provider.payment_methods()
+    tokens = open_form(client)
+    wrong = submit(client, tokens, name="", quantity="0")
+    html = wrong.get_data(as_text=True)
+    assert wrong.status_code == 422 and "Enter your name." in html
+    assert provider.payment_methods() == before and PAYS not in html
+    assert submit(client, tokens).status_code == 303  # the number typed again
+    assert provider.payment_methods() == before + 1
+
+
+def test_another_charge_for_the_full_amount_while_charging_does_not_pass_for_the_checkouts(
+    app, client, servers, provider
+):
+    """While the checkout's charge is still being recorded (its answer lost), the
+    provider announces a different charge of the order's payment reference for its full
+    amount (charged some other way: a dashboard, another system). It is money received,
+    not the checkout's charge: it must not take that charge's place, or the checkout's
+    own charge, recorded next, would be dropped and never reconciled."""
+    provider.faults(fail_after_charge=-1)
+    assert submit(client, open_form(client)).status_code == 503
+    provider.faults()
+    row = order(servers)
+    assert row["status"] == "charging"
+    (own,) = provider.succeeded(row["payment_reference"])
+    other = {**own, "id": "ch_elsewhere", "metadata": None}
+    assert deliver(client, other)["order_status"] == "charging"  # recorded, not the checkout's
+    assert sweep(app) == "created=1"
+    row = order(servers)
+    assert (row["status"], row["charge_id"], row["paid_cents"]) == ("paid", own["id"], row["total"])
+    with servers.engine.connect() as conn:
+        problems = list(conn.scalars(text("SELECT problem FROM payment_events ORDER BY id")))
+    assert problems == ["order_closed"]  # listed by reconcile-payments, for an operator

@@ -6,12 +6,13 @@ is paid, cancelled or charged to a card."""
 
 from __future__ import annotations
 
+import secrets
 import threading
 
 import pytest
 from sqlalchemy import text
 
-from tests.conftest import VALID, flashed, order_count
+from tests.conftest import VALID, flashed, hidden, order_count
 from tests.faults.steps import open_form, submit
 from tests.order_buttons import buttons, landed, press
 from tests.pauses import after_consume
@@ -132,15 +133,51 @@ def test_an_update_of_an_order_paid_or_cancelled_meanwhile_is_refused_in_words(
     assert order_row(servers)["quantity"] == 2 and amendments(servers) == []
 
 
-def test_the_update_reads_the_product_again_in_its_transaction(client, servers):
-    path, html = changed_page(client)
+def set_price(servers, cents: int, product: int = 1) -> None:
     with servers.engine.begin() as conn:
-        conn.execute(text("UPDATE products SET price_cents = price_cents + 100 WHERE id = 1"))
-        price = conn.scalar(text("SELECT price_cents FROM products WHERE id = 1"))
-    landed(press(client, html, "update-order", **EDITED))
-    assert order_row(servers)["unit_price_cents"] == price  # today's price, as placing takes
+        conn.execute(
+            text("UPDATE products SET price_cents = :cents WHERE id = :id"),
+            {"cents": cents, "id": product},
+        )
 
-    _, html = changed_page(client)  # a second order, its own Back + edit
+
+def test_an_update_keeps_the_price_the_order_was_placed_at_unless_todays_is_taken(client, servers):
+    """An address fixed after a price rise must not re-price the order: it keeps what it
+    was placed at. Today's price is taken only when the shopper ticks it, and only the
+    one their page showed; another product is charged the price its page showed."""
+    path, html = changed_page(client)  # placed at €18.00
+    set_price(servers, 1900)
+    landed(press(client, html, "update-order", **EDITED))
+    assert order_row(servers)["unit_price_cents"] == 1800
+    page = press(client, html, "update-order", **{**EDITED, "quantity": "6"}).get_data(
+        as_text=True
+    )  # the same form again with other details: Update offered again, drawn now
+    assert "Use today’s price, €19.00 each, instead of the €18.00" in page
+    set_price(servers, 2000)  # and again, while that page is open
+    taken = {
+        **EDITED,
+        "quantity": "6",
+        "new_price": "y",
+        "shown_prices": hidden(page, "shown_prices"),
+    }
+    refused = press(client, page, "update-order", **taken)
+    again = refused.get_data(as_text=True)
+    assert refused.status_code == 409
+    assert "the price of Stoneware mug is now €20.00 (the page showed €19.00)" in again
+    assert "€20.00 · Stoneware mug" in again
+    assert order_row(servers)["unit_price_cents"] == 1800
+    taken["shown_prices"] = hidden(again, "shown_prices")
+    landed(press(client, again, "update-order", **taken))
+    assert (order_row(servers)["unit_price_cents"], order_row(servers)["quantity"]) == (2000, 6)
+    other = {**EDITED, "product": "2", "shown_prices": hidden(again, "shown_prices")}
+    set_price(servers, 1300, product=2)  # the tea's €12.50 was shown
+    refused = press(client, again, "update-order", **other)
+    assert refused.status_code == 409 and order_row(servers)["product_id"] == 1
+    assert path
+
+
+def test_the_update_reads_the_product_again_in_its_transaction(client, servers):
+    _, html = changed_page(client)
     with servers.engine.begin() as conn:
         conn.execute(text("UPDATE products SET active = false WHERE id = 1"))
     refused = press(client, html, "update-order", **{**EDITED, "quantity": "7"})
@@ -224,3 +261,54 @@ def test_place_another_order_from_that_page_places_a_second(client, servers):
     _, html = changed_page(client)
     landed(press(client, html, "place-another", **EDITED))
     assert order_count(servers) == 2 and amendments(servers) == []
+
+
+#: What someone who has only the order's link would change it to.
+MALLORY = {**EDITED, "name": "Mallory", "email": "mallory@example.com", "address": "Elsewhere"}
+
+
+def test_an_order_link_in_another_browser_cannot_update_the_order(make_app, servers):
+    """The link opens the order's page, its cancel and its refund to whoever holds it;
+    its details change only from the browser session that placed it. From another one
+    an update is refused before any token is looked at (a made-up one, or the owner's
+    own Update button copied), its page offers no token that could change the order."""
+    app = make_app()
+    owner = app.test_client()
+    path, html = changed_page(owner)
+    stranger = app.test_client()
+    csrf = open_form(stranger)["csrf_token"]
+    made_up = stranger.post(
+        f"{path}/amendments",
+        data={**MALLORY, "csrf_token": csrf, "form_token": secrets.token_urlsafe(32)},
+    )
+    page = made_up.get_data(as_text=True)
+    assert made_up.status_code == 403, page[:800]
+    assert "only from the browser it was placed from" in page
+    assert "form_token" not in page and "update-order" not in page
+    copied = stranger.post(
+        f"{path}/amendments",
+        data={**MALLORY, "csrf_token": csrf, "form_token": buttons(html)["update-order"].token},
+    )
+    assert copied.status_code == 403
+    assert order_row(servers)["quantity"] == 2 and amendments(servers) == []
+    assert number(servers) in stranger.get(path).get_data(as_text=True)  # the page, as before
+    landed(press(owner, html, "update-order", **EDITED))  # the owner still can
+    assert order_row(servers)["quantity"] == 5
+
+
+def test_the_already_used_page_offers_update_only_to_the_session_that_placed_the_order(
+    client, servers
+):
+    """The order form's "already used" page (409) offers "Update order N" with its token;
+    a session that is not the one that placed the order (here the same form token's
+    session, its shop value gone) is offered only to place another order."""
+    tokens = open_form(client)
+    path = landed(submit(client, tokens))
+    with client.session_transaction() as session:
+        del session["shopper"]
+    again = submit(client, tokens, **EDITED)
+    page = again.get_data(as_text=True)
+    assert again.status_code == 409
+    assert "it was placed from another browser" in page
+    assert list(buttons(page)) == [] and "Place another order" in page
+    assert f'href="{path}"' in page  # what the link showed before: the order

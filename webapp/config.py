@@ -85,6 +85,9 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
     if environ.get("SAME_ORDER_WINDOW_SECONDS"):
         # The same order again from one browser session is asked about (orders/same_order.py).
         config["SAME_ORDER_WINDOW_SECONDS"] = _int(environ, "SAME_ORDER_WINDOW_SECONDS", 600)
+    if environ.get("CARD_CHECKS_PER_SESSION"):
+        # Card checks at the provider per browser session (webapp/payments/card_checks.py).
+        config["CARD_CHECKS_PER_SESSION"] = _int(environ, "CARD_CHECKS_PER_SESSION", 10)
     if environ.get("CATALOGUE_CACHE_SECONDS"):
         # Unset, finish() picks the default for the environment the app ends up in.
         config["CATALOGUE_CACHE_SECONDS"] = number(environ, "CATALOGUE_CACHE_SECONDS", 5.0)
@@ -119,6 +122,8 @@ def finish(config: dict[str, Any]) -> None:
     # Tests change the catalogue between requests and expect to see it at once; the
     # default must follow APP_ENV even when that comes from create_app's test_config.
     config.setdefault("CATALOGUE_CACHE_SECONDS", 0.0 if env == "testing" else 5.0)
+    # Off in testing: suites place many card orders from one session on purpose.
+    config.setdefault("CARD_CHECKS_PER_SESSION", 0 if env == "testing" else 10)
     # Off in testing: suites place the same order from one session on purpose.
     config.setdefault("SAME_ORDER_WINDOW_SECONDS", 0 if env == "testing" else 600)
     # Tests open hundreds of forms from one address (127.0.0.1): off there unless a

@@ -42,6 +42,7 @@ PROBLEMS: dict[str, tuple[int, str]] = {
     "request-in-progress": (409, "A request with this Idempotency-Key is still being processed"),
     "order-state-conflict": (409, "The order is not in a state that allows this"),
     "event-out-of-order": (409, "The event cannot be applied to the order yet"),
+    "price-changed": (409, "The product no longer costs the price expected"),
     "payload-too-large": (413, "The request body is too large"),
     "unsupported-media-type": (415, "The body must be application/json"),
     "validation-error": (422, "The request body has invalid fields"),

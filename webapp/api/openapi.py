@@ -163,7 +163,10 @@ def openapi(retention: int, skus: Sequence[str]) -> dict[str, Any]:
                         "401": AUTH_ERRORS["401"],
                         "409": _problem(
                             "The first request with this key is still running; "
-                            "retry after `Retry-After` seconds."
+                            "retry after `Retry-After` seconds. Or (`price-changed`) the "
+                            "product no longer costs `expected_unit_price_cents`: nothing "
+                            "was placed, the price now is in `unit_price_cents`, and the key "
+                            "is not used up."
                         ),
                         "415": _problem("Body is not application/json."),
                         "422": _problem(

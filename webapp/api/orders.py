@@ -22,7 +22,7 @@ from ..extensions import submit_once
 from ..models import Order
 from ..order_rules import is_public_id
 from ..order_states import TransitionRefused, transition
-from ..placing import OrderDetails, new_order
+from ..placing import OrderDetails, PriceChanged, new_order
 from ..problems import ApiProblem
 from .idempotency import expires_at, http_date
 from .request_parts import idempotency_key, json_body, require_client
@@ -62,6 +62,13 @@ def api_answer(outcome: Outcome) -> Response | None:
             )
         case Outcome(kind="still_running"):
             raise ApiProblem("request-in-progress", IN_PROGRESS, headers={"Retry-After": "1"})
+        case Outcome(kind="refused", error=PriceChanged() as changed):
+            raise ApiProblem(
+                "price-changed",
+                f"The product now costs {changed.price_cents} cents a unit, not "
+                "expected_unit_price_cents; nothing was placed.",
+                unit_price_cents=changed.price_cents,
+            )
         case Outcome(kind="refused"):
             raise ApiProblem(
                 "validation-error",
@@ -116,9 +123,11 @@ def create_order(db: Session) -> Order:
     order_request, errors = validate_order(db, json_body())
     if order_request is None:
         raise ApiProblem("validation-error", "Fix the fields listed in errors.", errors=errors)
+    fields = order_request.model_dump()
+    shown = fields.pop("expected_unit_price_cents")
     order = new_order(
         db,
-        OrderDetails(**order_request.model_dump()),
+        OrderDetails(**fields, shown_unit_price_cents=shown),
         api_client_id=g.api_client,
         idempotency_key=idempotency_key(),
     )

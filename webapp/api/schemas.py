@@ -35,6 +35,7 @@ from ..order_rules import (
     SKU_MAX,
 )
 from ..problems import field_errors, printable, whole_number
+from ..product_rules import PRICE_MAX_CENTS
 
 __all__ = ["OrderBody", "OrderRequest", "Problem", "order_json", "skus_on_sale", "validate_order"]
 
@@ -120,6 +121,16 @@ class OrderRequest(BaseModel):
         Field(json_schema_extra={"format": "email", "pattern": _no_special_use_domain()}),
     ]
     address: _text(ADDRESS_MAX, "\r\n")  # type: ignore[valid-type]
+    expected_unit_price_cents: Annotated[
+        int | None,
+        Field(
+            ge=0,
+            le=PRICE_MAX_CENTS,
+            description="Optional: the unit price, in cents, your customer was shown. If the "
+            "product no longer costs this, nothing is placed (409 price-changed).",
+        ),
+        whole_number(),
+    ] = None
 
 
 #: The message for a field that fails a rule without a message of its own.
@@ -129,6 +140,7 @@ ORDER_MESSAGES = {
     "name": f"Give 1 to {NAME_MAX} characters.",
     "email": f"Give 1 to {EMAIL_MAX} characters.",
     "address": f"Give 1 to {ADDRESS_MAX} characters.",
+    "expected_unit_price_cents": f"Give a whole number of cents from 0 to {PRICE_MAX_CENTS}.",
 }
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import g, request, url_for
+from flask import abort, g, request, url_for
 from sqlalchemy.orm import Session
 
 from flask_submit_once import Outcome
@@ -26,7 +26,9 @@ from flask_submit_once import Outcome
 from ..extensions import submit_once
 from ..models import OrderAmendment
 from ..notices import notify
-from .amending import amend_order, placed
+from ..placing import PriceChanged
+from .amending import NOT_PLACED_HERE, amend_order, placed, placed_here
+from .catalogue import forget_prices
 from .forms import OrderForm
 from .lookup import get_order_or_404
 from .messages import (
@@ -49,9 +51,13 @@ log = logging.getLogger(__name__)
 
 
 def amend_form() -> OrderForm:
-    """Before any token is spent: the order (its 404), and the order form without the
-    card field (an order a card paid is never updated)."""
-    g.amend_order = get_order_or_404((request.view_args or {})["public_id"])
+    """Before any token is spent: the order (its 404), whether this session placed it
+    (403: a page of another session would offer a token that changes it), and the order
+    form without the card field (an order a card paid is never updated)."""
+    order = get_order_or_404((request.view_args or {})["public_id"])
+    if not placed_here(order):
+        abort(403, NOT_PLACED_HERE.format(number=order.order_number))
+    g.amend_order = order
     return order_form(card=False)
 
 
@@ -103,5 +109,11 @@ def amended_url(amendment: OrderAmendment) -> str:
 )
 def amend(form: OrderForm, db: Session, public_id: str) -> OrderAmendment:
     """Change the order to the form's details in the submit's transaction (the order's
-    row locked, the rule and the product checked again there)."""
-    return amend_order(db, g.amend_order.id, form.details())
+    row locked, the rule, the product and a new product's shown price checked again
+    there)."""
+    try:
+        return amend_order(db, g.amend_order.id, form.details(), new_price=form.new_price.data)
+    except PriceChanged as changed:  # the form comes back showing the price as it is now
+        form.show_price(changed.product_id, changed.price_cents)
+        forget_prices()
+        raise

@@ -7,15 +7,21 @@ placed and unpaid, placed through the form (an API client's order is its client'
 no card was charged for it (a card order is charged for its total at once, so its
 details are fixed; changing them would need a second charge or a partial refund).
 
+And only from the browser session that placed it (:func:`placed_here`): the order's link
+opens its page, its cancel and its refund to whoever holds it, but a link forwarded,
+logged or shoulder-surfed must not be enough to send the order to another address.
+
 :func:`amend_order` runs in the update form's once-only transaction: it locks the
 order's row (a payment or a cancel committing meanwhile is seen, not raced), checks the
-rule again, reads the product again (one taken off sale since is refused, and the price
-is today's, as placing takes it) and records what changed in an
-:class:`~webapp.models.OrderAmendment` keyed by the form token's digest.
+rule again, reads the product again (one taken off sale since is refused) and records
+what changed in an :class:`~webapp.models.OrderAmendment` keyed by the form token's
+digest. The order keeps the price it was placed at: only a change of product takes that
+product's price, and only the one its page showed (``check_price``, as placing).
 """
 
 from __future__ import annotations
 
+import hmac
 from dataclasses import dataclass
 
 from flask import url_for
@@ -26,9 +32,18 @@ from flask_submit_once import Refused
 
 from ..models import Order, OrderAmendment, Product
 from ..order_rules import placed_through_api
-from ..placing import OrderDetails
+from ..placing import OrderDetails, check_price
+from .same_order import shopper
 
-__all__ = ["NotAmendable", "Placed", "amend_order", "placed", "why_not_amendable"]
+__all__ = [
+    "NOT_PLACED_HERE",
+    "NotAmendable",
+    "Placed",
+    "amend_order",
+    "placed",
+    "placed_here",
+    "why_not_amendable",
+]
 
 #: Why an order's details can no longer change, by its status.
 FIXED_BY_STATUS = {
@@ -43,9 +58,17 @@ NOT_AMENDABLE = (
     "Order {number} was not changed: {why}. Your details are still here: "
     "press Place another order to place them as a new order."
 )
+PRICE_CHANGED = (
+    "Order {number} was not changed: the price of {{name}} is now {{now}} (the page showed "
+    "{{shown}}). Check the new price below and press Update again."
+)
 OFF_SALE = (
     "Order {number} was not changed: the product you chose is no longer on sale. "
     "Choose another product and press Update again."
+)
+NOT_PLACED_HERE = (
+    "Order {number} can be changed only from the browser it was placed from, so nothing "
+    "was changed."
 )
 
 
@@ -66,6 +89,16 @@ def why_not_amendable(order: Order) -> str | None:
     return None
 
 
+def placed_here(order: Order) -> bool:
+    """Whether this browser session placed ``order``: the digest of the session's own
+    random value (kept in the signed session cookie, webapp/orders/same_order.py) is the
+    one the order was stamped with when it was placed (``orders.placed_in_session``).
+    API orders and orders placed before that column existed have none: no session did."""
+    mine = shopper(create=False)
+    stamped = order.placed_in_session
+    return mine is not None and stamped is not None and hmac.compare_digest(mine, stamped)
+
+
 @dataclass(frozen=True)
 class Placed:
     """The order a used form placed, as the form page drawn again offers it."""
@@ -74,21 +107,34 @@ class Placed:
     public_id: str
     url: str
     why_not: str | None  # why it cannot be updated; None: "Update order N" is offered
+    product_id: int
+    unit_price_cents: int  # what it was placed at (kept by an update unless told otherwise)
 
 
 def placed(order: Order) -> Placed:
+    """What the form page drawn again offers for ``order``: Update (and its token) only
+    to the session that placed it."""
+    why_not = why_not_amendable(order)
+    if why_not is None and not placed_here(order):
+        why_not = "it was placed from another browser"
     return Placed(
         order.order_number,
         order.public_id,
         url_for("orders.show", public_id=order.public_id),
-        why_not_amendable(order),
+        why_not,
+        order.product_id,
+        order.unit_price_cents,
     )
 
 
-def amend_order(db: Session, order_id: int, details: OrderDetails) -> OrderAmendment:
+def amend_order(
+    db: Session, order_id: int, details: OrderDetails, *, new_price: bool = False
+) -> OrderAmendment:
     """Change order ``order_id`` to ``details`` in the caller's transaction; the
     amendment that records it (what changed, ``{column: [before, after]}``), not yet
-    flushed. Raises :class:`NotAmendable` with the words to show if it cannot be."""
+    flushed. The order keeps its unit price unless its product changes or ``new_price``
+    (the shopper ticked "Use today's price"); a price taken is the one the page showed.
+    Raises :class:`NotAmendable` with the words to show if it cannot be."""
     # populate_existing: the row as the lock holds it, not as this session last read it.
     order = db.scalar(
         select(Order)
@@ -104,9 +150,14 @@ def amend_order(db: Session, order_id: int, details: OrderDetails) -> OrderAmend
     product = db.scalar(select(Product).where(Product.id == details.product, Product.active))
     if product is None:
         raise NotAmendable(OFF_SALE.format(number=order.order_number))
+    if product.id == order.product_id and not new_price:
+        price = order.unit_price_cents  # the price it was placed at, whatever it is today
+    else:
+        check_price(product, details, PRICE_CHANGED.format(number=order.order_number))
+        price = product.price_cents
     after = {
         "product_id": product.id,
-        "unit_price_cents": product.price_cents,
+        "unit_price_cents": price,
         "quantity": details.quantity,
         "customer_name": details.name,
         "email": details.email,

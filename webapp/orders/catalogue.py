@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from ..models import Product
 
-__all__ = ["active_products", "last_known_products"]
+__all__ = ["active_products", "forget_prices", "last_known_products"]
 
 #: (when it was read, the products): shared by this process's threads.
 _catalogue: tuple[float, list[Product]] = (float("-inf"), [])
@@ -39,3 +39,10 @@ def active_products(db: Session, *, max_age: float | None = None) -> list[Produc
 def last_known_products() -> list[Product]:
     """The catalogue as last read, to redraw a form while PostgreSQL is away."""
     return list(_catalogue[1])
+
+
+def forget_prices() -> None:
+    """Read the catalogue again next time: a submit found a price changed since (the
+    products stay known, for a form drawn while PostgreSQL is away)."""
+    global _catalogue
+    _catalogue = (float("-inf"), _catalogue[1])

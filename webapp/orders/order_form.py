@@ -11,8 +11,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from ..extensions import submit_once
 from ..payments import provider
+from ..payments.card_checks import may_check_card
 from .catalogue import active_products, last_known_products
 from .forms import CardOrderForm, OrderForm
+from .same_order import shopper
 
 __all__ = ["FINGERPRINTED", "order_form"]
 
@@ -51,7 +53,10 @@ def order_form(*, card: bool = True) -> OrderForm:
         OrderForm(products)
         if client is None
         else CardOrderForm(
-            products, client, test_cards=current_app.config["APP_ENV"] != "production"
+            products,
+            client,
+            test_cards=current_app.config["APP_ENV"] != "production",
+            may_ask=lambda: may_check_card(shopper(create=True) or ""),
         )
     )
     if unknown:

@@ -16,10 +16,11 @@ from ..models import Order
 from ..notices import ALREADY_PLACED, notices_for, notify
 from ..order_rules import NO_SUCH_ORDER, is_public_id, placed_through_api
 from ..payments.checkout import Declined, charge
-from ..placing import new_order
+from ..placing import PriceChanged, new_order
 from . import same_order
 from .amend_views import amend
 from .amending import placed
+from .catalogue import forget_prices
 from .forms import CardOrderForm, OrderForm
 from .lookup import find_order
 from .messages import (
@@ -123,7 +124,7 @@ def changed_words(outcome: Outcome) -> str:
 def refused_words(outcome: Outcome) -> str:
     """A declined card (now, or a repeat of the submit it was declined for) says so; the
     same order placed meanwhile is asked about."""
-    if isinstance(outcome.error, same_order.SameOrderRecently):
+    if isinstance(outcome.error, same_order.SameOrderRecently | PriceChanged):
         return str(outcome.error)
     declined = isinstance(outcome.error, Declined) or (
         isinstance(outcome.result, Order) and outcome.result.status == "declined"
@@ -158,9 +159,10 @@ def unconfirmed_words(outcome: Outcome) -> str:
     },
 )
 def create(form: OrderForm, db: Session) -> Order:
-    """Place the order the form asks for (:func:`webapp.placing.new_order`); with a card,
-    written "charging", and :func:`~webapp.payments.checkout.charge` charges it once the
-    row is committed."""
+    """Place the order the form asks for (:func:`webapp.placing.new_order`), at the price
+    its page showed; with a card, written "charging", and
+    :func:`~webapp.payments.checkout.charge` charges it (that total) once the row is
+    committed."""
     card = form.payment_method.data if isinstance(form, CardOrderForm) else None
     details = form.details(card or None)
     shopper = same_order.shopper(create=True)
@@ -169,7 +171,12 @@ def create(form: OrderForm, db: Session) -> Order:
     earlier = same_order.earlier_same_order(db, details, shopper, form.same_again.data)
     if earlier is not None:  # placed from another tab since this form was validated
         raise same_order.SameOrderRecently(earlier)
-    order = new_order(db, details, placed_in_session=shopper)
+    try:
+        order = new_order(db, details, placed_in_session=shopper)
+    except PriceChanged as changed:  # the form comes back showing the price as it is now
+        form.show_price(changed.product_id, changed.price_cents)
+        forget_prices()
+        raise
     if not card:
         order.submission_step = None  # no card to charge: no step (the webhook pays it)
     return order
@@ -182,6 +189,18 @@ def ask_with_conflict(response):
     the transaction asks it."""
     if response.status_code == 422 and g.get("same_order") is not None:
         response.status_code = 409
+    return response
+
+
+@bp.after_request
+def too_many_card_checks(response):
+    """A form whose card this session may not have checked again (its count spent,
+    webapp/payments/card_checks.py) is a 429: the form, its input and its unspent token,
+    and when to try again."""
+    retry_after = g.get("card_checks_retry_after")
+    if response.status_code == 422 and retry_after:
+        response.status_code = 429
+        response.headers["Retry-After"] = str(retry_after)
     return response
 
 

@@ -32,9 +32,11 @@ from ..order_states import transition
 from . import provider
 from .client import CardDeclined, CardRefused, Charge, ProviderClient, ProviderUnavailable
 
-__all__ = ["Declined", "charge", "record_charge"]
+__all__ = ["CHECKOUT_SUBMISSION", "Declined", "charge", "checkout_metadata", "record_charge"]
 
 log = logging.getLogger(__name__)
+#: The metadata key of the checkout's charge that names its submission.
+CHECKOUT_SUBMISSION = "submission"
 #: Older than this, an order's charge is looked for before it is asked for (the provider
 #: keeps a key 24 h).
 LOOK_FIRST_AFTER = timedelta(hours=20)
@@ -58,6 +60,7 @@ def charge(db: Session, order: Order, key: str) -> None:
             payment_method=order.payment_method,
             reference=order.payment_reference,
             key=key,
+            metadata=checkout_metadata(order),
         )
     except (CardDeclined, CardRefused) as declined:
         code = declined.code if isinstance(declined, CardDeclined) else str(declined)
@@ -73,6 +76,16 @@ def charge(db: Session, order: Order, key: str) -> None:
         done.id,
         ", answered again for its key" if done.replayed else "",
     )
+
+
+def checkout_metadata(order: Order) -> dict[str, str]:
+    """What the checkout's charge of ``order`` carries, and the provider's events about
+    it repeat: the submission that placed the order (its digest's 12-character prefix, as
+    the logs name it; a digest, never the token). A webhook takes a charge it has not
+    recorded yet for the checkout's own only when this matches (webapp/webhooks/effect.py),
+    so another charge of the same reference and amount cannot take its place. The same
+    for every retry of the charge, as its idempotency key requires."""
+    return {CHECKOUT_SUBMISSION: (order.submission_digest or "")[:12]}
 
 
 def charged_before(client: ProviderClient, order: Order) -> Charge | None:

@@ -112,10 +112,18 @@ class ProviderClient:
         return _payment_method(self._expect(status, body, 200))
 
     def charge(
-        self, *, amount: int, currency: str, payment_method: str, reference: str, key: str
+        self,
+        *,
+        amount: int,
+        currency: str,
+        payment_method: str,
+        reference: str,
+        key: str,
+        metadata: dict[str, str] | None = None,
     ) -> Charge:
         """Charge ``amount`` once per ``key``: a repeat of the key answers what the first
-        did (the charge, or :class:`CardDeclined` again)."""
+        did (the charge, or :class:`CardDeclined` again). ``metadata`` is kept on the
+        charge and comes back in the provider's events about it."""
         status, body, headers = self._call_with_headers(
             "POST",
             "/v1/charges",
@@ -125,6 +133,7 @@ class ProviderClient:
                 "currency": currency,
                 "payment_method": payment_method,
                 "reference": reference,
+                **({"metadata": metadata} if metadata else {}),
             },
         )
         if status == 400:  # the method is unknown or unusable: it can never be charged

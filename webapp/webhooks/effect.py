@@ -18,11 +18,15 @@ never match, or page someone at the provider instead of us.
 The checkout charges cards itself (webapp/payments/checkout.py), and the provider then
 announces the same charge: an event whose ``charge`` is the order's own pays nothing
 more (recorded as ``checkout_charge``); one that arrives while the checkout's charge is
-still being recorded pays the order with it, and the checkout's record then adds nothing.
+still being recorded pays the order with it, and the checkout's record then adds nothing,
+but only if its metadata names the order's submission as the checkout's charge does
+(``checkout_metadata``): another charge of the same reference and amount meanwhile is not
+the checkout's, and is recorded as a problem, the order left charging for its own.
 """
 
 from __future__ import annotations
 
+import hmac
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +38,7 @@ from flask_submit_once import Refused
 from ..extensions import submit_once
 from ..models import Order, PaymentEvent
 from ..order_states import TransitionRefused, transition
+from ..payments.checkout import CHECKOUT_SUBMISSION
 from ..refunds.effect import record_refund
 from .event import PaymentEvent as Event
 
@@ -88,6 +93,7 @@ def apply_event(db: Session, event: Event) -> Recorded:
             Order.currency,
             Order.order_number,
             Order.charge_id,
+            Order.submission_digest,
             (Order.unit_price_cents * Order.quantity).label("total"),
         )
         .where(Order.payment_reference == event.order_id)
@@ -150,11 +156,20 @@ def apply_event(db: Session, event: Event) -> Recorded:
 
 def checkout_charge(order: Any, event: Event) -> bool:
     """Whether the event is the checkout's own charge of the order: already recorded
-    (its charge id), or still being recorded (the order is charging, for its total)."""
+    (its charge id), or still being recorded (the order is charging, for its total, and
+    the charge's metadata names the order's submission, as the checkout's carries)."""
     if event.type != "payment.succeeded" or event.charge is None:
         return False
-    return event.charge == order.charge_id or (
-        order.status == "charging" and order.charge_id is None and event.amount_cents == order.total
+    if event.charge == order.charge_id:
+        return True
+    if order.status != "charging" or order.charge_id is not None:
+        return False
+    named = (event.metadata or {}).get(CHECKOUT_SUBMISSION, "")
+    submission = (order.submission_digest or "")[:12]
+    return (
+        event.amount_cents == order.total
+        and bool(submission)
+        and hmac.compare_digest(named.encode(), submission.encode())
     )
 
 

@@ -29,6 +29,7 @@ MESSAGES = {
     "amount_cents": f"Give a whole number of cents from 1 to {MAX_AMOUNT_CENTS}.",
     "currency": "Give the ISO 4217 code of the currency, such as EUR.",
     "charge": "Give 1 to 255 printable characters.",
+    "metadata": "Give an object of at most 20 names and values, each 1 to 255 characters.",
 }
 
 
@@ -62,6 +63,14 @@ class PaymentEvent(BaseModel):
         Field(
             description="The provider's charge a payment is, when it is one: the checkout's "
             "own charge pays its order once, whichever of the two records it."
+        ),
+    ] = None
+    metadata: Annotated[
+        dict[Name, Name] | None,
+        Field(
+            max_length=20,
+            description="The charge's metadata, as the shop set it: the checkout's charge "
+            "names its submission, and only a charge that does is taken for it.",
         ),
     ] = None
 
