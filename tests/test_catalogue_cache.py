@@ -6,7 +6,7 @@ from __future__ import annotations
 from sqlalchemy import event, text
 
 from tests.conftest import VALID, hidden, order_count
-from webapp.orders import NOT_PLACED
+from webapp.orders import FORM, NOT_PLACED
 
 
 def test_cached_catalogue_saves_the_query_but_an_off_sale_product_is_refused_not_sold(
@@ -55,18 +55,23 @@ def test_without_the_cache_every_form_reads_the_catalogue(make_app):
 
 def test_a_submit_that_rolls_back_leaves_the_cached_catalogue_usable(make_app, servers):
     """The cache is shared by every request of the process: what it holds must not
-    belong to one request's session. A submit that ends in a ROLLBACK (here an unknown
-    token, "expired") expires what its session loaded; the next form drawn from the
-    cache must still show the catalogue, not fail on an expired, detached product."""
+    belong to one request's session. A submit that ends in a ROLLBACK (here a token the
+    shop made for this session but never stored in Redis: "expired" after validation)
+    expires what its session loaded; the next form drawn from the cache must still show
+    the catalogue, not fail on an expired, detached product."""
     app = make_app(CATALOGUE_CACHE_SECONDS=0)
     client = app.test_client()
     page = client.get("/orders/new").get_data(as_text=True)
+    with client.session_transaction() as session:
+        sid = session["_submit_once_sid"]
+    # A made-up token would be refused by its MAC before the form is validated.
+    unstored = app.extensions["submit_once"].store.new_token(session_id=sid, form=FORM)
     expired = client.post(
         "/orders",
         data={  # reads the catalogue: the cache's products
             **VALID,
             "csrf_token": hidden(page, "csrf_token"),
-            "form_token": "A" * 43,
+            "form_token": unstored,
         },
     )
     assert expired.status_code == 409

@@ -88,10 +88,11 @@ def test_session_cookie_is_httponly_lax_and_secure_in_production(make_app):
     assert "HttpOnly" in cookie and "SameSite=Lax" in cookie and "Secure" in cookie
 
 
-def test_form_tokens_carry_256_random_bits(client):
+def test_form_tokens_are_a_128_bit_random_nonce_and_a_128_bit_mac(client):
     tokens = {open_form(client)["form_token"] for _ in range(20)}
     assert len(tokens) == 20
     assert all(len(base64.urlsafe_b64decode(t + "=")) == 32 for t in tokens)
+    assert len({base64.urlsafe_b64decode(t + "=")[:16] for t in tokens}) == 20
 
 
 def test_no_token_csrf_value_or_session_id_is_ever_logged(make_app, servers, caplog):

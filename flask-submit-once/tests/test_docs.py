@@ -447,6 +447,7 @@ def test_the_htmx_example_answers_a_repeated_question_in_place_with_its_result(
 
 def extension_and_template_object() -> tuple[Flask, object]:
     app = Flask(__name__)
+    app.secret_key = "docs"
     SubmitOnce(app, client=redis.Redis())  # sends no command: nothing needs to listen
     return app, app.jinja_env.globals["submit_once"]
 

@@ -229,6 +229,9 @@ def test_a_misconfigured_app_is_told_how_to_fix_it(redis_url):
         SubmitOnce(flask_app())
     with pytest.raises(RuntimeError, match="not a one-server URL"):
         SubmitOnce(flask_app(REDIS_URL="redis+sentinel://127.0.0.1:1"))
+    # Every token's MAC is made with a key derived from it.
+    with pytest.raises(RuntimeError, match="set SECRET_KEY before init_app"):
+        SubmitOnce(flask_app(REDIS_URL=redis_url, SECRET_KEY=None))
     with flask_app().app_context(), pytest.raises(RuntimeError, match="init_app"):
         assert SubmitOnce().redis
     app = flask_app(REDIS_URL=redis_url)

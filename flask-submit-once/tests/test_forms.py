@@ -4,7 +4,12 @@ PostgreSQL."""
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
+import redis
+
+from flask_submit_once.testing import OnceForms
 
 ADA = {"email": "ada@example.com", "name": "Ada", "quantity": "2"}
 GRACE = {**ADA, "email": "grace@example.com"}
@@ -77,6 +82,37 @@ def test_a_token_missing_malformed_or_repeated_is_a_400_and_touches_nothing(
     assert answer.status_code == 400 and "without a valid form token" in answer.text
     assert sorted(rdb.keys("*")) == keys and signups() == []
     assert page.submit(ADA).status_code == 303  # the page's own token was not touched
+
+
+def test_a_made_up_token_is_expired_before_its_form_is_validated_or_redis_asked(
+    make_app, own_redis, signups, monkeypatch
+):
+    """A validator may call elsewhere (a card check at a provider): a token the server
+    never issued must cost nothing, so it is refused by its MAC before the form is
+    validated and before any Redis command that could consume it."""
+    from signup_app import SignUpForm
+
+    validated = []
+    validate = SignUpForm.validate
+    monkeypatch.setattr(
+        SignUpForm, "validate", lambda form, **kw: validated.append(1) or validate(form, **kw)
+    )
+    app = make_app(REDIS_URL=own_redis.url)
+    once_forms = OnceForms(app.test_client())
+    page = once_forms.open("/signup")
+    with redis.Redis.from_url(own_redis.url, decode_responses=True) as rdb:
+        keys = rdb.keys("so:*")
+
+        def getdels() -> int:
+            return int(rdb.info("commandstats").get("cmdstat_getdel", {}).get("calls", 0))
+
+        before = getdels()
+        answer = page.submit({**ADA, "form_token": secrets.token_urlsafe(32)})
+        assert answer.status_code == 409 and 'value="ada@example.com"' in answer.text
+        assert validated == [] and getdels() == before
+        assert set(keys) <= set(rdb.keys("so:*"))
+    assert page.submit(ADA).status_code == 303 and validated == [1]
+    assert signups() == ["ada@example.com"]
 
 
 def test_turbo_gets_a_303_to_the_result_and_a_422_page_for_invalid_fields(once_forms):

@@ -7,6 +7,8 @@ stop and start keeps its keys)."""
 
 from __future__ import annotations
 
+import secrets
+
 import pytest
 import redis
 from sqlalchemy import event, func, select
@@ -160,6 +162,70 @@ def test_with_the_fallback_redis_away_at_submit_lets_the_database_decide_once(
     own_redis.start()
     again = page.submit(ADA, client=another_worker(make_app, once_forms, own_redis.url))
     assert again.headers["Location"] == "/thanks/1" and signups() == ["ada@example.com"]
+
+
+def made_up() -> str:
+    """A well-formed token the server never issued."""
+    return secrets.token_urlsafe(32)
+
+
+@pytest.mark.parametrize(
+    "sign_forms, status, words",
+    [
+        (True, 409, "had expired or was already used"),
+        # No fresh token can be had: the expired form's answer while Redis is away.
+        (False, 503, "could not reach our systems"),
+    ],
+    ids=["signed-forms", "no-signed-forms"],
+)
+def test_with_the_fallback_redis_away_a_made_up_token_is_expired_and_makes_no_row(
+    make_app, own_redis, signups, sign_forms, status, words
+):
+    """With Redis away there is no key to look a token up by: the token must prove by
+    itself that it was issued (its MAC). Three strings the server never issued place
+    nothing; each gets the form again with its input, as an expired form does (with a
+    fresh signed token when the app signs forms)."""
+    app = make_app(
+        REDIS_URL=own_redis.url,
+        SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS=True,
+        SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS=sign_forms,
+    )
+    once_forms = OnceForms(app.test_client())
+    page = once_forms.open("/signup")
+    own_redis.stop()
+    for n in range(3):
+        sent = {**ADA, "email": f"made-up-{n}@example.com", "form_token": made_up()}
+        answer = page.submit(sent)
+        assert answer.status_code == status and words in answer.text, answer.text[:300]
+        assert f'value="made-up-{n}@example.com"' in answer.text
+        assert 'value="Ada Lovelace"' in answer.text and "Traceback" not in answer.text
+        fresh = once_forms.page("/signup", answer.text).token
+        assert fresh.startswith("s1.") if sign_forms else fresh == sent["form_token"]
+    assert signups() == []
+
+
+def test_a_form_drawn_before_the_outage_places_once_in_a_storm_that_made_up_tokens_join(
+    make_app, own_redis, signups
+):
+    """Twenty concurrent submits of a form drawn before Redis went away (a storm of
+    retries), and five made-up tokens sent with them: the form's token places one row and
+    every duplicate lands on it; the made-up ones place nothing."""
+    app = make_app(
+        REDIS_URL=own_redis.url,
+        SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS=True,
+        SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS=True,
+    )
+    once_forms = OnceForms(app.test_client())
+    page = once_forms.open("/signup")
+    own_redis.stop()
+    forged = [
+        {**ADA, "email": f"made-up-{n}@example.com", "form_token": made_up()} for n in range(5)
+    ]
+    answers = page.submit_concurrently([ADA] * 20 + forged)
+    genuine, refused = answers[:20], answers[20:]
+    assert {(a.status_code, a.headers.get("Location")) for a in genuine} == {(303, "/thanks/1")}
+    assert [a.status_code for a in refused] == [409] * 5
+    assert signups() == ["ada@example.com"]
 
 
 def test_redis_away_when_a_lost_session_needs_a_fresh_form_keeps_the_input(

@@ -7,6 +7,7 @@ the process. These tests stop and start a Redis of their own (``own_redis``)."""
 from __future__ import annotations
 
 import pytest
+from itsdangerous import URLSafeTimedSerializer
 from sqlalchemy import func, select
 
 from flask_submit_once.testing import OnceForms
@@ -156,6 +157,44 @@ def test_a_signed_token_older_than_the_ttl_is_expired_with_the_input_kept(
     fresh = once_forms.page("/signup", answer.text)
     assert fresh.token.startswith("s1.") and fresh.token != page.token and signups() == []
     assert fresh.submit(ADA).headers["Location"] == "/thanks/1"
+
+
+def nonce_of(token: str) -> str:
+    """A signed token's nonce: its payload is signed, not encrypted, so anyone reads it."""
+    _, (nonce, _) = URLSafeTimedSerializer("not the key").loads_unsafe(token[len("s1.") :])
+    return str(nonce)
+
+
+@pytest.mark.parametrize("age", [0, 601], ids=["fresh", "past-the-ttl"])
+def test_a_signed_tokens_nonce_sent_bare_is_expired_and_places_nothing(
+    make_app, own_redis, signups, monkeypatch, age
+):
+    """A signed token's parts cannot be sent apart: its nonce, read from the payload and
+    sent as a token of its own, is no token the server issued (and would skip the signed
+    token's expiry). With the fallback on and Redis away it places nothing, fresh or past
+    the TTL; the signed token itself is expired past the TTL."""
+    app = make_app(
+        REDIS_URL=own_redis.url,
+        SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS=True,
+        SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS=True,
+        SUBMIT_ONCE_TTL_SECONDS=600,
+        WTF_CSRF_TIME_LIMIT=None,
+    )
+    once_forms = OnceForms(app.test_client())
+    own_redis.stop()
+    page = once_forms.open("/signup")
+    assert page.token.startswith("s1.")
+    drawn = time.time()
+    monkeypatch.setattr(time, "time", lambda: drawn + age)
+    bare = page.submit({**ADA, "form_token": nonce_of(page.token)})
+    kept(bare, 409, "had expired or was already used", ADA)
+    assert signups() == []
+    signed = page.submit(ADA)
+    if age:
+        kept(signed, 409, "had expired or was already used", ADA)
+        assert signups() == []
+    else:
+        assert signed.headers["Location"] == "/thanks/1" and signups() == ["ada@example.com"]
 
 
 def until_refused(open_page, most: int) -> list[int]:

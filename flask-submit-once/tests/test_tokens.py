@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
+import string
 import threading
 
 import pytest
@@ -104,6 +106,35 @@ def test_digest_differs_by_form_and_session():
         for f in ("order", "cancel")
     }
     assert len(digests) == 4 and all(len(d) == 43 for d in digests)
+
+
+def flip_last_bits(token: str) -> str:
+    """``token`` with an unused bit of its last character flipped: another string that
+    decodes to the same 32 bytes (43 characters carry 258 bits)."""
+    alphabet = string.ascii_uppercase + string.ascii_lowercase + string.digits + "-_"
+    return token[:-1] + alphabet[alphabet.index(token[-1]) ^ 0b01]
+
+
+def test_a_token_proves_it_was_issued_for_its_session_and_form_without_redis(rdb):
+    """With a secret, a token carries a MAC over its session, form and nonce: what the
+    server issued is told from a made-up string without asking Redis (which may be away),
+    and only for the session and form it was issued for, under the secret that made it."""
+    store = TokenStore(rdb, ttl=60, prefix="test", secret=b"k" * 32)
+    token = store.create(session_id=SID, form="order")
+    assert re.fullmatch(r"[A-Za-z0-9_-]{43}", token)
+    assert store.verify(token, session_id=SID, form="order")
+    assert not store.verify(token, session_id=OTHER_SID, form="order")
+    assert not store.verify(token, session_id=SID, form="cancel")
+    other = TokenStore(rdb, ttl=60, prefix="test", secret=b"j" * 32)
+    assert not other.verify(token, session_id=SID, form="order")
+    made_up = [secrets.token_urlsafe(32) for _ in range(3)] + ["a" * 43, flip_last_bits(token)]
+    assert not any(store.verify(t, session_id=SID, form="order") for t in made_up)
+    # Refused before any command: a made-up token consumes nothing, even by chance.
+    assert store.consume(made_up[0], session_id=SID, form="order") is False
+    assert store.consume(token, session_id=OTHER_SID, form="order") is False
+    assert store.consume(token, session_id=SID, form="order") is True
+    # Without a secret, as in 0.10: any well-formed token may be tried.
+    assert TokenStore(rdb, ttl=60).verify(made_up[0], session_id=SID, form="order")
 
 
 def test_a_connection_the_server_closed_while_idle_is_opened_again_before_a_command(store, rdb):

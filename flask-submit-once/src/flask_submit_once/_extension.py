@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import hmac
 import importlib.util
 import logging
 import warnings
@@ -121,16 +123,29 @@ def back_shows_forms(app: Flask) -> None:
         app.session_interface = BackFriendlySessionInterface()
 
 
-def signed_tokens(app: Flask, ttl: int) -> SignedTokens | None:
+def secret_key(app: Flask) -> str | bytes:
+    """The app's secret key, which every form token's MAC (and a signed token's
+    signature) is made with."""
+    if not app.secret_key:
+        raise RuntimeError(
+            "SubmitOnce proves each form token was issued (a MAC over its session and "
+            "form) with the app's secret key: set SECRET_KEY before init_app."
+        )
+    return app.secret_key
+
+
+def token_secret(key: str | bytes) -> bytes:
+    """The TokenStore's MAC key: derived from the app's secret key for this use alone, so
+    that no MAC of the tokens is anything else the app signs."""
+    material = key.encode() if isinstance(key, str) else key
+    return hmac.new(material, b"flask-submit-once form token MAC", hashlib.sha256).digest()
+
+
+def signed_tokens(app: Flask, key: str | bytes, ttl: int) -> SignedTokens | None:
     """The signer of tokens for forms drawn while Redis is away, when the app wants them."""
     if not app.config["SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS"]:
         return None
-    if not app.secret_key:
-        raise RuntimeError(
-            "SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS signs tokens with the app's "
-            "secret key: set SECRET_KEY before init_app."
-        )
-    return SignedTokens(app.secret_key, ttl)
+    return SignedTokens(key, ttl)
 
 
 def warn_if_csrf_ends_first(app: Flask, ttl: int) -> None:
@@ -330,19 +345,22 @@ class SubmitOnce:
         self, app: Flask, *, client: RedisClient | None = None, sessions: Sessions | None = None
     ) -> None:
         """Read the ``SUBMIT_ONCE_*`` settings, and make the app's Redis client (or take
-        ``client``)."""
+        ``client``). The app's ``SECRET_KEY`` must be set first: every form token carries
+        a MAC made with a key derived from it."""
         read_settings(app)
         if sessions is None:
             sessions = self._sessions
         set_up_sessions(app, sessions)
         if client is None:
             client = self._client
+        key = secret_key(app)
         if client is None:
             client = client_for(app.config["SUBMIT_ONCE_REDIS_URL"])
         store = TokenStore(
             client,
             ttl=int(app.config["SUBMIT_ONCE_TTL_SECONDS"]),
             prefix=app.config["SUBMIT_ONCE_KEY_PREFIX"],
+            secret=token_secret(key),
         )
         st = app.extensions[EXTENSION] = State(
             app=app,
@@ -352,7 +370,7 @@ class SubmitOnce:
             field=app.config["SUBMIT_ONCE_FIELD_NAME"],
             wait=float(app.config["SUBMIT_ONCE_WAIT_SECONDS"]),
             accept_when_redis_away=bool(app.config["SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS"]),
-            signed=signed_tokens(app, store.ttl),
+            signed=signed_tokens(app, key, store.ttl),
         )
         warn_if_csrf_ends_first(app, store.ttl)
         app.jinja_env.globals["submit_once"] = TemplateHelper(st)

@@ -2,6 +2,7 @@
 <flask_submit_once.SubmitOnce.form>` puts around a view::
 
     token: its shape (400), before Redis or the database is touched
+    token: its MAC (made up, another session's or form's: expired, 409), before validation
     a repeat this process recently saw take effect, sent alike -> its answer (GETDEL only)
     the form: validate -> invalid: 422, the input and the same token (the database away: 503)
     the transaction (_runner): lock, GETDEL, the view's row, its digest and fingerprint, COMMIT
@@ -49,7 +50,17 @@ from ._answers import (
 from ._errors import CrossSiteError, FormTokenError, NotUnicodeError, UnavailableError
 from ._issuing import SignedExpired, form_name, is_signed
 from ._model import Sessions, SubmissionMixin, add_submission
-from ._runner import UNREACHABLE, Committed, Consumable, Step, Then, run_once, status, step_outcome
+from ._runner import (
+    UNREACHABLE,
+    Committed,
+    Consumable,
+    NotIssued,
+    Step,
+    Then,
+    run_once,
+    status,
+    step_outcome,
+)
 from ._tokens import is_well_formed
 
 if TYPE_CHECKING:
@@ -125,7 +136,8 @@ class ProtectedForm:
         started = time.perf_counter()
         try:
             consumable = Consumable.of(st, token, name)
-        except SignedExpired:
+        except (SignedExpired, NotIssued):
+            # Nothing validated: a validator may call elsewhere (a card check).
             return self.respond(st, Outcome("expired"), name, token, self.make_form(), "", started)
         digest = consumable.digest
         raw = sent_fingerprint(st.field)
@@ -308,7 +320,7 @@ class ProtectedForm:
         ``done`` (and where), ``running``, or ``not_done`` (submitting it is safe)."""
         try:
             digest = Consumable.of(st, submitted_token(st.field), name).digest
-        except SignedExpired:
+        except (SignedExpired, NotIssued):
             return make_response({"status": "not_done", "location": None})
         found, location = status(self.session(st), digest, self.find)
         return make_response({"status": found, "location": location})

@@ -20,7 +20,9 @@ cannot be reached still gets a token: ``s1.`` and a payload signed with the app'
 key (itsdangerous, Flask's own signer), carrying a random nonce, a digest of the form and
 session it is bound to, and the time it was issued; nothing in it is a secret, and nothing
 of the session or the form is in the clear. Its digest is made from the nonce exactly as
-an issued token's is, so the UNIQUE column and the lock treat both alike. What is lost
+an issued token's is, so the UNIQUE column and the lock treat both alike; the nonce itself
+carries no MAC, so sent bare it is refused as a token never issued (the signed token's
+expiry cannot be skipped by sending its nonce alone). What is lost
 while Redis is away, and how the rest holds:
 
 * consuming it: a signed token is not in Redis to be GETDEL'd. Its submit claims its
@@ -296,7 +298,7 @@ class LimitedTokens:
         round trip. Over a limit, none is issued and :class:`OverLimit` says which
         limit and when its window ends."""
         store = self.store
-        tokens = [secrets.token_urlsafe(TOKEN_BYTES) for _ in forms]
+        tokens = [store.new_token(session_id=session_id, form=form) for form in forms]
         keys = [
             store.key(store.digest(token, session_id=session_id, form=form))
             for token, form in zip(tokens, forms, strict=True)
@@ -444,6 +446,8 @@ class SignedTokens:
 
     def sign(self, *, session_id: str, form: str) -> str:
         """A signed token for one rendering of ``form`` in ``session_id``."""
+        # Random, with no MAC: read out of the payload and sent bare, it is no token the
+        # store issued (TokenStore.verify), so the signed expiry cannot be stepped around.
         nonce = secrets.token_urlsafe(TOKEN_BYTES)
         return SIGNED_PREFIX + self.serializer.dumps([nonce, _binding(session_id, form)])
 

@@ -79,6 +79,7 @@ __all__ = [
     "UNREACHABLE",
     "Committed",
     "Consumable",
+    "NotIssued",
     "Step",
     "Then",
     "lock_key",
@@ -116,6 +117,12 @@ class Committed(NamedTuple):
     shown: Any = None
 
 
+class NotIssued(Exception):
+    """A token that does not prove it was issued for this session and form (its MAC): a
+    made-up one, another session's or form's, or a signed token's nonce sent bare.
+    Answered as an expired form, before the form is validated or anything consumed."""
+
+
 class Consumable:
     """How a submit's digest is consumed, and restored. An issued token is consumed by its
     ``GETDEL`` and restored by claiming its digest again (after an unconfirmed COMMIT, so
@@ -141,10 +148,14 @@ class Consumable:
     def of(cls, state: State, token: str, name: str) -> Consumable:
         """How ``token``, submitted to the form ``name`` in this session, is consumed:
         :class:`~flask_submit_once.FormTokenError` for a signed token when the app signs
-        none, ``SignedExpired`` for one too old or bound elsewhere."""
+        none, ``SignedExpired`` for one too old or bound elsewhere, :class:`NotIssued`
+        for a token whose MAC does not verify (checked here, without Redis, so that a
+        submit accepted while Redis is away still takes only tokens issued)."""
         sid = session_id()
         store = state.store
         if not is_signed(token):
+            if not store.verify(token, session_id=sid, form=name):
+                raise NotIssued()
             digest = store.digest(token, session_id=sid, form=name)
             return cls(store, digest, "issued", accept_when_redis_away=state.accept_when_redis_away)
         if state.signed is None:

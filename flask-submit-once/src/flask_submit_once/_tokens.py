@@ -4,7 +4,8 @@ It needs only redis-py and the standard library, imports nothing from Flask, and
 copied into a project on its own. Life of a token::
 
     create()   SET <prefix>:<digest> 1 EX <ttl> NX     when the form is rendered
-    consume()  GETDEL <prefix>:<digest>                when the form is submitted
+    verify()   its MAC, no command                     when the form is submitted, then
+    consume()  GETDEL <prefix>:<digest>
 
 A key the *caller* chooses (an ``Idempotency-Key`` header, a webhook event id) is not
 issued first; it is claimed::
@@ -18,7 +19,12 @@ instrumentation all apply.
 
 Guarantees:
 
-* A token is 256 random bits from :mod:`secrets`; it cannot be guessed.
+* A token is 256 bits that cannot be guessed. Given a ``secret``, it is 128 random bits
+  (the nonce, from :mod:`secrets`) and a 128-bit MAC of them and of the session and form
+  it is issued for (HMAC-SHA256 under the secret): :meth:`TokenStore.verify` tells a token
+  this store issued from a made-up one *without Redis*, so that a submit accepted while
+  Redis is away still takes only issued tokens. Without a secret it is 256 random bits,
+  and only Redis knows whether it was issued.
 * Of any number of concurrent or repeated ``consume`` calls for one token, at most one
   returns ``True``: GETDEL reads and deletes in one command, and Redis runs commands one
   at a time (why not GET then DEL, or SET NX: the pattern page).
@@ -26,6 +32,8 @@ Guarantees:
   digest of (form, session, token). Pasted into another session or form it names a key
   that does not exist, so the foreign submit is refused *and the owner's key is left
   alone*.
+* With a secret, a token that does not verify is refused before any command: it consumes
+  nothing.
 * The token itself never reaches Redis or a log line, only its digest.
 * Every key has a TTL, so an abandoned form costs nothing after it.
 
@@ -38,6 +46,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import hmac
 import re
 import secrets
 from typing import TYPE_CHECKING, Any, TypeAlias
@@ -45,7 +54,7 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 import redis
 from redis.cluster import RedisCluster
 
-__all__ = ["TOKEN_BYTES", "RedisClient", "TokenStore", "is_well_formed"]
+__all__ = ["NONCE_BYTES", "TOKEN_BYTES", "RedisClient", "TokenStore", "is_well_formed"]
 
 #: A redis-py client for one server (or a Sentinel-managed master) or a Cluster.
 RedisClient: TypeAlias = redis.Redis | RedisCluster
@@ -53,6 +62,10 @@ RedisClient: TypeAlias = redis.Redis | RedisCluster
 #: 32 bytes = 256 bits of randomness, encoded as 43 URL-safe characters.
 TOKEN_BYTES = 32
 _TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{43}")
+#: Of a token with a MAC: the random nonce's bytes; the MAC is the rest.
+NONCE_BYTES = 16
+#: What the MAC is over besides the token's own parts: no other MAC under the secret is one.
+_MAC_LABEL = b"flask-submit-once form token v1"
 
 
 def is_well_formed(token: object) -> bool:
@@ -68,12 +81,25 @@ class TokenStore:
         touches one key, so any Cluster slot layout works.
     :param ttl: seconds a rendered form stays submittable.
     :param prefix: namespace for the keys, so they can share a database.
+    :param secret: the key of the MAC each token carries (32 random bytes, or derived
+        from the app's secret key), so that :meth:`verify` tells an issued token from a
+        made-up one without Redis. None: tokens carry no MAC, as in 0.10.
     """
 
-    def __init__(self, client: RedisClient, *, ttl: int = 3600, prefix: str = "so") -> None:
+    def __init__(
+        self,
+        client: RedisClient,
+        *,
+        ttl: int = 3600,
+        prefix: str = "so",
+        secret: bytes | None = None,
+    ) -> None:
         if ttl <= 0:
             raise ValueError("ttl must be a positive number of seconds")
+        if secret is not None and len(secret) < 16:
+            raise ValueError("secret must be at least 16 bytes")
         self.client, self.ttl, self.prefix = client, ttl, prefix
+        self.secret = secret
 
     @staticmethod
     def digest(token: str, *, session_id: str, form: str) -> str:
@@ -94,11 +120,45 @@ class TokenStore:
         """The Redis key of a token's ``digest``."""
         return f"{self.prefix}:{digest}"
 
+    def new_token(self, *, session_id: str, form: str) -> str:
+        """A token for one rendering of ``form`` in ``session_id``, not yet in Redis (what
+        :meth:`create` stores; for a caller that stores many at once): 43 URL-safe
+        characters, with a MAC of ``session_id`` and ``form`` when the store has a
+        secret."""
+        if self.secret is None:
+            return secrets.token_urlsafe(TOKEN_BYTES)
+        nonce = secrets.token_bytes(NONCE_BYTES)
+        return _encode(nonce + self._mac(nonce, session_id=session_id, form=form))
+
+    def verify(self, token: str, *, session_id: str, form: str) -> bool:
+        """Whether ``token`` is one this store's secret made for ``session_id`` and
+        ``form``, sending no command: a made-up token, or one made for another session,
+        form or secret, is ``False``. Not whether it is still live (:meth:`consume`
+        says). Without a secret, any well-formed token may be."""
+        if not is_well_formed(token):
+            return False
+        if self.secret is None:
+            return True
+        raw = base64.urlsafe_b64decode(token + "=")
+        if _encode(raw) != token:
+            # 43 characters hold 2 bits more than 32 bytes: one spelling per token, so
+            # that a token's digest is the only one it has.
+            return False
+        nonce, mac = raw[:NONCE_BYTES], raw[NONCE_BYTES:]
+        return hmac.compare_digest(mac, self._mac(nonce, session_id=session_id, form=form))
+
+    def _mac(self, nonce: bytes, *, session_id: str, form: str) -> bytes:
+        assert self.secret is not None
+        # Each part with its length: no two (form, session) pairs give the same material.
+        parts = (_MAC_LABEL, form.encode(), session_id.encode(), nonce)
+        material = b"".join(len(part).to_bytes(4, "big") + part for part in parts)
+        return hmac.new(self.secret, material, hashlib.sha256).digest()[: TOKEN_BYTES - NONCE_BYTES]
+
     def create(self, *, session_id: str, form: str) -> str:
         """A new token for one rendering of ``form`` in ``session_id``: one
         ``SET key 1 EX ttl NX``. Every rendering gets its own token, so open tabs never
-        invalidate one another; NX only guards against a 256-bit collision."""
-        token = secrets.token_urlsafe(TOKEN_BYTES)
+        invalidate one another; NX only guards against a collision."""
+        token = self.new_token(session_id=session_id, form=form)
         digest = self.digest(token, session_id=session_id, form=form)
         if not self.client.set(self.key(digest), 1, ex=self.ttl, nx=True):
             raise RuntimeError("token collision: the random source is broken")
@@ -107,7 +167,10 @@ class TokenStore:
     def consume(self, token: str, *, session_id: str, form: str) -> bool:
         """Use ``token`` up: ``True`` for exactly one caller, ever (one ``GETDEL``).
         ``False``: already consumed, expired, never issued, or another session's or
-        form's; what the first submit left behind tells which."""
+        form's; what the first submit left behind tells which. A token that does not
+        :meth:`verify` is ``False`` with no command sent (with a secret)."""
+        if self.secret is not None and not self.verify(token, session_id=session_id, form=form):
+            return False
         return self.consume_digest(self.digest(token, session_id=session_id, form=form))
 
     def consume_digest(self, digest: str) -> bool:
@@ -125,3 +188,7 @@ class TokenStore:
         """Give a claimed key back (one ``DEL``): a request that failed on our side
         must not pin a caller's key."""
         self.client.delete(self.key(digest))
+
+
+def _encode(raw: bytes) -> str:
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
