@@ -167,7 +167,7 @@ def nonce_of(token: str) -> str:
 
 @pytest.mark.parametrize("age", [0, 601], ids=["fresh", "past-the-ttl"])
 def test_a_signed_tokens_nonce_sent_bare_is_expired_and_places_nothing(
-    make_app, own_redis, signups, monkeypatch, age
+    make_app, own_redis, signups, stopped_clock, age
 ):
     """A signed token's parts cannot be sent apart: its nonce, read from the payload and
     sent as a token of its own, is no token the server issued (and would skip the signed
@@ -182,10 +182,10 @@ def test_a_signed_tokens_nonce_sent_bare_is_expired_and_places_nothing(
     )
     once_forms = OnceForms(app.test_client())
     own_redis.stop()
+    stopped_clock(0)
     page = once_forms.open("/signup")
     assert page.token.startswith("s1.")
-    drawn = time.time()
-    monkeypatch.setattr(time, "time", lambda: drawn + age)
+    stopped_clock(age)
     bare = page.submit({**ADA, "form_token": nonce_of(page.token)})
     kept(bare, 409, "had expired or was already used", ADA)
     assert signups() == []
