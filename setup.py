@@ -33,7 +33,8 @@ class BuildWithData(build_py):
 
     def run(self) -> None:
         super().run()
-        if self.editable_mode:  # the checkout's folders are used as they are
+        # the checkout's folders are used as they are
+        if self.editable_mode:
             return
         for folder in DATA_FOLDERS:
             for path in data_files(folder):

@@ -60,7 +60,8 @@ def lock_and_cache(client: redis.Redis) -> Claim:
 
 
 def powertools(client: redis.Redis) -> Claim:
-    os.environ.setdefault("AWS_LAMBDA_FUNCTION_NAME", "bench")  # the key prefix it uses
+    # the key prefix it uses
+    os.environ.setdefault("AWS_LAMBDA_FUNCTION_NAME", "bench")
     # Outside Lambda there is no remaining time to read; it says so on every call.
     warnings.filterwarnings("ignore", message="Couldn't determine the remaining time")
     from aws_lambda_powertools.utilities.idempotency import (
@@ -116,12 +117,14 @@ def measure(url: str, claims: int = 5000, threads: int = 8) -> list[dict]:
     rows = []
     for name, make in PATTERNS.items():
         if make is powertools and importlib.util.find_spec("aws_lambda_powertools") is None:
-            continue  # not installed (only the bench extra has it): the peer is left out
+            # not installed (only the bench extra has it): the peer is left out
+            continue
         client = make_client(url)
         claim = make(client)
         keys = [secrets.token_urlsafe(32) for _ in range(claims)]
         _issue(client, keys)
-        claim(secrets.token_urlsafe(32))  # warm-up: imports, the connection
+        # warm-up: imports, the connection
+        claim(secrets.token_urlsafe(32))
         before = sum(redis_calls(client).values())
         started = time.perf_counter()
         won = sum(claim(key) for key in keys)
@@ -130,7 +133,8 @@ def measure(url: str, claims: int = 5000, threads: int = 8) -> list[dict]:
 
         keys = [secrets.token_urlsafe(32) for _ in range(claims)]
         _issue(client, keys)
-        shared = make_client(url)  # one pool, shared by the threads
+        # one pool, shared by the threads
+        shared = make_client(url)
         claim = make(shared)
         chunks = [keys[i::threads] for i in range(threads)]
         workers = [threading.Thread(target=_claim_all, args=(claim, chunk)) for chunk in chunks]

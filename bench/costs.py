@@ -34,7 +34,8 @@ from .load import PATHS, form_fields
 from .servers import RESULTS, app_environment, databases, redis_calls
 from .wire import Relay
 
-Block = Callable[[int], float]  # runs ``count`` calls, returns CPU µs per call
+# runs ``count`` calls, returns CPU µs per call
+Block = Callable[[int], float]
 
 
 def per_call(fn: Callable[[], object]) -> Block:
@@ -50,7 +51,8 @@ def per_call(fn: Callable[[], object]) -> Block:
 def ab(*ways: Block, n: int, blocks: int = 6) -> list[float]:
     """Median µs per call of each way, over blocks taken in turns (AB…, …BA)."""
     for way in ways:
-        way(max(n // 20, 5))  # warm-up
+        # warm-up
+        way(max(n // 20, 5))
     times: list[list[float]] = [[] for _ in ways]
     for block in range(blocks):
         order = range(len(ways)) if block % 2 == 0 else reversed(range(len(ways)))
@@ -71,14 +73,16 @@ def main(argv: list[str]) -> int:
     if args.profile:
         return profile(args.cycles, args.variant)
     n = args.n
-    rows: list[tuple[str, str, str, str]] = []  # cost, ours, the alternative, its figure
+    # cost, ours, the alternative, its figure
+    rows: list[tuple[str, str, str, str]] = []
     with (
         tempfile.TemporaryDirectory(prefix="bench-") as tmp,
         databases(Path(tmp)) as (postgres, store),
         Relay(postgres.port, postgres.password) as relay,
     ):
         # 1. Redis: what the token store sends against the bare client calls (the floor's).
-        client = make_client(store.url)  # what SubmitOnce makes from a redis:// URL
+        # what SubmitOnce makes from a redis:// URL
+        client = make_client(store.url)
         tokens = TokenStore(client)
 
         def pipelined_getdel() -> None:
@@ -255,7 +259,8 @@ def requests(app, counted, relay: Relay, m: int) -> list[tuple[str, str, str, st
             )
         )
         through = counted.test_client()
-        post(through, open_form(through, "baseline"), "baseline")  # its first connection
+        # its first connection
+        post(through, open_form(through, "baseline"), "baseline")
         trips = {}
         for variant in paths:
             form = open_form(through, variant)
@@ -309,7 +314,8 @@ def profile(cycles: int, variant: str) -> int:
         event.listen(engine, "before_cursor_execute", note)
         # The JSON request log is written (it is part of the work) but not shown.
         with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
-            for _ in range(20):  # warm-up: imports, pools, template cache
+            # warm-up: imports, pools, template cache
+            for _ in range(20):
                 cycle(client, variant)
             statements.clear()
             redis_before = sum(redis_calls(server).values())

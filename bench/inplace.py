@@ -59,7 +59,8 @@ class Split:
 
     def __init__(self) -> None:
         self.spent: dict[str, int] = defaultdict(int)
-        self._stack: list[list[int]] = []  # per open part: [children's time]
+        # per open part: [children's time]
+        self._stack: list[list[int]] = []
 
     def timed(self, part: str, method):
         def wrapper(*args, **kwargs):
@@ -108,7 +109,8 @@ def measure(cycles: int, variants: list[str]) -> dict[str, dict[str, dict[str, l
             contextlib.redirect_stderr(devnull),
             Split().installed() as split,
         ):
-            for number in range(cycles + 20):  # the first 20: imports, pools, caches
+            # the first 20: imports, pools, caches
+            for number in range(cycles + 20):
                 for variant in variants if number % 2 else variants[::-1]:
                     for request_name, (total, spent) in zip(
                         REQUESTS, one_cycle(client, variant, split), strict=True

@@ -79,7 +79,8 @@ def make_app(variant: str) -> Flask:
         SQLALCHEMY_DATABASE_URI=os.environ["DATABASE_URL"],
         REDIS_URL=os.environ["REDIS_URL"],
     )
-    for cap in CAPS:  # lifted as for the shop (bench/servers.py)
+    # lifted as for the shop (bench/servers.py)
+    for cap in CAPS:
         if cap in os.environ:
             app.config[cap] = int(os.environ[cap])
     db.init_app(app)

@@ -54,9 +54,11 @@ class Browser:
     def __init__(self, port: int) -> None:
         self.port = port
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-        self.cookies: dict[str, str] = {}  # name -> value, as a browser keeps them
+        # name -> value, as a browser keeps them
+        self.cookies: dict[str, str] = {}
         self.form_seconds = 0.0
-        self.form_latencies: list[float] = []  # GET of the form alone, per cycle
+        # GET of the form alone, per cycle
+        self.form_latencies: list[float] = []
 
     def send(self, method: str, path: str, form: dict[str, str] | None = None):
         headers = {"Cookie": self.cookie} if self.cookies else {}
@@ -68,7 +70,8 @@ class Browser:
             self.conn.request(method, path, body=body, headers=headers)
             response = self.conn.getresponse()
         except (http.client.HTTPException, OSError):
-            self.conn.close()  # the server closed a kept-alive connection: retry once
+            # the server closed a kept-alive connection: retry once
+            self.conn.close()
             self.conn.request(method, path, body=body, headers=headers)
             response = self.conn.getresponse()
         text = response.read().decode()

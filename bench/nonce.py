@@ -92,10 +92,12 @@ def create():
     try:
         placed = place(form, digest)
         return redirect(url_for("orders.show", public_id=placed.public_id), 303)
-    except IntegrityError:  # waited for the first INSERT to commit, then lost to it
+    # waited for the first INSERT to commit, then lost to it
+    except IntegrityError:
         submit_once.session.rollback()
     existing = Order.find_submission(submit_once.session, digest)
     if existing is None:
         abort(409)
-    notify(existing.order_number, ALREADY_PLACED)  # as the shop tells a repeat
+    # as the shop tells a repeat
+    notify(existing.order_number, ALREADY_PLACED)
     return redirect(url_for("orders.show", public_id=existing.public_id), 303)

@@ -130,7 +130,8 @@ def figures(results: dict) -> dict[str, list[float]]:
         v, orders = row["variant"], max(row["orders"], 1)
         add(f"redis_round_trips_per_order.{v}", sum(row["sent"].values()) / orders)
         add(f"redis_scripted_per_order.{v}", sum(row["scripted"].values()) / orders)
-    for row in results["round_trips"]:  # per command, 0 in a repetition that sent none
+    # per command, 0 in a repetition that sent none
+    for row in results["round_trips"]:
         v, orders = row["variant"], max(row["orders"], 1)
         for kind in ("sent", "scripted"):
             names = {n for r in results["round_trips"] if r["variant"] == v for n in r[kind]}

@@ -219,7 +219,8 @@ def postgres_round_trips(postgres, store, posts: int = 5) -> dict[str, list[int]
         with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
             for variant in VARIANTS:
                 client = app.test_client()
-                cycle(client, variant)  # its pool's first connection, its caches
+                # its pool's first connection, its caches
+                cycle(client, variant)
                 counted[variant] = []
                 for _ in range(posts):
                     form = open_form(client, variant)
@@ -301,7 +302,8 @@ def main(argv: list[str]) -> int:
             Path(tmp), postgres.url("bench"), store.url, workers=args.workers, threads=args.threads
         ) as (port, master):
             print(f"gunicorn -w {args.workers} --threads {args.threads} on 127.0.0.1:{port}")
-            for variant in () if args.smoke else VARIANTS:  # warm-up: imports, pools, caches
+            # warm-up: imports, pools, caches
+            for variant in () if args.smoke else VARIANTS:
                 drive(
                     port,
                     "cycles",

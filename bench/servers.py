@@ -71,7 +71,8 @@ def worker_cpu_seconds(master: int) -> float:
     total = 0
     for pid in children:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += int(fields[11]) + int(fields[12])  # utime, stime
+        # utime, stime
+        total += int(fields[11]) + int(fields[12])
     return total / tick
 
 
@@ -119,7 +120,8 @@ def gunicorn(
         **app_environment(database_url, redis_url),
         "PROMETHEUS_MULTIPROC_DIR": str(base / "prometheus"),
     }
-    log = open(base / "gunicorn.log", "ab")  # closed in the finally below
+    # closed in the finally below
+    log = open(base / "gunicorn.log", "ab")
     process = subprocess.Popen(
         [
             sys.executable,

@@ -24,7 +24,8 @@ from collections.abc import Iterator
 def _forward(source: socket.socket, target: socket.socket, count=None) -> None:
     """Copy ``source`` to ``target``; with ``count``, count the ReadyForQuery ('Z')
     messages on the way (type byte, 4-byte length including itself, body)."""
-    pending, skip = bytearray(), 0  # skip: bytes of the current message still to pass
+    # skip: bytes of the current message still to pass
+    pending, skip = bytearray(), 0
     try:
         while data := source.recv(65536):
             if count is not None:
@@ -39,7 +40,8 @@ def _forward(source: socket.socket, target: socket.socket, count=None) -> None:
                         with count.get_lock():
                             count.value += 1
                     skip = 1 + int.from_bytes(pending[1:5], "big")
-            target.sendall(data)  # after counting: the client sees it counted
+            # after counting: the client sees it counted
+            target.sendall(data)
     except OSError:
         pass
     finally:

@@ -179,12 +179,15 @@ class EmbeddedPostgres:
     ) -> None:
         self.data_dir = self.requested_dir = Path(data_dir)
         self.port = port or free_port()
-        self.fast = fast  # fsync off: for throwaway test clusters only
+        # fsync off: for throwaway test clusters only
+        self.fast = fast
         self.throwaway = throwaway
         self.bin = _package_dir("pgserver") / "pginstall" / "bin"
         self.user: str | None = None
-        self.home: Path | None = None  # the folder made for the service user, if any
-        self.password: str | None = None  # the superuser's, read or made by start()
+        # the folder made for the service user, if any
+        self.home: Path | None = None
+        # the superuser's, read or made by start()
+        self.password: str | None = None
 
     def url(self, database: str = "postgres") -> str:
         """A SQLAlchemy URL for ``database``, as the superuser, with the password."""
@@ -242,7 +245,8 @@ class EmbeddedPostgres:
                 "--no-instructions",
             )
         if self._run("pg_ctl", "-D", str(self.data_dir), "status", check=False).returncode == 0:
-            self.stop()  # left running by a run that was killed: restart on our port
+            # left running by a run that was killed: restart on our port
+            self.stop()
         self._secure()
         options = f"-h 127.0.0.1 -p {self.port} -k ''"
         if self.fast:
@@ -275,7 +279,8 @@ class EmbeddedPostgres:
         if stored.exists():
             self.password = stored.read_text().strip()
             return
-        password = secrets.token_urlsafe(24)  # URL- and conninfo-safe: no quoting needed
+        # URL- and conninfo-safe: no quoting needed
+        password = secrets.token_urlsafe(24)
         result = self._run(
             "postgres",
             "--single",
@@ -303,7 +308,8 @@ class EmbeddedPostgres:
         data_reachable = self._reaches(_nearest_existing(self.data_dir))
         if data_reachable:
             self.data_dir.mkdir(parents=True, exist_ok=True)
-            data_reachable = self._reaches(self.data_dir.parent)  # e.g. under a umask of 077
+            # e.g. under a umask of 077
+            data_reachable = self._reaches(self.data_dir.parent)
         if not self._reaches(self.bin / "postgres"):
             self.bin = _link_binaries(self.bin, self._service_home() / "site-packages")
         if not data_reachable:
@@ -378,8 +384,10 @@ def _nearest_existing(path: Path) -> Path:
 def _link_binaries(bin_dir: Path, site: Path) -> Path:
     """pgserver's PostgreSQL under ``site``, laid out as in site-packages (the binaries find
     their shared libraries at ``$ORIGIN/../../../pgserver.libs``); the new ``bin``."""
-    install = bin_dir.parent  # <site-packages>/pgserver/pginstall
-    for folder in (site, site / "pgserver"):  # ours, made inside the service user's home
+    # <site-packages>/pgserver/pginstall
+    install = bin_dir.parent
+    # ours, made inside the service user's home
+    for folder in (site, site / "pgserver"):
         folder.mkdir(exist_ok=True)
         folder.chmod(0o755)
     _link_tree(install, site / "pgserver" / "pginstall", probe="bin/postgres")
@@ -401,5 +409,6 @@ def _link_tree(source: Path, target: Path, *, probe: str) -> None:
 def _link_or_copy(source: str, target: str) -> None:
     try:
         os.link(source, target)
-    except OSError:  # another filesystem, or links not allowed
+    # another filesystem, or links not allowed
+    except OSError:
         shutil.copy2(source, target)

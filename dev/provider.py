@@ -123,7 +123,8 @@ class Provider:
                     )
                 if answer[0] == 201 and self.webhook:
                     threading.Thread(target=self._announce, args=(answer[1],), daemon=True).start()
-            if answer[0] in (201, 402):  # charged (now or before): the answer may be lost
+            # charged (now or before): the answer may be lost
+            if answer[0] in (201, 402):
                 if self._take_fault(state, append, "drop_after_charge"):
                     return None
                 if self._take_fault(state, append, "fail_after_charge"):
@@ -249,7 +250,8 @@ class Provider:
             "metadata": charge.get("metadata") or {},
         }
         body = json.dumps(event).encode()
-        for attempt in range(5):  # at least once: a provider retries what was not a 2xx
+        # at least once: a provider retries what was not a 2xx
+        for attempt in range(5):
             request = urllib.request.Request(
                 url,
                 data=body,
@@ -284,7 +286,8 @@ def _signatures() -> Any:
 
 def handler_for(provider: Provider, secret: str) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"  # keep-alive, as a real API's clients use it
+        # keep-alive, as a real API's clients use it
+        protocol_version = "HTTP/1.1"
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
@@ -325,7 +328,8 @@ def handler_for(provider: Provider, secret: str) -> type[BaseHTTPRequestHandler]
                     answer = provider.payment_method(pm_id)
                 case "POST", ["v1", "charges"]:
                     answer = provider.charge(body, self.headers.get("Idempotency-Key"))
-                    if answer is None:  # the fault: charged, and no answer at all
+                    # the fault: charged, and no answer at all
+                    if answer is None:
                         self.close_connection = True
                         return
                 case "GET", ["v1", "charges"]:
@@ -363,7 +367,8 @@ class Server(ThreadingHTTPServer):
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         if isinstance(sys.exc_info()[1], ConnectionError):
-            return  # the client gave up waiting (a timeout): what a real provider sees too
+            # the client gave up waiting (a timeout): what a real provider sees too
+            return
         super().handle_error(request, client_address)
 
 

@@ -28,9 +28,12 @@ __all__ = ["CARDS", "FAULTS", "KEY_SECONDS", "Journal", "State", "fingerprint", 
 CARDS = {
     "4242424242424242": "succeeds",
     "5555555555554444": "succeeds",
-    "4000000000000002": "declined",  # generic_decline
-    "4000000000009995": "insufficient_funds",  # declined, another reason
-    "4000000000000119": "retry",  # 503 processing_error once per key, then pays
+    # generic_decline
+    "4000000000000002": "declined",
+    # declined, another reason
+    "4000000000009995": "insufficient_funds",
+    # 503 processing_error once per key, then pays
+    "4000000000000119": "retry",
 }
 #: How long an idempotency key is kept: a repeat within it gets the first answer.
 KEY_SECONDS = 24 * 3600
@@ -110,7 +113,8 @@ class Journal:
         self.path.touch()
         self.state = State()
         self._offset = 0
-        self._threads = threading.Lock()  # one fd, shared by this process's threads
+        # one fd, shared by this process's threads
+        self._threads = threading.Lock()
 
     @contextmanager
     def locked(self) -> Iterator[tuple[State, Any]]:

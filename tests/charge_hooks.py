@@ -89,7 +89,8 @@ class HookedProvider:
                     "pid": os.getpid(),
                 }
             )
-            with open(self.log, "a") as file:  # one short write: lines never interleave
+            # one short write: lines never interleave
+            with open(self.log, "a") as file:
                 file.write(line + "\n")
 
 
@@ -100,7 +101,8 @@ def install(app: Flask, environ: dict[str, str] | None = None) -> Flask:
         app.extensions["payments"] = HookedProvider(app.extensions["payments"], environ)
 
     def consumed(sender: Any, **_: Any) -> None:
-        g.charge_caller = "first"  # this request made the order: its charge is the first
+        # this request made the order: its charge is the first
+        g.charge_caller = "first"
         _kill_sometimes(float(environ.get("TEST_KILL_AFTER_CONSUME") or 0))
 
     def committed(sender: Any, **_: Any) -> None:

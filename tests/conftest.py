@@ -103,7 +103,8 @@ def reset_state(servers: Servers) -> None:
     with servers.engine.begin() as conn:
         empty_orders(conn)
         conn.execute(text("UPDATE products SET active = true"))
-        for product in CATALOGUE:  # a test that changed a price leaves it changed otherwise
+        # a test that changed a price leaves it changed otherwise
+        for product in CATALOGUE:
             conn.execute(
                 text("UPDATE products SET price_cents = :price WHERE sku = :sku"),
                 {"price": product["price_cents"], "sku": product["sku"]},

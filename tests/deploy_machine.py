@@ -154,7 +154,8 @@ def sudo(config: dict, args: list[str]) -> int:
             PGHOST=pg["host"],
             PGPORT=pg["port"],
             PGUSER=pg["user"],
-            PGPASSWORD=pg["password"],  # the suite's cluster asks for it (peer, on Debian)
+            # the suite's cluster asks for it (peer, on Debian)
+            PGPASSWORD=pg["password"],
             PATH=f"{pg['bin']}{os.pathsep}{env['PATH']}",
         )
     if args[:1] == ["-u"]:
@@ -173,7 +174,8 @@ def systemctl(config: dict, args: list[str]) -> int:
             running = nginx_pid(config)
             if running and action == "reload":
                 live_config(config)
-                os.kill(running, signal.SIGHUP)  # nginx reads its files again
+                # nginx reads its files again
+                os.kill(running, signal.SIGHUP)
             else:
                 if running:
                     stop_process(running)

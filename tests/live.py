@@ -146,7 +146,8 @@ class Connection:
         headers: dict[str, str] | None = None,
     ) -> Response:
         if self._http.sock is not None and select.select([self._http.sock], [], [], 0)[0]:
-            self.close()  # readable while idle: the server closed it (keep-alive timeout)
+            # readable while idle: the server closed it (keep-alive timeout)
+            self.close()
         if self._http.sock is None:
             self.connects += 1
         try:

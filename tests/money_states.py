@@ -14,7 +14,8 @@ from sqlalchemy import Engine, text
 
 class Refund(NamedTuple):
     cents: int
-    status: str  # requested, review, applied, failed, rejected
+    # requested, review, applied, failed, rejected
+    status: str
     reason: str | None = None
 
 

@@ -76,7 +76,8 @@ def main_config(prefix: Path, *, raised: bool = True) -> Path:
         ("pid /run/nginx.pid;", f"daemon off;\npid {prefix / 'nginx.pid'};"),
         ("/var/log/nginx/", f"{prefix}/"),
         ("include /etc/nginx/conf.d/", f"include {prefix}/conf.d/"),
-        ("include /etc/nginx/sites-enabled/*;", ""),  # DEPLOY removes it
+        # DEPLOY removes it
+        ("include /etc/nginx/sites-enabled/*;", ""),
         # Modules load relative to nginx's prefix (-p); the shop needs none.
         ("include /etc/nginx/modules-enabled/*.conf;", ""),
         ("http {", f"http {{\n\t{temp}"),
@@ -96,9 +97,12 @@ def deploy_setting(name: str) -> str:
 
 @dataclass
 class Ports:
-    https: int  # the shipped server's 443
-    plain: int  # the same server without TLS, for the tests that need none
-    http: int  # the shipped port-80 server
+    # the shipped server's 443
+    https: int
+    # the same server without TLS, for the tests that need none
+    plain: int
+    # the shipped port-80 server
+    http: int
 
     @classmethod
     def free(cls) -> Ports:
@@ -171,7 +175,8 @@ def self_signed(folder: Path) -> Path:
 class Nginx:
     prefix: Path
     ports: Ports
-    context: ssl.SSLContext  # trusts the test's certificate
+    # trusts the test's certificate
+    context: ssl.SSLContext
 
     def log(self, name: str) -> str:
         """access.log or error.log, as written so far."""

@@ -47,7 +47,8 @@ def test_retry_with_the_same_key_and_body_replays_the_stored_response(client, ap
         '"product":"MUG-STONE"}',
         content_type="application/json",
         headers={"Authorization": f"Bearer {api_key}", "Idempotency-Key": '"order-1"'},
-    )  # structured-field form
+        # structured-field form
+    )
     assert retry.status_code == 201 and retry.headers["Idempotent-Replayed"] == "true"
     assert retry.get_json() == first.get_json()
     assert retry.headers["Location"] == first.headers["Location"]
@@ -172,14 +173,16 @@ def test_a_body_that_is_not_a_json_object_is_refused(
 
 def test_same_key_while_the_first_is_still_running_is_a_409_with_retry_after(make_app, servers):
     app = make_app()
-    released = threading.Event()  # the first holds its claim until the second is answered
+    # the first holds its claim until the second is answered
+    released = threading.Event()
     after_consume(app, lambda: released.wait(30))
     api_key = new_api_key(servers)
     first: list = []
     runner = threading.Thread(target=lambda: first.append(place(app.test_client(), api_key)))
     runner.start()
     client = app.test_client()
-    with servers.engine.connect() as conn:  # wait until the first holds the advisory lock
+    # wait until the first holds the advisory lock
+    with servers.engine.connect() as conn:
         deadline = time.monotonic() + 10
         while not conn.scalar(text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")):
             assert time.monotonic() < deadline
@@ -215,7 +218,8 @@ def test_retention_is_configurable_and_stated_in_the_header_and_openapi(make_app
 
 def test_redis_forgetting_a_finished_key_still_makes_no_second_order(client, api_key, servers, rdb):
     first = place(client, api_key)
-    rdb.flushall()  # a failover to a replica that never saw the claim
+    # a failover to a replica that never saw the claim
+    rdb.flushall()
     retry = place(client, api_key)
     assert retry.status_code == 201 and retry.headers["Idempotent-Replayed"] == "true"
     assert retry.get_json() == first.get_json() and order_count(servers) == 1
@@ -225,10 +229,12 @@ def test_a_claim_left_by_a_request_that_died_does_not_pin_the_key(client, api_ke
     """A claim in Redis with no order and nobody holding its lock is a request that died
     between claim and commit: the retry takes it over and places the order (before 0.10
     it was first told 409 and the claim given back)."""
-    place(client, api_key, key="warm-up")  # learn this client's claim key names
+    # learn this client's claim key names
+    place(client, api_key, key="warm-up")
     (claim,) = token_keys(rdb, "so:*")
     rdb.flushall()
-    dead = place(client, api_key, key="other")  # a fresh key: claim it, then "die"
+    # a fresh key: claim it, then "die"
+    dead = place(client, api_key, key="other")
     assert dead.status_code == 201
     with servers.engine.begin() as conn:
         conn.execute(text("DELETE FROM orders WHERE idempotency_key = 'other'"))
@@ -240,7 +246,8 @@ def test_a_claim_left_by_a_request_that_died_does_not_pin_the_key(client, api_ke
     again = place(client, api_key, key="other")
     assert again.status_code == 201 and again.headers["Idempotent-Replayed"] == "true"
     assert again.get_json() == retry.get_json()
-    assert order_count(servers) == 2  # the warm-up's and the retry's
+    # the warm-up's and the retry's
+    assert order_count(servers) == 2
 
 
 def test_a_failure_on_our_side_is_a_503_that_does_not_pin_the_key(make_app, servers):
@@ -254,7 +261,8 @@ def test_a_failure_on_our_side_is_a_503_that_does_not_pin_the_key(make_app, serv
 
     after_consume(app, lock_orders_after_the_claim)
     try:
-        failed = place(client, api_key)  # the INSERT waits for lock_timeout (5 s), then fails
+        # the INSERT waits for lock_timeout (5 s), then fails
+        failed = place(client, api_key)
     finally:
         blocker.rollback()
         blocker.close()
@@ -295,7 +303,8 @@ def test_text_that_is_not_unicode_is_a_400_that_places_nothing(client, api_key, 
     response = place(client, api_key, {**ORDER, "name": "Ada \ud800"})
     assert response.status_code == 400, response.get_data(as_text=True)
     assert order_count(servers) == 0
-    assert place(client, api_key).status_code == 201  # the key was not pinned
+    # the key was not pinned
+    assert place(client, api_key).status_code == 201
 
 
 def test_an_expected_price_that_is_no_longer_the_products_places_nothing(client, api_key, servers):

@@ -53,7 +53,8 @@ def test_a_revoked_key_gets_401_at_once_and_the_clients_other_key_still_works(ap
     assert "expired or been revoked: ask the shop for a new one" in detail
     assert "flask" not in detail and "create-api-key" not in detail
     assert place(client, revoked, key="order-2").status_code == 401
-    assert get_order(client, kept, url).status_code == 200  # same client, other key
+    # same client, other key
+    assert get_order(client, kept, url).status_code == 200
 
 
 def test_revoking_a_client_revokes_every_key_it_holds(app, name):
@@ -126,7 +127,8 @@ def test_list_api_keys_shows_each_key_by_prefix_with_its_expiry_last_use_and_sta
     assert lines[prefix_of(used)].rstrip().endswith("active")
     assert "never" in lines[prefix_of(unused)] and "no expiry" in lines[prefix_of(unused)]
     assert lines[prefix_of(revoked)].rstrip().endswith("revoked")
-    for key in (used, unused, revoked):  # the keys themselves are never shown again
+    # the keys themselves are never shown again
+    for key in (used, unused, revoked):
         assert key not in result.output
 
 
@@ -145,7 +147,8 @@ def test_last_use_is_written_at_most_once_a_minute_per_key(app, servers, name):
     try:
         for _ in range(5):
             assert get_order(client, key, url).status_code == 200
-        assert updates == []  # written by the place() above, less than a minute ago
+        # written by the place() above, less than a minute ago
+        assert updates == []
         with servers.engine.begin() as conn:
             conn.execute(
                 text(

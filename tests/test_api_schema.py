@@ -31,7 +31,8 @@ from webapp.api.openapi import openapi
 from webapp.cli import CATALOGUE
 from webapp.webhooks.signatures import HEADER_PATTERN, sign
 
-SKUS = [item["sku"] for item in CATALOGUE]  # the seeded catalogue, all on sale
+# the seeded catalogue, all on sale
+SKUS = [item["sku"] for item in CATALOGUE]
 
 #: Every check; the fuzzing phase and the stateful one (short scenarios).
 CONFIG = {
@@ -122,7 +123,8 @@ def test_the_stateful_phase_follows_the_links_to_the_order_and_its_cancel(app, s
 
     class Scenarios(schema.as_state_machine()):  # type: ignore[misc]
         def setup(self) -> None:
-            reset_state(servers)  # each scenario on an empty shop, as above
+            # each scenario on an empty shop, as above
+            reset_state(servers)
 
         def after_call(self, response, case):
             super().after_call(response, case)

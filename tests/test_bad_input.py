@@ -248,9 +248,11 @@ def test_bad_input_gets_a_clear_4xx_page_and_burns_no_valid_token(user, servers,
     placed_by_the_case = order_count(servers)
     with servers.engine.begin() as conn:
         conn.execute(text("UPDATE products SET active = true"))
-    done = user.post(user.fields())  # the user's own form, as it was
+    # the user's own form, as it was
+    done = user.post(user.fields())
     assert done.status_code == 303, done.get_data(as_text=True)[:600]
-    assert "already_placed" not in flashed(done)  # a new order, not a repeat
+    # a new order, not a repeat
+    assert "already_placed" not in flashed(done)
     assert order_count(servers) == placed_by_the_case + 1
 
 
@@ -291,7 +293,8 @@ def test_any_form_body_is_answered_below_500_and_places_at_most_one_order_per_to
     else:
         response = user.post(MultiDict(data))
     assert response.status_code < 500, response.get_data(as_text=True)[:600]
-    assert order_count(servers) - before <= 1  # one fresh token was in play, at most
+    # one fresh token was in play, at most
+    assert order_count(servers) - before <= 1
     # Once more with the same body: the token, if it was used, is spent.
     if raw is None:
         again = user.post(MultiDict(data))

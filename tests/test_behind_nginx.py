@@ -85,7 +85,8 @@ def trickling(port: int) -> Iterator[list[socket.socket]]:
     thread = threading.Thread(target=trickle, daemon=True)
     thread.start()
     try:
-        time.sleep(1.5)  # every slow client has started sending
+        # every slow client has started sending
+        time.sleep(1.5)
         yield sockets
     finally:
         stop.set()
@@ -131,7 +132,8 @@ def test_50_slow_clients_leave_healthz_and_a_submit_answering_within_a_second(se
         # nginx is for, and shows the slow clients here are slow enough to matter.
         with trickling(live.port):
             direct = timed(live.port)
-        time.sleep(1)  # gunicorn finishes the requests the slow clients held back
+        # gunicorn finishes the requests the slow clients held back
+        time.sleep(1)
         with trickling(port):
             proxied = timed(port)
     print(
@@ -186,7 +188,8 @@ def test_behind_nginx_a_client_sent_x_forwarded_for_does_not_choose_the_bucket(s
     # LiveServer's own readiness check spent one view of 127.0.0.1's four: three more pass
     # in any minute, and the 9th view at the latest is refused.
     assert through_nginx[:3] == [200, 200, 200] and 429 in through_nginx[:9], through_nginx
-    assert direct == [200] * 8, direct  # two views each, of four limits of their own
+    # two views each, of four limits of their own
+    assert direct == [200] * 8, direct
 
 
 @needs_nginx
@@ -203,7 +206,8 @@ def test_with_the_app_stopped_nginx_answers_with_the_shops_own_page_and_no_versi
     page = (ROOT / "static" / "errors" / "unavailable.html").read_text()
     for what, answer in answers.items():
         assert (answer.status, answer.body == page) == (502, True), (what, answer.body[:300])
-        assert answer.headers["server"] == "nginx", what  # server_tokens off
+        # server_tokens off
+        assert answer.headers["server"] == "nginx", what
         assert answer.headers["content-type"] == "text/html", what
         assert answer.headers["retry-after"] == "30", what
         assert "default-src 'none'" in answer.headers["content-security-policy"], what

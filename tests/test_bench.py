@@ -32,7 +32,8 @@ def library_names_imported(path: Path) -> set[tuple[str, str]]:
 
 def test_the_benchmark_imports_only_public_names_of_the_library():
     imported = set().union(*map(library_names_imported, ROOT.glob("bench/*.py")))
-    assert ("flask_submit_once", "TokenStore") in imported  # the walk found the imports
+    # the walk found the imports
+    assert ("flask_submit_once", "TokenStore") in imported
     for module, name in sorted(imported):
         public = getattr(importlib.import_module(module), "__all__", ())
         assert name in public, f"bench imports {module}.{name}, which is not public"
@@ -91,7 +92,8 @@ def test_the_in_place_split_runs_and_adds_up(tmp_path):
     )
     parts = {part.strip(): (int(tokens), int(floor)) for part, tokens, floor in rows}
     assert parts["SQLAlchemy + psycopg"][0] > 0 and parts["redis-py"][1] > 0
-    for which in (0, 1):  # rounded parts: within a µs each of the whole
+    # rounded parts: within a µs each of the whole
+    for which in (0, 1):
         assert abs(
             sum(v[which] for k, v in parts.items() if k != "all") - parts["all"][which]
         ) <= len(parts)

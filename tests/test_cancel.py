@@ -42,15 +42,18 @@ def test_viewing_an_order_writes_nothing_to_redis(client, order, rdb):
 
 def test_cancel_button_cancels_the_order(client, order, servers, rdb):
     tokens = cancel_form(client, order)
-    (key,) = token_keys(rdb)  # the order form's token was spent: this is the cancel form's
+    # the order form's token was spent: this is the cancel form's
+    (key,) = token_keys(rdb)
     assert 0 < rdb.ttl(key) <= 3600
     response = client.post(f"{order}/cancel", data=tokens)
-    assert token_keys(rdb) == []  # consumed by the cancel
+    # consumed by the cancel
+    assert token_keys(rdb) == []
     assert response.status_code == 303 and response.headers["Location"] == order
     assert flashed(response) == ["cancelled"]
     page = client.get(response.headers["Location"]).get_data(as_text=True)
     assert "Your order is cancelled" in page and "Cancelled" in page
-    assert "Cancel order" not in page  # nothing left to cancel
+    # nothing left to cancel
+    assert "Cancel order" not in page
     assert status(servers) == "cancelled"
 
 
@@ -70,7 +73,8 @@ def test_double_click_on_cancel_is_one_cancel_and_both_land_on_the_order(client,
 def test_cancel_from_two_tabs_is_still_cancelled(client, order, servers):
     tab1, tab2 = cancel_form(client, order), cancel_form(client, order)
     assert flashed(client.post(f"{order}/cancel", data=tab1)) == ["cancelled"]
-    client.get(order)  # the notice is shown, and gone
+    # the notice is shown, and gone
+    client.get(order)
     again = client.post(f"{order}/cancel", data=tab2)
     assert again.headers["Location"] == order and flashed(again) == ["already_cancelled"]
     assert status(servers) == "cancelled"
@@ -84,7 +88,8 @@ def test_a_paid_order_can_be_cancelled(client, order, servers):
 
 def test_cancelling_a_shipped_order_is_a_409_page_saying_why(client, order, servers):
     tokens = cancel_form(client, order)
-    set_status(servers, "shipped")  # shipped while the page was open
+    # shipped while the page was open
+    set_status(servers, "shipped")
     sent = client.post(f"{order}/cancel", data=tokens)
     # To the cancel page, which says why: a GET, so Back to it never resubmits.
     assert sent.status_code == 303 and sent.headers["Location"] == f"{order}/cancel"
@@ -93,7 +98,8 @@ def test_cancelling_a_shipped_order_is_a_409_page_saying_why(client, order, serv
     assert "An order that is shipped cannot be cancelled." in response.get_data(as_text=True)
     assert status(servers) == "shipped"
     assert "Cancel order" not in client.get(order).get_data(as_text=True)
-    refused = client.get(f"{order}/cancel")  # a stale link says why, issues no token
+    # a stale link says why, issues no token
+    refused = client.get(f"{order}/cancel")
     assert refused.status_code == 409 and "cannot be cancelled" in refused.get_data(as_text=True)
 
 
@@ -112,7 +118,8 @@ def test_cancel_with_a_malformed_token_is_a_400_and_an_unknown_order_a_404(clien
 def test_a_cancel_token_only_cancels_its_own_order(client, order, servers):
     other = order_path(submit(client, open_form(client), quantity="1"))
     tokens = cancel_form(client, order)
-    response = client.post(f"{other}/cancel", data=tokens)  # bound to the first order's form
+    # bound to the first order's form
+    response = client.post(f"{other}/cancel", data=tokens)
     assert response.status_code == 409
     with servers.engine.connect() as conn:
         assert set(conn.scalars(text("SELECT status FROM orders"))) == {"placed"}
@@ -176,7 +183,8 @@ def test_back_shows_the_cancel_page_as_it_was_and_its_spent_token_lands_on_the_o
     }
     assert flashed(client.post(f"{order}/cancellation", data=tokens)) == ["cancelled"]
     client.get(order)
-    again = client.post(f"{order}/cancellation", data=tokens)  # Back, the copy, submit
+    # Back, the copy, submit
+    again = client.post(f"{order}/cancellation", data=tokens)
     assert again.status_code == 303 and again.headers["Location"] == order
     assert flashed(again) == ["already_cancelled"]
     assert status(servers) == "cancelled"
@@ -248,4 +256,5 @@ def test_an_api_clients_order_is_not_cancelled_through_the_html_pages(client, or
         assert "managed through our ordering API" in response.text
         assert "POST /api/orders/&lt;id&gt;/cancel" in response.text
     assert status(servers) == "placed"
-    assert len(token_keys(rdb)) == 1  # the cancel form's token, unspent
+    # the cancel form's token, unspent
+    assert len(token_keys(rdb)) == 1

@@ -14,7 +14,8 @@ def test_cached_catalogue_saves_the_query_but_an_off_sale_product_is_refused_not
 ):
     app = make_app(CATALOGUE_CACHE_SECONDS=60)
     client = app.test_client()
-    client.get("/orders/new")  # fills the cache
+    # fills the cache
+    client.get("/orders/new")
     statements: list[str] = []
     engine = app.extensions["db"].kw["bind"]
     event.listen(
@@ -68,14 +69,16 @@ def test_a_submit_that_rolls_back_leaves_the_cached_catalogue_usable(make_app, s
     unstored = app.extensions["submit_once"].store.new_token(session_id=sid, form=FORM)
     expired = client.post(
         "/orders",
-        data={  # reads the catalogue: the cache's products
+        # reads the catalogue: the cache's products
+        data={
             **VALID,
             "csrf_token": hidden(page, "csrf_token"),
             "form_token": unstored,
         },
     )
     assert expired.status_code == 409
-    app.config["CATALOGUE_CACHE_SECONDS"] = 60  # from now on, drawn from that read
+    # from now on, drawn from that read
+    app.config["CATALOGUE_CACHE_SECONDS"] = 60
     again = client.get("/orders/new")
     assert again.status_code == 200, again.get_data(as_text=True)[:300]
     assert "Stoneware mug" in again.get_data(as_text=True)

@@ -21,13 +21,16 @@ def test_back_edit_and_submit_is_told_and_the_new_details_are_kept(once_forms, s
     page = once_forms.open("/orders/new")
     placed = page.submit(VALID)
     assert placed.status_code == 303
-    again = page.submit(EDITED)  # Back, change quantity and address, submit
+    # Back, change quantity and address, submit
+    again = page.submit(EDITED)
     html = again.get_data(as_text=True)
     assert again.status_code == 409, html[:300]
     assert "already used for order" in html and "nothing new was placed" in html
-    assert placed.headers["Location"] in html  # a link to the order already placed
+    # a link to the order already placed
+    assert placed.headers["Location"] in html
     assert "1 Other Street" in html and 'value="5"' in html
-    fresh = buttons(html)["place-another"].token  # beside "Update order N" (test_orders_amend)
+    # beside "Update order N" (test_orders_amend)
+    fresh = buttons(html)["place-another"].token
     assert fresh and fresh != page.token and order_count(servers) == 1
     # Pressing "Place another order" is what places the second order, with the new details.
     second = press(once_forms.client, html, "place-another", **EDITED)
@@ -40,7 +43,8 @@ def test_the_same_details_still_land_on_the_order_whichever_worker_remembers_it(
 ):
     page = once_forms.open("/orders/new")
     placed = page.submit(VALID)
-    other_worker = make_app().test_client()  # no in-process memory of this submit
+    # no in-process memory of this submit
+    other_worker = make_app().test_client()
     repeat = page.submit(VALID)
     assert repeat.headers["Location"] == placed.headers["Location"]
     assert "already_placed" in flashed(repeat)

@@ -87,7 +87,8 @@ def test_killed_between_the_orders_commit_and_its_charge_the_resubmit_charges_it
     ) as live:
         cookie, fields = open_form(live.port)
         fields["card"] = PAYS
-        with pytest.raises(OSError):  # the worker died: no answer at all
+        # the worker died: no answer at all
+        with pytest.raises(OSError):
             request(live.port, "POST", "/orders", cookie=cookie, form=fields)
         row = the_order(servers)
         assert (row["status"], row["submission_step"]) == ("charging", "charge")
@@ -119,7 +120,8 @@ def test_killed_between_the_charge_and_its_record_the_sweeper_records_the_same_c
         with pytest.raises(OSError):
             request(live.port, "POST", "/orders", cookie=cookie, form=fields)
         row = the_order(servers)
-        (charged,) = provider.succeeded(row["payment_reference"])  # charged, not recorded
+        # charged, not recorded
+        (charged,) = provider.succeeded(row["payment_reference"])
         assert (row["status"], row["charge_id"]) == ("charging", None)
         assert sweeper(servers, provider, log) == "created=1"
         row = the_order(servers)

@@ -99,7 +99,8 @@ def test_a_card_order_is_charged_once_and_lands_on_the_paid_order(client, server
     assert charged["idempotency_key"] == step_key(row["submission_digest"], "charge")
     page = client.get(response.headers["Location"]).get_data(as_text=True)
     assert "Paid" in page and "payment in progress" not in page
-    with servers.engine.connect() as conn:  # the card number is stored nowhere
+    # the card number is stored nowhere
+    with servers.engine.connect() as conn:
         assert (
             conn.scalar(text(f"SELECT count(*) FROM orders WHERE orders::text LIKE '%{PAYS}%'"))
             == 0
@@ -137,7 +138,8 @@ def test_a_declined_card_shows_the_form_again_with_the_input_and_a_fresh_token(
     html = response.get_data(as_text=True)
     assert response.status_code == 409 and CARD_DECLINED in html
     assert 'value="Ada Lovelace"' in html and DECLINED not in html
-    assert 'name="payment_method"' not in html  # the declined card is not kept
+    # the declined card is not kept
+    assert 'name="payment_method"' not in html
     fresh = hidden(html, "form_token")
     assert fresh != tokens["form_token"]
     row = order(servers)
@@ -147,7 +149,8 @@ def test_a_declined_card_shows_the_form_again_with_the_input_and_a_fresh_token(
         "refused",
     )
     assert row["charge_id"] is None and provider.succeeded(row["payment_reference"]) == []
-    again = submit(client, tokens, card=DECLINED)  # the same submit again: declined again
+    # the same submit again: declined again
+    again = submit(client, tokens, card=DECLINED)
     assert again.status_code == 409 and CARD_DECLINED in again.get_data(as_text=True)
     assert provider.requests_for(step_key(row["submission_digest"], "charge")) == 1
     paid = submit(client, {**tokens, "form_token": fresh}, card=PAYS)
@@ -160,7 +163,8 @@ def test_provider_failing_before_charging_leaves_the_order_to_a_resubmit(client,
     response = submit(client, tokens)
     html = response.get_data(as_text=True)
     assert response.status_code == 503 and PAYMENT_NOT_CONFIRMED in html
-    assert hidden(html, "form_token") == tokens["form_token"]  # the same token: it resumes
+    # the same token: it resumes
+    assert hidden(html, "form_token") == tokens["form_token"]
     row = order(servers)
     assert (row["status"], row["submission_step"]) == ("charging", "charge")
     assert provider.succeeded(row["payment_reference"]) == []
@@ -234,7 +238,8 @@ def test_two_sweepers_at_once_charge_a_left_order_once(app, servers, provider):
     assert submit(client, open_form(client)).status_code == 503
     provider.faults()
     row = order(servers)
-    with servers.engine.connect() as holder:  # a sweeper (or a request) doing it right now
+    # a sweeper (or a request) doing it right now
+    with servers.engine.connect() as holder:
         holder.execute(
             text("SELECT pg_advisory_lock(:k)"), {"k": lock_key(row["submission_digest"])}
         )
@@ -475,7 +480,8 @@ def test_a_price_raised_after_the_form_was_drawn_charges_nothing_and_shows_the_n
     cli = app.test_cli_runner().invoke(args=["products", "price", "MUG-STONE", "999.00"])
     assert cli.exit_code == 0, cli.output
     cached = client.get("/orders/new").get_data(as_text=True)
-    assert "€18.00 · Stoneware mug" in cached  # the cache: drawn after the change, old price
+    # the cache: drawn after the change, old price
+    assert "€18.00 · Stoneware mug" in cached
     refused = client.post("/orders", data={**drawn(cached), **VALID, "card": PAYS})
     html = refused.get_data(as_text=True)
     assert refused.status_code == 409, html[:800]
@@ -521,7 +527,8 @@ def test_a_card_is_not_sent_to_the_provider_while_another_field_is_wrong(client,
     html = wrong.get_data(as_text=True)
     assert wrong.status_code == 422 and "Enter your name." in html
     assert provider.payment_methods() == before and PAYS not in html
-    assert submit(client, tokens).status_code == 303  # the number typed again
+    # the number typed again
+    assert submit(client, tokens).status_code == 303
     assert provider.payment_methods() == before + 1
 
 
@@ -540,10 +547,12 @@ def test_another_charge_for_the_full_amount_while_charging_does_not_pass_for_the
     assert row["status"] == "charging"
     (own,) = provider.succeeded(row["payment_reference"])
     other = {**own, "id": "ch_elsewhere", "metadata": None}
-    assert deliver(client, other)["order_status"] == "charging"  # recorded, not the checkout's
+    # recorded, not the checkout's
+    assert deliver(client, other)["order_status"] == "charging"
     assert sweep(app) == "created=1"
     row = order(servers)
     assert (row["status"], row["charge_id"], row["paid_cents"]) == ("paid", own["id"], row["total"])
     with servers.engine.connect() as conn:
         problems = list(conn.scalars(text("SELECT problem FROM payment_events ORDER BY id")))
-    assert problems == ["order_closed"]  # listed by reconcile-payments, for an operator
+    # listed by reconcile-payments, for an operator
+    assert problems == ["order_closed"]

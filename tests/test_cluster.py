@@ -193,6 +193,7 @@ def test_the_per_client_form_limit_works_across_cluster_slots(
 def test_the_session_cap_works_across_cluster_slots(make_app, cluster_url, stopped_clock):
     """The session's count, the client's and the token, on three slots: refused at the
     cap with no live key left behind, as on one server."""
-    stopped_clock(0)  # the views in one hour's window
+    # the views in one hour's window
+    stopped_clock(0)
     client = make_app(REDIS_URL=cluster_url, SUBMIT_ONCE_MAX_FORMS_PER_SESSION=3).test_client()
     assert [client.get("/orders/new").status_code for _ in range(5)] == [200] * 3 + [429] * 2

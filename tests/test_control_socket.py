@@ -52,7 +52,8 @@ def test_each_instance_may_have_its_own_socket_and_stopping_one_leaves_the_other
         with first:
             for path in sockets:
                 assert gunicornc(path, "show workers").returncode == 0
-        assert not sockets[0].exists()  # the stopped instance took its own socket away
+        # the stopped instance took its own socket away
+        assert not sockets[0].exists()
         answer = gunicornc(sockets[1], "show workers")
         assert answer.returncode == 0, answer.stdout + answer.stderr
         assert request(second.port, "GET", "/healthz").status == 200

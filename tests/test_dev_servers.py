@@ -48,7 +48,8 @@ def test_postgres_asked_to_keep_its_data_in_a_private_folder_works_and_opens_no_
     private_folder, venv
 ):
     postgres = EmbeddedPostgres(private_folder / "instance" / "postgres", fast=True, throwaway=True)
-    if venv == "private":  # the checkout's .venv inside the private folder, as in a fresh clone
+    # the checkout's .venv inside the private folder, as in a fresh clone
+    if venv == "private":
         (private_folder / ".venv").mkdir()
         postgres.bin = _link_binaries(postgres.bin, private_folder / ".venv" / "site-packages")
     before = modes(private_folder)
@@ -58,7 +59,8 @@ def test_postgres_asked_to_keep_its_data_in_a_private_folder_works_and_opens_no_
             conn.execute("CREATE TABLE kept (n int)")
             conn.execute("INSERT INTO kept VALUES (42)")
         postgres.stop()
-        postgres.start()  # the data survives a restart, wherever it lives
+        # the data survives a restart, wherever it lives
+        postgres.start()
         with psycopg.connect(postgres.conninfo()) as conn:
             assert conn.execute("SELECT n FROM kept").fetchone() == (42,)
         assert modes(private_folder) == before
@@ -66,7 +68,8 @@ def test_postgres_asked_to_keep_its_data_in_a_private_folder_works_and_opens_no_
     finally:
         postgres.remove()
     assert modes(private_folder) == before
-    if os.geteuid() == 0:  # the service user could not reach the folder: a home of its own
+    # the service user could not reach the folder: a home of its own
+    if os.geteuid() == 0:
         assert home is not None and not home.is_relative_to(private_folder)
         assert not binaries.is_relative_to(private_folder)
         assert not home.exists(), "the throwaway cluster's folder was left behind"
@@ -106,7 +109,8 @@ def test_postgres_refuses_a_connection_without_its_password(postgres, password):
     uid=1001(pgserver) gid=0(root) for anyone on the machine."""
     with pytest.raises(psycopg.OperationalError, match="password"):
         connect_without_the_password(postgres, **password).close()
-    with psycopg.connect(postgres.conninfo()) as conn:  # what url() and conninfo() carry
+    # what url() and conninfo() carry
+    with psycopg.connect(postgres.conninfo()) as conn:
         assert conn.execute("SELECT current_user").fetchone() == ("postgres",)
 
 
@@ -145,29 +149,35 @@ def test_as_root_scripts_run_keeps_reaching_its_data_from_instance_and_finds_it_
 
     wanted = private_folder / "instance" / "postgres"
     before = modes(private_folder)
-    first = EmbeddedPostgres(wanted, fast=True).start()  # kept, as scripts/run keeps it
+    # kept, as scripts/run keeps it
+    first = EmbeddedPostgres(wanted, fast=True).start()
     again = None
     try:
         told = link_instance(first)
         assert told and f"{wanted} links to it" in told
         assert wanted.is_symlink() and wanted.resolve() == first.data_dir.resolve()
-        assert (wanted / "PG_VERSION").exists()  # root reads the cluster through instance/
+        # root reads the cluster through instance/
+        assert (wanted / "PG_VERSION").exists()
         with psycopg.connect(first.conninfo(), autocommit=True) as conn:
             conn.execute("CREATE TABLE kept (n int)")
             conn.execute("INSERT INTO kept VALUES (42)")
         first.stop()
-        again = EmbeddedPostgres(wanted, fast=True).start()  # the next run
+        # the next run
+        again = EmbeddedPostgres(wanted, fast=True).start()
         try:
             assert again.data_dir == first.data_dir and link_instance(again) == told
-            with psycopg.connect(again.conninfo()) as conn:  # the password kept in the data
+            # the password kept in the data
+            with psycopg.connect(again.conninfo()) as conn:
                 assert conn.execute("SELECT n FROM kept").fetchone() == (42,)
         finally:
             again.stop()
         assert modes(private_folder) == before
     finally:
         clusters = [cluster for cluster in (first, again) if cluster is not None]
-        for cluster in clusters:  # both first: they share one home, and its binaries
-            cluster.stop("immediate")  # (there in a private checkout, whose venv is not)
+        # both first: they share one home, and its binaries
+        for cluster in clusters:
+            # (there in a private checkout, whose venv is not)
+            cluster.stop("immediate")
         for cluster in clusters:
             if cluster.home is not None:
                 shutil.rmtree(cluster.home, ignore_errors=True)
@@ -191,7 +201,8 @@ def test_a_restarted_redis_answers_the_first_command_after_start(tmp_path):
     store = EmbeddedRedis(tmp_path / "redis", persist=True).start()
     try:
         with redis.Redis.from_url(store.url) as client:
-            with client.pipeline(transaction=False) as pipe:  # 100,000 commands to read back
+            # 100,000 commands to read back
+            with client.pipeline(transaction=False) as pipe:
                 for n in range(100_000):
                     pipe.set(f"k{n}", "v")
                 pipe.execute()
@@ -276,7 +287,8 @@ def alive(pid: int) -> bool:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return False
-    return state != "Z"  # a zombie has exited; only its parent's wait is missing
+    # a zombie has exited; only its parent's wait is missing
+    return state != "Z"
 
 
 @pytest.fixture
@@ -302,10 +314,13 @@ def test_closing_the_terminal_stops_everything_as_ctrl_c_and_sigterm_do(dev_run,
     provider = run.provider_port()
     assert provider != PROVIDER_PORT and request(provider, "GET", "/healthz").status == 200
     started = run.descendants()
-    assert len(started) >= 4  # Redis, the refund worker, gunicorn and its worker
-    if how == "SIGTERM":  # a process manager signals the process itself
+    # Redis, the refund worker, gunicorn and its worker
+    assert len(started) >= 4
+    # a process manager signals the process itself
+    if how == "SIGTERM":
         os.kill(run.process.pid, signal.SIGTERM)
-    else:  # the terminal signals its whole foreground group
+    # the terminal signals its whole foreground group
+    else:
         os.killpg(run.process.pid, signal.SIGHUP if how.startswith("SIGHUP") else signal.SIGINT)
     # Waited for as long as scripts/run may itself take to stop on a loaded machine: 30 s
     # for each process it started, then Redis (10 s) and pg_ctl (60 s). It took over 60 s
@@ -327,10 +342,12 @@ def test_scripts_run_serves_on_its_own_postgres_with_the_password_and_finds_it_a
         run = dev_run(DATABASE_URL="", DEV_PG_PORT=str(pg_port), DEV_INSTANCE=str(instance))
         output = run.wait_serving()
         assert f"PostgreSQL 16 on 127.0.0.1:{pg_port}" in output
-        assert request(run.port, "GET", "/readyz").status == 200  # the app's URL works
+        # the app's URL works
+        assert request(run.port, "GET", "/readyz").status == 200
         os.kill(run.process.pid, signal.SIGTERM)
         assert run.process.wait(60) == 0, run.output()
-        postgres = EmbeddedPostgres(instance / "postgres", pg_port).start()  # the next run
+        # the next run
+        postgres = EmbeddedPostgres(instance / "postgres", pg_port).start()
         try:
             assert postgres.data_dir == instance / "postgres"
             assert postgres.password is not None and postgres.password not in output
@@ -345,7 +362,8 @@ def test_scripts_run_serves_on_its_own_postgres_with_the_password_and_finds_it_a
 
 
 def test_it_refuses_to_start_over_a_redis_it_did_not_start_and_says_what_to_do(dev_run, tmp_path):
-    left = EmbeddedRedis(tmp_path / "left", persist=False).start()  # a killed run's Redis
+    # a killed run's Redis
+    left = EmbeddedRedis(tmp_path / "left", persist=False).start()
     try:
         with redis.Redis.from_url(left.url) as client:
             client.set("kept", "1", ex=60)
@@ -359,7 +377,8 @@ def test_it_refuses_to_start_over_a_redis_it_did_not_start_and_says_what_to_do(d
         assert "Stop it" in said and "REDIS_URL" in said
         assert "Serving on" not in said and "init-db" not in said
         with redis.Redis.from_url(left.url) as client:
-            assert client.get("kept") == b"1"  # neither used nor stopped
+            # neither used nor stopped
+            assert client.get("kept") == b"1"
     finally:
         left.stop()
 

@@ -203,7 +203,8 @@ def test_deploy_is_an_operators_page_of_at_most_250_lines_with_its_history_elsew
     assert len(headings) == len(set(headings)), "a heading twice"
     assert (ROOT / "CHANGELOG.md").exists() and "../CHANGELOG.md" in text
     for history in ("Migration 00", "Upgrading to", "before that was kept"):
-        assert history not in text  # upgrade notes live in CHANGELOG.md
+        # upgrade notes live in CHANGELOG.md
+        assert history not in text
 
 
 def test_every_setting_the_shop_reads_is_in_the_readme_configuration_table():

@@ -15,7 +15,8 @@ from tests.conftest import hidden, lose_the_commit_reply
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "flask-submit-once/examples"
-sys.path.insert(0, str(EXAMPLES))  # the examples run from their folder: `newsletter.app`
+# the examples run from their folder: `newsletter.app`
+sys.path.insert(0, str(EXAMPLES))
 from newsletter.app import create_app, submit_once  # noqa: E402
 
 
@@ -67,7 +68,8 @@ def test_back_edit_resubmit_is_told_keeps_the_new_address_and_subscribes_nothing
     page = again.get_data(as_text=True)
     assert (first.status_code, again.status_code) == (303, 409)
     assert "already used, with other details" in page and 'value="other@example.com"' in page
-    assert f'href="{first.headers["Location"]}"' in page  # what was sent first
+    # what was sent first
+    assert f'href="{first.headers["Location"]}"' in page
     fresh = hidden(page, "form_token")
     assert fresh != data["form_token"] and subscriptions(servers) == 1
     # Submitting the form the 409 gave back is the user's own choice: it subscribes.
@@ -79,10 +81,13 @@ def test_back_edit_resubmit_is_told_keeps_the_new_address_and_subscribes_nothing
 
 
 def test_back_shows_the_form_as_rendered_from_the_browser_cache(newsletter):
-    page = newsletter.get("/")  # the first visit: it sets the session cookie
+    # the first visit: it sets the session cookie
+    page = newsletter.get("/")
     assert page.headers["Cache-Control"] == "private, no-cache"
-    assert "Cookie" not in page.headers.get("Vary", "")  # else Back would fetch a fresh form
-    assert 'action="/subscribe"' in page.get_data(as_text=True)  # not the page's own URL
+    # else Back would fetch a fresh form
+    assert "Cookie" not in page.headers.get("Vary", "")
+    # not the page's own URL
+    assert 'action="/subscribe"' in page.get_data(as_text=True)
 
 
 def test_a_lost_session_keeps_the_input_with_fresh_tokens(newsletter, servers):
@@ -134,7 +139,8 @@ def test_the_example_imports_only_flask_submit_once_of_this_repository():
 def test_redis_unreachable_before_the_token_is_spent_keeps_the_input_and_the_token(
     servers, tmp_path
 ):
-    own = EmbeddedRedis(tmp_path / "redis", persist=True).start()  # stopped, then back
+    # stopped, then back
+    own = EmbeddedRedis(tmp_path / "redis", persist=True).start()
     app = create_app(
         {"SECRET_KEY": "test", "DATABASE_URL": servers.database_url, "REDIS_URL": own.url}
     )
@@ -143,14 +149,16 @@ def test_redis_unreachable_before_the_token_is_spent_keeps_the_input_and_the_tok
         data = open_form(newsletter)
         own.stop()
         away = newsletter.post("/subscribe", data=data)
-        again = newsletter.get("/")  # no token for a new form: the library's 503 page
+        # no token for a new form: the library's 503 page
+        again = newsletter.get("/")
         own.start()
         page = away.get_data(as_text=True)
         assert again.status_code == 503 and "could not reach" in again.get_data(as_text=True)
         assert away.status_code == 503 and "nothing was saved" in page
         assert hidden(page, "form_token") == data["form_token"]
         assert 'value="reader@example.com"' in page
-        later = newsletter.post("/subscribe", data=data)  # the same token, Redis back
+        # the same token, Redis back
+        later = newsletter.post("/subscribe", data=data)
         assert later.status_code == 303 and subscriptions(servers) == 1
     finally:
         with app.test_request_context():

@@ -82,7 +82,8 @@ def test_a_file_sent_as_an_order_field_is_a_422_beside_it_and_the_form_still_pla
     assert response.status_code == 422, html[:600]
     assert NOT_TEXT in html and hidden(html, "form_token") == tokens["form_token"]
     assert order_count(servers) == 0
-    placed = submit(client, tokens)  # the form as the user has it: one new order
+    # the form as the user has it: one new order
+    placed = submit(client, tokens)
     assert placed.status_code == 303 and "already_placed" not in flashed(placed)
     assert order_count(servers) == 1
 
@@ -150,7 +151,8 @@ def test_a_multipart_part_without_a_name_is_a_400_and_spends_nothing(client, ser
     assert order_count(servers) == (0 if form == "order" else 1)
     assert status(servers) in (None, "placed", "paid") and refund_requests(servers) == 0
     data = {**tokens, **VALID} if form == "order" else {**tokens, "amount": "1"}
-    assert client.post(path, data=data).status_code == 303  # the form still works, once
+    # the form still works, once
+    assert client.post(path, data=data).status_code == 303
 
 
 # --- a fetch() of JSON whose values are not text -----------------------------------------
@@ -227,7 +229,8 @@ def test_a_deeply_nested_api_body_is_a_400_problem_and_uses_no_key(client, serve
 
 def test_a_deeply_nested_signed_webhook_is_a_400_problem_and_records_nothing(client, servers):
     order = order_path(submit(client, open_form(client)))
-    response = deliver(client, {}, body=DEEP)  # signed: it gets as far as the parser
+    # signed: it gets as far as the parser
+    response = deliver(client, {}, body=DEEP)
     assert response.status_code == 400 and problem_type(response) == "malformed-json"
     assert status(servers) == "placed"
     assert deliver(client, paid(reference_of(servers, order))).get_json()["result"] == "applied"

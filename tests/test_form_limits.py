@@ -34,7 +34,8 @@ def test_120_cookieless_form_views_from_one_client_leave_at_most_the_limit(
     stopped_clock(0)
     statuses = [client.get("/orders/new").status_code for _ in range(120)]
     assert statuses == [200] * LIMIT + [429] * (120 - LIMIT)
-    assert len(token_keys(rdb, "so:*")) == LIMIT  # rejected views left no live key behind
+    # rejected views left no live key behind
+    assert len(token_keys(rdb, "so:*")) == LIMIT
     refused = client.get("/orders/new")
     assert refused.status_code == 429 and refused.headers["Retry-After"] == "60"
     assert "Please try again in 60 seconds" in refused.text and "a minute" not in refused.text
@@ -52,15 +53,18 @@ def test_the_client_is_the_address_the_trusted_proxy_saw(make_app, rdb, stopped_
         return client.get("/orders/new", headers={"X-Forwarded-For": address}).status_code
 
     assert [view("203.0.113.1") for _ in range(4)] == [200, 200, 200, 429]
-    assert view("203.0.113.2") == 200  # same proxy, another client
-    assert not any("203.0.113" in key for key in rdb.keys("*"))  # addresses only as digests
+    # same proxy, another client
+    assert view("203.0.113.2") == 200
+    # addresses only as digests
+    assert not any("203.0.113" in key for key in rdb.keys("*"))
 
 
 def test_the_limit_is_off_at_zero_and_the_session_cap_stays(make_app, rdb, stopped_clock):
     client = make_app(
         SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=0, SUBMIT_ONCE_MAX_FORMS_PER_SESSION=5
     ).test_client()
-    stopped_clock(0)  # the session's count is kept per hour of the clock
+    # the session's count is kept per hour of the clock
+    stopped_clock(0)
     assert [client.get("/orders/new").status_code for _ in range(6)] == [200] * 5 + [429]
     # One key for the session's count beside the five tokens.
     assert len(rdb.keys("so:issued:*")) == 1 and len(token_keys(rdb, "so:*")) == 5
@@ -108,8 +112,10 @@ def test_an_order_costs_two_round_trips_to_redis_with_or_without_the_limits(
     pool.connection_class = CountingConnection
     client = app.test_client()
     stopped_clock(0)
-    client.get("/orders/new")  # the connection is open (CLIENT SETINFO is done)
-    client.get("/orders/new")  # and the session's count exists (made at its second form)
+    # the connection is open (CLIENT SETINFO is done)
+    client.get("/orders/new")
+    # and the session's count exists (made at its second form)
+    client.get("/orders/new")
     rdb.config_resetstat()
     CountingConnection.writes = 0
     html = client.get("/orders/new").text
@@ -145,15 +151,18 @@ def test_a_cookieless_view_makes_no_per_session_counter(make_app, rdb, stopped_c
     )
     stopped_clock(0)
     assert {client.get("/orders/new").status_code for _ in range(10)} == {200}
-    assert len(rdb.keys("so:issued:*")) == 1  # the client's count, no session's
+    # the client's count, no session's
+    assert len(rdb.keys("so:issued:*")) == 1
 
 
 @pytest.mark.parametrize(
     "first, second, shared",
     [
-        ("2001:db8:1:2::1", "2001:db8:1:2:ffff::9", True),  # one /64: one subscriber
+        # one /64: one subscriber
+        ("2001:db8:1:2::1", "2001:db8:1:2:ffff::9", True),
         ("2001:db8:1:2::1", "2001:db8:1:3::1", False),
-        ("::ffff:192.0.2.7", "192.0.2.7", True),  # an IPv4-mapped address is that address
+        # an IPv4-mapped address is that address
+        ("::ffff:192.0.2.7", "192.0.2.7", True),
     ],
 )
 def test_the_client_limit_counts_an_ipv6_64_as_one_client(
@@ -191,7 +200,8 @@ def test_a_flood_from_one_address_under_maxmemory_evicts_no_open_form(make_app, 
     tokens = {"csrf_token": hidden(html, "csrf_token"), "form_token": hidden(html, "form_token")}
     used = int(rdb.info("memory")["used_memory"])
     rdb.config_set("maxmemory-policy", "volatile-ttl")
-    rdb.config_set("maxmemory", used + 80_000)  # room for ~800 small keys, not more
+    # room for ~800 small keys, not more
+    rdb.config_set("maxmemory", used + 80_000)
     evicted_before = int(rdb.info("stats")["evicted_keys"])
     try:
         flood = app.test_client(use_cookies=False)

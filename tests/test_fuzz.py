@@ -183,7 +183,8 @@ def send_form(
         return client.post(path, data=body["raw"], content_type=body["content_type"])
     data: MultiDict[str, object] = MultiDict(kept)
     for name, value, replace in body["pairs"]:
-        if isinstance(value, tuple):  # a file part; as plain text in a url-encoded body
+        # a file part; as plain text in a url-encoded body
+        if isinstance(value, tuple):
             value = (
                 (io.BytesIO(value[1]), "part.bin")
                 if body["kind"] == "multipart"
@@ -214,7 +215,8 @@ def test_any_order_form_body_gets_a_4xx_page_or_one_order_never_a_500(app, serve
         client = app.test_client()
         tokens = open_form(client)
         before = order_count(servers)
-        for _ in range(2):  # the same body twice: the second never places another order
+        # the same body twice: the second never places another order
+        for _ in range(2):
             response = send_form(client, "/orders", tokens, VALID, body)
             seen[response.status_code] += 1
             assert response.status_code < 500, response.get_data(as_text=True)[:600]
@@ -308,7 +310,8 @@ def test_any_api_request_gets_a_problem_or_one_order_never_a_500(client, servers
             "Authorization": f"Bearer {api_key if authorised else 'x' * 40}",
         }
         before = order_count(servers)
-        for _ in range(2):  # a retry with the same key never places a second order
+        # a retry with the same key never places a second order
+        for _ in range(2):
             response = client.post(
                 "/api/orders", data=data, content_type=content_type, headers=headers
             )
@@ -349,7 +352,8 @@ def test_any_signed_webhook_body_gets_a_problem_or_takes_effect_once_never_a_500
     def one(data: st.DataObject, raw: bytes | None, signed: bool, header: str) -> None:
         body = raw if raw is not None else json.dumps(data.draw(event_body(reference))).encode()
         before = count(servers, "payment_events")
-        for _ in range(2):  # a redelivery is never a second event
+        # a redelivery is never a second event
+        for _ in range(2):
             response = deliver(
                 client, {}, body=body, signature=sign(SECRET, body) if signed else header
             )

@@ -31,18 +31,22 @@ def bearer(token: str) -> dict[str, str]:
 @pytest.mark.parametrize(
     "env, token, headers, status",
     [
-        ("production", None, {}, 404),  # off when unset in production
+        # off when unset in production
+        ("production", None, {}, 404),
         ("production", None, bearer("anything"), 404),
         ("production", TOKEN, {}, 401),
         ("production", TOKEN, bearer(TOKEN[:-1]), 401),
         ("production", TOKEN, bearer(TOKEN + "x"), 401),
         ("production", TOKEN, {"Authorization": f"Basic {TOKEN}"}, 401),
         ("production", TOKEN, bearer(TOKEN), 200),
-        ("testing", TOKEN, {}, 401),  # set: required in every environment
-        ("testing", None, {}, 200),  # unset: open in testing/development
+        # set: required in every environment
+        ("testing", TOKEN, {}, 401),
+        # unset: open in testing/development
+        ("testing", None, {}, 200),
     ],
     ids=lambda value: "token" if value == TOKEN else None,
-)  # the same names in every run
+    # the same names in every run
+)
 def test_metrics_need_the_bearer_token(make_app, env, token, headers, status):
     app = make_app(APP_ENV=env, SECRET_KEY=KEY, METRICS_TOKEN=token)
     response = app.test_client().get("/metrics", headers=headers, base_url="https://localhost")
@@ -60,7 +64,8 @@ def test_metrics_labels_name_no_order_and_no_invented_method(make_app):
     for verb in ("QQA", "QQB", "get", "PROPFIND", "X" * 200):
         assert client.open("/orders/new", method=verb).status_code < 500
     page = client.get("/metrics", headers=bearer(TOKEN)).text
-    assert key not in page and ":public_id=" not in page  # the kind of form, never which
+    # the kind of form, never which
+    assert key not in page and ":public_id=" not in page
     labels: dict[str, set[str]] = {}
     for family in text_string_to_metric_families(page):
         for sample in family.samples:
@@ -79,7 +84,8 @@ def test_metrics_labels_name_no_order_and_no_invented_method(make_app):
         "webhook",
     }
     assert "cancel.cancel" in labels["form"]
-    assert all("<" not in r or r.startswith("/") for r in labels["route"])  # rules, not paths
+    # rules, not paths
+    assert all("<" not in r or r.startswith("/") for r in labels["route"])
     assert not any(key in r for r in labels["route"])
 
 
@@ -109,7 +115,8 @@ def test_a_cross_site_forged_post_echoes_nothing_and_leaves_the_session_alone(ap
         assert 'name="form_token"' not in html and 'name="csrf_token"' not in html
         assert "Set-Cookie" not in response.headers
     assert victim.get_cookie("session").value == cookie and order_count(servers) == 0
-    assert submit(victim, tokens).status_code == 303  # the victim's open form still works
+    # the victim's open form still works
+    assert submit(victim, tokens).status_code == 303
 
 
 def test_a_same_site_session_loss_keeps_the_input(app):
@@ -126,7 +133,8 @@ def test_a_same_site_session_loss_keeps_the_input(app):
 @pytest.mark.parametrize(
     "proxies, forwarded, hsts",
     [
-        (0, "https", False),  # nobody trusted: a client cannot claim HTTPS
+        # nobody trusted: a client cannot claim HTTPS
+        (0, "https", False),
         (1, "https", True),
         (1, "http", False),
         (2, "https, https", True),
@@ -146,8 +154,10 @@ def test_hsts_whenever_the_request_is_secure_as_the_trusted_proxy_saw_it(
 @pytest.mark.parametrize(
     "proxies, claims_https",
     [
-        ("0", {}),  # nobody trusted: no header makes HTTPS
-        ("1", {"X-Forwarded-Proto": "https"}),  # ProxyFix reads this one header, no other
+        # nobody trusted: no header makes HTTPS
+        ("0", {}),
+        # ProxyFix reads this one header, no other
+        ("1", {"X-Forwarded-Proto": "https"}),
     ],
 )
 def test_under_gunicorn_only_trusted_proxies_make_a_plain_http_request_https(
@@ -163,7 +173,8 @@ def test_under_gunicorn_only_trusted_proxies_make_a_plain_http_request_https(
         SECRET_KEY=secrets.token_hex(32),
         TRUSTED_PROXIES=proxies,
     )
-    live.args[3:3] = ["-c", "python:webapp.gunicorn_conf"]  # the production settings
+    # the production settings
+    live.args[3:3] = ["-c", "python:webapp.gunicorn_conf"]
     with live:
         connection = Connection(live.port)
         try:
@@ -184,9 +195,11 @@ def test_under_gunicorn_only_trusted_proxies_make_a_plain_http_request_https(
 @pytest.mark.parametrize(
     "env, trusted, host, served",
     [
-        ("development", None, "127.0.0.1:5000", True),  # scripts/run
+        # scripts/run
+        ("development", None, "127.0.0.1:5000", True),
         ("development", None, "localhost:5000", True),
-        ("development", None, "rebound.evil.example:5000", False),  # DNS rebinding
+        # DNS rebinding
+        ("development", None, "rebound.evil.example:5000", False),
         ("production", "shop.example, .shop.example", "shop.example", True),
         ("production", "shop.example, .shop.example", "www.shop.example", True),
         ("production", "shop.example", "evil.example", False),
@@ -210,7 +223,8 @@ def test_behind_a_tls_proxy_the_form_posts_only_with_our_own_https_referer(make_
     client = make_app(TRUSTED_PROXIES=1).test_client()
     client.environ_base["HTTP_X_FORWARDED_PROTO"] = "https"
     tokens = open_form(client)
-    refused = submit(client, tokens, **{})  # no Referer: Flask-WTF's HTTPS check applies
+    # no Referer: Flask-WTF's HTTPS check applies
+    refused = submit(client, tokens, **{})
     assert refused.status_code == 400 and order_count(servers) == 0
     placed = client.post(
         "/orders", data={**VALID, **tokens}, headers={"Referer": "https://localhost/orders/new"}
@@ -251,7 +265,8 @@ def production(**settings: str) -> dict:
         (
             {"SECRET_KEY": KEY, "PAYMENT_WEBHOOK_SECRET": OTHER, "METRICS_TOKEN": f" {OTHER}\n"},
             "^PAYMENT_WEBHOOK_SECRET and METRICS_TOKEN are the same",
-        ),  # padding is not key
+            # padding is not key
+        ),
     ],
 )
 def test_production_refuses_bad_settings(settings, message):
@@ -265,12 +280,15 @@ def test_production_refuses_bad_settings(settings, message):
     [
         ("SECRET_KEY", "short", "is 5 bytes; production needs at least 32"),
         ("SECRET_KEY", "x" * 31, "at least 32"),
-        ("SECRET_KEY", " " * 40, "is 0 bytes"),  # whitespace: nothing left
-        ("SECRET_KEY", "  5ba04ae7cb81729782fa2891454785  \n", "is 30 bytes"),  # padding is not key
+        # whitespace: nothing left
+        ("SECRET_KEY", " " * 40, "is 0 bytes"),
+        # padding is not key
+        ("SECRET_KEY", "  5ba04ae7cb81729782fa2891454785  \n", "is 30 bytes"),
         ("SECRET_KEY", "a" * 40, "one character repeated"),
         ("SECRET_KEY", DEV_SECRET_KEY, "development secret"),
         ("SECRET_KEY", f"prod-{DEV_SECRET_KEY}-2024-rotated", "development secret"),
-        ("PAYMENT_WEBHOOK_SECRET", "a", "at least 32"),  # anyone could sign "paid"
+        # anyone could sign "paid"
+        ("PAYMENT_WEBHOOK_SECRET", "a", "at least 32"),
         ("PAYMENT_WEBHOOK_SECRET", "\t" * 40, "is 0 bytes"),
         ("PAYMENT_WEBHOOK_SECRET", "z" * 64, "one character repeated"),
         ("PAYMENT_WEBHOOK_SECRET", DEV_WEBHOOK_SECRET, "development secret"),
@@ -288,7 +306,8 @@ def test_production_refuses_bad_settings(settings, message):
             "has only 2 different characters; production needs at least 10",
         ),
         ("PAYMENT_WEBHOOK_SECRET", "0123456789abcdef" * 2, "pattern of 16 characters"),
-        ("PAYMENT_WEBHOOK_SECRET", "abcdefghijk" * 3 + "abc", "pattern of 11"),  # not whole repeats
+        # not whole repeats
+        ("PAYMENT_WEBHOOK_SECRET", "abcdefghijk" * 3 + "abc", "pattern of 11"),
         ("METRICS_TOKEN", "password" * 4, "pattern of 8"),
         ("METRICS_TOKEN", "abcdefgh" + "i" * 24, "has only 9 different characters"),
     ],

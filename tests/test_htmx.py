@@ -23,10 +23,12 @@ def test_a_submit_redirects_the_whole_page_to_the_order_and_a_repeat_lands_on_it
     page = once_forms.open("/orders/new")
     first = page.submit(VALID, headers=HTMX)
     assert first.status_code == 200 and first.headers["HX-Redirect"].startswith("/orders/")
-    assert first.data == b""  # nothing for htmx to swap into the form
+    # nothing for htmx to swap into the form
+    assert first.data == b""
     again = page.submit(VALID, headers=HTMX)
     assert again.headers["HX-Redirect"] == first.headers["HX-Redirect"]
-    assert flashed(first) == [] and flashed(again) == ["already_placed"]  # for the page it loads
+    # for the page it loads
+    assert flashed(first) == [] and flashed(again) == ["already_placed"]
     assert order_count(servers) == 1
 
 
@@ -49,5 +51,6 @@ def test_a_changed_resubmit_is_a_409_fragment_with_the_new_input_and_a_fresh_tok
     html = answer.get_data(as_text=True)
     assert answer.status_code == 409 and "<html" not in html
     assert "already used for order" in html and 'value="7"' in html
-    assert hidden(html, "form_token") != page.token  # hidden(): there is one
+    # hidden(): there is one
+    assert hidden(html, "form_token") != page.token
     assert order_count(servers) == 1

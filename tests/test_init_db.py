@@ -54,7 +54,8 @@ def test_the_demo_catalogue_is_added_only_when_asked(servers, fresh_database, en
     assert result.exit_code == 0, result.output
     assert products(engine) == (4 if seeded else 0)
     assert ("demo catalogue seeded" in result.output) is seeded
-    if not seeded:  # an empty catalogue says how to stock it
+    # an empty catalogue says how to stock it
+    if not seeded:
         assert "init-db --demo adds it" in result.output
         assert "'flask --app webapp products import FILE.csv' or 'products add'" in result.output
         assert listed.output.startswith(

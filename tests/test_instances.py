@@ -41,13 +41,16 @@ def test_a_duplicate_on_instance_b_while_a_is_still_placing_waits_and_lands_on_a
         LiveServer(servers, workers=1, threads=4, TEST_PAUSE_AFTER_CONSUME="3") as a,
         LiveServer(servers, workers=1, threads=4) as b,
     ):
-        rdb.flushall()  # the forms the start-up checks rendered
+        # the forms the start-up checks rendered
+        rdb.flushall()
         cookie, form = open_form(a.port)
-        assert len(token_keys(rdb)) == 1  # the one token just issued
+        # the one token just issued
+        assert len(token_keys(rdb)) == 1
         with ThreadPoolExecutor(1) as pool:
             first = pool.submit(request, a.port, "POST", "/orders", cookie=cookie, form=form)
             deadline = time.monotonic() + 20
-            while token_keys(rdb) and time.monotonic() < deadline:  # A has run its GETDEL
+            # A has run its GETDEL
+            while token_keys(rdb) and time.monotonic() < deadline:
                 time.sleep(0.01)
             assert token_keys(rdb) == [], "instance A never consumed the token"
             assert not first.done(), "A finished before B's duplicate was sent: nothing proved"

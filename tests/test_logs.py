@@ -50,7 +50,8 @@ def test_a_views_warning_is_a_json_line_with_time_level_logger_and_the_request_i
         "form_token": hidden(page, "form_token"),
     }
 
-    def connection_lost():  # the submit's own transaction is killed under it
+    # the submit's own transaction is killed under it
+    def connection_lost():
         with servers.engine.begin() as conn:
             conn.execute(
                 text(
@@ -83,17 +84,23 @@ def test_a_views_warning_is_a_json_line_with_time_level_logger_and_the_request_i
 #: Request lines gunicorn refuses (issue 30: each was logged with the client's address and
 #: up to ~4 KB of what it sent). Each holds "attacker" where gunicorn would echo it.
 MALFORMED = [
-    b"<script>attacker</script>" * 160,  # no method, no version: 4,000 bytes
-    b"G\x01T /orders/attacker HTTP/1.1",  # a method of control characters
-    b"GET /orders/attacker HTTP/9.attacker",  # no such version
-    b"GET /orders/attacker\x00 HTTP/1.1",  # a NUL in the path
-    b"GET /" + b"attacker" * 700 + b" HTTP/1.1",  # longer than limit_request_line
+    # no method, no version: 4,000 bytes
+    b"<script>attacker</script>" * 160,
+    # a method of control characters
+    b"G\x01T /orders/attacker HTTP/1.1",
+    # no such version
+    b"GET /orders/attacker HTTP/9.attacker",
+    # a NUL in the path
+    b"GET /orders/attacker\x00 HTTP/1.1",
+    # longer than limit_request_line
+    b"GET /" + b"attacker" * 700 + b" HTTP/1.1",
 ]
 
 
 def test_gunicorn_logs_a_malformed_request_without_the_client_address_or_what_it_sent(servers):
     live = LiveServer(servers, workers=1, threads=2)
-    live.args[3:3] = ["-c", "python:webapp.gunicorn_conf"]  # the production settings
+    # the production settings
+    live.args[3:3] = ["-c", "python:webapp.gunicorn_conf"]
     with live:
         for line in MALFORMED:
             # From 127.0.0.2: gunicorn's own "Listening at" line names 127.0.0.1.
@@ -101,7 +108,8 @@ def test_gunicorn_logs_a_malformed_request_without_the_client_address_or_what_it
                 ("127.0.0.1", live.port), timeout=10, source_address=("127.0.0.2", 0)
             ) as sock:
                 sock.sendall(line + b"\r\n\r\n")
-                answer = sock.recv(100)  # gunicorn logs before it answers
+                # gunicorn logs before it answers
+                answer = sock.recv(100)
             assert answer.startswith((b"HTTP/1.1 400", b"HTTP/1.1 414")), answer
         output = live.output()
     lines = json_lines(output)

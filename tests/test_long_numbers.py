@@ -77,6 +77,8 @@ def test_a_number_of_any_length_is_the_fields_own_error_and_spends_nothing(
     html = response.get_data(as_text=True)
     assert response.status_code == 422, html[:800]
     assert error in html
-    assert token in html  # the form's token, unspent, for the fixed submit
+    # the form's token, unspent, for the fixed submit
+    assert token in html
     assert written(servers) == before
-    assert client.post(url, data=data).status_code == 303  # and it still works once
+    # and it still works once
+    assert client.post(url, data=data).status_code == 303

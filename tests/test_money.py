@@ -57,7 +57,8 @@ def test_orders_carry_their_total_and_currency(client, order, servers):
 @pytest.mark.parametrize(
     "amount, currency, problem",
     [
-        (1, "EUR", "amount_mismatch"),  # a 1-cent payment for a €36 order
+        # a 1-cent payment for a €36 order
+        (1, "EUR", "amount_mismatch"),
         (3599, "EUR", "amount_mismatch"),
         (3601, "EUR", "amount_mismatch"),
         (3600, "USD", "currency_mismatch"),
@@ -116,7 +117,8 @@ def test_a_second_payment_on_a_paid_order_is_recorded_and_refundable(client, ord
     assert "Up to €72.00." in client.get(f"{order}/refund").text
     last = deliver(client, refunded(reference_of(servers, order), amount=7200))
     assert last.get_json()["order_status"] == "refunded"
-    assert row(servers) == ("refunded", 7200, 7200, "EUR")  # refunded <= paid holds
+    # refunded <= paid holds
+    assert row(servers) == ("refunded", 7200, 7200, "EUR")
 
 
 def test_reconcile_payments_lists_money_kept_without_an_order(app, client, order, servers):
@@ -129,7 +131,8 @@ def test_reconcile_payments_lists_money_kept_without_an_order(app, client, order
     assert "kept without an order: 1 payments" in result.output
     assert "event evt_1cent: 1 EUR amount_mismatch" in result.output
     assert key(order) not in result.output
-    with servers.engine.begin() as conn:  # money paid that no event explains
+    # money paid that no event explains
+    with servers.engine.begin() as conn:
         conn.execute(text("UPDATE orders SET paid_cents = paid_cents + 1"))
     broken = app.test_cli_runner().invoke(args=["reconcile-payments"])
     assert broken.exit_code == 1 and "MISMATCH" in broken.output

@@ -143,7 +143,8 @@ def test_prometheus_reads_the_app_and_the_worker_through_nginx_as_deploy_configu
             assert scraped.status == 200, (name, scraped.body[:300])
             assert re.search(rf"^{JOB_METRIC[name]}[ {{]", scraped.body, re.M), name
             assert scrape(None).status == 401, name
-            assert scrape(METRICS_TOKEN, source="127.0.0.2").status == 403, name  # not ours
+            # not ours
+            assert scrape(METRICS_TOKEN, source="127.0.0.2").status == 403, name
     finally:
         worker.stop()
         worker.close()

@@ -21,10 +21,13 @@ import pytest
 from tests.live import LiveServer
 from tests.nginx import Nginx, Shopper, fetch, needs_nginx, nginx, production_gunicorn
 
-IDLE_CONNECTIONS = 1600  # what one address held in issue 30
+# what one address held in issue 30
+IDLE_CONNECTIONS = 1600
 PROBES = 10
-PROBE_SECONDS = 3.0  # a load balancer's health-check timeout
-RATE, BURST, IN_PROGRESS = 10, 40, 32  # docs/nginx.conf's limit_req and limit_conn
+# a load balancer's health-check timeout
+PROBE_SECONDS = 3.0
+# docs/nginx.conf's limit_req and limit_conn
+RATE, BURST, IN_PROGRESS = 10, 40, 32
 
 
 @pytest.fixture(scope="module")
@@ -87,7 +90,8 @@ def timed(call: Callable[[], int], expected: int) -> float | None:
     started = time.monotonic()
     try:
         return time.monotonic() - started if call() == expected else None
-    except (OSError, AssertionError):  # a timeout, or the form page did not come
+    # a timeout, or the form page did not come
+    except (OSError, AssertionError):
         return None
 
 
@@ -130,7 +134,8 @@ def test_one_address_holding_1600_idle_connections_leaves_healthz_and_the_form_a
         f"\n{min(held)}-{max(held)} connections held silent mid-handshake from one address; "
         f"/healthz: {summary(health)}; the form and its submit: {summary(submits)}"
     )
-    assert min(held) >= IDLE_CONNECTIONS - 10, held  # all held, but one just reopened
+    # all held, but one just reopened
+    assert min(held) >= IDLE_CONNECTIONS - 10, held
     assert None not in health and None not in submits
     assert "worker_connections are not enough" not in site.log("error.log")
 
@@ -182,7 +187,8 @@ def test_one_address_gets_429_past_its_requests_in_progress_while_another_is_ser
             sockets.append(sock)
             selector.register(sock, selectors.EVENT_READ)
         refused: list[bytes] = []
-        deadline = time.monotonic() + 8  # before client_body_timeout (10 s) answers the rest
+        # before client_body_timeout (10 s) answers the rest
+        deadline = time.monotonic() + 8
         while len(refused) < 8 and time.monotonic() < deadline:
             for key, _ in selector.select(0.5):
                 refused.append(key.fileobj.recv(100))  # type: ignore[union-attr]
@@ -197,5 +203,6 @@ def test_one_address_gets_429_past_its_requests_in_progress_while_another_is_ser
     assert [answer.split(b"\r\n", 1)[0] for answer in refused] == [
         b"HTTP/1.1 429 Too Many Requests"
     ] * 8
-    assert still_waiting == 0  # the other 32 are in progress, waiting for their bodies
+    # the other 32 are in progress, waiting for their bodies
+    assert still_waiting == 0
     assert other.status == 303

@@ -38,7 +38,8 @@ def test_an_orders_key_and_the_referer_stay_out_of_nginxs_access_and_error_logs(
     print(f"\naccess.log:\n{access}error.log:\n{errors}")
     for log in (access, errors):
         assert key not in log
-        assert shopper.origin not in log and "referrer" not in log  # no Referer
+        # no Referer
+        assert shopper.origin not in log and "referrer" not in log
     lines = [json.loads(line) for line in access.splitlines()]
     assert [(line["method"], line["path"], line["status"]) for line in lines] == [
         ("GET", "/orders/new", 200),
@@ -49,4 +50,5 @@ def test_an_orders_key_and_the_referer_stay_out_of_nginxs_access_and_error_logs(
         ("GET", "/orders/<key>", 502),
         ("POST", "/orders/<key>/cancel", 502),
     ]
-    assert lines[-1]["upstream_status"] == "502"  # what went wrong, said without the key
+    # what went wrong, said without the key
+    assert lines[-1]["upstream_status"] == "502"

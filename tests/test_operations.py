@@ -82,13 +82,16 @@ def test_metrics_count_tokens_orders_duplicates_and_rejects(client, rdb):
     before = client.get("/metrics").get_data(as_text=True)
     form = form_data(client)
     assert client.post("/orders", data=form).status_code == 303
-    assert client.post("/orders", data=form).status_code == 303  # duplicate
+    # duplicate
+    assert client.post("/orders", data=form).status_code == 303
     stale = form_data(client)
     rdb.flushall()
-    assert client.post("/orders", data=stale).status_code == 409  # expired
+    # expired
+    assert client.post("/orders", data=stale).status_code == 409
     assert (
         client.application.test_client().post("/orders", data=form_data(client)).status_code == 400
-    )  # another browser: no session cookie, CSRF fails
+        # another browser: no session cookie, CSRF fails
+    )
     after = client.get("/metrics").get_data(as_text=True)
     assert after.startswith("# HELP") and "text/plain" in client.get("/metrics").content_type
 
@@ -114,10 +117,12 @@ def test_orders_placed_counts_every_channel_once_labelled_form_or_api(client, se
     before = client.get("/metrics").text
     form = form_data(client)
     assert client.post("/orders", data=form).status_code == 303
-    assert client.post("/orders", data=form).status_code == 303  # a duplicate: no order
+    # a duplicate: no order
+    assert client.post("/orders", data=form).status_code == 303
     key = new_api_key(servers)
     assert place(client, key).status_code == 201
-    assert place(client, key).headers["Idempotent-Replayed"] == "true"  # a retry: no order
+    # a retry: no order
+    assert place(client, key).headers["Idempotent-Replayed"] == "true"
     assert place(client, key, {**ORDER, "product": "NO-SUCH"}, key="order-2").status_code == 422
     assert place(client, key, key="order-3").status_code == 201
     after = client.get("/metrics").text
@@ -131,7 +136,8 @@ def test_orders_placed_counts_every_channel_once_labelled_form_or_api(client, se
 
 def test_an_order_whose_transaction_rolls_back_is_not_counted(client, servers, monkeypatch):
     before = client.get("/metrics").text
-    lose_the_commit_reply(monkeypatch, committed=False)  # the INSERT flushed, then no COMMIT
+    # the INSERT flushed, then no COMMIT
+    lose_the_commit_reply(monkeypatch, committed=False)
     assert client.post("/orders", data=form_data(client)).status_code == 503
     assert order_count(servers) == 0
     assert value(client.get("/metrics").text, "orders_placed_total", channel="form") == value(
@@ -147,9 +153,11 @@ def test_metrics_add_up_over_gunicorn_workers_and_time_duplicates_that_waited(se
         TEST_PAUSE_AFTER_CONSUME="1",
         PROMETHEUS_MULTIPROC_DIR=str(tmp_path / "metrics"),
     )
-    live.args[3:3] = ["-c", "python:webapp.gunicorn_conf"]  # the production settings
+    # the production settings
+    live.args[3:3] = ["-c", "python:webapp.gunicorn_conf"]
     (tmp_path / "metrics").mkdir()
-    (tmp_path / "metrics" / "counter_1.db").write_bytes(b"stale")  # a previous run's samples
+    # a previous run's samples
+    (tmp_path / "metrics" / "counter_1.db").write_bytes(b"stale")
     with live:
         cookie, form = open_form(live.port)
         with ThreadPoolExecutor(20) as pool:
@@ -208,7 +216,8 @@ def test_gunicorn_start_deletes_only_the_sample_files_in_the_metrics_directory(
     assert left == sorted(others)
     monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(tmp_path / "new"))
     gunicorn_conf.on_starting(None)
-    assert (tmp_path / "new").is_dir()  # created when missing
+    # created when missing
+    assert (tmp_path / "new").is_dir()
 
 
 @pytest.fixture
@@ -245,9 +254,11 @@ def test_one_json_line_per_request_with_id_route_status_and_hashed_token_only(
     assert submit["status"] == 303 and submit["outcome"] == "created"
     assert submit["method"] == "POST" and submit["ms"] >= 0
     number = re.search(r'data-order-number="([^"]+)"', shown.text).group(1)
-    assert log_lines[2]["order_number"] == number  # the number, never the order's key
+    # the number, never the order's key
+    assert log_lines[2]["order_number"] == number
     assert log_lines[2]["status"] == shown.status_code
-    assert len({line["request_id"] for line in log_lines}) == 3  # new ids when none given
+    # new ids when none given
+    assert len({line["request_id"] for line in log_lines}) == 3
     text = json.dumps(log_lines)
     for private in (form["form_token"], order, VALID["email"], VALID["name"], "London"):
         assert private not in text

@@ -27,13 +27,15 @@ def test_the_confirmation_link_of_a_lost_order_says_it_could_not_be_confirmed_an
     client, servers, make_app
 ):
     form, location = place(client)
-    with servers.engine.begin() as conn:  # the primary died before the standby had it
+    # the primary died before the standby had it
+    with servers.engine.begin() as conn:
         conn.execute(text("DELETE FROM orders"))
     page = client.get(location)
     html = page.get_data(as_text=True)
     assert page.status_code == 404
     assert "We could not confirm this order" in html
-    assert location.rsplit("/", 1)[1] not in html  # the key is a secret, never shown as a number
+    # the key is a secret, never shown as a number
+    assert location.rsplit("/", 1)[1] not in html
     assert "lost when our systems" in html and "Nothing was charged" in html
     assert 'id="restore-offer" hidden' in html and "data-restore-details" in html
     assert 'href="/orders/new"' in html

@@ -40,7 +40,8 @@ def test_the_number_is_short_and_readable_and_the_key_is_128_random_bits(placed)
     link, number = placed
     key = link.rsplit("/", 1)[1]
     assert len(number) == 10 and set(number) <= set(ORDER_NUMBER_ALPHABET)
-    assert len(key) == 22 and key != number  # 22 URL-safe characters: 132 bits, 128 random
+    # 22 URL-safe characters: 132 bits, 128 random
+    assert len(key) == 22 and key != number
 
 
 @pytest.mark.parametrize("typed", [str, str.lower, lambda n: f"{n[:5]}-{n[5:]}"])
@@ -61,7 +62,8 @@ def test_the_number_alone_opens_nothing_for_another_session(
     stranger = app.test_client()
     data = {**open_form(stranger), "amount": "1"} if method == "POST" else None
     response = stranger.open(path.format(typed(number)), method=method, data=data)
-    assert response.status_code in (400, 404), response.status_code  # 400: no form token
+    # 400: no form token
+    assert response.status_code in (400, 404), response.status_code
     page = response.text
     assert VALID["email"] not in page and "Lovelace" not in page and "London" not in page
     with servers.engine.connect() as conn:
@@ -75,7 +77,8 @@ def test_find_order_looks_an_order_up_by_the_number_a_customer_quotes(app, place
     assert found.exit_code == 0, found.output
     assert number in found.output and VALID["email"] in found.output
     assert "status=placed" in found.output and "3600 EUR" in found.output
-    assert link not in found.output  # the key only when asked for
+    # the key only when asked for
+    assert link not in found.output
     assert link in runner.invoke(args=["find-order", number, "--link"]).output
     missing = runner.invoke(args=["find-order", "2222222222"])
     assert missing.exit_code == 1 and "No order has the number" in missing.output
@@ -97,9 +100,11 @@ def test_the_log_holds_no_order_key_after_viewing_cancelling_and_refunding(
     client.get(f"{link}/nope")
     as_json = json_lines()
     logged = "\n".join(f"{as_json.format(r)} {r.exc_text or ''}" for r in caplog.records)
-    logged += capfd.readouterr().err  # what reached stderr, as a log pipeline reads it
+    # what reached stderr, as a log pipeline reads it
+    logged += capfd.readouterr().err
     assert '"route":"/orders/<public_id>/cancel"' in logged
-    assert f'"order_number":"{number}"' in logged  # support can find the requests
+    # support can find the requests
+    assert f'"order_number":"{number}"' in logged
     assert key not in logged
 
 

@@ -21,13 +21,17 @@ from tests.money_states import STATES, put_order_in
 
 
 class Words(NamedTuple):
-    headline: str  # the order page's h1
-    status: str  # the order page's Status
-    money: str  # the one sentence every page about the order says
+    # the order page's h1
+    headline: str
+    # the order page's Status
+    status: str
+    # the one sentence every page about the order says
+    money: str
 
 
 class Pages(NamedTuple):
-    cancel: tuple[int, str]  # status, h1 (303: to the order page)
+    # status, h1 (303: to the order page)
+    cancel: tuple[int, str]
     refund: tuple[int, str]
 
 
@@ -182,12 +186,14 @@ def test_every_page_about_an_order_says_where_the_money_is_in_the_same_words(
     else:
         status, headline = getattr(pages, page)
         assert response.status_code == status
-        if status == 303:  # a cancelled order's cancel page: the order, "already cancelled"
+        # a cancelled order's cancel page: the order, "already cancelled"
+        if status == 303:
             assert response.headers["Location"] == f"/orders/{key}"
             return
         assert h1(html) == headline
     if (page, pages.cancel) == ("cancel", NOT_CANCELLED):
-        assert money(html) is None  # the refusal says why, the order page where the money is
+        # the refusal says why, the order page where the money is
+        assert money(html) is None
     else:
         assert money(html) == words.money
 
@@ -213,7 +219,8 @@ def test_the_refund_notice_says_what_was_done_and_the_headline_where_it_stands(
     words, _ = TABLE[state]
     key = put_order_in(servers.engine, STATES[state])
     number = text_of(client.get(f"/orders/{key}").text, r'data-order-number="[^"]*">')
-    with client.session_transaction() as session:  # what the refund submit flashes
+    # what the refund submit flashes
+    with client.session_transaction() as session:
         session["_flashes"] = [(f"order:{number}", "refund_requested")]
     html = client.get(f"/orders/{key}").text
     assert (
@@ -236,4 +243,5 @@ def test_an_order_awaiting_payment_says_how_to_pay_with_its_payment_reference(cl
     reference = text_of(html, r'<p class="payment-reference" id="payment-reference">')
     assert reference and re.fullmatch(r"pay_[0-9a-f]{32}", reference)
     assert "Pay €36.00 through our payment provider" in " ".join(html.split())
-    assert key not in html.replace(f"/orders/{key}", "")  # the key only in links, never shown
+    # the key only in links, never shown
+    assert key not in html.replace(f"/orders/{key}", "")

@@ -50,7 +50,8 @@ def test_form_carries_a_single_use_token_stored_with_a_ttl(client, rdb):
 def test_submit_places_one_order_and_lands_on_its_confirmation(client, servers):
     response = submit(client, open_form(client))
     path = order_path(response)
-    assert response.headers["Location"] == path and flashed(response) == []  # no notice
+    # no notice
+    assert response.headers["Location"] == path and flashed(response) == []
     page = client.get(path).get_data(as_text=True)
     assert "your order is placed" in page and "Ada Lovelace" in page
     assert "already placed" not in page
@@ -108,7 +109,8 @@ def test_double_click_creates_one_order_and_both_land_on_it(client, servers):
     assert first.headers["Location"] == second.headers["Location"] == order_path(first)
     assert flashed(first) == [] and flashed(second) == ["already_placed"]
     assert "already placed" in client.get(second.headers["Location"]).get_data(as_text=True)
-    assert "already placed" not in client.get(second.headers["Location"]).text  # said once
+    # said once
+    assert "already placed" not in client.get(second.headers["Location"]).text
     assert order_count(servers) == 1
 
 
@@ -134,13 +136,15 @@ def test_invalid_input_comes_back_with_errors_values_and_the_same_token(client, 
     assert 'value="not-an-email"' in html and "Ada Lovelace" in html
     assert hidden(html, "form_token") == tokens["form_token"]
     assert order_count(servers) == 0
-    order_path(submit(client, tokens))  # fixed: the same token still places the order
+    # fixed: the same token still places the order
+    order_path(submit(client, tokens))
     assert order_count(servers) == 1
 
 
 def test_expired_token_gives_the_form_back_with_input_and_a_fresh_token(client, servers, rdb):
     tokens = open_form(client)
-    rdb.flushall()  # as if the TTL ran out
+    # as if the TTL ran out
+    rdb.flushall()
     response = submit(client, tokens, name="Grace Hopper")
     html = response.get_data(as_text=True)
     assert response.status_code == 409
@@ -260,7 +264,8 @@ def test_resurrected_token_is_stopped_by_the_unique_constraint(client, servers, 
     tokens = open_form(client)
     (key,) = token_keys(rdb)
     path = order_path(submit(client, tokens))
-    rdb.set(key, 1, ex=60)  # a replica promoted before it saw the GETDEL
+    # a replica promoted before it saw the GETDEL
+    rdb.set(key, 1, ex=60)
     again = submit(client, tokens)
     assert order_path(again) == path and flashed(again) == ["already_placed"]
     assert order_count(servers) == 1

@@ -67,7 +67,8 @@ def test_back_edit_offers_update_beside_place_another_and_the_update_changes_the
     assert offered["update-order"].label == f"Update order {number(servers)} with these details"
     assert offered["place-another"].label == "Place another order"
     assert f'href="{path}" id="placed-order-link">See order {number(servers)}<' in html
-    assert "1 Other Street" in html and 'value="5"' in html  # the typed input kept
+    # the typed input kept
+    assert "1 Other Street" in html and 'value="5"' in html
     updated = press(client, html, "update-order", **EDITED)
     assert landed(updated) == path and flashed(updated) == ["amended"]
     assert order_row(servers)["quantity"] == 5
@@ -85,7 +86,8 @@ def test_a_double_click_on_update_updates_once_and_both_land_on_the_order(client
     first = press(client, html, "update-order", **EDITED)
     second = press(client, html, "update-order", **EDITED)
     assert landed(first) == landed(second) == path
-    assert flashed(second) == ["amended", "amended_already"]  # the page says "updated"
+    # the page says "updated"
+    assert flashed(second) == ["amended", "amended_already"]
     assert len(amendments(servers)) == 1 and order_count(servers) == 1
 
 
@@ -128,7 +130,8 @@ def test_an_update_of_an_order_paid_or_cancelled_meanwhile_is_refused_in_words(
     assert refused.status_code == 409, page[:500]
     assert f"Order {number(servers)} was not changed: {why}." in page
     assert "1 Other Street" in page and 'value="5"' in page
-    assert list(buttons(page)) == []  # no Update any more: the plain form, to place another
+    # no Update any more: the plain form, to place another
+    assert list(buttons(page)) == []
     assert "Place another order" in page and f'href="{path}"' in page
     assert order_row(servers)["quantity"] == 2 and amendments(servers) == []
 
@@ -145,15 +148,18 @@ def test_an_update_keeps_the_price_the_order_was_placed_at_unless_todays_is_take
     """An address fixed after a price rise must not re-price the order: it keeps what it
     was placed at. Today's price is taken only when the shopper ticks it, and only the
     one their page showed; another product is charged the price its page showed."""
-    path, html = changed_page(client)  # placed at €18.00
+    # placed at €18.00
+    path, html = changed_page(client)
     set_price(servers, 1900)
     landed(press(client, html, "update-order", **EDITED))
     assert order_row(servers)["unit_price_cents"] == 1800
     page = press(client, html, "update-order", **{**EDITED, "quantity": "6"}).get_data(
         as_text=True
-    )  # the same form again with other details: Update offered again, drawn now
+        # the same form again with other details: Update offered again, drawn now
+    )
     assert "Use today’s price, €19.00 each, instead of the €18.00" in page
-    set_price(servers, 2000)  # and again, while that page is open
+    # and again, while that page is open
+    set_price(servers, 2000)
     taken = {
         **EDITED,
         "quantity": "6",
@@ -170,7 +176,8 @@ def test_an_update_keeps_the_price_the_order_was_placed_at_unless_todays_is_take
     landed(press(client, again, "update-order", **taken))
     assert (order_row(servers)["unit_price_cents"], order_row(servers)["quantity"]) == (2000, 6)
     other = {**EDITED, "product": "2", "shown_prices": hidden(again, "shown_prices")}
-    set_price(servers, 1300, product=2)  # the tea's €12.50 was shown
+    # the tea's €12.50 was shown
+    set_price(servers, 1300, product=2)
     refused = press(client, again, "update-order", **other)
     assert refused.status_code == 409 and order_row(servers)["product_id"] == 1
     assert path
@@ -181,7 +188,8 @@ def test_the_update_reads_the_product_again_in_its_transaction(client, servers):
     with servers.engine.begin() as conn:
         conn.execute(text("UPDATE products SET active = false WHERE id = 1"))
     refused = press(client, html, "update-order", **{**EDITED, "quantity": "7"})
-    assert refused.status_code == 422  # off sale since the page: the form says so first
+    # off sale since the page: the form says so first
+    assert refused.status_code == 422
     assert "Choose one of the products on sale." in refused.get_data(as_text=True)
 
 
@@ -192,7 +200,8 @@ def test_a_product_taken_off_sale_after_validation_is_refused_inside_the_transac
     client = app.test_client()
     _, html = changed_page(client)
 
-    def off_sale() -> None:  # between validation and the update's own read of it
+    # between validation and the update's own read of it
+    def off_sale() -> None:
         with servers.engine.begin() as conn:
             conn.execute(text("UPDATE products SET active = false WHERE id = 1"))
 
@@ -291,8 +300,10 @@ def test_an_order_link_in_another_browser_cannot_update_the_order(make_app, serv
     )
     assert copied.status_code == 403
     assert order_row(servers)["quantity"] == 2 and amendments(servers) == []
-    assert number(servers) in stranger.get(path).get_data(as_text=True)  # the page, as before
-    landed(press(owner, html, "update-order", **EDITED))  # the owner still can
+    # the page, as before
+    assert number(servers) in stranger.get(path).get_data(as_text=True)
+    # the owner still can
+    landed(press(owner, html, "update-order", **EDITED))
     assert order_row(servers)["quantity"] == 5
 
 
@@ -311,4 +322,5 @@ def test_the_already_used_page_offers_update_only_to_the_session_that_placed_the
     assert again.status_code == 409
     assert "it was placed from another browser" in page
     assert list(buttons(page)) == [] and "Place another order" in page
-    assert f'href="{path}"' in page  # what the link showed before: the order
+    # what the link showed before: the order
+    assert f'href="{path}"' in page

@@ -55,9 +55,11 @@ def test_the_same_order_from_a_second_tab_is_asked_about_then_placed_when_confir
     first_tab, second_tab = open_form(client), open_form(client)
     landed(submit(client, first_tab))
     page = asked(submit(client, second_tab), servers)
-    assert hidden(page, "form_token") == second_tab["form_token"]  # unspent: asked again
+    # unspent: asked again
+    assert hidden(page, "form_token") == second_tab["form_token"]
     assert order_count(servers) == 1
-    again = submit(client, second_tab)  # a double click, or sent again unticked
+    # a double click, or sent again unticked
+    again = submit(client, second_tab)
     asked(again, servers)
     landed(submit(client, second_tab, same_again=numbers(servers)[0]))
     assert order_count(servers) == 2
@@ -77,10 +79,12 @@ def test_other_details_another_session_a_cancelled_order_or_past_the_window_are_
     client, servers, make_app
 ):
     landed(submit(client, open_form(client)))
-    landed(submit(client, open_form(client), quantity="3"))  # other details
+    # other details
+    landed(submit(client, open_form(client), quantity="3"))
     other_browser = make_app(**WINDOW).test_client()
     placed = submit(other_browser, open_form(other_browser))
-    assert numbers(servers)[0] not in placed.get_data(as_text=True)  # nothing told of it
+    # nothing told of it
+    assert numbers(servers)[0] not in placed.get_data(as_text=True)
     landed(placed)
     with servers.engine.begin() as conn:
         conn.execute(text("UPDATE orders SET status = 'cancelled' WHERE quantity = 3"))
@@ -120,8 +124,10 @@ def test_two_tabs_sent_at_once_place_one_order_and_the_other_is_asked(app, serve
     other.set_cookie("session", client.get_cookie("session").value)
     first = threading.Thread(target=lambda: answers.update(first=submit(client, first_tab)))
     first.start()
-    assert consumed.wait(10)  # validated, token spent, not yet placed
-    answers["second"] = submit(other, second_tab)  # validated now: no order yet
+    # validated, token spent, not yet placed
+    assert consumed.wait(10)
+    # validated now: no order yet
+    answers["second"] = submit(other, second_tab)
     release.set()
     first.join(20)
     after_consume(app, None)

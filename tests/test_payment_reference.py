@@ -63,7 +63,8 @@ def test_an_event_naming_the_order_by_its_key_names_no_order_and_pays_nothing(
     assert order_row(servers) == ("placed", 0, 0, 0) and counts(servers) == (0, 0)
     logged = "\n".join(record.getMessage() for record in caplog.records)
     assert "refused, no order has this payment reference" in logged
-    assert key not in logged  # what a misconfigured provider sends is not logged
+    # what a misconfigured provider sends is not logged
+    assert key not in logged
     # The same event with the reference pays it.
     assert deliver(client, paid(reference_of(servers, link), "evt_2")).status_code == 200
     assert order_row(servers)[0] == "paid"
@@ -95,7 +96,8 @@ def test_the_payment_reference_opens_nothing(client, servers, link):
     assert order_row(servers) == ("paid", 3600, 0, 0) and counts(servers) == (1, 0)
     assert (
         client.post(f"{link}/refunds", data={**refund_tokens, "amount": "36"}).status_code == 303
-    )  # the key opens it: the tokens were good
+        # the key opens it: the tokens were good
+    )
     assert counts(servers) == (1, 1)
 
 
@@ -106,7 +108,8 @@ def test_the_api_shows_the_reference_and_it_opens_nothing_there_either(client, s
     reference = body["payment_reference"]
     assert REFERENCE.fullmatch(reference) and reference_of(servers, body["id"]) == reference
     assert client.get(f"/api/orders/{body['id']}", headers=auth).get_json() == body
-    assert place(client, api_key).get_json() == body  # the retry's replay says the same
+    # the retry's replay says the same
+    assert place(client, api_key).get_json() == body
     assert client.get(f"/api/orders/{reference}", headers=auth).status_code == 404
     assert client.post(f"/api/orders/{reference}/cancel", headers=auth).status_code == 404
     assert client.get(f"/orders/{reference}").status_code == 404

@@ -7,7 +7,8 @@ import pytest
 from webapp.config import DEV_PROVIDER_SECRET, finish
 
 STRONG = "k" * 20 + "0123456789abcdef"
-PROVIDERS = "p" * 20 + "fedcba9876543210"  # a secret of its own: no two secrets alike
+# a secret of its own: no two secrets alike
+PROVIDERS = "p" * 20 + "fedcba9876543210"
 
 
 def production(**settings: object) -> dict[str, object]:

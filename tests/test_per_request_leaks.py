@@ -35,10 +35,13 @@ from tests.live import Connection, LiveServer, Response, payment
 from webapp.gunicorn_conf import threads as WEB_THREADS
 from webapp.webhooks import DEV_SECRET
 
-REQUESTS = 1000  # of each kind: 10× redis-py's default pool of 100 connections
+# of each kind: 10× redis-py's default pool of 100 connections
+REQUESTS = 1000
 SAMPLE_EVERY = 100
-FD_GROWTH = 5  # the worker's files after the load, beyond those after the first 100
-TEST_CLIENT = "per-request-leaks-test"  # this test's own connections, left out of counts
+# the worker's files after the load, beyond those after the first 100
+FD_GROWTH = 5
+# this test's own connections, left out of counts
+TEST_CLIENT = "per-request-leaks-test"
 
 
 @dataclass
@@ -126,14 +129,16 @@ def test_1000_api_orders_and_1000_webhooks_through_one_worker_leave_no_connectio
     api_key = new_api_key(servers)
     # Every look at Redis from here goes through this named client.
     rdb = redis.Redis.from_url(servers.redis.url, decode_responses=True, client_name=TEST_CLIENT)
-    pool_bound = redis.ConnectionPool().max_connections  # what the app's client gets
+    # what the app's client gets
+    pool_bound = redis.ConnectionPool().max_connections
     with LiveServer(
         servers, workers=1, threads=WEB_THREADS, PAYMENT_WEBHOOK_SECRET=DEV_SECRET
     ) as live:
         [worker] = live.worker_pids()
         before = app_connections(rdb, worker)
         files_before = open_files(worker)
-        keys_before = keys_by_kind(rdb)  # the start-up probe's form page: a form token
+        # the start-up probe's form page: a form token
+        keys_before = keys_by_kind(rdb)
         orders = Tally(rdb, worker)
         order_connects = send_all(
             live.port,
@@ -169,7 +174,8 @@ def test_1000_api_orders_and_1000_webhooks_through_one_worker_leave_no_connectio
     assert orders.statuses == {201: REQUESTS}, orders.statuses
     assert events.statuses == {200: REQUESTS}, events.statuses
     assert {body["result"] for body in events.bodies} == {"applied"}
-    assert sum(order_connects) + sum(event_connects) == 2 * WEB_THREADS  # kept alive
+    # kept alive
+    assert sum(order_connects) + sum(event_connects) == 2 * WEB_THREADS
     assert len(samples) == 2 * REQUESTS // SAMPLE_EVERY + 2
     # One connection per thread at most: far under the pool's 100, and flat from the
     # first sample to the last rather than one more per request.

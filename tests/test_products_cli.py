@@ -96,7 +96,8 @@ def test_a_product_added_is_listed_sold_on_the_form_and_through_the_api(run, cli
     assert (
         "Added TEA-ROOIBOS (Rooibos, 100 g) at €7.50, on sale: the API sells it at once, "
         "the order form at once." in added.stdout
-    )  # testing: no cache
+        # testing: no cache
+    )
     assert product(servers, "TEA-ROOIBOS") == ("Rooibos, 100 g", 750, "Caffeine free.", True, "ada")
     listed = run("products", "list", by=None).stdout
     assert listed.splitlines()[0].split() == ["SKU", "price", "sale", "name", "changed", "by"]
@@ -142,7 +143,8 @@ def test_a_price_is_read_in_euros_by_the_shops_money_rule(run, servers, typed, c
         ("", "Enter an amount like 12.50."),
         ("0", "at least 0.01"),
         ("0.00", "at least 0.01"),
-        ("216917.55", "at most 216917.54"),  # 99 of it must fit an order's INTEGER total
+        # 99 of it must fit an order's INTEGER total
+        ("216917.55", "at most 216917.54"),
         ("9" * 5000, "at most 216917.54"),
     ],
 )
@@ -151,7 +153,8 @@ def test_a_bad_price_is_refused_with_what_to_type_exit_2_and_nothing_written(
     run, servers, command, typed, said
 ):
     args = ["NEW-SKU", "A new thing", typed] if command == "add" else ["MUG-STONE", typed]
-    result = run("products", command, "--", *args)  # "--": "-1" is a value, not an option
+    # "--": "-1" is a value, not an option
+    result = run("products", command, "--", *args)
     assert result.exit_code == 2, result.output
     assert "Invalid value for PRICE" in result.stderr and said in result.stderr
     assert "Traceback" not in result.output
@@ -168,7 +171,8 @@ def test_a_bad_price_is_refused_with_what_to_type_exit_2_and_nothing_written(
     ("args", "said"),
     [
         (["add", "mug stone", "Mug", "1"], "Invalid value for SKU"),
-        (["add", "--", "-MUG", "Mug", "1"], "Invalid value for SKU"),  # "--": a value
+        # "--": a value
+        (["add", "--", "-MUG", "Mug", "1"], "Invalid value for SKU"),
         (["add", "M" * 33, "Mug", "1"], "Invalid value for SKU"),
         (["add", "NEW-SKU", " ", "1"], "Invalid value for NAME"),
         (["add", "NEW-SKU", "x" * 121, "1"], "Invalid value for NAME"),
@@ -206,7 +210,8 @@ def test_a_new_price_is_what_the_next_order_pays(run, client, servers):
 def test_a_product_off_sale_is_neither_offered_nor_sold_and_comes_back_on_sale(
     run, client, servers
 ):
-    tokens = open_form(client)  # a form opened while the mug was still on sale
+    # a form opened while the mug was still on sale
+    tokens = open_form(client)
     off = run("products", "off-sale", "MUG-STONE")
     assert off.exit_code == 0
     assert "MUG-STONE is off sale: orders for it are refused at once" in off.stdout
@@ -248,7 +253,8 @@ def test_the_order_form_shows_a_change_within_catalogue_cache_seconds(make_app, 
     (waiting longer can only make that truer, so the test does not race the clock)."""
     app = make_app(CATALOGUE_CACHE_SECONDS=0.5)
     client = app.test_client()
-    assert "€18.00 · Stoneware mug" in client.get("/orders/new").text  # read and kept
+    # read and kept
+    assert "€18.00 · Stoneware mug" in client.get("/orders/new").text
     changed = app.test_cli_runner().invoke(args=["products", "price", "MUG-STONE", "21"])
     changed_at = time.monotonic()
     assert "the order form within 0.5 s (CATALOGUE_CACHE_SECONDS)." in changed.stdout
@@ -290,7 +296,8 @@ def test_import_adds_new_skus_and_updates_known_ones_in_one_go(run, servers, tmp
     )
     assert product(servers, "POT-CAST") == ("Cast-iron teapot", 6000, "", False, "ada")
     assert product(servers, "TEA-ROOIBOS") == ("Rooibos, 100 g", 750, "Caffeine free.", True, "ada")
-    assert product(servers, "SET-COASTER")[-1] is None  # not in the file: untouched
+    # not in the file: untouched
+    assert product(servers, "SET-COASTER")[-1] is None
 
 
 def test_import_without_a_description_column_keeps_the_descriptions(run, servers, tmp_path):

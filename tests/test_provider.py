@@ -106,7 +106,8 @@ def test_faults_fail_before_or_after_charging_and_drop_the_connection(provider):
             + b"\r\n\r\n"
             + body
         )
-        assert raw.recv(100) == b""  # closed without an answer
+        # closed without an answer
+        assert raw.recv(100) == b""
     assert len(provider.succeeded("pay_f3")) == 1
     assert charge(provider, "k-drop", pm, amount=5, reference="pay_f3").status_code == 201
 

@@ -45,7 +45,8 @@ PAGES = {
 @pytest.mark.parametrize("scheme", ["http", "https"])
 @pytest.mark.parametrize("page", PAGES.values(), ids=PAGES.keys())
 def test_every_page_carries_strict_headers_and_hsts_only_over_https(make_app, page, scheme):
-    client = make_app(PREFERRED_URL_SCHEME=scheme).test_client()  # the test client's scheme
+    # the test client's scheme
+    client = make_app(PREFERRED_URL_SCHEME=scheme).test_client()
     client.environ_base["HTTP_REFERER"] = f"{scheme}://localhost/orders/new"
     headers = page(client).headers
     csp = dict(part.strip().split(" ", 1) for part in headers["Content-Security-Policy"].split(";"))
@@ -60,9 +61,12 @@ def test_every_page_carries_strict_headers_and_hsts_only_over_https(make_app, pa
 @pytest.mark.parametrize(
     "referer, status",
     [
-        ("https://localhost/orders/new", 303),  # what a browser sends under same-origin
-        (None, 400),  # what it sent under no-referrer
-        ("https://evil.example/orders/new", 400),  # another site's form
+        # what a browser sends under same-origin
+        ("https://localhost/orders/new", 303),
+        # what it sent under no-referrer
+        (None, 400),
+        # another site's form
+        ("https://evil.example/orders/new", 400),
     ],
 )
 def test_over_https_the_form_posts_only_with_our_own_referer(make_app, servers, referer, status):
@@ -107,10 +111,14 @@ def test_no_token_csrf_value_or_session_id_is_ever_logged(make_app, servers, cap
         return tokens
 
     first = form()
-    submit(client, first)  # placed
-    submit(client, first)  # duplicate
-    submit(client, form(), quantity="0")  # invalid fields
-    submit(client, {**form(), "form_token": "a" * 43})  # unknown token
+    # placed
+    submit(client, first)
+    # duplicate
+    submit(client, first)
+    # invalid fields
+    submit(client, form(), quantity="0")
+    # unknown token
+    submit(client, {**form(), "form_token": "a" * 43})
     servers_engine = servers.engine
 
     def connection_lost():
@@ -123,7 +131,8 @@ def test_no_token_csrf_value_or_session_id_is_ever_logged(make_app, servers, cap
             )
 
     after_consume(app, connection_lost)
-    assert submit(client, form()).status_code == 503  # database lost mid-submit
+    # database lost mid-submit
+    assert submit(client, form()).status_code == 503
     after_consume(app, None)
     with client.session_transaction() as session:
         secrets_seen.add(session["_submit_once_sid"])
@@ -138,7 +147,8 @@ def test_no_token_csrf_value_or_session_id_is_ever_logged(make_app, servers, cap
     as_json = json_lines()
     logged = "\n".join(f"{as_json.format(r)} {r.exc_text or ''}" for r in caplog.records)
     assert '"outcome":"created"' in logged and "order not placed" in logged
-    for secret in secrets_seen | digests:  # digests appear only as a 12-character prefix
+    # digests appear only as a 12-character prefix
+    for secret in secrets_seen | digests:
         assert secret not in logged
     assert VALID["email"] not in logged and "Lovelace" not in logged
 
@@ -194,8 +204,10 @@ def test_happy_path_costs_one_command_to_render_and_one_getdel_in_redis(
     make_app, rdb, cap, commands
 ):
     client = make_app(SUBMIT_ONCE_MAX_FORMS_PER_SESSION=cap).test_client()
-    client.get("/orders/new")  # the app's connection is open (CLIENT SETINFO is done)
-    client.get("/orders/new")  # and the session's count exists
+    # the app's connection is open (CLIENT SETINFO is done)
+    client.get("/orders/new")
+    # and the session's count exists
+    client.get("/orders/new")
     rdb.config_resetstat()
     tokens = open_form(client)
     assert submit(client, tokens).status_code == 303
@@ -211,7 +223,8 @@ def test_a_live_token_costs_at_most_120_bytes_in_redis(client, rdb):
     open_form(client), open_form(client)
     tokens = token_keys(rdb)
     counts = rdb.keys("so:issued:*")
-    assert len(tokens) == 2 and len(counts) == 1  # the session cap's count: one per session
+    # the session cap's count: one per session
+    assert len(tokens) == 2 and len(counts) == 1
     assert all(rdb.memory_usage(key, samples=0) <= 120 for key in tokens + counts)
 
 
@@ -229,15 +242,18 @@ def test_reloading_the_form_past_the_cap_is_refused_with_a_page_and_adds_no_key(
     assert "A form you already have open in another tab still works." in html
     assert refused.headers["Retry-After"] == "3600"
     assert len(token_keys(rdb)) == 5
-    assert submit(client, live[2]).status_code == 303  # the open forms still work
-    stopped_clock(3600)  # an hour later: a new window
+    # the open forms still work
+    assert submit(client, live[2]).status_code == 303
+    # an hour later: a new window
+    stopped_clock(3600)
     assert client.get("/orders/new").status_code == 200
 
 
 def test_the_cap_is_counted_in_redis_where_the_client_cannot_reset_it(make_app, rdb, stopped_clock):
     """No counter cookie to drop, forge or swap with another session's: the count is
     kept in Redis under a digest of the session id, which never reaches Redis itself."""
-    stopped_clock(0)  # the views in one hour's window
+    # the views in one hour's window
+    stopped_clock(0)
     client = make_app(SUBMIT_ONCE_MAX_FORMS_PER_SESSION=2).test_client()
     first = client.get("/orders/new")
     assert [c.split("=")[0] for c in first.headers.getlist("Set-Cookie")] == ["session"]
@@ -287,7 +303,8 @@ def test_a_stolen_token_never_leads_to_its_owners_order(app, servers):
 def test_markup_in_every_text_field_is_shown_escaped_on_the_confirmation(client, servers):
     script = '<script>alert("x")</script>'
     response = submit(client, open_form(client), name=script, address=script)
-    assert response.status_code == 303  # markup is a valid name: it is shown, never run
+    # markup is a valid name: it is shown, never run
+    assert response.status_code == 303
     page = client.get(response.headers["Location"]).get_data(as_text=True)
     assert script not in page
     assert page.count("&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;") == 2

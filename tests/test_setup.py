@@ -64,7 +64,8 @@ def test_development_runs_on_the_dev_secret(environ):
     assert (
         app.config["SECRET_KEY"] == DEV_SECRET_KEY and app.config["SUBMIT_ONCE_TTL_SECONDS"] == 600
     )
-    assert app.config["WTF_CSRF_TIME_LIMIT"] == 600  # the CSRF token lives as long
+    # the CSRF token lives as long
+    assert app.config["WTF_CSRF_TIME_LIMIT"] == 600
 
 
 @pytest.mark.parametrize(

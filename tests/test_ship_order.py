@@ -53,14 +53,16 @@ def test_a_paid_order_is_shipped_by_its_number_and_who_shipped_it_is_recorded(
 ):
     pay(client, servers, order)
     number = number_of(servers, order)
-    typed = f"{number[:4].lower()}-{number[4:]}"  # as support reads it out
+    # as support reads it out
+    typed = f"{number[:4].lower()}-{number[4:]}"
     result = ship(app, typed, "--by", "Ada")
     assert result.exit_code == 0, result.output
     assert f"Order {number} is shipped (by Ada)." in result.stdout
     assert row(servers, order) == (number, "shipped", "Ada")
     (line,) = [line for line in json_lines(result.stderr) if line.get("action")]
     assert (line["action"], line["operator"], line["order_number"]) == ("ship-order", "Ada", number)
-    assert order.rsplit("/", 1)[1] not in result.stderr  # the private key is never logged
+    # the private key is never logged
+    assert order.rsplit("/", 1)[1] not in result.stderr
 
     again = ship(app, number, "--by", "Bob")
     assert again.exit_code == 0

@@ -105,7 +105,8 @@ def test_a_duplicate_delivery_is_a_200_without_a_second_effect(client, reference
     assert deliver(client, refunded(reference)).get_json()["result"] == "applied"
     again = deliver(client, refunded(reference))
     assert again.status_code == 200 and again.get_json()["result"] == "duplicate"
-    rdb.flushall()  # Redis forgot: the UNIQUE event id row still stops the second effect
+    # Redis forgot: the UNIQUE event id row still stops the second effect
+    rdb.flushall()
     forgotten = deliver(client, refunded(reference))
     assert forgotten.status_code == 200 and forgotten.get_json()["result"] == "duplicate"
     assert tuple(order_row(servers)) == ("refunded", 3600, 3600) and event_count(servers) == 2
@@ -136,9 +137,11 @@ def test_a_refund_before_the_payment_is_a_409_and_applies_once_it_can(
     assert early.status_code == 409 and problem_type(early) == "event-out-of-order"
     assert "placed cannot be refunded" in early.get_json()["detail"]
     assert early.headers["Retry-After"]
-    assert event_count(servers) == 0 and rdb.keys("wh:*") == []  # not recorded, not pinned
+    # not recorded, not pinned
+    assert event_count(servers) == 0 and rdb.keys("wh:*") == []
     deliver(client, paid(reference))
-    retried = deliver(client, refunded(reference))  # the provider's retry
+    # the provider's retry
+    retried = deliver(client, refunded(reference))
     assert retried.status_code == 200 and retried.get_json()["result"] == "applied"
     assert tuple(order_row(servers)) == ("refunded", 3600, 3600)
 
@@ -190,7 +193,8 @@ def test_a_bad_signature_is_a_400_and_nothing_is_recorded(
 
 def test_a_replayed_old_delivery_is_rejected(client, reference, servers):
     raw = json.dumps(paid(reference)).encode()
-    captured = sign(SECRET, raw, timestamp=int(time.time()) - 3600)  # signed an hour ago
+    # signed an hour ago
+    captured = sign(SECRET, raw, timestamp=int(time.time()) - 3600)
     response = deliver(client, {}, body=raw, signature=captured)
     assert response.status_code == 400 and "tolerance" in response.get_json()["detail"]
     assert event_count(servers) == 0
@@ -357,7 +361,8 @@ def test_the_provider_script_pays_only_then_refunds_only_with_the_apps_own_dev_s
     """--pay leaves the order paid, so its page offers the customer a refund (before:
     every run paid and then refunded it all); --refund then refunds part of it. No
     --secret: the script signs with the development secret the app itself uses."""
-    order = order_path(submit(client, open_form(client)))  # placed on the form, €36.00
+    # placed on the form, €36.00
+    order = order_path(submit(client, open_form(client)))
     with servers.engine.connect() as conn:
         number = conn.scalar(text("SELECT order_number FROM orders"))
     env = {name: value for name, value in os.environ.items() if name != "PAYMENT_WEBHOOK_SECRET"}
@@ -383,12 +388,14 @@ def test_the_provider_script_pays_only_then_refunds_only_with_the_apps_own_dev_s
             )
         )
 
-    with LiveServer(servers, workers=1, threads=8) as live:  # testing: the dev secret
+    # testing: the dev secret
+    with LiveServer(servers, workers=1, threads=8) as live:
         paying = provider_without_secret(live.port, "--pay")
         assert paying[:2] == ["200 applied", "200 duplicate"]
         assert all(o.startswith("400 bad-signature") for o in paying[2:]) and len(paying) == 4
         assert tuple(order_row(servers)) == ("paid", 3600, 0)
-        assert 'id="request-refund"' in client.get(order).text  # the customer's next step
+        # the customer's next step
+        assert 'id="request-refund"' in client.get(order).text
         refunding = provider_without_secret(live.port, "--refund", "--amount", "1000")
     assert refunding == ["200 applied"] + ["200 duplicate"] * 5
     assert tuple(order_row(servers)) == ("paid", 3600, 1000)
@@ -402,19 +409,23 @@ def test_the_provider_script_says_what_it_takes_and_refuses_an_unknown_order(ser
         timeout=30,
         check=True,
     ).stdout
-    usage = " ".join(usage.split())  # as argparse wraps it
+    # as argparse wraps it
+    usage = " ".join(usage.split())
     assert "number" in usage and "/orders/<key>" in usage and "payment reference" in usage
     assert "the order's total" in usage
     assert "number on the confirmation page" not in (ROOT / "scripts/provider").read_text()
-    missing = provider(servers, 9, "2222222222")  # nothing is sent: the port is not used
+    # nothing is sent: the port is not used
+    missing = provider(servers, 9, "2222222222")
     assert missing.returncode == 1 and "No order has" in missing.stderr
 
 
 def test_refunds_reported_by_the_provider_add_up_and_reconcile(app, client, reference, servers):
     deliver(client, paid(reference))
     first = deliver(client, refunded(reference, "evt_refund_1", amount=1000))
-    assert first.get_json()["order_status"] == "paid"  # partial: still paid
-    deliver(client, refunded(reference, "evt_refund_1", amount=1000))  # redelivered
+    # partial: still paid
+    assert first.get_json()["order_status"] == "paid"
+    # redelivered
+    deliver(client, refunded(reference, "evt_refund_1", amount=1000))
     last = deliver(client, refunded(reference, "evt_refund_2", amount=2600))
     assert last.get_json()["order_status"] == "refunded"
     assert tuple(order_row(servers)) == ("refunded", 3600, 3600)

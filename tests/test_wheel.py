@@ -66,7 +66,8 @@ pytestmark = pytest.mark.timeout(300)
 class Wheels:
     shop: Path
     library: Path
-    source: Path  # the copy of the checkout they were built from
+    # the copy of the checkout they were built from
+    source: Path
 
 
 #: What a test run or an older checkout leaves in templates/ and static/: none of it ships.
@@ -81,9 +82,11 @@ LEFT_BEHIND = (
 
 @dataclass
 class Installed:
-    wheel: Path  # the shop's; the library's is installed beside it, as its dependency
+    # the shop's; the library's is installed beside it, as its dependency
+    wheel: Path
     venv: Path
-    outside: Path  # the working folder: no source code in it
+    # the working folder: no source code in it
+    outside: Path
 
     def command(self, name: str) -> str:
         return str(self.venv / "bin" / name)
@@ -400,7 +403,8 @@ def test_installed_wheel_migrates_serves_every_page_and_runs_the_worker_from_out
         assert request(port, "GET", "/static/templates/base.html").status == 404
 
         missing = request(port, "GET", "/orders/no-such-order")
-        assert missing.status == 404 and "/static/app.css" in missing.body  # the error page
+        # the error page
+        assert missing.status == 404 and "/static/app.css" in missing.body
         # A form of its own: a repeat of the placed one would land on its order unvalidated.
         other_cookie, other_form = open_form(port)
         invalid = request(
@@ -489,7 +493,8 @@ def test_deploys_walk_through_ends_in_a_stocked_shop_behind_nginx_with_tls(
         },
     )
     (machine.root / "srv/shop").mkdir()
-    release = tmp_path / "release"  # the folder the operator runs it in
+    # the folder the operator runs it in
+    release = tmp_path / "release"
     (release / "docs").mkdir(parents=True)
     (release / "dist").symlink_to(wheels.shop.parent)
     shutil.copy(wheels.source / "docs" / "nginx.conf", release / "docs")
@@ -512,7 +517,8 @@ def test_deploys_walk_through_ends_in_a_stocked_shop_behind_nginx_with_tls(
         )
         assert ran.returncode == 0, ran.stdout[-3000:] + ran.stderr[-3000:]
         for sku in ("SENCHA-100", "ASSAM-250", "GIFT-BOX"):
-            assert sku in ran.stdout, ran.stdout  # products list
+            # products list
+            assert sku in ran.stdout, ran.stdout
         # certbot's hook copied its certificate and reloaded nginx: trust only that one now.
         issued = machine.root / "etc/letsencrypt/live/shop.example/fullchain.pem"
         site = Nginx(
@@ -525,7 +531,8 @@ def test_deploys_walk_through_ends_in_a_stocked_shop_behind_nginx_with_tls(
             try:
                 placed = Shopper(site).place_order()
                 break
-            except ssl.SSLError:  # the old certificate until nginx has reloaded
+            # the old certificate until nginx has reloaded
+            except ssl.SSLError:
                 assert time.monotonic() < deadline, "nginx still serves the first certificate"
                 time.sleep(0.1)
         assert placed.status == 303, placed.body[:300]

@@ -57,7 +57,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
             app.config.update(test_config)
         config.finish(app.config)
     except RuntimeError as error:
-        return cli.listing_only(error, create_app)  # under `flask`; else raises error
+        # under `flask`; else raises error
+        return cli.listing_only(error, create_app)
     if app.config["TRUSTED_PROXIES"]:
         # Client address and scheme as the proxies saw them (HSTS, the HTTPS
         # Referer check, the per-client form limit). Not X-Forwarded-Host: the
@@ -71,7 +72,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     submit_once.init_app(
         app, sessions=app.extensions["db"], client=redis_urls.make_client(app.config["REDIS_URL"])
     )
-    forms.init_app(app)  # before the CSRF check, which cannot read a nameless form part
+    # before the CSRF check, which cannot read a nameless form part
+    forms.init_app(app)
     csrf.init_app(app)
     security.init_app(app)
     errors.init_app(app)

@@ -123,7 +123,8 @@ def listing_only(error: RuntimeError, create_app: Callable[..., Flask]) -> Flask
     try:
         app = create_app(_NOWHERE)
     except RuntimeError:
-        raise NoAppException(str(error)) from error  # the environment has a bad value
+        # the environment has a bad value
+        raise NoAppException(str(error)) from error
     finally:
         _listing.reset(token)
 
@@ -131,8 +132,10 @@ def listing_only(error: RuntimeError, create_app: Callable[..., Flask]) -> Flask
         raise click.ClickException(str(error))
 
     def stand_in(command: click.Command) -> click.Command:
-        copied = copy.copy(command)  # the command objects are shared by every app
-        if isinstance(copied, click.Group):  # its commands refuse, its help still shows
+        # the command objects are shared by every app
+        copied = copy.copy(command)
+        # its commands refuse, its help still shows
+        if isinstance(copied, click.Group):
             copied.commands = {name: stand_in(sub) for name, sub in copied.commands.items()}
         else:
             copied.callback = refuse

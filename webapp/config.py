@@ -72,7 +72,8 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
     if hosts := [
         host.strip() for host in environ.get("TRUSTED_HOSTS", "").split(",") if host.strip()
     ]:
-        config["TRUSTED_HOSTS"] = hosts  # Flask's own setting: another Host is a 400
+        # Flask's own setting: another Host is a 400
+        config["TRUSTED_HOSTS"] = hosts
     if environ.get("SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS", "").strip():
         # Unset, finish() makes it follow SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS.
         config["SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS"] = _bool(

@@ -48,9 +48,11 @@ class ShopForm(FlaskForm):
         def wrap_formdata(self, form: Any, formdata: Any) -> Any:
             try:
                 wrapped = super().wrap_formdata(form, formdata)  # type: ignore[misc]
-            except RecursionError:  # the JSON parser's stack: json.loads does not catch it
+            # the JSON parser's stack: json.loads does not catch it
+            except RecursionError:
                 raise BadRequest("The body is nested too deeply to be a form.") from None
-            except (TypeError, ValueError):  # a JSON body that is no object: [1], "x", 5
+            # a JSON body that is no object: [1], "x", 5
+            except (TypeError, ValueError):
                 raise BadRequest("Send the form's fields, as an HTML form does.") from None
             if wrapped is None:
                 form.not_text = frozenset()
@@ -68,7 +70,8 @@ class ShopForm(FlaskForm):
 
     def validate(self, extra_validators: Any = None) -> bool:
         valid = super().validate(extra_validators)
-        for name in self.not_text:  # its own words, not "Enter your name."
+        # its own words, not "Enter your name."
+        for name in self.not_text:
             self[name].errors = [NOT_TEXT]
         return valid and not self.not_text
 

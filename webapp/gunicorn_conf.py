@@ -28,8 +28,10 @@ worker_class = "gthread"
 # order (one transaction), so the grace period only spares the customer a retry.
 timeout = 30
 graceful_timeout = 20
-keepalive = 5  # below a proxy's idle timeout for connections it keeps open to the app
-accesslog = None  # the app writes one JSON line per request itself (webapp/request_log.py)
+# below a proxy's idle timeout for connections it keeps open to the app
+keepalive = 5
+# the app writes one JSON line per request itself (webapp/request_log.py)
+accesslog = None
 # Trust no forwarded header here: gunicorn would take X-Forwarded-Proto/-Ssl/-Protocol
 # from loopback (or any Unix socket) as HTTPS whatever TRUSTED_PROXIES says. The scheme
 # and the client address come only from ProxyFix, as many hops as TRUSTED_PROXIES names.

@@ -88,7 +88,8 @@ def while_redis_is_away() -> dict[str, str]:
 @bp.get("/healthz")
 def healthz():
     redis = probe(check_redis)
-    signed = submit_once.degraded  # this process's last form was drawn without Redis
+    # this process's last form was drawn without Redis
+    signed = submit_once.degraded
     body: dict[str, object] = {
         "status": "ok",
         "checks": {"redis": redis},

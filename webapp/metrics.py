@@ -98,7 +98,8 @@ ORDERS_PLACED = Counter(
     "Orders committed, by channel: form (the order form) or api (the JSON API).",
     ["channel"],
 )
-for _channel in CHANNELS:  # both series exist from the start, at 0
+# both series exist from the start, at 0
+for _channel in CHANNELS:
     ORDERS_PLACED.labels(_channel)
 #: Where a session keeps the channels of the orders its transaction inserted.
 _PLACED = "metrics.orders_placed"
@@ -123,7 +124,8 @@ def init_app(app: Flask) -> None:
     signals.token_issued.connect(_on_issue, app)
     signals.submit_decided.connect(_on_submit, app)
     # Orders are counted when their INSERT commits, whichever channel placed them.
-    sessions = app.extensions["db"]  # webapp.db.init_app made it
+    # webapp.db.init_app made it
+    sessions = app.extensions["db"]
     event.listen(sessions, "after_flush", _note_orders)
     event.listen(sessions, "after_commit", _count_orders)
     event.listen(sessions, "after_rollback", _forget_orders)
@@ -231,7 +233,8 @@ def _note_degraded() -> None:
 
 
 def _observe_request(response: Response) -> Response:
-    _note_degraded()  # after every request: the render that found Redis away included
+    # after every request: the render that found Redis away included
+    _note_degraded()
     started = g.get("request_started")
     if started is not None:
         # The rule (/orders/<public_id>), never the path: bounded label values, no order ids.

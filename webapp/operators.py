@@ -37,7 +37,8 @@ def operator_from_environment() -> str:
     """``SUDO_USER``, else the login user (``getpass.getuser``), else the uid."""
     try:
         login: str | None = getpass.getuser()
-    except (OSError, KeyError):  # no LOGNAME/USER and no passwd entry (a bare container)
+    # no LOGNAME/USER and no passwd entry (a bare container)
+    except (OSError, KeyError):
         login = None
     for name in (os.environ.get("SUDO_USER"), login):
         if name and name.strip() and not has_control_chars(name):

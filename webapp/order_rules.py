@@ -40,7 +40,8 @@ __all__ = [
 ]
 
 NAME_MAX = 100
-EMAIL_MAX = 254  # RFC 5321's limit on a path
+# RFC 5321's limit on a path
+EMAIL_MAX = 254
 ADDRESS_MAX = 500
 QUANTITY_MIN, QUANTITY_MAX = 1, 99
 SKU_MAX = 32
@@ -89,7 +90,8 @@ def has_control_chars(value: str, allow: str = "") -> bool:
 
 
 class _Owned(Protocol):
-    api_client_id: int | None  # an Order's: set when an API client placed it
+    # an Order's: set when an API client placed it
+    api_client_id: int | None
 
 
 def placed_through_api(order: _Owned) -> bool:

@@ -29,7 +29,8 @@ PRICE_CHANGED = (
 class OrderDetails:
     """What a customer asked for, once validated (by ``OrderForm`` or ``OrderRequest``)."""
 
-    product: int | str  # the product's id (the form's choice) or its SKU (the API)
+    # the product's id (the form's choice) or its SKU (the API)
+    product: int | str
     quantity: int
     name: str
     email: str

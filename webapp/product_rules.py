@@ -139,12 +139,14 @@ def _records(file: IO[str]) -> Iterator[ProductRow]:
                 f"{','.join(COLUMNS)}, not {','.join(header) or 'empty'}"
             )
         while True:
-            line = reader.line_num + 1  # where the next record starts
+            # where the next record starts
+            line = reader.line_num + 1
             fields = next(reader, None)
             if fields is None:
                 return
             if not any(field.strip() for field in fields):
-                continue  # a blank line
+                # a blank line
+                continue
             if len(fields) != len(header):
                 raise BadProduct(f"line {line}: {len(fields)} fields, the header has {len(header)}")
             yield _row(line, dict(zip(header, fields, strict=True)))

@@ -203,7 +203,8 @@ def import_products(file: Path, by: str) -> None:
                 .with_for_update()
             )
         }
-        for row in rows:  # one statement a row: a file's rows differ in their columns
+        # one statement a row: a file's rows differ in their columns
+        for row in rows:
             values = {
                 "name": row.name,
                 "price_cents": row.price_cents,

@@ -235,7 +235,8 @@ def main(check: bool) -> int:
     stale = []
     for stem, (project, version, entries) in INVENTORIES.items():
         data = render(project, version, entries)
-        InventoryFile.loads(data, uri="")  # what Sphinx will read: it must parse
+        # what Sphinx will read: it must parse
+        InventoryFile.loads(data, uri="")
         path = HERE / f"{stem}.inv"
         if check:
             if not path.exists() or path.read_bytes() != data:

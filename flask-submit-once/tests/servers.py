@@ -227,7 +227,8 @@ class PostgresServer:
 
         ensure_user_exists(SERVICE_USER)
         self.user = SERVICE_USER
-        shutil.chown(self.home, SERVICE_USER, SERVICE_USER)  # mkdtemp made it 0700
+        # mkdtemp made it 0700
+        shutil.chown(self.home, SERVICE_USER, SERVICE_USER)
         if not self._reaches(self.home):
             raise RuntimeError(
                 f"the {SERVICE_USER} user cannot reach {self.home}: set "
@@ -259,5 +260,6 @@ class PostgresServer:
 def _link_or_copy(source: str, target: str) -> None:
     try:
         os.link(source, target)
-    except OSError:  # another filesystem
+    # another filesystem
+    except OSError:
         shutil.copy2(source, target)

@@ -104,7 +104,8 @@ def test_a_form_whose_context_draws_it_is_shown_again_as_its_context_draws_it(
         rdb.flushall()
     answer = page.submit(sent)
     assert answer.status_code == status and 'role="alert"' in answer.text
-    assert "What should we stock next?" in answer.text  # the context's form, not a 500
+    # the context's form, not a 500
+    assert "What should we stock next?" in answer.text
     assert f'value="{sent["title"]}"' in answer.text
     again = forms.page("/suggest", answer.text)
     assert again.submit({"title": "Oolong"}).headers["Location"] == "/suggestions/1"
@@ -137,7 +138,8 @@ def test_a_done_whose_url_the_rows_cannot_fill_stops_every_submit_before_its_tok
     client = make_ratings(suggestion_done="suggestion_by_slug").test_client()
     page = OnceForms(client).open("/suggest")
     live = token_keys(rdb)
-    for _ in range(2):  # every submit, until the app is fixed
+    # every submit, until the app is fixed
+    for _ in range(2):
         with pytest.raises(
             RuntimeError,
             match="done='suggestion_by_slug': its URL needs "
@@ -145,7 +147,8 @@ def test_a_done_whose_url_the_rows_cannot_fill_stops_every_submit_before_its_tok
         ):
             page.submit({"title": "Oolong"})
     assert token_keys(rdb) == live and saved(ratings_app.Suggestion) == []
-    fixed = make_ratings().test_client()  # the next deploy: the same browser session
+    # the next deploy: the same browser session
+    fixed = make_ratings().test_client()
     fixed.set_cookie("session", client.get_cookie("session").value)
     done = page.submit({"title": "Oolong"}, client=fixed)
     assert (done.status_code, done.headers["Location"]) == (303, "/suggestions/1")

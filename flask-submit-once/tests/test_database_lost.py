@@ -26,16 +26,19 @@ def test_a_connection_that_died_during_the_request_is_thrown_away_not_a_500(
 
     @app.get("/whoami")
     def whoami() -> str:
-        db = submit_once.session  # the request's session: a transaction is open on it
+        # the request's session: a transaction is open on it
+        db = submit_once.session
         pid = db.scalar(text("SELECT pg_backend_pid()"))
-        with engine.connect() as other:  # the server ends that connection, as a crash would
+        # the server ends that connection, as a crash would
+        with engine.connect() as other:
             other.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
         return str(pid)
 
     client = app.test_client()
     answer = client.get("/whoami")
     assert answer.status_code == 200 and answer.text.isdigit()
-    assert client.get("/whoami").status_code == 200  # the pool gave a live connection
+    # the pool gave a live connection
+    assert client.get("/whoami").status_code == 200
 
 
 @pytest.fixture
@@ -52,8 +55,10 @@ def away_app(redis_url: str, rdb: object) -> Iterator[Flask]:
 @pytest.mark.parametrize(
     "sent",
     [
-        {"email": "ada@example.com"},  # valid fields, but a validator reads the database
-        {"email": "not an address"},  # invalid: whether this token already landed is asked
+        # valid fields, but a validator reads the database
+        {"email": "ada@example.com"},
+        # invalid: whether this token already landed is asked
+        {"email": "not an address"},
     ],
     ids=["a-validator-reads-it", "invalid-fields"],
 )
@@ -68,7 +73,8 @@ def test_postgresql_away_while_the_form_is_validated_keeps_the_input_and_the_tok
     answer = page.submit({"name": "Ada", "quantity": "2", **sent})
     assert answer.status_code == 503 and answer.headers["Retry-After"]
     assert f'value="{sent["email"]}"' in answer.text and 'value="Ada"' in answer.text
-    assert forms.page("/signup", answer.text).token == page.token  # nothing was spent
+    # nothing was spent
+    assert forms.page("/signup", answer.text).token == page.token
 
 
 def test_a_repeat_whose_connection_dies_while_it_waits_for_the_first_keeps_the_input(
@@ -83,7 +89,8 @@ def test_a_repeat_whose_connection_dies_while_it_waits_for_the_first_keeps_the_i
     holder, held = engine.connect(), []
 
     def hold_the_lock(conn, cursor, statement, parameters, context, many) -> None:
-        if "pg_try_advisory_xact_lock" in statement and not held:  # the first submit has it
+        # the first submit has it
+        if "pg_try_advisory_xact_lock" in statement and not held:
             holder.exec_driver_sql("SELECT pg_advisory_lock(%(key)s)", parameters)
             held.append(parameters["key"])
 
@@ -105,5 +112,6 @@ def test_a_repeat_whose_connection_dies_while_it_waits_for_the_first_keeps_the_i
     assert answer.status_code == 503 and answer.headers["Retry-After"]
     assert 'value="ada@example.com"' in answer.text and 'value="Ada"' in answer.text
     again = forms.page("/signup", answer.text)
-    assert again.token == page.token  # nothing was spent: the same token places it
+    # nothing was spent: the same token places it
+    assert again.token == page.token
     assert again.submit({"email": "ada@example.com", "name": "Ada"}).status_code == 303

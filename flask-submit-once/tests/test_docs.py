@@ -202,7 +202,8 @@ def test_the_quick_start_keeps_what_the_user_typed_and_says_why(quick_start: Qui
     typo = page.submit({"email": "ada@"})
     assert typo.status_code == 422 and forms.page("/signup", typo.text).token == page.token
     page.submit({"email": ADA})
-    edited = page.submit({"email": GRACE})  # Back, edit, submit
+    # Back, edit, submit
+    edited = page.submit({"email": GRACE})
     assert edited.status_code == 409 and f'value="{GRACE}"' in edited.text
     assert forms.page("/signup", edited.text).token not in (None, page.token)
     script = page.submit({"email": GRACE}, json=True)
@@ -223,13 +224,15 @@ def test_the_plain_guides_seats_book_once_refuse_and_say_so(quick_start: QuickSt
     forms, bookings = quick_start.forms(), quick_start.count(seats.Booking)
     page = forms.open("/events/1")
     where = forms.assert_once(page.submit_twice({"seats": "3"}), rows=bookings)
-    assert "Booked: 3 seats." in forms.client.get(where).text  # flashed once, for the first
+    # flashed once, for the first
+    assert "Booked: 3 seats." in forms.client.get(where).text
     assert "Booked: " not in forms.client.get(where).text
     refused = forms.open("/events/1").submit({"seats": "3"})
     assert refused.status_code == 409 and "Not that many seats" in refused.text
     assert "2 seats left" in refused.text and 'value="3"' in refused.text
     elsewhere = forms.open("/events/1").submit({"seats": "1"}, to="/events/2/book")
-    assert elsewhere.status_code == 409 and bookings() == 1  # each event's form is its own
+    # each event's form is its own
+    assert elsewhere.status_code == 409 and bookings() == 1
 
 
 def test_the_fetch_guides_api_takes_each_key_once(quick_start: QuickStart) -> None:
@@ -245,9 +248,11 @@ def test_the_fetch_guides_api_takes_each_key_once(quick_start: QuickStart) -> No
     assert (first.status_code, again.status_code) == (201, 201)
     assert again.headers["Idempotent-Replayed"] == "true"
     assert first.headers["Location"] == again.headers["Location"]
-    assert send("key-000001", {"email": GRACE}).status_code == 422  # another request
+    # another request
+    assert send("key-000001", {"email": GRACE}).status_code == 422
     assert send(None, {"email": GRACE}).status_code == 400
-    assert send("key-000002", {"mail": GRACE}).status_code == 422  # the key is given back
+    # the key is given back
+    assert send("key-000002", {"mail": GRACE}).status_code == 422
     assert send("key-000002", {"email": GRACE}).status_code == 201
     assert quick_start.count()() == 2
 
@@ -309,7 +314,8 @@ def test_the_pattern_pages_token_store_runs(
 ) -> None:
     write(tmp_path, files_of(DOCS / "pattern.md"))
     monkeypatch.setenv("REDIS_URL", redis_url)
-    ran = runpy.run_path(str(tmp_path / "token_store.py"))  # its asserts are the test
+    # its asserts are the test
+    ran = runpy.run_path(str(tmp_path / "token_store.py"))
     assert ran["store"].ttl == 3600
 
 
@@ -327,7 +333,8 @@ def test_the_pattern_pages_charge_is_made_once_declined_and_finished_by_the_swee
         declined = forms.open("/checkout").submit({"cents": "1200", "card": "declined"})
         assert declined.status_code == 409 and "Your card was declined" in declined.text
         assert 'value="declined"' in declined.text
-        provider.fail_after_charge = 1  # it charges, and its answer is lost
+        # it charges, and its answer is lost
+        provider.fail_after_charge = 1
         lost = forms.open("/checkout")
         unconfirmed = lost.submit({"cents": "900", "card": "pm_2"})
         assert unconfirmed.status_code == 503
@@ -404,16 +411,19 @@ def test_the_htmx_example_redirects_the_signup_and_keeps_two_forms_apart(
     shown = forms.client.get("/").text
     signup, question = forms.page("/", shown), forms.page("/", shown, form=1)
     assert signup.url.endswith("/signup") and question.url.endswith("/questions")
-    typo = signup.submit({"email": "ada@"}, headers=HTMX)  # the sign-up's fragment alone
+    # the sign-up's fragment alone
+    typo = signup.submit({"email": "ada@"}, headers=HTMX)
     assert typo.status_code == 422 and typo.text.count("<form") == 1 and 'role="alert"' in typo.text
-    plain = signup.submit({"email": "ada@"})  # the whole page: the message on its form only
+    # the whole page: the message on its form only
+    plain = signup.submit({"email": "ada@"})
     assert plain.text.count("<form") == 2 and plain.text.count('role="alert"') == 1
     assert plain.text.index('role="alert"') < plain.text.index('action="/questions"')
     answers = signup.submit_twice({"email": ADA}, headers=HTMX)
     assert [answer.status_code for answer in answers] == [200, 200]
     assert all("HX-Redirect" in answer.headers for answer in answers)
     forms.assert_once(answers, rows=rows(database, "htmx_signups"))
-    asked = question.submit({"text": ""})  # without htmx: the question's own page
+    # without htmx: the question's own page
+    asked = question.submit({"text": ""})
     assert asked.status_code == 422 and "<h1>Your question</h1>" in asked.text
 
 
@@ -425,7 +435,8 @@ def test_the_htmx_example_answers_the_question_in_place_with_a_fresh_form(
     question = forms.open("/", form=1)
     answer = question.submit({"text": "When does it open?"}, headers=HTMX)
     assert answer.status_code == 201 and "When does it open?" in answer.text
-    following = forms.page("/", answer.text)  # the form for the next question
+    # the form for the next question
+    following = forms.page("/", answer.text)
     assert following.token not in (None, question.token)
     assert landed_on(answer) == answer.headers["Content-Location"]
     forms.assert_once([answer], rows=rows(database, "htmx_questions"))
@@ -448,7 +459,8 @@ def test_the_htmx_example_answers_a_repeated_question_in_place_with_its_result(
 def extension_and_template_object() -> tuple[Flask, object]:
     app = Flask(__name__)
     app.secret_key = "docs"
-    SubmitOnce(app, client=redis.Redis())  # sends no command: nothing needs to listen
+    # sends no command: nothing needs to listen
+    SubmitOnce(app, client=redis.Redis())
     return app, app.jinja_env.globals["submit_once"]
 
 
@@ -659,7 +671,8 @@ def test_the_settings_page_gives_every_setting_and_its_default() -> None:
 
 
 def test_the_plain_guide_gives_each_reasons_status_and_token() -> None:
-    from flask_submit_once._answers import AGAIN  # the library's own table: what it answers
+    # the library's own table: what it answers
+    from flask_submit_once._answers import AGAIN
 
     rows = re.findall(
         r"^\|[^|]*\(`(\w+)`\)[^|]*\| (\d{3})[^|]*\|[^|]*\| (the same|a fresh one|"

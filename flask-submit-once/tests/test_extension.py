@@ -35,7 +35,8 @@ def flask_app(**config: object) -> Flask:
 
 def close(app: Flask) -> None:
     with app.app_context():
-        SubmitOnce().redis.close()  # the app's client, whichever instance asks
+        # the app's client, whichever instance asks
+        SubmitOnce().redis.close()
 
 
 def test_importing_the_library_imports_no_app_and_no_test_around_it():
@@ -217,7 +218,8 @@ def test_a_renamed_method_is_an_attribute_error_naming_the_new_one(redis_url):
 def test_a_ready_client_is_used_as_it_is_by_every_app_it_is_given_to(redis_url):
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     submit_once = SubmitOnce(client=client)
-    for app in (flask_app(), flask_app()):  # and no Redis URL at all
+    # and no Redis URL at all
+    for app in (flask_app(), flask_app()):
         submit_once.init_app(app)
         with app.app_context():
             assert submit_once.redis is client
@@ -235,7 +237,8 @@ def test_a_misconfigured_app_is_told_how_to_fix_it(redis_url):
     with flask_app().app_context(), pytest.raises(RuntimeError, match="init_app"):
         assert SubmitOnce().redis
     app = flask_app(REDIS_URL=redis_url)
-    submit_once = SubmitOnce(app)  # no sessions
+    # no sessions
+    submit_once = SubmitOnce(app)
     with app.test_request_context(), pytest.raises(RuntimeError, match="sessions="):
         assert submit_once.session
     close(app)
@@ -250,7 +253,8 @@ def test_redis_unreachable_at_issue_is_unavailable_with_the_cause():
     close(app)
 
 
-class NoteForm(Form):  # a plain WTForms form, no Flask-WTF: any validate()/errors will do
+# a plain WTForms form, no Flask-WTF: any validate()/errors will do
+class NoteForm(Form):
     text = StringField()
     mood = StringField()
 

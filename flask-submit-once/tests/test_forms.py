@@ -30,10 +30,12 @@ def test_a_double_click_signs_up_once_and_both_land_on_it(once_forms, signups):
 def test_back_edit_resubmit_is_told_keeps_the_new_input_and_saves_nothing(once_forms, signups):
     page = once_forms.open("/signup")
     first = page.submit(ADA)
-    again = page.submit(GRACE)  # Back, change the address, submit the same rendering
+    # Back, change the address, submit the same rendering
+    again = page.submit(GRACE)
     assert again.status_code == 409 and "already used, with other details" in again.text
     assert 'value="grace@example.com"' in again.text
-    assert f'href="{first.headers["Location"]}"' in again.text  # what was sent first
+    # what was sent first
+    assert f'href="{first.headers["Location"]}"' in again.text
     fresh = once_forms.page("/signup", again.text)
     assert fresh.token not in (None, page.token) and signups() == ["ada@example.com"]
     # Only the user's own submit of the form shown again saves the new address.
@@ -81,7 +83,8 @@ def test_a_token_missing_malformed_or_repeated_is_a_400_and_touches_nothing(
     answer = client.post(page.url, data=data)
     assert answer.status_code == 400 and "without a valid form token" in answer.text
     assert sorted(rdb.keys("*")) == keys and signups() == []
-    assert page.submit(ADA).status_code == 303  # the page's own token was not touched
+    # the page's own token was not touched
+    assert page.submit(ADA).status_code == 303
 
 
 def test_a_made_up_token_is_expired_before_its_form_is_validated_or_redis_asked(
@@ -119,7 +122,8 @@ def test_turbo_gets_a_303_to_the_result_and_a_422_page_for_invalid_fields(once_f
     page = once_forms.open("/signup")
     invalid = page.submit({**ADA, "email": ""}, headers=TURBO)
     assert invalid.status_code == 422 and invalid.mimetype == "text/html"
-    assert "<html>" in invalid.text  # Turbo swaps the whole page it gets back
+    # Turbo swaps the whole page it gets back
+    assert "<html>" in invalid.text
     done = page.submit(ADA, headers=TURBO)
     assert done.status_code == 303 and done.headers["Location"] == "/thanks/1"
     assert page.submit(ADA, headers=TURBO).headers["Location"] == "/thanks/1"
@@ -129,7 +133,8 @@ def test_a_view_that_refuses_saves_nothing_and_says_why_with_a_fresh_token(
     app, once_forms, signups
 ):
     page = once_forms.open("/signup")
-    app.config["SIGNUPS_CLOSED"] = True  # since the form was checked
+    # since the form was checked
+    app.config["SIGNUPS_CLOSED"] = True
     refused = page.submit(ADA)
     assert refused.status_code == 409 and "Sign-ups closed a moment ago." in refused.text
     assert 'value="ada@example.com"' in refused.text and signups() == []
@@ -142,10 +147,14 @@ def test_a_view_that_refuses_saves_nothing_and_says_why_with_a_fresh_token(
 @pytest.mark.parametrize(
     "sent",
     [
-        {"name": " Ada "},  # the form strips it
-        {"name": "José"},  # what was sent first, see below
-        {"name": "Jose\u0301"},  # José in NFD: how some keyboards send it
-        {"quantity": "02"},  # an IntegerField stores 2
+        # the form strips it
+        {"name": " Ada "},
+        # what was sent first, see below
+        {"name": "José"},
+        # José in NFD: how some keyboards send it
+        {"name": "Jose\u0301"},
+        # an IntegerField stores 2
+        {"quantity": "02"},
         {"quantity": " 2"},
     ],
     ids=["spaces", "same", "nfd", "leading-zero", "leading-space"],

@@ -39,11 +39,13 @@ def test_htmx_gets_only_the_form_back_for_invalid_fields_with_the_same_token(onc
 
 
 def test_htmx_in_place_shows_the_result_with_a_fresh_form_for_the_next(once_forms, sessions):
-    page = once_forms.open("/signup", form=1)  # the comment form
+    # the comment form
+    page = once_forms.open("/signup", form=1)
     answer = page.submit({"text": "First!"}, headers=HTMX)
     assert answer.status_code == 201 and answer.headers["Content-Location"] == "/comments/1"
     assert '<p class="comment" id="comment-1">First!</p>' in answer.text
-    following = once_forms.page("/signup", answer.text)  # the form it swapped in
+    # the form it swapped in
+    following = once_forms.page("/signup", answer.text)
     assert following.token not in (None, page.token)
     assert following.submit({"text": "Second"}, headers=HTMX).status_code == 201
     assert comments(sessions) == ["First!", "Second"]
@@ -85,7 +87,8 @@ def test_a_script_gets_the_field_errors_and_what_to_do_in_a_422(once_forms):
     assert body["detail"] and "errors" in body["detail"]
     assert set(body["errors"]) == {"email", "quantity"}
     assert body["errors"]["email"] == ["Invalid email address."]
-    assert body["form_token"] == page.token  # the same token: fix the fields and resend
+    # the same token: fix the fields and resend
+    assert body["form_token"] == page.token
 
 
 def test_a_script_that_resubmits_other_values_is_told_changed_and_where_the_first_is(
@@ -98,7 +101,8 @@ def test_a_script_that_resubmits_other_values_is_told_changed_and_where_the_firs
     assert changed.json["existing"] == "/thanks/1" and changed.json["detail"]
     fresh = changed.json["form_token"]
     assert fresh != page.token and signups() == ["ada@example.com"]
-    page.token = fresh  # what the script sends next
+    # what the script sends next
+    page.token = fresh
     assert page.submit({**ADA, "email": "grace@example.com"}, json=True).status_code == 201
 
 
@@ -140,10 +144,12 @@ def test_every_answer_of_one_url_says_it_varies_by_front_end(once_forms):
     that keys only on the URL must not give one front end another's answer."""
     page = once_forms.open("/signup")
     answers = [
-        page.submit({**ADA, "email": "nope"}, headers=headers)  # invalid: the form
+        # invalid: the form
+        page.submit({**ADA, "email": "nope"}, headers=headers)
         for headers in ({}, HTMX, JSON)
     ]
-    answers.append(page.submit(ADA))  # the 303 to the result
+    # the 303 to the result
+    answers.append(page.submit(ADA))
     for answer in answers:
         assert {"HX-Request", "Accept"} <= set(answer.vary), (answer.status_code, answer.vary)
 
@@ -156,7 +162,8 @@ def test_a_script_that_sends_a_lone_surrogate_is_answered_without_a_500(once_for
     assert answer.status_code == 400 and answer.mimetype == "application/problem+json"
     assert answer.json["reason"] == "not_unicode" and "not valid Unicode" in answer.json["detail"]
     assert signups() == []
-    assert page.submit(ADA, json=True).status_code == 201  # the same token, still good
+    # the same token, still good
+    assert page.submit(ADA, json=True).status_code == 201
 
 
 @pytest.mark.parametrize("token", [None, "not-a-token"], ids=["missing", "malformed"])

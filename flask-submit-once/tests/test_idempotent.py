@@ -54,7 +54,8 @@ def test_a_request_without_its_key_is_a_400_problem_and_does_nothing(client, sig
 def test_a_retry_while_the_first_still_runs_is_a_409_to_retry_after(app, client, signups):
     holding, release = threading.Event(), threading.Event()
 
-    def hold(sender, **extra):  # the first request, holding the key's lock
+    # the first request, holding the key's lock
+    def hold(sender, **extra):
         holding.set()
         assert release.wait(30)
 
@@ -85,7 +86,8 @@ def test_a_request_that_did_nothing_gives_its_key_back(client, signups, failing,
     assert failed.status_code == status and signups() == []
     if status == 409:
         assert failed.json == {**failed.json, "reason": "refused", "detail": "Sign-ups are closed."}
-    retried = post(client, ADA)  # the same key, the request put right
+    # the same key, the request put right
+    retried = post(client, ADA)
     assert retried.status_code == 201 and "Idempotent-Replayed" not in retried.headers
     assert signups() == ["ada@example.com"]
 

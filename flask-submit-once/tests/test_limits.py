@@ -7,7 +7,8 @@ import itertools
 
 import pytest
 
-SIGNUP = "/signup"  # a page of three forms: three tokens a view
+# a page of three forms: three tokens a view
+SIGNUP = "/signup"
 CROSS_SITE = {"Sec-Fetch-Site": "cross-site"}
 
 
@@ -29,7 +30,8 @@ def until_refused(open_page, most: int) -> list[int]:
 
 
 def test_a_session_over_its_cap_is_told_when_to_come_back_and_gets_no_token(make_app, rdb):
-    client = make_app(SUBMIT_ONCE_MAX_FORMS_PER_SESSION=6).test_client()  # two pages' worth
+    # two pages' worth
+    client = make_app(SUBMIT_ONCE_MAX_FORMS_PER_SESSION=6).test_client()
     answers = []
 
     def open_page() -> int:
@@ -48,7 +50,8 @@ def test_a_session_over_its_cap_is_told_when_to_come_back_and_gets_no_token(make
 def test_an_address_over_its_cap_is_refused_and_another_address_is_not(make_app):
     app = make_app(SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=6)
 
-    def opens(address: str) -> int:  # a client that keeps no cookie: a new session each time
+    # a client that keeps no cookie: a new session each time
+    def opens(address: str) -> int:
         return app.test_client().get(SIGNUP, environ_base={"REMOTE_ADDR": address}).status_code
 
     statuses = until_refused(lambda: opens("192.0.2.1"), most=5)
@@ -57,14 +60,16 @@ def test_an_address_over_its_cap_is_refused_and_another_address_is_not(make_app)
 
 
 def test_an_ipv6_subscriber_is_one_client_and_its_neighbours_are_not(make_app):
-    app = make_app(SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=3)  # one page's worth
+    # one page's worth
+    app = make_app(SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=3)
 
     def opens(address: str) -> int:
         return app.test_client().get(SIGNUP, environ_base={"REMOTE_ADDR": address}).status_code
 
     # Every address of one /64 is one subscriber's: one budget (at most two pages).
     assert 429 in [opens(f"2001:db8:1:1::{n}") for n in (1, 2, 3)]
-    assert opens("2001:db8:1:2::1") == 200  # another /64 of the same /48
+    # another /64 of the same /48
+    assert opens("2001:db8:1:2::1") == 200
     assert 429 in [opens(address) for address in ("::ffff:192.0.2.9", "192.0.2.9") * 2]
 
 
@@ -72,7 +77,8 @@ def test_a_48_has_a_budget_of_its_own_and_nat64_is_read_as_its_ipv4(make_app, st
     """Issue 30, item 11: a /48 held 65,536 budgets of a /64 each; NAT64 put every IPv4
     client behind it in one. (The clock is stopped: a page spent through NAT64 and the
     refusal of the next must fall in one window.)"""
-    app = make_app(SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=3)  # one page's worth a /64
+    # one page's worth a /64
+    app = make_app(SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE=3)
     stopped_clock(0)
 
     def opens(address: str) -> int:
@@ -82,11 +88,14 @@ def test_a_48_has_a_budget_of_its_own_and_nat64_is_read_as_its_ipv4(make_app, st
     subnets = itertools.count()
     statuses = until_refused(lambda: opens(f"2001:db8:7:{next(subnets)}::1"), most=40)
     assert statuses[-1] == 429 and len(statuses) < 40
-    assert opens("2001:db8:8::1") == 200  # another /48
+    # another /48
+    assert opens("2001:db8:8::1") == 200
     # NAT64: the IPv4 client's own budget, shared with its plain IPv4 address.
     assert opens("64:ff9b::c000:20a") == 200
-    assert opens("192.0.2.10") == 429  # one page's worth, spent through NAT64
-    assert opens("64:ff9b::c000:20b") == 200  # another IPv4 client, same NAT64 /64
+    # one page's worth, spent through NAT64
+    assert opens("192.0.2.10") == 429
+    # another IPv4 client, same NAT64 /64
+    assert opens("64:ff9b::c000:20b") == 200
 
 
 def test_a_live_app_caps_per_address_by_default_and_a_test_app_does_not(make_app):
@@ -101,7 +110,8 @@ def test_a_live_app_caps_per_address_by_default_and_a_test_app_does_not(make_app
         *(
             {**CROSS_SITE, "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": dest}
             for dest in ("iframe", "frame", "object", "embed")
-        ),  # issue 30, item 1: all were 200
+            # issue 30, item 1: all were 200
+        ),
         {**CROSS_SITE, "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "iframe"},
         {**CROSS_SITE, "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty"},
         {"Sec-Purpose": "prefetch"},
@@ -121,7 +131,8 @@ def test_a_live_app_caps_per_address_by_default_and_a_test_app_does_not(make_app
 def test_another_sites_page_that_does_not_navigate_gets_no_form(client, rdb, headers):
     answer = client.get(SIGNUP, headers=headers)
     assert answer.status_code == 403 and "only from our own pages" in answer.text
-    assert token_keys(rdb) == [] and rdb.keys("so:issued:*") == []  # nothing counted
+    # nothing counted
+    assert token_keys(rdb) == [] and rdb.keys("so:issued:*") == []
 
 
 def test_a_link_from_another_site_opens_the_form(client, rdb):

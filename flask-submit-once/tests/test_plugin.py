@@ -9,8 +9,10 @@ from flask_submit_once.testing import landed_on
 
 ADA = {"email": "ada@example.com", "name": "Ada", "quantity": "2"}
 HTMX = {"HX-Request": "true"}
-LIVE_CAP = 120  # tokens an address a minute, in windows aligned to the clock
-PAGES = 2 * LIVE_CAP // 3 + 1  # 3 tokens a page: over twice the cap, whatever the clock
+# tokens an address a minute, in windows aligned to the clock
+LIVE_CAP = 120
+# 3 tokens a page: over twice the cap, whatever the clock
+PAGES = 2 * LIVE_CAP // 3 + 1
 
 
 @pytest.fixture
@@ -69,6 +71,9 @@ def test_landed_on_reads_where_an_answer_took_the_user(once_forms):
     page = once_forms.open("/signup")
     invalid = page.submit({**ADA, "email": ""})
     assert landed_on(invalid) is None
-    assert landed_on(page.submit(ADA, headers=HTMX)) == "/thanks/1"  # HX-Redirect
-    assert landed_on(page.submit(ADA)) == "/thanks/1"  # Location
-    assert landed_on(page.submit(ADA, json=True)) == "/thanks/1"  # a script's 200
+    # HX-Redirect
+    assert landed_on(page.submit(ADA, headers=HTMX)) == "/thanks/1"
+    # Location
+    assert landed_on(page.submit(ADA)) == "/thanks/1"
+    # a script's 200
+    assert landed_on(page.submit(ADA, json=True)) == "/thanks/1"

@@ -72,7 +72,8 @@ def test_ten_tabs_at_once_make_one_row_while_the_first_holds_the_token(
 ):
     entered = []
 
-    def counting(wsgi):  # every request that reached the app
+    # every request that reached the app
+    def counting(wsgi):
         def app_(environ, start_response):
             entered.append(environ["PATH_INFO"])
             with hold.changed:
@@ -83,7 +84,8 @@ def test_ten_tabs_at_once_make_one_row_while_the_first_holds_the_token(
 
     page = once_forms.open("/signup")
     app.wsgi_app = counting(app.wsgi_app)
-    hold = held(until=lambda: len(entered) == 10)  # the other nine arrive meanwhile
+    # the other nine arrive meanwhile
+    hold = held(until=lambda: len(entered) == 10)
     answers = page.submit_concurrently([ADA] * 10)
     assert {(a.status_code, a.headers["Location"]) for a in answers} == {(303, "/thanks/1")}
     assert hold.taken.is_set() and sorted(decided) == ["created"] + ["duplicate"] * 9
@@ -100,7 +102,8 @@ def test_two_versions_of_one_rendering_at_once_make_one_row_and_the_other_is_tol
     (saved,) = signups()
     told = next(a for a in answers if a.status_code == 409)
     assert "already used, with other details" in told.text
-    assert saved not in told.text  # it shows what it sent, kept for the user to resend
+    # it shows what it sent, kept for the user to resend
+    assert saved not in told.text
 
 
 def test_a_script_can_ask_what_became_of_a_submit_without_spending_it(

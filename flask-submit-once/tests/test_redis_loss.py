@@ -81,7 +81,8 @@ def test_redis_losing_every_token_is_an_expired_form_with_the_input_kept(
     fresh = once_forms.page("/signup", expired.text)
     assert fresh.token != page.token and signups() == []
     assert fresh.submit(ADA).headers["Location"] == "/thanks/1"
-    assert page.submit(ADA).status_code == 422  # the old rendering: never a second row
+    # the old rendering: never a second row
+    assert page.submit(ADA).status_code == 422
     assert signups() == ["ada@example.com"]
 
 
@@ -94,7 +95,8 @@ def test_a_spent_token_that_reappears_lands_on_its_row_by_the_unique_column(
     page = once_forms.open("/signup", form=1)
     before = set(token_keys(own_redis.url))
     assert page.submit({"text": "Hello"}).status_code == 303
-    (key,) = before - set(token_keys(own_redis.url))  # the token the submit spent
+    # the token the submit spent
+    (key,) = before - set(token_keys(own_redis.url))
     with redis.Redis.from_url(own_redis.url) as rdb:
         # A worker that never saw the submit land, then the one that did.
         for client in (another_worker(make_app, once_forms, own_redis.url), None):

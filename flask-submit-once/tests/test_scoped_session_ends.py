@@ -59,7 +59,8 @@ def small_pool(database_url: str) -> Iterator[Engine]:
     engine = create_engine(database_url, pool_size=2, max_overflow=0, pool_timeout=3)
     Base.metadata.create_all(engine)
     yield engine
-    with engine.begin() as conn:  # a connection left in a transaction fails this, never hangs
+    # a connection left in a transaction fails this, never hangs
+    with engine.begin() as conn:
         conn.execute(text("SET LOCAL lock_timeout = '5s'"))
         Base.metadata.drop_all(conn)
     engine.dispose()
@@ -107,7 +108,8 @@ def test_reads_through_a_scoped_session_leave_no_connection_idle_in_transaction(
     assert client.get(where).text == "tea"
     with small_pool.connect() as conn:
         assert conn.scalar(IDLE_IN_TRANSACTION) == 0
-    assert small_pool.pool.checkedout() == 0  # every connection back in the pool
+    # every connection back in the pool
+    assert small_pool.pool.checkedout() == 0
 
 
 def test_htmx_repeats_and_result_pages_on_a_threaded_server_never_run_out_of_connections(

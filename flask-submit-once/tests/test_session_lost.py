@@ -14,7 +14,8 @@ EVIL = {
     "Sec-Fetch-Mode": "navigate",
     "Sec-Fetch-Dest": "document",
 }
-MARK = "marker-4b1d@example.com"  # what the other site posts; must never be echoed
+# what the other site posts; must never be echoed
+MARK = "marker-4b1d@example.com"
 
 
 def token_keys(rdb) -> list[str]:
@@ -23,14 +24,16 @@ def token_keys(rdb) -> list[str]:
 
 def test_a_lost_session_shows_the_form_again_with_the_input_and_fresh_tokens(once_forms, signups):
     page = once_forms.open("/signup")
-    once_forms.client.delete_cookie("session")  # it expired while the form was open
+    # it expired while the form was open
+    once_forms.client.delete_cookie("session")
     lost = page.submit(ADA)
     assert lost.status_code == 400 and "Your session had expired" in lost.text
     assert 'value="ada@example.com"' in lost.text and 'value="Ada Lovelace"' in lost.text
     again = once_forms.page("/signup", lost.text)
     assert again.token not in (None, page.token)
     assert again.hidden["csrf_token"] != page.hidden["csrf_token"]
-    assert lost.headers.get("Set-Cookie")  # the new session those tokens belong to
+    # the new session those tokens belong to
+    assert lost.headers.get("Set-Cookie")
     assert signups() == []
     assert again.submit(ADA).status_code == 303 and signups() == ["ada@example.com"]
 

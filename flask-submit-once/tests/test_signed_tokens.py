@@ -52,7 +52,8 @@ def test_redis_away_at_render_draws_every_form_with_a_signed_token(app, client, 
     assert page.status_code == 200 and degraded(app)
     forms = [OnceForms(client).page("/signup", page.text, form=n).token for n in (0, 1)]
     assert all(token.startswith("s1.") for token in forms) and len(set(forms)) == 2
-    assert page.headers["Cache-Control"] == "private, no-cache"  # Back shows it as it was
+    # Back shows it as it was
+    assert page.headers["Cache-Control"] == "private, no-cache"
 
 
 def test_a_storm_while_redis_is_away_makes_one_row_and_the_token_still_lands_on_it_after(
@@ -76,7 +77,8 @@ def test_a_storm_while_redis_is_away_makes_one_row_and_the_token_still_lands_on_
     assert unsent.submit(ADA).headers["Location"] == "/thanks/1"
     assert unsent.submit(ADA).headers["Location"] == "/thanks/1"
     assert signups() == ["ada@example.com"]
-    assert degraded(app)  # until a page is drawn with Redis
+    # until a page is drawn with Redis
+    assert degraded(app)
     fresh = once_forms.open("/signup", form=1)
     assert not fresh.token.startswith("s1.") and not degraded(app)
     assert fresh.submit(HELLO).status_code == 303 and comments(sessions) == 2
@@ -88,13 +90,15 @@ def test_a_signed_token_is_expired_in_another_session_or_form_and_the_owners_sti
 ):
     own_redis.stop()
     page = once_forms.open("/signup")
-    stranger = OnceForms(app.test_client()).open("/signup")  # another browser
+    # another browser
+    stranger = OnceForms(app.test_client()).open("/signup")
     if redis_back:
         own_redis.start()
     theirs = stranger.submit({**ADA, "form_token": page.token})
     kept(theirs, 409, "had expired or was already used", ADA)
     assert stranger.forms.page("/signup", theirs.text).token not in (None, page.token)
-    elsewhere = page.submit(HELLO, to="/comments")  # the sign-up token, sent as a comment's
+    # the sign-up token, sent as a comment's
+    elsewhere = page.submit(HELLO, to="/comments")
     kept(elsewhere, 409, "had expired or was already used", HELLO)
     assert signups() == []
     assert page.submit(ADA).headers["Location"] == "/thanks/1"
@@ -211,7 +215,8 @@ def test_the_form_limits_hold_while_redis_is_away_counted_in_the_process(make_ap
         REDIS_URL=own_redis.url,
         SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS=True,
         SUBMIT_ONCE_MAX_FORMS_PER_SESSION=6,
-    )  # two pages of three forms
+        # two pages of three forms
+    )
     per_client = make_app(
         REDIS_URL=own_redis.url,
         SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS=True,
@@ -228,7 +233,8 @@ def test_the_form_limits_hold_while_redis_is_away_counted_in_the_process(make_ap
     assert until_refused(open_page, most=6)[-1] == 429
     assert "very many times" in refused[-1].text and 0 < int(refused[-1].headers["Retry-After"])
 
-    def opens(address: str) -> int:  # no cookie kept: a new session every time
+    # no cookie kept: a new session every time
+    def opens(address: str) -> int:
         return (
             per_client.test_client()
             .get("/signup", environ_base={"REMOTE_ADDR": address})

@@ -186,12 +186,14 @@ def killed_at(
         try:
             browser.post("/checkout/pay", form)
         except (OSError, http.client.HTTPException) as error:
-            lost.append(error)  # what the browser shows as a network error
+            # what the browser shows as a network error
+            lost.append(error)
 
     posting = threading.Thread(target=submit)
     posting.start()
     said = worker.stdout.readline()
-    worker.send_signal(signal.SIGKILL)  # whatever it said: never left running
+    # whatever it said: never left running
+    worker.send_signal(signal.SIGKILL)
     worker.wait(10)
     posting.join(30)
     assert lost, "the killed worker answered"
@@ -234,7 +236,8 @@ def test_a_worker_killed_after_the_orders_commit_leaves_it_to_do_and_the_sweeper
     assert sorted(provider.calls.values()) == [1, 1]
     assert killed["committed"][2] == f"committed {workers['committed'].pid}\n"
     charging = killed["charging"][2].split()[1]
-    assert provider.calls[charging] == 1  # the key the dead worker had sent
+    # the key the dead worker had sent
+    assert provider.calls[charging] == 1
     for browser, form, _ in killed.values():
         client = app.test_client()
         client.set_cookie("session", browser.cookies["session"])

@@ -59,7 +59,8 @@ def test_duplicates_at_once_make_one_order_charged_once_and_all_land_on_it(
     once_forms = OnceForms(app.test_client())
     entered = []
 
-    def counting(wsgi):  # every request that reached the app
+    # every request that reached the app
+    def counting(wsgi):
         def app_(environ, start_response):
             entered.append(environ["PATH_INFO"])
             provider.poke()
@@ -94,7 +95,8 @@ def test_one_submission_sends_one_key_every_time_and_the_next_submission_another
     assert once_forms.open("/checkout").submit(GRACE).status_code == 303
     first, resumed, other = provider.keys
     assert first == resumed != other and len(first) >= 32
-    assert page.token not in provider.keys  # never anything the client chose
+    # never anything the client chose
+    assert page.token not in provider.keys
     assert orders() == [("ada@example.com", "ch_1", None), ("grace@example.com", "ch_2", None)]
 
 
@@ -108,14 +110,18 @@ def test_a_declined_card_shows_the_form_again_with_a_fresh_token_and_so_does_its
     fresh = once_forms.page("/checkout", declined.text)
     assert fresh.token not in (None, page.token)
     assert orders() == [("ada@example.com", None, "refused")]
-    again = page.submit(ADA)  # Back + submit: the declined rendering once more
+    # Back + submit: the declined rendering once more
+    again = page.submit(ADA)
     kept(again, 409, "could not be accepted")
     assert once_forms.page("/checkout", again.text).token not in (None, page.token)
-    assert sum(provider.calls.values()) == 1  # a declined card is not tried again
+    # a declined card is not tried again
+    assert sum(provider.calls.values()) == 1
     provider.mode = "ok"
-    assert fresh.submit(ADA).headers["Location"] == "/orders/2"  # another card, say
+    # another card, say
+    assert fresh.submit(ADA).headers["Location"] == "/orders/2"
     assert orders() == [("ada@example.com", None, "refused"), ("ada@example.com", "ch_1", None)]
-    assert len(provider.calls) == 2  # the new submission: a key of its own
+    # the new submission: a key of its own
+    assert len(provider.calls) == 2
 
 
 @pytest.mark.parametrize("worker", ["same", "another"])
@@ -137,7 +143,8 @@ def test_a_provider_that_drops_the_connection_leaves_the_order_marked_and_the_re
     assert (done.status_code, done.headers.get("Location")) == (303, "/orders/1")
     assert orders() == [("ada@example.com", "ch_1", None)]
     (key,) = provider.calls
-    assert provider.calls[key] == 2  # once more, with the same key
+    # once more, with the same key
+    assert provider.calls[key] == 2
     assert page.submit(ADA).headers["Location"] == "/orders/1" and provider.calls[key] == 2
 
 
@@ -149,7 +156,8 @@ def test_a_database_lost_after_the_charge_is_unconfirmed_and_the_resubmit_gets_t
     marked, and the resubmit sends the same key, so the provider answers with the charge
     it made."""
 
-    def cut_the_steps_connection() -> None:  # the one holding the order's lock
+    # the one holding the order's lock
+    def cut_the_steps_connection() -> None:
         with engine.connect() as conn:
             conn.execute(
                 text("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'")
@@ -177,7 +185,8 @@ def test_a_database_lost_before_the_step_takes_its_lock_is_unconfirmed_not_an_er
     ended: list[int] = []
 
     def end_the_steps_connection(conn, cursor, statement, parameters, context, many) -> None:
-        if "pg_try_advisory_lock(" in statement and not ended:  # the step's own lock
+        # the step's own lock
+        if "pg_try_advisory_lock(" in statement and not ended:
             ended.append(cursor.connection.info.backend_pid)
             end_connection(engine, ended[0])
 
@@ -223,4 +232,5 @@ def test_no_connection_is_idle_in_a_transaction_while_the_step_calls_the_provide
     finally:
         provider.release()
         acting.join(30)
-    assert (idle, locks) == (0, 1)  # only the order's lock, held by whoever charges
+    # only the order's lock, held by whoever charges
+    assert (idle, locks) == (0, 1)

@@ -27,7 +27,8 @@ def store(rdb) -> TokenStore:
 
 def test_issued_token_is_256_bits_urlsafe_and_consumed_once(store):
     token = store.create(session_id=SID, form="order")
-    assert re.fullmatch(r"[A-Za-z0-9_-]{43}", token)  # 43 base64url characters: 256 bits
+    # 43 base64url characters: 256 bits
+    assert re.fullmatch(r"[A-Za-z0-9_-]{43}", token)
     assert store.consume(token, session_id=SID, form="order") is True
     assert store.consume(token, session_id=SID, form="order") is False
 
@@ -179,7 +180,8 @@ def test_a_forked_worker_never_talks_on_its_parents_connections(store):
         )
 
     pid = os.fork()
-    if pid == 0:  # the child
+    # the child
+    if pid == 0:
         ok = False
         try:
             ok = cycles(OTHER_SID)

@@ -46,17 +46,21 @@ def test_a_worker_killed_after_the_getdel_leaves_no_half_row_and_a_resubmit_reco
             try:
                 browser.post("/signup/send", form)
             except (OSError, http.client.HTTPException) as error:
-                lost.append(error)  # what the browser shows as a network error
+                # what the browser shows as a network error
+                lost.append(error)
 
         posting = threading.Thread(target=submit)
         posting.start()
         consumed = worker.stdout.readline()
-        worker.send_signal(signal.SIGKILL)  # whatever it said: never left running
+        # whatever it said: never left running
+        worker.send_signal(signal.SIGKILL)
         worker.wait(10)
         posting.join(30)
     assert consumed == f"consumed {worker.pid}\n"
-    assert lost and signups() == []  # no half row: its transaction died with it
-    assert len(token_keys(rdb)) == len(issued) - 1  # spent, and not given back
+    # no half row: its transaction died with it
+    assert lost and signups() == []
+    # spent, and not given back
+    assert len(token_keys(rdb)) == len(issued) - 1
     # The user resubmits; another worker answers (the same browser session).
     client = make_app().test_client()
     client.set_cookie("session", browser.cookies["session"])

@@ -19,7 +19,8 @@ PAUSE = "1.5"
 @pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
     if message := chromium.problem():
-        pytest.fail(message, pytrace=False)  # fail, not skip: CI must not go green without it
+        # fail, not skip: CI must not go green without it
+        pytest.fail(message, pytrace=False)
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=chromium.executable(), args=chromium.ARGS

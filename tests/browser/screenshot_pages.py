@@ -119,7 +119,8 @@ def show_same_order(page: Page, shop: Shop) -> None:
 def show_too_many_forms(page: Page, shop: Shop) -> None:
     """The 429 page, from a shop of its own that lets a client open one form a minute."""
     with Shop(shop.servers, workers=1, SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE="1") as limited:
-        for _ in range(3):  # its start opened the form once; a minute may turn between
+        # its start opened the form once; a minute may turn between
+        for _ in range(3):
             answer = page.goto(f"{limited.url}/orders/new")
             if answer is not None and answer.status == 429:
                 break
@@ -142,7 +143,8 @@ def card_checkout(provider: Provider) -> dict[str, Walk]:
         open_form(page, shop)
         fill_form(page)
         page.get_by_label("Card number").fill(PAYS)
-        provider.faults(fail_before_charge=-1)  # every try: the client retries a 5xx
+        # every try: the client retries a 5xx
+        provider.faults(fail_before_charge=-1)
         try:
             page.get_by_role("button", name="Place order").click()
             expect(page.locator("#form-message")).to_contain_text(

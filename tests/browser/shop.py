@@ -13,7 +13,8 @@ from sqlalchemy import text
 from tests.conftest import Servers
 from tests.live import LiveServer
 
-ORDER_URL = re.compile(r"/orders/([A-Za-z0-9_-]{22})$")  # notices never ride in the URL
+# notices never ride in the URL
+ORDER_URL = re.compile(r"/orders/([A-Za-z0-9_-]{22})$")
 
 #: A phone-sized browser context (pass to browser.new_context).
 PHONE = {

@@ -148,7 +148,8 @@ def test_busy_button_is_aria_disabled_swallows_a_second_click_and_does_not_move(
     x, y = before["x"] + before["width"] / 2, before["y"] + before["height"] / 2
     page.mouse.click(x, y)
     page.wait_for_timeout(20)
-    page.mouse.click(x, y)  # the server is still placing the order: swallowed
+    # the server is still placing the order: swallowed
+    page.mouse.click(x, y)
     number = expect_confirmation(page, already_placed=False)
     first, second = page.evaluate("() => JSON.parse(sessionStorage.getItem('seen'))")
     # htmx sends the first itself (so the browser's own submit is prevented too); the
@@ -192,7 +193,8 @@ def test_the_429_page_does_not_refresh_itself_and_names_the_one_wait(new_page, s
     with Shop(servers, workers=1, SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE="1") as limited:
         for device in ("desktop", "phone"):
             page = new_page(**(PHONE if device == "phone" else {}))
-            for _ in range(3):  # the second view in a minute, even across its boundary
+            # the second view in a minute, even across its boundary
+            for _ in range(3):
                 refused = page.goto(f"{limited.url}/orders/new")
                 assert refused is not None
                 if refused.status == 429:

@@ -53,7 +53,8 @@ def test_back_edit_and_update_changes_the_order_once_and_lands_on_it(new_page, s
     expect(page.get_by_role("link", name=f"See order {number}")).to_have_attribute(
         "href", f"/orders/{key}"
     )
-    expect(page.get_by_label("Quantity")).to_have_value("5")  # the typed input kept
+    # the typed input kept
+    expect(page.get_by_label("Quantity")).to_have_value("5")
 
     double_click(page, update)
     assert expect_confirmation(page, already_placed=False) == key
@@ -78,10 +79,12 @@ def test_an_update_that_got_no_answer_is_checked_at_its_own_address(page, shop):
     page.get_by_label("Quantity").fill("5")
     page.get_by_role("button", name="Place order").click()
     update = page.get_by_role("button", name=f"Update order {number} with these details")
-    page.route("**/amendments", lambda route: route.abort())  # the network drops it
+    # the network drops it
+    page.route("**/amendments", lambda route: route.abort())
     update.click()
     expect(page.locator("#submit-unknown")).to_be_visible()
     page.unroute("**/amendments")
     page.get_by_role("button", name="Check my order").click()
-    expect(page.locator("#submit-not-done")).to_be_visible()  # asked: not updated
+    # asked: not updated
+    expect(page.locator("#submit-not-done")).to_be_visible()
     assert quantities(shop) == [2] and amendments(shop) == []

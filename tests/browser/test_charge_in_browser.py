@@ -59,5 +59,6 @@ def test_a_double_click_while_the_provider_takes_5_s_charges_once_and_lands_on_t
         count = conn.scalar(text("SELECT count(*) FROM orders"))
     assert (status, count) == ("paid", 1)
     assert len(provider.succeeded(reference)) == 1
-    if not javascript:  # without the script both clicks are sent: the second waited
+    # without the script both clicks are sent: the second waited
+    if not javascript:
         assert posts >= 2, f"only {posts} POST reached the server: not a double submit"

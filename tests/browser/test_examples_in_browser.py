@@ -83,7 +83,8 @@ class ExampleServer(LiveServer):
         return f"http://127.0.0.1:{self.port}/"
 
     def __enter__(self) -> ExampleServer:
-        self.metadata.create_all(self.servers.engine)  # once, not raced by two workers
+        # once, not raced by two workers
+        self.metadata.create_all(self.servers.engine)
         super().__enter__()
         return self
 
@@ -106,7 +107,8 @@ class ExampleServer(LiveServer):
             return list(conn.scalars(text(f"SELECT {column} FROM {table} ORDER BY id")))
 
     def cleared(self) -> ExampleServer:
-        self.metadata.create_all(self.servers.engine)  # another test may have dropped them
+        # another test may have dropped them
+        self.metadata.create_all(self.servers.engine)
         names = ", ".join(table.name for table in self.metadata.sorted_tables)
         with self.servers.engine.begin() as conn:
             conn.execute(text(f"TRUNCATE {names} RESTART IDENTITY"))
@@ -140,7 +142,8 @@ def serve(example_servers) -> Iterator[Callable[[str], ExampleServer]]:
         return used[-1]
 
     yield start
-    for server in used:  # the table goes too: the shop's schema test sees only the shop's
+    # the table goes too: the shop's schema test sees only the shop's
+    for server in used:
         server.metadata.drop_all(server.servers.engine)
 
 
@@ -210,7 +213,8 @@ def test_htmx_double_click_signs_up_once_and_the_page_lands_on_one_confirmation(
 ):
     server = serve("htmx_signup")
     open_form(page, server)
-    if not comfort:  # what the server alone guarantees: htmx then sends the second click too
+    # what the server alone guarantees: htmx then sends the second click too
+    if not comfort:
         page.locator("form").first.evaluate("form => form.removeAttribute('hx-disabled-elt')")
     page.get_by_label("Email").fill(ADA)
     statuses = post_statuses(page)
@@ -218,7 +222,8 @@ def test_htmx_double_click_signs_up_once_and_the_page_lands_on_one_confirmation(
     click_twice(page, page.get_by_role("button", name="Sign up"))
     landed = expect_confirmation(page, server, ADA)
     posts = server.posts_since(mark, at_least=1 if comfort else 2)
-    page.wait_for_timeout(300)  # a second HX-Redirect would move the page again
+    # a second HX-Redirect would move the page again
+    page.wait_for_timeout(300)
     figures = f"{posts} POSTs read, answers {statuses}, rows {server.emails()}, at {landed}"
     assert server.emails() == [ADA], figures
     assert posts == (1 if comfort else 2), figures
@@ -230,13 +235,16 @@ def test_a_typo_is_shown_again_with_the_input_and_the_same_token(page, serve, na
     server = serve(name)
     token = open_form(page, server)
     page.locator("h1").evaluate("h1 => h1.dataset.marker = 'this page'")
-    status = submit(page, server, "ada@example")  # the browser lets it pass; the server not
+    # the browser lets it pass; the server not
+    status = submit(page, server, "ada@example")
     expect(page.get_by_text("Invalid email address.")).to_be_visible()
     expect(page.get_by_label("Email")).to_have_value("ada@example")
-    kept = page.locator("h1[data-marker]").count()  # htmx swapped the form alone
+    # htmx swapped the form alone
+    kept = page.locator("h1[data-marker]").count()
     figures = f"status {status}, page kept {kept}, rows {server.emails()}"
     assert status == 422 and token_on(page) == token and server.emails() == [], figures
-    assert kept == (1 if name == "htmx_signup" else 0), figures  # Turbo renders the page
+    # Turbo renders the page
+    assert kept == (1 if name == "htmx_signup" else 0), figures
     assert submit(page, server, ADA) in (200, 303)
     expect_confirmation(page, server, ADA)
     assert server.emails() == [ADA]
@@ -248,7 +256,8 @@ def test_back_edit_resubmit_is_told_with_the_new_input_and_places_nothing(page, 
     token = open_form(page, server)
     placed = submit(page, server, ADA)
     first = expect_confirmation(page, server, ADA)
-    page.go_back()  # the browser's cached copy: the spent token, the input as typed
+    # the browser's cached copy: the spent token, the input as typed
+    page.go_back()
     expect(page.get_by_label("Email")).to_have_value(ADA)
     assert token_on(page) == token, "Back fetched a fresh form: its submit would sign up twice"
     mark = server.posts_received()
@@ -291,15 +300,19 @@ def test_turbo_renders_the_409_when_a_rendering_whose_answer_was_lost_is_sent_ed
         if lost:
             route.continue_()
             return
-        lost.append(route.fetch(max_redirects=0).status)  # placed on the server
-        route.abort("connectionreset")  # the answer never arrives
+        # placed on the server
+        lost.append(route.fetch(max_redirects=0).status)
+        # the answer never arrives
+        route.abort("connectionreset")
 
     page.route("**/signup", lose_the_first_answer)
     page.get_by_label("Email").fill(ADA)
     page.get_by_role("button", name="Sign up").click()
-    expect(page.get_by_role("button", name="Sign up")).to_be_enabled()  # Turbo gave up
+    # Turbo gave up
+    expect(page.get_by_role("button", name="Sign up")).to_be_enabled()
     assert lost == [303] and server.emails() == [ADA], f"first answer {lost}"
-    status = submit(page, server, GRACE)  # the same rendering, edited
+    # the same rendering, edited
+    status = submit(page, server, GRACE)
     expect(page.get_by_role("alert")).to_contain_text("already used, with other details")
     expect(page.get_by_label("Email")).to_have_value(GRACE)
     link = page.get_by_role("link", name="The sign-up you sent first")
@@ -317,7 +330,8 @@ def fetch_guide_script() -> str:
 
 
 def test_the_fetch_guides_script_double_clicked_signs_up_once_and_lands_on_it(page, serve):
-    server = serve("newsletter")  # a plain form: the guide's script is all the JavaScript
+    # a plain form: the guide's script is all the JavaScript
+    server = serve("newsletter")
     open_form(page, server)
     page.add_script_tag(content=fetch_guide_script())
     page.get_by_label("Email").fill(ADA)
@@ -365,13 +379,16 @@ def test_htmx_question_whose_answer_was_lost_is_answered_in_place_once(page, ser
         if lost:
             route.continue_()
             return
-        lost.append(route.fetch().status)  # made on the server
-        route.abort("connectionreset")  # the answer never arrives
+        # made on the server
+        lost.append(route.fetch().status)
+        # the answer never arrives
+        route.abort("connectionreset")
 
     page.route("**/questions", lose_the_first_answer)
     page.get_by_label("Your question").fill("When does it open?")
     page.get_by_role("button", name="Ask").click()
-    expect(page.get_by_role("button", name="Ask")).to_be_enabled()  # htmx gave up
+    # htmx gave up
+    expect(page.get_by_role("button", name="Ask")).to_be_enabled()
     assert lost == [201] and server.column("htmx_questions", "text") == ["When does it open?"]
     with page.expect_response(lambda r: r.request.method == "POST") as answer:
         page.get_by_role("button", name="Ask").click()

@@ -119,7 +119,8 @@ def test_back_after_a_refund_request_lands_on_the_request_not_a_second_one(devic
     page.go_back()
     expect(page.get_by_role("heading", level=1)).to_have_text("Request a refund")
     amount = page.get_by_label("Amount to refund (€)")
-    if not amount.input_value():  # the browser may or may not type the old input back
+    # the browser may or may not type the old input back
+    if not amount.input_value():
         amount.fill("1.00")
     page.get_by_role("button", name="Request refund").click()
     expect(page).to_have_url(re.compile(f"/orders/{key}$"))
@@ -144,7 +145,8 @@ def test_a_second_tab_and_the_refund_page_of_a_refunded_order_say_what_happened(
         "Nothing is left to refund: the rest is already requested and waiting to be applied."
     )
 
-    with shop.servers.engine.begin() as conn:  # the worker applies the first request
+    # the worker applies the first request
+    with shop.servers.engine.begin() as conn:
         conn.execute(
             text(
                 "UPDATE orders SET status = 'refunded', refunded_cents = paid_cents, "
@@ -157,7 +159,8 @@ def test_a_second_tab_and_the_refund_page_of_a_refunded_order_say_what_happened(
     expect(second_tab.get_by_role("heading", level=1)).to_have_text(
         "This order is refunded in full"
     )
-    expect(second_tab.locator("h1")).to_have_count(1)  # a page of its own, not nested
+    # a page of its own, not nested
+    expect(second_tab.locator("h1")).to_have_count(1)
     expect(second_tab.get_by_text("Something went wrong")).to_have_count(0)
     second_tab.get_by_role("link", name="Back to your order").click()
     expect(second_tab).to_have_url(re.compile(f"/orders/{key}$"))

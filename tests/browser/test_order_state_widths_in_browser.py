@@ -23,7 +23,8 @@ def test_every_page_about_an_order_says_the_same_words_at_both_widths(new_page, 
         for name in PAGES:
             page.goto(f"{shop.url}/orders/{key}" + ("" if name == "order" else f"/{name}"))
             status, headline = (200, words.headline) if name == "order" else getattr(pages, name)
-            if status == 303:  # a cancelled order's cancel page: the order itself
+            # a cancelled order's cancel page: the order itself
+            if status == 303:
                 headline = words.headline
             where = f"{state}, {name} page, {device}"
             expect(page.locator("h1"), where).to_have_text(headline)

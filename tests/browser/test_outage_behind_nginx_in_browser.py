@@ -46,20 +46,24 @@ def test_behind_nginx_with_gunicorn_stopped_the_form_says_so_and_after_the_resta
     """Was: "Placing your order…" for 20 s and more, the button disabled, or nginx's raw
     "502 Bad Gateway / nginx/1.22.1"."""
     shop, site = shop_behind_nginx
-    page = new_page(ignore_https_errors=True)  # the test's self-signed certificate
+    # the test's self-signed certificate
+    page = new_page(ignore_https_errors=True)
     page.goto(f"https://127.0.0.1:{site.ports.https}/orders/new")
     expect(page.get_by_role("heading", level=1)).to_have_text("Place an order")
     fill_form(page)
     before = shop.orders()
 
-    shop.__exit__(None, None, None)  # gunicorn stopped: nothing listens on its port
+    # gunicorn stopped: nothing listens on its port
+    shop.__exit__(None, None, None)
     try:
         with page.expect_response(SUBMIT) as answered:
             button(page).click()
         refused = answered.value
         assert refused.status == 502, refused.status
-        assert refused.headers["server"] == "nginx"  # server_tokens off: no version
-        assert "We are briefly unavailable" in refused.text()  # the shop's page, not nginx's
+        # server_tokens off: no version
+        assert refused.headers["server"] == "nginx"
+        # the shop's page, not nginx's
+        assert "We are briefly unavailable" in refused.text()
         assert "nginx" not in refused.text()
 
         notice = page.locator("#submit-unknown")
@@ -78,15 +82,18 @@ def test_behind_nginx_with_gunicorn_stopped_the_form_says_so_and_after_the_resta
         expect(page.locator("body")).not_to_contain_text(re.compile("nginx|Bad Gateway"))
         expect(page.get_by_text("Placing your order…")).to_have_count(0)
     finally:
-        shop.__enter__()  # the same port: nginx's upstream, unchanged
+        # the same port: nginx's upstream, unchanged
+        shop.__enter__()
 
     with page.expect_response(SUBMIT) as checked:
-        button(page).click()  # the check, answered by the restarted gunicorn
+        # the check, answered by the restarted gunicorn
+        button(page).click()
     assert checked.value.status == 200 and checked.value.json()["status"] == "not_done"
     expect(page.locator("#submit-not-done")).to_be_visible()
     expect(page.locator("#submit-not-done")).to_contain_text(NOT_PLACED)
     expect(page.locator("#submit-unknown")).to_be_hidden()
-    assert shop.orders() == before  # the check placed nothing
+    # the check placed nothing
+    assert shop.orders() == before
 
     expect(button(page)).to_have_accessible_name("Place order")
     button(page).click()

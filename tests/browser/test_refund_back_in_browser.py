@@ -31,7 +31,8 @@ def test_back_to_a_sent_refund_form_keeps_the_amount_and_lands_on_already_reques
     page.go_back()
     expect(page.get_by_role("heading", level=1)).to_have_text("Request a refund")
     expect(page.get_by_label("Amount to refund (€)")).to_have_value("4.50")
-    page.get_by_role("button", name="Request refund").click()  # as it stands: nothing typed
+    # as it stands: nothing typed
+    page.get_by_role("button", name="Request refund").click()
     expect(page).to_have_url(re.compile(f"/orders/{key}$"))
     expect(page.locator("#refund-requested")).to_contain_text("already requested")
     with shop.servers.engine.connect() as conn:

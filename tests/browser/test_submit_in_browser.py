@@ -112,7 +112,8 @@ def test_a_duplicate_past_the_wait_gets_the_form_as_sent_and_submitting_again_la
         expect(page.get_by_label("Shipping address")).to_have_value(CUSTOMER["address"])
         assert page.locator("input[name=form_token]").input_value() == sent_token
         assert shop.posts_since(mark, at_least=2) == 2
-        assert len(shop.wait_for_orders(1)) == 1  # "press Place order again in a few seconds"
+        # "press Place order again in a few seconds"
+        assert len(shop.wait_for_orders(1)) == 1
         place_order_button(page).click()
         number = expect_confirmation(page, already_placed=True)
         assert shop.posts_since(mark, at_least=3) == 3
@@ -178,7 +179,8 @@ def test_back_edit_and_submit_again_is_told_not_dropped_and_places_nothing(page,
 # 6
 def test_two_tabs_each_submitted_once_place_two_orders(new_page, shop):
     first = new_page()
-    second = first.context.new_page()  # same browser, same session cookie
+    # same browser, same session cookie
+    second = first.context.new_page()
     for tab, name in ((first, "Ada Lovelace"), (second, "Charles Babbage")):
         open_form(tab, shop)
         fill_form(tab, name=name)
@@ -223,7 +225,8 @@ def wait_until_tokens_expired(rdb, timeout: float = 15) -> None:
     while token_keys(rdb):
         assert time.monotonic() < deadline, "form tokens did not expire"
         time.sleep(0.1)
-    time.sleep(1.1)  # and the CSRF token's whole-second timestamp with them
+    # and the CSRF token's whole-second timestamp with them
+    time.sleep(1.1)
 
 
 # 9
@@ -231,7 +234,8 @@ def test_invalid_input_is_shown_beside_the_fields_then_fixed_places_one_order(pa
     open_form(page, shop)
     fill_form(page, name="", email="ada(at)example")
     mark = shop.posts_received()
-    page.evaluate("() => { window.sameDocument = true; }")  # gone if the page reloads
+    # gone if the page reloads
+    page.evaluate("() => { window.sameDocument = true; }")
     place_order_button(page).click()
     summary = page.locator("#error-summary")
     expect(summary).to_be_focused()

@@ -103,7 +103,8 @@ def test_with_gunicorn_stopped_the_form_says_so_and_its_button_checks(device_pag
     with form_then_down(page, stoppable_shop):
         button(page).click()
         expect_unknown(page)
-        button(page).click()  # the check, with the shop still away
+        # the check, with the shop still away
+        button(page).click()
         expect(page.locator("#submit-still-unknown")).to_be_visible()
         expect(page.locator("#submit-unknown")).to_be_hidden()
         expect(button(page)).to_have_accessible_name("Check my order")
@@ -120,7 +121,8 @@ def test_once_gunicorn_is_back_the_check_says_nothing_was_placed_and_the_form_pl
         expect_unknown(page)
     button(page).click()
     expect(page.locator("#submit-not-done")).to_be_visible(timeout=5_000)
-    assert stoppable_shop.orders() == []  # the check placed nothing
+    # the check placed nothing
+    assert stoppable_shop.orders() == []
     expect(button(page)).to_have_accessible_name("Place order")
     button(page).click()
     number = expect_confirmation(page, already_placed=False)
@@ -202,10 +204,13 @@ def test_the_check_of_a_submit_still_running_says_so_then_lands_on_the_order(
         fill_form(page)
         page.evaluate("() => { htmx.config.timeout = 300; }")
         button(page).click()
-        expect_unknown(page)  # held: no answer in time
+        # held: no answer in time
+        expect_unknown(page)
         button(page).click()
-        expect(page.locator("#submit-running")).to_be_visible()  # still held: running
-        release.set()  # the submit places the order; the next check finds it
+        # still held: running
+        expect(page.locator("#submit-running")).to_be_visible()
+        # the submit places the order; the next check finds it
+        release.set()
         expect(page).to_have_url(ORDER_URL)
         number = expect_confirmation(page, already_placed=None)
         with servers.engine.connect() as conn:
@@ -227,7 +232,8 @@ NGINX = "<html><head><title>{0}</title></head><body><center><h1>{0}</h1></center
     ("status", "body"),
     [
         (502, NGINX.format("502 Bad Gateway")),
-        (503, NGINX.format("503 Service Temporarily Unavailable")),  # not the shop's form: no swap
+        # not the shop's form: no swap
+        (503, NGINX.format("503 Service Temporarily Unavailable")),
         (504, NGINX.format("504 Gateway Time-out")),
         (500, "Internal Server Error"),
         (200, "<p>Sign in to this Wi-Fi network</p>"),
@@ -251,7 +257,8 @@ def test_a_403_says_what_happened_and_never_to_see_an_order_that_does_not_exist(
     open_form(page, shop)
     fill_form(page)
     page.route(re.compile(r"/orders$"), refuse_as_cross_site)
-    page.evaluate("() => { window.sameDocument = true; }")  # gone if the page reloads
+    # gone if the page reloads
+    page.evaluate("() => { window.sameDocument = true; }")
     mark = shop.posts_received()
     refused = page.locator("#submit-refused")
     for presses in (1, 2, 3):
@@ -275,7 +282,8 @@ def test_a_403_says_what_happened_and_never_to_see_an_order_that_does_not_exist(
     expect(page.locator("#interrupted-notice")).to_be_hidden()
     expect(page.get_by_label("Shipping address")).to_have_value(CUSTOMER["address"])
     assert shop.orders() == []
-    page.reload()  # no submit is in flight: nothing to put back, nothing to claim
+    # no submit is in flight: nothing to put back, nothing to claim
+    page.reload()
     expect(page.locator("#interrupted-notice")).to_be_hidden()
 
 
@@ -365,7 +373,8 @@ def test_the_check_sends_the_same_tokens_and_a_not_done_answer_readies_the_form(
     [check] = seen
     assert check["url"] == f"{shop.url}/orders"
     assert check["fields"]["form_token"] == token
-    assert check["fields"]["name"] == CUSTOMER["name"]  # what was sent, not edited since
+    # what was sent, not edited since
+    assert check["fields"]["name"] == CUSTOMER["name"]
     assert "application/json" in check["headers"]["accept"]
 
 

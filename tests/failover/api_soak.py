@@ -30,7 +30,8 @@ __all__ = ["ApiTraffic", "ApiVerdict", "judge_api"]
 
 #: The answers a retry with the same key or event id may change: status → problem type.
 RETRIED = {409: "request-in-progress", 503: "unavailable"}
-GIVE_UP_AFTER = 20.0  # seconds of retries for one request
+# seconds of retries for one request
+GIVE_UP_AFTER = 20.0
 RETRY_PAUSE = 0.2
 
 
@@ -40,8 +41,10 @@ class Call:
     and the 2xx bodies (more than one when it was sent again)."""
 
     name: str
-    order_id: str = ""  # for an event: the order it pays
-    attempts: list[tuple[int, str]] = field(default_factory=list)  # (status, problem type)
+    # for an event: the order it pays
+    order_id: str = ""
+    # (status, problem type)
+    attempts: list[tuple[int, str]] = field(default_factory=list)
     results: list[dict] = field(default_factory=list)
 
     @property
@@ -116,7 +119,8 @@ class ApiTraffic:
                 problem = str(body.get("type", "")).rsplit("/", 1)[-1]
                 call.attempts.append((response.status, problem))
                 if RETRIED.get(response.status) != problem:
-                    return  # an answer no retry changes
+                    # an answer no retry changes
+                    return
             if time.monotonic() > deadline:
                 return
             time.sleep(RETRY_PAUSE)
@@ -128,17 +132,26 @@ class ApiVerdict:
 
     orders: int
     placed: int
-    doubled: list[str]  # Idempotency-Keys with more than one order
-    split: list[str]  # keys whose 201s name different orders
-    lost: list[str]  # orders answered 201 but not in the database
+    # Idempotency-Keys with more than one order
+    doubled: list[str]
+    # keys whose 201s name different orders
+    split: list[str]
+    # orders answered 201 but not in the database
+    lost: list[str]
     events: int
     recorded: int
-    events_doubled: list[str]  # event ids with more than one payment_events row
-    events_lost: list[str]  # events answered 200 but not in payment_events
-    not_paid_once: list[str]  # recorded, yet paid_cents is not the one event's amount
-    for_lost_orders: int  # 422 "no order has this order_id": the order was lost
-    unfinished: list[str]  # requests still without a 2xx when their client gave up
-    bad: list[tuple[str, int, str]]  # any other answer: a 500, a 4xx, no answer
+    # event ids with more than one payment_events row
+    events_doubled: list[str]
+    # events answered 200 but not in payment_events
+    events_lost: list[str]
+    # recorded, yet paid_cents is not the one event's amount
+    not_paid_once: list[str]
+    # 422 "no order has this order_id": the order was lost
+    for_lost_orders: int
+    # requests still without a 2xx when their client gave up
+    unfinished: list[str]
+    # any other answer: a 500, a 4xx, no answer
+    bad: list[tuple[str, int, str]]
     by_status: Counter
 
     def summary(self) -> str:

@@ -25,9 +25,12 @@ CARDS = [PAYS] * 7 + [DECLINED, RETRY, RETRY]
 @dataclass
 class Customer:
     name: str
-    answers: list[int] = field(default_factory=list)  # HTTP status, 0: no answer
-    landed: set[str] = field(default_factory=set)  # order keys it was sent to (303)
-    bad: list[str] = field(default_factory=list)  # answers no customer should get
+    # HTTP status, 0: no answer
+    answers: list[int] = field(default_factory=list)
+    # order keys it was sent to (303)
+    landed: set[str] = field(default_factory=set)
+    # answers no customer should get
+    bad: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -67,7 +70,8 @@ class CardLoad:
             fields["card"] = rng.choice(CARDS)
             copies = rng.choice([1, 1, 2, 3])
             targets = [self.ports[(n + cycle + k) % 2] for k in range(copies)]
-            if copies > 1 and rng.random() < 0.5:  # a double click, to both instances
+            # a double click, to both instances
+            if copies > 1 and rng.random() < 0.5:
                 threads = [
                     threading.Thread(target=self._submit, args=(customer, p, cookie, dict(fields)))
                     for p in targets
@@ -79,7 +83,8 @@ class CardLoad:
                 nexts = []
             else:
                 nexts = [self._submit(customer, p, cookie, dict(fields)) for p in targets]
-            if rng.random() < 0.8:  # else the customer walks away: the sweeper finishes it
+            # else the customer walks away: the sweeper finishes it
+            if rng.random() < 0.8:
                 self._follow(customer, targets[0], cookie, fields, [x for x in nexts if x])
             with self._lock:
                 self.customers.append(customer)
@@ -95,9 +100,11 @@ class CardLoad:
         """Not landed: press again as the page says, a few times, a moment apart."""
         for _ in range(4):
             if customer.landed or self.stop.is_set():
-                return  # or the customer walks away: the sweeper finishes the order
+                # or the customer walks away: the sweeper finishes the order
+                return
             time.sleep(0.3)
-            nxt = nexts[-1] if nexts else fields  # no page at all: the same form again
+            # no page at all: the same form again
+            nxt = nexts[-1] if nexts else fields
             follow = self._submit(customer, port, cookie, dict(nxt))
             nexts.append(follow or nxt)
 
@@ -138,10 +145,12 @@ class CardLoad:
                 customer.bad.append(f"{answer.status}: {answer.body[:200]!r}")
                 return None
         nxt = {**fields, "form_token": hidden(answer.body, "form_token")}
-        if 'name="payment_method"' in answer.body:  # the card is kept as its token
+        # the card is kept as its token
+        if 'name="payment_method"' in answer.body:
             nxt.update(card="", payment_method=hidden(answer.body, "payment_method"))
         if CARD_DECLINED in answer.body:
-            nxt.update(card=PAYS, payment_method="")  # another card, on the fresh token
+            # another card, on the fresh token
+            nxt.update(card=PAYS, payment_method="")
         return nxt
 
 
@@ -151,13 +160,19 @@ class Reconciled:
     paid: int
     declined: int
     charges: int
-    charged_twice: list[str]  # payment references with more than one charge
-    charges_without_order: list[str]  # charge ids no paid order records
-    paid_without_charge: list[str]  # order numbers paid with no charge at the provider
-    stuck: list[str]  # orders still charging or marked after the sweepers
+    # payment references with more than one charge
+    charged_twice: list[str]
+    # charge ids no paid order records
+    charges_without_order: list[str]
+    # order numbers paid with no charge at the provider
+    paid_without_charge: list[str]
+    # orders still charging or marked after the sweepers
+    stuck: list[str]
     wrong_amount: list[str]
-    lost: list[str]  # a customer was sent to an order that is not there
-    double_paid_customers: list[str]  # a customer with two paid orders
+    # a customer was sent to an order that is not there
+    lost: list[str]
+    # a customer with two paid orders
+    double_paid_customers: list[str]
     bad_answers: list[str]
     answers: Counter
 

@@ -13,7 +13,8 @@ import os
 
 import pytest
 
-SETUP_SECONDS = 120  # servers, two gunicorns, the failover itself, the checks
+# servers, two gunicorns, the failover itself, the checks
+SETUP_SECONDS = 120
 
 
 def soak_seconds() -> float:

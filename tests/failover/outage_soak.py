@@ -114,18 +114,27 @@ class Outage:
 class OutageVerdict:
     renders: int
     signed_renders: int
-    render_failures: int  # a form page that was not a 200
+    # a form page that was not a 200
+    render_failures: int
     submits: int
-    five_xx: int  # submits answered 5xx, or not at all
+    # submits answered 5xx, or not at all
+    five_xx: int
     by_status: Counter
     orders: int
-    duplicates: list[str]  # forms with more than one order
-    lost: list[str]  # sent to an order that does not exist
-    unplaced: list[str]  # forms submitted that have no order
-    split: list[str]  # forms whose answers lead to different orders
-    signed_sent_after: int  # forms drawn during an outage, first sent after it
-    signed_after_return: list[str]  # forms drawn after Redis answered again, yet signed
-    storms: dict[str, tuple[int, int, int]]  # name -> (answers, orders, places landed on)
+    # forms with more than one order
+    duplicates: list[str]
+    # sent to an order that does not exist
+    lost: list[str]
+    # forms submitted that have no order
+    unplaced: list[str]
+    # forms whose answers lead to different orders
+    split: list[str]
+    # forms drawn during an outage, first sent after it
+    signed_sent_after: int
+    # forms drawn after Redis answered again, yet signed
+    signed_after_return: list[str]
+    # name -> (answers, orders, places landed on)
+    storms: dict[str, tuple[int, int, int]]
     outages: int
 
     def summary(self) -> str:

@@ -39,11 +39,16 @@ class Answer:
     location: str = ""
     kept_input: bool = False
     still_running: bool = False
-    unsure: bool = False  # "we could not confirm your order": the same token kept
-    token_offered: str = ""  # the form token on a page that gave the input back
-    repeat: bool = False  # told "already placed" (a flashed notice): landed, did not place
-    said: str = ""  # the page's heading and first paragraph, for a failure's message
-    request_id: str = ""  # the app's X-Request-ID: its log lines for this request
+    # "we could not confirm your order": the same token kept
+    unsure: bool = False
+    # the form token on a page that gave the input back
+    token_offered: str = ""
+    # told "already placed" (a flashed notice): landed, did not place
+    repeat: bool = False
+    # the page's heading and first paragraph, for a failure's message
+    said: str = ""
+    # the app's X-Request-ID: its log lines for this request
+    request_id: str = ""
 
     @property
     def public_id(self) -> str:
@@ -76,9 +81,11 @@ class Load:
     clients: int = 8
     api: ApiTraffic | None = None
     forms: list[Form] = field(default_factory=list)
-    unavailable_pages: int = 0  # GET /orders/new answered 503 (during the switch)
+    # GET /orders/new answered 503 (during the switch)
+    unavailable_pages: int = 0
     started: float = 0.0
-    _last_placed_sent: float = 0.0  # when the latest submit that placed an order was sent
+    # when the latest submit that placed an order was sent
+    _last_placed_sent: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -128,7 +135,8 @@ class Load:
             form, cookie, fields = opened
             copies = rng.choice([1, 1, 2, 3])
             targets = [self.ports[(n + cycle + k) % len(self.ports)] for k in range(copies)]
-            if copies > 1 and rng.random() < 0.5:  # a double click: sent at once
+            # a double click: sent at once
+            if copies > 1 and rng.random() < 0.5:
                 threads = [
                     threading.Thread(target=self._submit, args=(form, p, cookie, fields))
                     for p in targets
@@ -137,7 +145,8 @@ class Load:
                     thread.start()
                 for thread in threads:
                     thread.join(60)
-            else:  # a retry, a second tab
+            # a retry, a second tab
+            else:
                 for p in targets:
                     self._submit(form, p, cookie, fields)
             self._do_what_the_page_says(form, port, cookie, fields)
@@ -229,19 +238,29 @@ class Verdict:
     forms: int
     submits: int
     placed: int
-    lost: list[str]  # acknowledged (303) but not in the database
-    duplicates: list[str]  # forms with more than one order
-    split: list[str]  # forms whose 303s lead to different orders
-    not_placed_with_input: int  # 409/503 pages giving the typed values back
-    still_running: int  # 503 "still placing" without the input: resubmit lands on it
-    bad: list[tuple[str, int, str]]  # any other answer (a 500, no input, no answer)
-    bad_request_ids: list[str]  # theirs, to find what the app logged about them
-    placed_but_told_not: int  # no 303, yet an order exists (the commit's answer was lost)
-    unsure: int  # answered "could not confirm" (connection lost mid-transaction)
+    # acknowledged (303) but not in the database
+    lost: list[str]
+    # forms with more than one order
+    duplicates: list[str]
+    # forms whose 303s lead to different orders
+    split: list[str]
+    # 409/503 pages giving the typed values back
+    not_placed_with_input: int
+    # 503 "still placing" without the input: resubmit lands on it
+    still_running: int
+    # any other answer (a 500, no input, no answer)
+    bad: list[tuple[str, int, str]]
+    # theirs, to find what the app logged about them
+    bad_request_ids: list[str]
+    # no 303, yet an order exists (the commit's answer was lost)
+    placed_but_told_not: int
+    # answered "could not confirm" (connection lost mid-transaction)
+    unsure: int
     by_status: Counter
     unavailable_pages: int
     failovers: int
-    back_after: float | None  # seconds from a crash to the first new order after it (worst)
+    # seconds from a crash to the first new order after it (worst)
+    back_after: float | None
 
     def summary(self) -> str:
         back = "never" if self.back_after is None else f"{self.back_after:.1f} s"

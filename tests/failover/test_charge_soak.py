@@ -124,7 +124,8 @@ def completed_by(log: Path, keys: set[str]) -> Counter:
 
 
 @pytest.mark.soak
-@pytest.mark.timeout(soak_seconds() * 2 + 300)  # two gunicorns, sweepers, a loaded machine
+# two gunicorns, sweepers, a loaded machine
+@pytest.mark.timeout(soak_seconds() * 2 + 300)
 def test_card_checkout_under_kills_faults_and_redis_restarts_charges_each_order_once(
     servers, tmp_path, report
 ):
@@ -146,7 +147,8 @@ def test_card_checkout_under_kills_faults_and_redis_restarts_charges_each_order_
         f"http://127.0.0.1:{a.port}/webhooks/payments",
         "--webhook-secret",
         DEV_SECRET,
-    ]  # the provider announces each charge
+        # the provider announces each charge
+    ]
     load = CardLoad([a.port, b.port])
     stop, killed, flips, restarts = load.stop, [], Counter(), []
     try:

@@ -30,8 +30,10 @@ from webapp.db import make_engine, upgrade
 from webapp.webhooks import DEV_SECRET
 
 DATABASE = "webapp"
-PROMOTE_AFTER = 0.6  # seconds from the crash to pg_ctl promote (a quick failover manager)
-FAILOVER_EVERY = 60  # seconds, in runs long enough for more than one
+# seconds from the crash to pg_ctl promote (a quick failover manager)
+PROMOTE_AFTER = 0.6
+# seconds, in runs long enough for more than one
+FAILOVER_EVERY = 60
 
 
 def replicated(base: Path, *, synchronous: bool) -> Iterator[ReplicatedPostgres]:
@@ -114,7 +116,8 @@ def soak(
             logged_about(verdict.bad_request_ids, a.output(), b.output())
         for public_id in list(orders_on(pair))[-3:]:
             assert request(b.port, "GET", f"/orders/{public_id}").status == 200
-        for public_id in verdict.lost[:3]:  # what a lost order's confirmation link shows
+        # what a lost order's confirmation link shows
+        for public_id in verdict.lost[:3]:
             page = request(a.port, "GET", f"/orders/{public_id}")
             assert page.status == 404 and "We could not confirm this order" in page.body
         return verdict, judge_api(traffic, pair.url(DATABASE))

@@ -30,7 +30,8 @@ from tests.failover.conftest import soak_seconds
 from tests.failover.outage_soak import Outage, OutageLoad, Storm, judge_outages
 from tests.live import LiveServer
 
-STORM_ANSWERS = 5  # answers a storm must have had in each phase (before, during, after)
+# answers a storm must have had in each phase (before, during, after)
+STORM_ANSWERS = 5
 
 
 def plan(requested: float) -> tuple[float, float, int, float]:
@@ -71,7 +72,8 @@ def answering(server: EmbeddedRedis) -> None:
 
 
 @pytest.mark.soak
-@pytest.mark.timeout(SECONDS + 180)  # its load is longer than SOAK_SECONDS' other soaks
+# its load is longer than SOAK_SECONDS' other soaks
+@pytest.mark.timeout(SECONDS + 180)
 def test_forms_keep_working_while_redis_goes_away_and_comes_back(servers, own_redis, report):
     cycle, outage, count, seconds = CYCLE, OUTAGE, OUTAGES, SECONDS
     outages: list[Outage] = []
@@ -94,7 +96,8 @@ def test_forms_keep_working_while_redis_goes_away_and_comes_back(servers, own_re
                 outages.append(gone)
                 before.wait_for_answers(stopped, STORM_ANSWERS)
                 during = Storm(ports, f"Storm {n}-signed").start()
-                held = Storm(ports, f"Storm {n}-held")  # drawn now, sent once Redis is back
+                # drawn now, sent once Redis is back
+                held = Storm(ports, f"Storm {n}-held")
                 storms.extend((before, during, held))
                 during.wait_for_answers(stopped, STORM_ANSWERS)
                 time.sleep(max(0.0, gone.down + outage - time.monotonic()))

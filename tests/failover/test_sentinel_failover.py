@@ -31,8 +31,10 @@ from tests.live import LiveServer, request
 from webapp.webhooks import DEV_SECRET
 
 SERVICE = "shop"
-DOWN_AFTER_MS = 1000  # how long the master must not answer before it is "down"
-FAILOVER_EVERY = 60  # seconds, in runs long enough for more than one
+# how long the master must not answer before it is "down"
+DOWN_AFTER_MS = 1000
+# seconds, in runs long enough for more than one
+FAILOVER_EVERY = 60
 
 
 def _redis_process(server: EmbeddedRedis, *extra: str) -> EmbeddedRedis:
@@ -194,7 +196,8 @@ def test_sentinel_failover_of_the_token_master_under_load_doubles_and_drops_noth
 
         crashes = load.run(seconds, failovers, fault_at=interval * 0.4)
         switched = group.master_port()
-        for live in (a, b):  # the same processes, on the new master
+        # the same processes, on the new master
+        for live in (a, b):
             assert live.process.poll() is None, live.output()[-2000:]
             assert request(live.port, "GET", "/orders/new").status == 200
         logs = [a.output(), b.output()]

@@ -63,7 +63,8 @@ def fault_clean_state(fault_servers: FaultServers) -> Iterator[None]:
     """Both servers up, no orders, no tokens, the catalogue on sale; afterwards,
     every key the test left has a TTL."""
     fault_servers.ensure_up()
-    fault_servers.engine.dispose()  # connections to a restarted server are dead
+    # connections to a restarted server are dead
+    fault_servers.engine.dispose()
     reset_state(fault_servers)
     yield
     fault_servers.ensure_up()

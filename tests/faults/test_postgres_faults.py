@@ -125,7 +125,8 @@ def test_8_a_table_lock_held_past_every_timeout_gets_bounded_answers_and_no_pool
     retry_tokens = set()
     for response in responses:
         html = response.get_data(as_text=True)
-        if STILL_RUNNING in html:  # the form again, input and token kept (503)
+        # the form again, input and token kept (503)
+        if STILL_RUNNING in html:
             retry_tokens.add(form_kept(response, 503, STILL_RUNNING))
             continue
         retry_tokens.add(
@@ -175,12 +176,14 @@ def test_8_every_pooled_connection_busy_gives_a_503_with_the_input_not_a_500(
     tokens = open_form(client)
     busy = [engine.connect() for _ in range(engine.pool.size() + engine.pool._max_overflow)]
     try:
-        response = submit(client, tokens)  # waits pool_timeout for a connection
+        # waits pool_timeout for a connection
+        response = submit(client, tokens)
     finally:
         for connection in busy:
             connection.close()
     assert form_kept(response, 503, UNAVAILABLE) == tokens["form_token"]
-    done = submit(client, tokens)  # the token was never spent
+    # the token was never spent
+    done = submit(client, tokens)
     assert "already_placed" not in flashed(done)
     assert len(placed(fault_servers)) == 1
 
@@ -191,7 +194,8 @@ def test_a_lost_session_on_the_cancel_form_while_postgres_is_down_is_a_503_not_a
     """The session cookie is gone (CSRF fails) and PostgreSQL is down: giving the cancel
     form back needs the order, which cannot be read. The answer is the 503 page that
     says to try again, never a 500 from inside the CSRF handler."""
-    app = fault_app(PROPAGATE_EXCEPTIONS=False)  # a handler's error is a 500, as in production
+    # a handler's error is a 500, as in production
+    app = fault_app(PROPAGATE_EXCEPTIONS=False)
     client = app.test_client()
     path = order_path(submit(client, open_form(client)))
     html = client.get(f"{path}/cancel").get_data(as_text=True)
@@ -245,11 +249,13 @@ def test_postgres_down_at_a_workers_first_submit_keeps_the_input_and_the_token(
     app = fault_app()
     client = app.test_client()
     tokens = open_form(client)
-    monkeypatch.setattr(catalogue, "_catalogue", (float("-inf"), []))  # the other worker
+    # the other worker
+    monkeypatch.setattr(catalogue, "_catalogue", (float("-inf"), []))
     response = submit_while_postgres_is_down(client, tokens, fault_servers)
     assert_the_outage_kept_the_form(response, tokens)
     assert UNAVAILABLE in response.text and "Choose one of the products" not in response.text
     chosen = re.search(r'<select[^>]*name="product".*?</select>', response.text, re.S)
     assert chosen and f'<option selected value="{VALID["product"]}">' in chosen.group(0)
-    placed_now = submit(client, tokens)  # PostgreSQL back: the same token places it
+    # PostgreSQL back: the same token places it
+    placed_now = submit(client, tokens)
     assert placed_now.status_code == 303 and len(placed(fault_servers)) == 1

@@ -59,7 +59,8 @@ def test_with_redis_away_the_order_form_looks_the_same_and_a_double_click_places
     assert page.token.startswith(SIGNED)
     answers = page.submit_concurrently([VALID, VALID])
     where = forms.assert_once(answers, rows=lambda: rows(fault_servers, "orders"))
-    assert sorted(len(flashed(a)) for a in answers) == [0, 1]  # one placed, one "already"
+    # one placed, one "already"
+    assert sorted(len(flashed(a)) for a in answers) == [0, 1]
     assert forms.client.get(where).status_code == 200
 
 
@@ -157,7 +158,8 @@ def test_a_signed_token_older_than_the_ttl_is_expired_with_the_input_kept_and_a_
     stopped_clock(0)
     during = forms.open("/orders/new")
     stale = forms.open("/orders/new")
-    stopped_clock(61)  # past the TTL
+    # past the TTL
+    stopped_clock(61)
     answer = during.submit(VALID)
     fresh = form_kept(answer, 409, EXPIRED)
     assert fresh.startswith(SIGNED)

@@ -33,8 +33,10 @@ STRICT = {"SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS": False}
 @pytest.mark.parametrize(
     ("environ", "signed", "fallback"),
     [
-        ({}, True, True),  # the shop's default
-        ({"SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS": "false"}, False, False),  # the strict mode
+        # the shop's default
+        ({}, True, True),
+        # the strict mode
+        ({"SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS": "false"}, False, False),
         ({"SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS": "false"}, True, False),
         (
             {
@@ -87,7 +89,8 @@ def test_while_forms_are_drawn_without_redis_readyz_stays_200_and_health_says_de
         "redis": "down",
         "postgres": "up",
     }
-    assert client.get("/orders/new").status_code == 200  # drawn with a signed token
+    # drawn with a signed token
+    assert client.get("/orders/new").status_code == 200
     health = client.get("/healthz")
     assert health.status_code == 200
     assert (health.json["status"], health.json["forms"]) == ("degraded", "signed")
@@ -96,7 +99,8 @@ def test_while_forms_are_drawn_without_redis_readyz_stays_200_and_health_says_de
     assert "refund worker applies them once Redis answers" in said["refunds"]
     assert degraded_gauge(client) == 1
     fault_servers.redis.start()
-    assert client.get("/orders/new").status_code == 200  # a Redis token again
+    # a Redis token again
+    assert client.get("/orders/new").status_code == 200
     assert degraded_gauge(client) == 0
     health = client.get("/healthz").json
     assert (health["status"], health["forms"]) == ("ok", "redis")
@@ -124,7 +128,8 @@ def test_the_api_places_each_key_once_while_redis_is_away(fault_app, fault_serve
 
     def until_answered(_: int):
         client = app.test_client()
-        while (answer := place(client, api_key)).status_code == 409:  # still running
+        # still running
+        while (answer := place(client, api_key)).status_code == 409:
             assert answer.headers["Retry-After"] == "1"
         return answer
 

@@ -46,10 +46,12 @@ def test_1_without_signed_forms_redis_down_before_render_gives_a_try_again_page(
     assert response.status_code == 503 and response.headers["Retry-After"] == "5"
     assert "We are briefly unavailable" in html and "try again in a few moments" in html
     assert "Traceback" not in html and "Error" in html
-    health = client.get("/healthz")  # liveness stays up: restarting us would not help
+    # liveness stays up: restarting us would not help
+    health = client.get("/healthz")
     assert health.status_code == 200
     assert health.get_json()["checks"]["redis"]["status"] == "down"
-    ready = client.get("/readyz")  # readiness takes this instance out of rotation
+    # readiness takes this instance out of rotation
+    ready = client.get("/readyz")
     assert ready.status_code == 503 and ready.get_json()["checks"]["redis"]["status"] == "down"
     fault_servers.redis.start()
     assert client.get("/orders/new").status_code == 200
@@ -136,7 +138,8 @@ def test_4_a_consumed_token_that_reappears_lands_on_the_existing_order(fault_app
     try:
         (key,) = token_keys(rdb)
         first = submit(client, tokens)
-        rdb.set(key, 1, ex=60)  # a replica promoted before it saw the GETDEL
+        # a replica promoted before it saw the GETDEL
+        rdb.set(key, 1, ex=60)
         again = submit(client, tokens)
         assert order_path(again) == order_path(first)
         assert "already_placed" in flashed(again)
@@ -163,7 +166,8 @@ def test_1_without_signed_forms_redis_down_when_a_lost_session_needs_a_fresh_for
     assert 'value="Ada Lovelace"' in html and hidden(html, "form_token") == tokens["form_token"]
     fault_servers.redis.start()
     again = OnceForms(client).page("/orders/new", html).submit(VALID)
-    assert again.status_code == 409  # bound to the lost session: expired, input kept
+    # bound to the lost session: expired, input kept
+    assert again.status_code == 409
     assert OnceForms(client).page("/orders/new", again.text).submit(VALID).status_code == 303
     assert len(placed(fault_servers)) == 1
 
@@ -180,14 +184,16 @@ def redis_hung(servers):
 
 def test_5_a_hung_redis_costs_a_form_one_socket_timeout_not_a_hung_page(fault_app, fault_servers):
     client = fault_app(**STRICT).test_client()
-    assert client.get("/orders/new").status_code == 200  # the store's connection is open
+    # the store's connection is open
+    assert client.get("/orders/new").status_code == 200
     with redis_hung(fault_servers):
         started = time.monotonic()
         response = client.get("/orders/new")
         took = time.monotonic() - started
     assert response.status_code == 503 and response.headers["Retry-After"] == "5"
     assert 1.5 < took < 3.5, f"{took:.1f} s: one 2 s timeout, the command not sent again"
-    assert client.get("/orders/new").status_code == 200  # and the next form opens
+    # and the next form opens
+    assert client.get("/orders/new").status_code == 200
 
 
 def test_5_a_hung_redis_at_submit_answers_in_one_timeout_and_the_resubmits_place_one_order(
@@ -207,7 +213,8 @@ def test_5_a_hung_redis_at_submit_answers_in_one_timeout_and_the_resubmits_place
     assert 1.5 < took < 3.5, f"{took:.1f} s: one 2 s timeout, the GETDEL not sent again"
     assert placed(fault_servers) == []
     again = submit(client, tokens)
-    if again.status_code == 409:  # the frozen GETDEL ran when Redis woke
+    # the frozen GETDEL ran when Redis woke
+    if again.status_code == 409:
         fresh = form_kept(again, 409, EXPIRED)
         again = submit(client, {**tokens, "form_token": fresh})
     assert again.status_code == 303

@@ -51,7 +51,8 @@ def post_in_background(port: int, cookie: str, form: dict[str, str]) -> threadin
             )
             conn.getresponse().read()
         except (ConnectionError, http.client.HTTPException):
-            pass  # the worker died under it: what the browser shows as a network error
+            # the worker died under it: what the browser shows as a network error
+            pass
         finally:
             conn.close()
 

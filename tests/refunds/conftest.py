@@ -82,7 +82,8 @@ class Worker:
 
         try:
             return wait_until(printed, timeout, what=f"worker to print {line!r}")
-        except AssertionError as error:  # what it printed instead says where it stopped
+        # what it printed instead says where it stopped
+        except AssertionError as error:
             raise AssertionError(f"{error}; it printed:\n{self.output()[-3000:]}") from None
 
     def kill(self) -> None:

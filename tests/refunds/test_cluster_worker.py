@@ -51,6 +51,7 @@ def test_the_worker_on_a_cluster_publishes_applies_dead_letters_and_trims(
     result = app.test_cli_runner().invoke(args=["reconcile-refunds"])
     assert result.exit_code == 0 and result.output.rstrip().endswith("MATCH"), result.output
     assert "0 pending, " in result.output
-    worker.wait_for("relay published 1 refund requests")  # printed after what the test waited on
+    # printed after what the test waited on
+    worker.wait_for("relay published 1 refund requests")
     assert "<strong>refunded</strong>" in client.get(f"/orders/{public_id}").text
     rdb.close()

@@ -37,7 +37,8 @@ def test_refunds_that_cannot_apply_are_dead_lettered_with_the_reason(
     servers, rdb, app, paid_order, start_worker
 ):
     order = paid_order(1000)
-    real = published(servers, order, 600)  # its own message is never sent here
+    # its own message is never sent here
+    real = published(servers, order, 600)
     # A copy of its message asking for more than was paid, one for an order that
     # does not exist, one that is not a refund at all.
     rdb.xadd(STREAM, {**real.fields(), "amount": "1001"})
@@ -67,13 +68,15 @@ def test_a_refund_that_keeps_failing_is_dead_lettered_after_n_deliveries(
 ):
     order = paid_order(1000)
     queue(servers, rdb, order, 500)
-    with servers.engine.connect() as conn:  # hold the order's row: every attempt times out
+    # hold the order's row: every attempt times out
+    with servers.engine.connect() as conn:
         conn.execute(text("SELECT 1 FROM orders WHERE id = :id FOR UPDATE"), {"id": order})
         start_worker(
             REFUND_LOCK_TIMEOUT_MS="50", REFUND_MAX_DELIVERIES="3", REFUND_CLAIM_IDLE_MS="100"
         ).wait_for("reading refunds")
         wait_until(lambda: delivered(rdb) > 3, what="more deliveries than allowed")
-        conn.rollback()  # failing the request takes the order's row too
+        # failing the request takes the order's row too
+        conn.rollback()
     wait_until(lambda: rdb.xlen(DEAD_LETTERS) == 1 and all_acked(rdb), what="the dead letter")
     (letter,) = dead_letters(rdb)
     # At least 3: a give-up that met the lock too is one more failure.
@@ -87,14 +90,16 @@ def test_a_dead_lettered_request_is_failed_on_the_order_page_then_requeued_and_a
 ):
     order = paid_order(1000)
     key = request(servers, order, 600)
-    with servers.engine.connect() as conn:  # hold the order's row: every attempt times out
+    # hold the order's row: every attempt times out
+    with servers.engine.connect() as conn:
         conn.execute(text("SELECT 1 FROM orders WHERE id = :id FOR UPDATE"), {"id": order})
         worker = start_worker(
             REFUND_LOCK_TIMEOUT_MS="50", REFUND_MAX_DELIVERIES="2", REFUND_CLAIM_IDLE_MS="100"
         )
         worker.wait_for("reading refunds")
         wait_until(lambda: delivered(rdb) > 2, what="more deliveries than allowed")
-        conn.rollback()  # the cause is fixed; the worker gives up all the same
+        # the cause is fixed; the worker gives up all the same
+        conn.rollback()
     wait_until(lambda: rdb.xlen(DEAD_LETTERS) == 1 and all_acked(rdb), what="the dead letter")
     ((letter_id, letter),) = rdb.xrange(DEAD_LETTERS)
     # At least 2: a give-up that met the lock too is one more failure.
@@ -112,7 +117,8 @@ def test_a_dead_lettered_request_is_failed_on_the_order_page_then_requeued_and_a
     requeued = cli.invoke(args=["refund-dead-letters", "--requeue", letter_id, "--by", "ada"])
     assert requeued.exit_code == 0, requeued.output
     assert "Requeued: €6.00 for order" in requeued.output
-    with servers.engine.connect() as conn:  # who requeued it, in its row and its log line
+    # who requeued it, in its row and its log line
+    with servers.engine.connect() as conn:
         assert conn.scalar(text("SELECT requeued_by FROM refund_requests")) == "ada"
     assert [
         (line["operator"], line["dead_letter"])
@@ -123,7 +129,8 @@ def test_a_dead_lettered_request_is_failed_on_the_order_page_then_requeued_and_a
     wait_until(lambda: settled(servers) and all_acked(rdb), what="the requeued request applied")
     assert requests_of(servers, order) == [(key, 600, "applied", None)]
     assert reserved_of(servers, order) == 0 and refunds_of(servers, order) == (1, 600, "paid")
-    worker.wait_for(" applied ")  # printed after what the test waited on
+    # printed after what the test waited on
+    worker.wait_for(" applied ")
     again = cli.invoke(args=["refund-dead-letters", "--requeue", letter_id])
     assert again.exit_code == 1 and "No dead letter has the id" in again.output
 
@@ -131,10 +138,12 @@ def test_a_dead_lettered_request_is_failed_on_the_order_page_then_requeued_and_a
 def test_requeue_is_refused_when_the_amount_is_no_longer_left(servers, rdb, app, paid_order):
     order = paid_order(1000)
     key = request(servers, order, 600)
-    with servers.engine.begin() as conn:  # as if the worker had given up on it
+    # as if the worker had given up on it
+    with servers.engine.begin() as conn:
         conn.execute(text("UPDATE refund_requests SET status = 'failed', reason = 'x'"))
         conn.execute(text("UPDATE orders SET reserved_cents = 0"))
-    request(servers, order, 700)  # since then, another request took most of what is left
+    # since then, another request took most of what is left
+    request(servers, order, 700)
     letter_id = rdb.xadd(
         DEAD_LETTERS,
         {"key": key, "order": str(order), "amount": "600", "reason": "failed 5 times: x"},

@@ -17,7 +17,8 @@ def test_same_message_delivered_three_times_refunds_once(servers, rdb, paid_orde
     assert refunds_of(servers, order) == (1, 1000, "paid")
     log = worker.output()
     assert log.count(" applied ") == 1 and log.count("already applied") == 2
-    assert key not in log and key[:12] in log  # the key is logged only as a short hash
+    # the key is logged only as a short hash
+    assert key not in log and key[:12] in log
 
 
 def test_killed_after_commit_before_ack_is_redelivered_and_refunded_once(
@@ -28,14 +29,19 @@ def test_killed_after_commit_before_ack_is_redelivered_and_refunded_once(
     first = start_worker(TEST_REFUND_PAUSE_BEFORE_ACK="600")
     first.wait_for(f"PAUSE before_ack {message}")
     first.kill()
-    assert refunds_of(servers, order) == (1, 1000, "paid")  # committed...
-    assert rdb.xpending(STREAM, GROUP)["pending"] == 1  # ...never acked
+    # committed...
+    assert refunds_of(servers, order) == (1, 1000, "paid")
+    # ...never acked
+    assert rdb.xpending(STREAM, GROUP)["pending"] == 1
 
-    second = start_worker()  # claims it once it has been idle REFUND_CLAIM_IDLE_MS
+    # claims it once it has been idle REFUND_CLAIM_IDLE_MS
+    second = start_worker()
     wait_until(lambda: all_acked(rdb), what="the redelivery to be acked")
     assert refunds_of(servers, order) == (1, 1000, "paid")
-    second.wait_for(f"refund {message} key=")  # printed after what the test waited on
-    second.wait_for("already applied")  # printed after what the test waited on
+    # printed after what the test waited on
+    second.wait_for(f"refund {message} key=")
+    # printed after what the test waited on
+    second.wait_for("already applied")
 
 
 def test_killed_before_commit_is_redelivered_and_refunded_exactly_once(
@@ -44,14 +50,17 @@ def test_killed_before_commit_is_redelivered_and_refunded_exactly_once(
     order = paid_order(1000)
     message = queue(servers, rdb, order, 1000)
     first = start_worker(TEST_REFUND_PAUSE_BEFORE_COMMIT="600")
-    first.wait_for(f"PAUSE before_commit {message}")  # inserted and updated, not committed
+    # inserted and updated, not committed
+    first.wait_for(f"PAUSE before_commit {message}")
     first.kill()
     assert refunds_of(servers, order) == (0, 0, "paid")
 
     second = start_worker()
     wait_until(lambda: all_acked(rdb), what="the redelivery to be acked")
-    assert refunds_of(servers, order) == (1, 1000, "refunded")  # refunded in full
-    second.wait_for(" applied ")  # printed after what the test waited on
+    # refunded in full
+    assert refunds_of(servers, order) == (1, 1000, "refunded")
+    # printed after what the test waited on
+    second.wait_for(" applied ")
 
 
 def test_two_workers_racing_on_the_same_pending_messages_refund_each_once(
@@ -78,4 +87,5 @@ def test_two_workers_racing_on_the_same_pending_messages_refund_each_once(
         assert refunds_of(servers, order) == (1, 1000, "paid")
     logs = "".join(worker.output() for worker in workers)
     assert logs.count(" applied ") == len(orders)
-    assert "already applied" in logs  # they did race on the same messages
+    # they did race on the same messages
+    assert "already applied" in logs

@@ -40,23 +40,27 @@ def test_a_refund_message_nobody_requested_is_dead_lettered_as_forged_and_never_
     public_id ''. Order ids are sequential, so any paid order can be named."""
     victim = paid_order(3600)
     forged = {"key": new_key(), "order": str(victim), "amount": "3600", "public_id": ""}
-    if names != "nothing":  # the id of a request made on another order, which is real
+    # the id of a request made on another order, which is real
+    if names != "nothing":
         other = paid_order(3600)
         forged["request"] = str(request_id_of(servers, request(servers, other, 100)))
-        forged["public_id"] = public_id_of(servers, victim)  # a leaked key, copied along
+        # a leaked key, copied along
+        forged["public_id"] = public_id_of(servers, victim)
     message_id = rdb.xadd(STREAM, forged)
 
     worker = start_worker()
     wait_until(lambda: all_acked(rdb) and settled(servers), what="the forged message acked")
     assert refunds_of(servers, victim) == (0, 0, "paid")
     assert reserved_of(servers, victim) == 0 and requests_of(servers, victim) == []
-    ((_, letter),) = rdb.xrange(DEAD_LETTERS)  # appended before the ack
+    # appended before the ack
+    ((_, letter),) = rdb.xrange(DEAD_LETTERS)
     assert letter["message_id"] == message_id and letter["reason"].startswith("forged")
     # A dead letter keeps what names the request, never the order's private key.
     assert public_id_of(servers, victim) not in letter.values() and "public_id" not in letter
     log = worker.wait_for(f"refund {message_id} forged")
     assert "WARNING" in log.split(f"refund {message_id} forged")[0].splitlines()[-1]
-    assert forged["key"] not in log  # names the message, not what it carried
+    # names the message, not what it carried
+    assert forged["key"] not in log
 
 
 def test_a_published_message_carries_the_request_id_not_the_order_key(
@@ -65,7 +69,8 @@ def test_a_published_message_carries_the_request_id_not_the_order_key(
     order = paid_order(3600)
     key = request(servers, order, 1000)
     worker = start_worker(TEST_REFUND_PAUSE_BEFORE_MARK="600")
-    worker.wait_for("PAUSE before_mark")  # published, and held there: the entry is still in
+    # published, and held there: the entry is still in
+    worker.wait_for("PAUSE before_mark")
     ((_, fields),) = rdb.xrange(STREAM)
     assert fields["request"] == str(request_id_of(servers, key))
     assert public_id_of(servers, order) not in fields.values() and "public_id" not in fields
@@ -107,4 +112,5 @@ def test_dead_letters_are_capped(servers, rdb, start_worker):
     wait_until(lambda: all_acked(rdb), what="500 messages dead-lettered")
     assert 100 <= rdb.xlen(DEAD_LETTERS) < 200
     kept = {letter["message_id"] for _, letter in rdb.xrange(DEAD_LETTERS)}
-    assert message_ids[-1] in kept and message_ids[0] not in kept  # the newest stay
+    # the newest stay
+    assert message_ids[-1] in kept and message_ids[0] not in kept

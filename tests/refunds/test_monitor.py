@@ -15,7 +15,8 @@ from tests.refunds.conftest import Worker, wait_until
 from tests.refunds.test_worker_ops import served
 from webapp.refunds.monitor import MAX_CONNECTIONS
 
-IDLE = 1100  # the connections a client held open in the review
+# the connections a client held open in the review
+IDLE = 1100
 
 
 @pytest.fixture(scope="module")
@@ -64,13 +65,17 @@ def test_health_names_neither_the_host_nor_the_process(monitor):
         ("127.0.0.1", "200 OK"),
         ("127.0.0.1:{port}", "200 OK"),
         ("localhost:{port}", "200 OK"),
-        ("[::1]:{port}", "200 OK"),  # what the Host says, not where it came from
-        ("10.0.3.7:9108", "200 OK"),  # a private listener scraped by address
-        ("rebound.evil.example:{port}", "400 Bad Request"),  # DNS rebinding: a page's own name
+        # what the Host says, not where it came from
+        ("[::1]:{port}", "200 OK"),
+        # a private listener scraped by address
+        ("10.0.3.7:9108", "200 OK"),
+        # DNS rebinding: a page's own name
+        ("rebound.evil.example:{port}", "400 Bad Request"),
         ("localhost.evil.example", "400 Bad Request"),
         ("127.0.0.1.nip.io", "400 Bad Request"),
         ("", "400 Bad Request"),
-        (None, "400 Bad Request"),  # no Host header at all
+        # no Host header at all
+        (None, "400 Bad Request"),
     ],
 )
 def test_only_a_host_that_cannot_be_rebound_is_answered(monitor, host, status):
@@ -91,7 +96,8 @@ def answered(sockets: list[socket.socket]) -> list[bytes]:
     for conn in sockets:
         try:
             seen.append(conn.recv(64, socket.MSG_PEEK))
-        except BlockingIOError:  # nothing yet: the server holds it
+        # nothing yet: the server holds it
+        except BlockingIOError:
             continue
     return seen
 

@@ -26,13 +26,15 @@ def test_a_request_is_published_by_the_relay_and_applied_once(
 ):
     order = paid_order(3600)
     key = request(servers, order, 1000)
-    assert rdb.exists(STREAM) == 0  # nothing in Redis until a relay runs
+    # nothing in Redis until a relay runs
+    assert rdb.exists(STREAM) == 0
     worker = start_worker()
     wait_until(lambda: settled(servers) and all_acked(rdb), what="the request applied")
     assert refunds_of(servers, order) == (1, 1000, "paid")
     assert requests_of(servers, order) == [(key, 1000, "applied", None)]
     assert reserved_of(servers, order) == 0
-    worker.wait_for("relay published 1 refund requests")  # printed after what the test waited on
+    # printed after what the test waited on
+    worker.wait_for("relay published 1 refund requests")
 
 
 def test_relay_killed_between_xadd_and_its_mark_publishes_twice_and_refunds_once(
@@ -44,7 +46,8 @@ def test_relay_killed_between_xadd_and_its_mark_publishes_twice_and_refunds_once
     first.wait_for("PAUSE before_mark")
     # Its consumer has read the copy too (and waits for the relay's row lock).
     wait_until(lambda: pending_count(rdb) == 1, what="the first copy delivered")
-    first.kill()  # XADDed; the mark (published_at) never committed
+    # XADDed; the mark (published_at) never committed
+    first.kill()
     assert [fields["key"] for _, fields in rdb.xrange(STREAM)] == [key]
     with servers.engine.connect() as conn:
         assert conn.exec_driver_sql("SELECT published_at FROM refund_requests").scalar() is None
@@ -61,8 +64,11 @@ def test_relay_killed_between_xadd_and_its_mark_publishes_twice_and_refunds_once
         hold.execute(text("SET LOCAL idle_in_transaction_session_timeout = 0"))
         hold.execute(text("SELECT 1 FROM orders WHERE id = :id FOR UPDATE"), {"id": order})
         second = start_worker(
-            REFUND_CLAIM_IDLE_MS="0", REFUND_LOCK_TIMEOUT_MS="600000", REFUND_MAX_DELIVERIES="1000"
-        )  # a statement timeout is retried
+            REFUND_CLAIM_IDLE_MS="0",
+            REFUND_LOCK_TIMEOUT_MS="600000",
+            REFUND_MAX_DELIVERIES="1000",
+            # a statement timeout is retried
+        )
         wait_until(
             lambda: rdb.xlen(STREAM) == 2 and published(servers), what="the row published again"
         )
@@ -88,7 +94,8 @@ def row_unlocked(servers) -> bool:
     with servers.engine.connect() as conn:
         try:
             conn.execute(text("SELECT 1 FROM refund_requests FOR UPDATE NOWAIT"))
-        except OperationalError:  # LockNotAvailable
+        # LockNotAvailable
+        except OperationalError:
             return False
     return True
 

@@ -68,7 +68,8 @@ def test_refund_requests_through_two_workers_reconcile_with_reservations_and_a_s
             except NotEnoughLeft:
                 refused += 1
             expected += sum(amounts)
-            if n == refunds // 20:  # halfway, while refunds flow: the books balance all the same
+            # halfway, while refunds flow: the books balance all the same
+            if n == refunds // 20:
                 mid_run = app.test_cli_runner().invoke(args=["reconcile-refunds"])
         wait_until(
             lambda: settled(servers) and all_acked(rdb),
@@ -81,10 +82,12 @@ def test_refund_requests_through_two_workers_reconcile_with_reservations_and_a_s
         sampler.join()
     assert refused == refunds // 10
     print(mid_run.output)
-    assert mid_run.exit_code == 0, mid_run.output  # usually with some pending, if not always
+    # usually with some pending, if not always
+    assert mid_run.exit_code == 0, mid_run.output
 
     result = app.test_cli_runner().invoke(args=["reconcile-refunds"])
-    print(result.output)  # shown with -s
+    # shown with -s
+    print(result.output)
     print(
         f"stream length: at most {max(lengths)} over {len(lengths)} samples, "
         f"{rdb.xlen(STREAM)} at the end (REFUND_STREAM_MAX={STREAM_MAX})"
@@ -123,7 +126,8 @@ def test_thousand_messages_with_a_fifth_duplicated_reconcile_exactly(
         order = paid_order(sum(mine) if n < 10 else sum(mine) + 1000)
         plan[order] = [published(servers, order, amount) for amount in mine]
     messages = [r for mine in plan.values() for r in mine]
-    messages += rng.sample(messages, 200)  # 200 of 1,000 are duplicates
+    # 200 of 1,000 are duplicates
+    messages += rng.sample(messages, 200)
     rng.shuffle(messages)
     for message in messages:
         queue_refund(rdb, message)
@@ -134,7 +138,8 @@ def test_thousand_messages_with_a_fifth_duplicated_reconcile_exactly(
     wait_until(lambda: all_acked(rdb), timeout=90, what="1,000 messages acked")
 
     result = app.test_cli_runner().invoke(args=["reconcile-refunds"])
-    print(result.output)  # shown with -s; quoted in the README
+    # shown with -s; quoted in the README
+    print(result.output)
     expected = sum(r.amount_cents for mine in plan.values() for r in mine)
     assert result.exit_code == 0, result.output
     assert f"refund_records:        800 refunds, {expected} cents" in result.output
@@ -152,7 +157,8 @@ def test_thousand_messages_with_a_fifth_duplicated_reconcile_exactly(
 
 def test_reconciliation_reports_a_mismatch(servers, app, paid_order):
     order = paid_order(3600)
-    with servers.engine.begin() as conn:  # refunded without a record: the books disagree
+    # refunded without a record: the books disagree
+    with servers.engine.begin() as conn:
         conn.execute(text("UPDATE orders SET refunded_cents = 700 WHERE id = :id"), {"id": order})
     result = app.test_cli_runner().invoke(args=["reconcile-refunds"])
     assert result.exit_code == 1

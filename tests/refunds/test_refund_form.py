@@ -65,7 +65,8 @@ def test_submit_records_one_request_keyed_by_the_token_digest_and_reserves_it(
     digest = refund_digest(app, client, public_id, tokens["form_token"])
     assert requests_of(servers, order_id) == [(digest, 1250, "requested", None)]
     assert reserved(servers, order_id) == 1250
-    assert rdb.xlen(STREAM) == 0  # the relay publishes it, after the commit
+    # the relay publishes it, after the commit
+    assert rdb.xlen(STREAM) == 0
 
 
 def reserved(servers, order_id: int) -> int:
@@ -116,11 +117,15 @@ def test_the_same_form_resubmitted_with_another_amount_is_told_not_merged(client
         ("Infinity", "Enter an amount like 12.50."),
         ("-5", "Enter an amount like 12.50."),
         ("+5", "Enter an amount like 12.50."),
-        ("1e1", "Enter an amount like 12.50."),  # no exponent, however small
+        # no exponent, however small
+        ("1e1", "Enter an amount like 12.50."),
         ("1e999999", "Enter an amount like 12.50."),
-        ("1e-999999999", "Enter an amount like 12.50."),  # underflowed to 0 cents: a 503
-        ("1_0", "Enter an amount like 12.50."),  # Decimal reads it as 10
-        ("١٠", "Enter an amount like 12.50."),  # Arabic-Indic digits: 10 to Decimal
+        # underflowed to 0 cents: a 503
+        ("1e-999999999", "Enter an amount like 12.50."),
+        # Decimal reads it as 10
+        ("1_0", "Enter an amount like 12.50."),
+        # Arabic-Indic digits: 10 to Decimal
+        ("١٠", "Enter an amount like 12.50."),
         ("1 0", "Enter an amount like 12.50."),
         (".", "Enter an amount like 12.50."),
         ("0", "Enter at least €0.01."),
@@ -128,10 +133,14 @@ def test_the_same_form_resubmitted_with_another_amount_is_told_not_merged(client
         ("0.001", "Use at most two decimals"),
         ("1.005", "Use at most two decimals"),
         ("36.01", "You can refund at most €36.00."),
-        ("99999999999", "You can refund at most €36.00."),  # past any order, and past INTEGER
-        ("9" * 5000, "You can refund at most €36.00."),  # past int()'s digit limit too
-        ("0" * 5000 + "1", "Enter an amount like 12.50."),  # €1, padded past int()'s limit
-        ("0" * 8 + "1", "Enter an amount like 12.50."),  # nine euro digits: no amount
+        # past any order, and past INTEGER
+        ("99999999999", "You can refund at most €36.00."),
+        # past int()'s digit limit too
+        ("9" * 5000, "You can refund at most €36.00."),
+        # €1, padded past int()'s limit
+        ("0" * 5000 + "1", "Enter an amount like 12.50."),
+        # nine euro digits: no amount
+        ("0" * 8 + "1", "Enter an amount like 12.50."),
     ],
 )
 def test_bad_amount_gets_422_with_the_input_kept_and_the_same_token(
@@ -143,7 +152,8 @@ def test_bad_amount_gets_422_with_the_input_kept_and_the_same_token(
     assert response.status_code == 422
     html = response.text
     assert message in html and f'value="{amount}"' in html
-    assert hidden(html, "form_token") == tokens["form_token"]  # not spent: still good
+    # not spent: still good
+    assert hidden(html, "form_token") == tokens["form_token"]
     assert requests_of(servers, order_id) == []
     assert refund(client, public_id, tokens, "36").status_code == 303
 
@@ -223,10 +233,13 @@ def test_back_shows_the_refund_page_as_it_was_so_its_spent_token_lands_on_the_re
         "form_token": hidden(page.text, "form_token"),
     }
     assert flashed(refund(client, public_id, tokens, "36.00")) == ["refund_requested"]
-    client.get(f"/orders/{public_id}")  # the notice is shown, and gone
-    again = refund(client, public_id, tokens, "36.00")  # Back, the copy, submit
+    # the notice is shown, and gone
+    client.get(f"/orders/{public_id}")
+    # Back, the copy, submit
+    again = refund(client, public_id, tokens, "36.00")
     assert again.status_code == 303 and flashed(again) == ["refund_already"]
-    with servers.engine.begin() as conn:  # the worker applies it
+    # the worker applies it
+    with servers.engine.begin() as conn:
         conn.execute(
             text(
                 "UPDATE orders SET status = 'refunded', refunded_cents = paid_cents, "
@@ -261,7 +274,8 @@ def test_with_htmx_a_refused_amount_is_swapped_in_place_and_a_request_redirects(
     assert good.status_code == 200 and good.headers["HX-Redirect"] == f"/orders/{public_id}"
     assert flashed(good) == ["refund_requested"]
     assert [r[1] for r in requests_of(servers, order_id)] == [1000]
-    with servers.engine.begin() as conn:  # refunded in full since: a page of its own
+    # refunded in full since: a page of its own
+    with servers.engine.begin() as conn:
         conn.execute(
             text(
                 "UPDATE orders SET status = 'refunded', refunded_cents = paid_cents, "
@@ -335,7 +349,8 @@ def test_refund_applied_since_the_form_was_opened_is_refused_with_input_kept(
 ):
     order_id, public_id = order
     tokens = open_refund_form(client, public_id)
-    with servers.engine.begin() as conn:  # the worker applies €30 meanwhile
+    # the worker applies €30 meanwhile
+    with servers.engine.begin() as conn:
         conn.execute(
             text("UPDATE orders SET refunded_cents = 3000 WHERE id = :id"), {"id": order_id}
         )
@@ -370,7 +385,8 @@ def test_refund_applied_while_the_submit_runs_is_refused_with_a_fresh_token(
     """The amount is checked again inside the transaction, after the token is spent."""
     order_id, public_id = order
     app = make_app()
-    released = threading.Event()  # the submit waits, its token spent, until the worker ran
+    # the submit waits, its token spent, until the worker ran
+    released = threading.Event()
     after_consume(app, lambda: released.wait(30))
     client = app.test_client()
     tokens = open_refund_form(client, public_id)
@@ -384,7 +400,8 @@ def test_refund_applied_while_the_submit_runs_is_refused_with_a_fresh_token(
     )
     submit.start()
     wait_until(lambda: not rdb.exists(token_key), what="the token to be spent")
-    with servers.engine.begin() as conn:  # the worker applies €30 meanwhile
+    # the worker applies €30 meanwhile
+    with servers.engine.begin() as conn:
         conn.execute(
             text("UPDATE orders SET refunded_cents = 3000 WHERE id = :id"), {"id": order_id}
         )
@@ -428,7 +445,8 @@ def test_a_request_reserved_while_the_submit_runs_is_refused_with_the_amount_kep
     the transaction refuses the one that comes second."""
     order_id, public_id = order
     app = make_app()
-    released = threading.Event()  # the submit waits, its token spent, until the other tab
+    # the submit waits, its token spent, until the other tab
+    released = threading.Event()
     after_consume(app, lambda: released.wait(30))
     client = app.test_client()
     tokens = open_refund_form(client, public_id)
@@ -441,7 +459,8 @@ def test_a_request_reserved_while_the_submit_runs_is_refused_with_the_amount_kep
     )
     submit.start()
     wait_until(lambda: not rdb.exists(token_key), what="the token to be spent")
-    with servers.engine.begin() as conn:  # another tab's request reserves €10 meanwhile
+    # another tab's request reserves €10 meanwhile
+    with servers.engine.begin() as conn:
         conn.execute(
             text("UPDATE orders SET reserved_cents = 1000 WHERE id = :id"), {"id": order_id}
         )
@@ -475,4 +494,5 @@ def test_a_connection_lost_at_commit_keeps_the_same_token_and_the_resubmit_settl
     assert again.headers["Location"] == f"/orders/{public_id}"
     assert flashed(again) == ["refund_already" if committed else "refund_requested"]
     assert [amount for _, amount, _, _ in requests_of(servers, order_id)] == [3000]
-    assert token_keys(rdb) == []  # the token put back was spent by the resubmit
+    # the token put back was spent by the resubmit
+    assert token_keys(rdb) == []

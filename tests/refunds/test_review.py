@@ -57,8 +57,10 @@ def test_a_refund_on_a_shipped_order_waits_for_an_operator_then_applies_once_app
     )
     assert refunds_of(servers, order_id) == (0, 0, "shipped")
     assert [r[1:3] for r in requests_of(servers, order_id)] == [(3600, "review")]
-    assert reserved_of(servers, order_id) == 3600  # set aside: nothing else can take it
-    assert len(rdb.xrange(STREAM)) <= 1  # only the other order's message, if not trimmed yet
+    # set aside: nothing else can take it
+    assert reserved_of(servers, order_id) == 3600
+    # only the other order's message, if not trimmed yet
+    assert len(rdb.xrange(STREAM)) <= 1
     page = client.get(f"/orders/{public_id}").text
     assert "<strong>waiting for review</strong>" in page
     assert "as your order has shipped, our team checks the refund before it is made" in page
@@ -182,8 +184,10 @@ def test_approve_and_reject_record_who_did_it_in_the_row_and_the_log(
 @pytest.mark.parametrize(
     ("env", "recorded"),
     [
-        ({"SUDO_USER": "alice", "LOGNAME": "root"}, "alice"),  # sudo flask …: the person behind it
-        ({"SUDO_USER": None, "LOGNAME": "bob"}, "bob"),  # the login user (getpass)
+        # sudo flask …: the person behind it
+        ({"SUDO_USER": "alice", "LOGNAME": "root"}, "alice"),
+        # the login user (getpass)
+        ({"SUDO_USER": None, "LOGNAME": "bob"}, "bob"),
     ],
 )
 def test_without_by_the_operator_is_sudo_user_else_the_login_user(

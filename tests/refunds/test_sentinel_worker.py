@@ -23,4 +23,5 @@ def test_the_worker_finds_the_master_through_sentinel_and_refunds_once(
         what="the request applied through the master the Sentinel named",
     )
     assert refunds_of(servers, order) == (1, 1000, "paid")
-    worker.wait_for("relay published 1 refund requests")  # printed after what the test waited on
+    # printed after what the test waited on
+    worker.wait_for("relay published 1 refund requests")

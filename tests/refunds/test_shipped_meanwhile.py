@@ -39,7 +39,8 @@ def test_a_request_made_before_shipping_and_reached_after_it_waits_for_review(
     servers, rdb, app, client, paid_order, start_worker
 ):
     order = paid_order(3600)
-    key = request(servers, order, 1800)  # the worker is stopped: the row waits, requested
+    # the worker is stopped: the row waits, requested
+    key = request(servers, order, 1800)
     public_id = ship(servers, order)
     worker = start_worker()
     worker.wait_for("reading refunds")
@@ -48,9 +49,12 @@ def test_a_request_made_before_shipping_and_reached_after_it_waits_for_review(
         what="the worker to settle the request",
     )
     assert requests_of(servers, order) == [(key, 1800, "review", None)]
-    assert refunds_of(servers, order) == (0, 0, "shipped")  # goods gone, money kept
-    assert reserved_of(servers, order) == 1800  # still set aside for the operator
-    worker.wait_for("waits for review")  # printed after what the test waited on
+    # goods gone, money kept
+    assert refunds_of(servers, order) == (0, 0, "shipped")
+    # still set aside for the operator
+    assert reserved_of(servers, order) == 1800
+    # printed after what the test waited on
+    worker.wait_for("waits for review")
     assert "<strong>waiting for review</strong>" in client.get(f"/orders/{public_id}").text
 
     approved = app.test_cli_runner().invoke(args=["approve-refund", str(request_id(servers, key))])
@@ -78,7 +82,8 @@ def test_an_order_shipping_while_the_worker_waits_for_its_row_is_seen_shipped(
     with Session(servers.engine) as db, db.begin():
         # As long as a worker takes to start: not cut short by the engine's 30 s.
         db.execute(text("SET LOCAL idle_in_transaction_session_timeout = 0"))
-        transition(db, order, "ship")  # holds the order's row until this commits
+        # holds the order's row until this commits
+        transition(db, order, "ship")
         worker = start_worker(REFUND_LOCK_TIMEOUT_MS="600000")
         wait_until(lambda: lock_waiters(servers) == 1, what="the worker waiting for the row")
     wait_until(
@@ -87,7 +92,8 @@ def test_an_order_shipping_while_the_worker_waits_for_its_row_is_seen_shipped(
     )
     assert requests_of(servers, order) == [(key, 1800, "review", None)]
     assert refunds_of(servers, order) == (0, 0, "shipped") and reserved_of(servers, order) == 1800
-    worker.wait_for("waits for review")  # printed after what the test waited on
+    # printed after what the test waited on
+    worker.wait_for("waits for review")
 
 
 def test_requeueing_a_dead_letter_of_an_order_shipped_since_sends_it_to_review(
@@ -95,7 +101,8 @@ def test_requeueing_a_dead_letter_of_an_order_shipped_since_sends_it_to_review(
 ):
     order = paid_order(1000)
     key = request(servers, order, 600)
-    with servers.engine.begin() as conn:  # as if the worker had given up on it
+    # as if the worker had given up on it
+    with servers.engine.begin() as conn:
         conn.execute(
             text("UPDATE refund_requests SET status = 'failed', reason = 'x', published_at = now()")
         )

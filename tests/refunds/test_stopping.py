@@ -29,7 +29,8 @@ def test_sigterm_past_the_grace_period_abandons_without_undoing_anything(
         **{f"TEST_REFUND_PAUSE_{where.upper()}": "600", "REFUND_GRACE_SECONDS": "0.5"}
     )
     stuck.wait_for(f"PAUSE {where} {message}")
-    assert stuck.stop() == 0  # the CancelledError ended the refund, not the process badly
+    # the CancelledError ended the refund, not the process badly
+    assert stuck.stop() == 0
     assert "abandoning 1 refunds in flight" in stuck.output()
     # Cancelled before COMMIT: rolled back. After COMMIT: kept, merely not acked.
     assert refunds_of(servers, order) == (committed, 1000 * committed, "paid")

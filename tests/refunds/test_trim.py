@@ -36,11 +36,16 @@ def test_trim_drops_only_what_every_group_has_acked(servers, rdb):
     ids = [append(rdb) for _ in range(10)]
     rdb.xgroup_create(STREAM, GROUP, id="0")
     rdb.xgroup_create(STREAM, "audit", id="0")
-    rdb.xreadgroup(GROUP, "a", {STREAM: ">"}, count=6)  # 0-5 delivered
-    rdb.xack(STREAM, GROUP, *ids[:3], ids[4])  # 3 still pending, 5 too
-    rdb.xreadgroup("audit", "b", {STREAM: ">"}, count=8)  # 0-7 delivered
-    rdb.xack(STREAM, "audit", *ids[:8])  # all acked
-    assert trim(servers.redis.url) == 3  # 0-2: acked by both groups
+    # 0-5 delivered
+    rdb.xreadgroup(GROUP, "a", {STREAM: ">"}, count=6)
+    # 3 still pending, 5 too
+    rdb.xack(STREAM, GROUP, *ids[:3], ids[4])
+    # 0-7 delivered
+    rdb.xreadgroup("audit", "b", {STREAM: ">"}, count=8)
+    # all acked
+    rdb.xack(STREAM, "audit", *ids[:8])
+    # 0-2: acked by both groups
+    assert trim(servers.redis.url) == 3
     assert [entry_id for entry_id, _ in rdb.xrange(STREAM)] == ids[3:]
 
     rdb.xack(STREAM, GROUP, ids[3], ids[5])
@@ -62,7 +67,8 @@ def test_trim_drops_the_errors_of_messages_no_longer_in_the_stream(servers, rdb)
     ids = [append(rdb) for _ in range(4)]
     rdb.xgroup_create(STREAM, GROUP, id="0")
     rdb.xreadgroup(GROUP, "a", {STREAM: ">"}, count=4)
-    rdb.xack(STREAM, GROUP, *ids[:2])  # 2 and 3 still pending, failing
+    # 2 and 3 still pending, failing
+    rdb.xack(STREAM, GROUP, *ids[:2])
     rdb.hset(
         ERRORS,
         mapping={ids[0]: "left behind by a crash", ids[1]: "x", ids[2]: "y", "1-0": "long gone"},

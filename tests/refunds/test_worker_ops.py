@@ -30,7 +30,8 @@ def test_the_workers_lines_are_json_and_name_the_message_and_the_order_by_number
     worker = start_worker()
     wait_until(lambda: all_acked(rdb), what="both messages settled")
 
-    def warnings_written() -> int:  # whole lines only: the worker may be mid-line
+    # whole lines only: the worker may be mid-line
+    def warnings_written() -> int:
         written = worker.output().rpartition("\n")[0]
         return sum('"level":"WARNING"' in line for line in written.splitlines())
 
@@ -43,14 +44,17 @@ def test_the_workers_lines_are_json_and_name_the_message_and_the_order_by_number
     (done,) = [line for line in lines if line.get("outcome") == "applied"]
     assert done["level"] == "INFO" and done["request_id"] == applied
     assert done["order_number"] == number and f"order={number}" in done["message"]
-    assert f"order={order} " not in done["message"]  # the number, not the internal id
+    # the number, not the internal id
+    assert f"order={order} " not in done["message"]
     warnings = [line for line in lines if line["level"] == "WARNING"]
     assert {line["request_id"] for line in warnings} == {forged}
-    assert [line["order_number"] for line in warnings] == [number, number]  # forged, buried
+    # forged, buried
+    assert [line["order_number"] for line in warnings] == [number, number]
     assert "forged" in warnings[0]["message"]
     assert key not in worker.output() and "k" * 43 not in worker.output()
     started = [line for line in lines if "reading refunds" in line["message"]]
-    assert started and started[0]["request_id"] is None  # not about a message
+    # not about a message
+    assert started and started[0]["request_id"] is None
 
 
 def scrape(port: int, path: str, token: str | None = None) -> tuple[int, str]:
@@ -78,9 +82,11 @@ def test_the_worker_serves_health_and_metrics_processed_applied_dead_lettered_an
 ):
     order = paid_order(3600)
     applied = queue(servers, rdb, order, 1000)
-    rdb.xadd(STREAM, {"key": "k" * 43, "order": str(order), "amount": "3600"})  # forged
+    # forged
+    rdb.xadd(STREAM, {"key": "k" * 43, "order": str(order), "amount": "3600"})
     port, token = free_port(), "m" * 32
-    release = tmp_path / "release"  # held before its ack until the test has looked
+    # held before its ack until the test has looked
+    release = tmp_path / "release"
     worker = start_worker(
         REFUND_MONITOR_BIND=str(port),
         METRICS_TOKEN=token,
@@ -97,9 +103,11 @@ def test_the_worker_serves_health_and_metrics_processed_applied_dead_lettered_an
         "redis": "up",
         "postgres": "up",
     }
-    assert scrape(port, "/metrics")[0] == 401  # METRICS_TOKEN guards it, as the app's
+    # METRICS_TOKEN guards it, as the app's
+    assert scrape(port, "/metrics")[0] == 401
     assert scrape(port, "/metrics", "wrong")[0] == 401
-    status, held = scrape(port, "/metrics", token)  # committed, held before its ack
+    # committed, held before its ack
+    status, held = scrape(port, "/metrics", token)
     assert status == 200
     assert metric(held, "refund_worker_applied_total") == 1
     assert metric(held, "refund_worker_dead_lettered_total") == 1
@@ -122,7 +130,8 @@ def served(port: int, path: str, token: str | None = None) -> tuple[int, str] | 
     """``scrape``, or None while the monitor is not listening yet."""
     try:
         return scrape(port, path, token)
-    except urllib.error.URLError:  # connection refused: the server is starting
+    # connection refused: the server is starting
+    except urllib.error.URLError:
         return None
 
 
@@ -132,7 +141,8 @@ def test_in_production_the_workers_metrics_need_metrics_token(servers, start_wor
     log = worker.wait_for("reading refunds")
     assert "/metrics off: METRICS_TOKEN is unset in production" in log
     assert wait_until(lambda: served(port, "/healthz"), what="the monitor")[0] == 200
-    assert scrape(port, "/metrics") == (404, "not found\n")  # as the app's: no open door
+    # as the app's: no open door
+    assert scrape(port, "/metrics") == (404, "not found\n")
 
     token = secrets.token_hex(32)
     strong = start_worker(

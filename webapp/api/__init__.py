@@ -41,7 +41,8 @@ def init_app(app: Flask) -> None:
     app.config.setdefault("IDEMPOTENCY_RETENTION", 86400)
     if int(app.config["IDEMPOTENCY_RETENTION"]) < 1:
         raise RuntimeError("IDEMPOTENCY_RETENTION must be at least 1 second.")
-    csrf.exempt(orders.bp)  # bearer-key authenticated: no cookies, so no CSRF
+    # bearer-key authenticated: no cookies, so no CSRF
+    csrf.exempt(orders.bp)
     app.register_blueprint(orders.bp)
     app.register_blueprint(openapi.bp)
     app.register_error_handler(ApiProblem, lambda error: error.response())

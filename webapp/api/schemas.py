@@ -45,7 +45,8 @@ def _email(value: str) -> str:
         validate_email(value, check_deliverability=False)
     except EmailNotValidError:
         raise PydanticCustomError("email", "Give an email address like name@example.com.") from None
-    return value  # as typed: the same as the HTML form stores it
+    # as typed: the same as the HTML form stores it
+    return value
 
 
 #: What pydantic's strip_whitespace takes off the ends: Unicode's White_Space, which is
@@ -174,7 +175,8 @@ class OrderBody(BaseModel):
 
     @field_serializer("created_at")
     def _isoformat(self, value: datetime) -> str:
-        return value.isoformat()  # "+00:00", as replays stored before pydantic say
+        # "+00:00", as replays stored before pydantic say
+        return value.isoformat()
 
 
 class Problem(BaseModel):

@@ -113,7 +113,8 @@ def amend(form: OrderForm, db: Session, public_id: str) -> OrderAmendment:
     there)."""
     try:
         return amend_order(db, g.amend_order.id, form.details(), new_price=form.new_price.data)
-    except PriceChanged as changed:  # the form comes back showing the price as it is now
+    # the form comes back showing the price as it is now
+    except PriceChanged as changed:
         form.show_price(changed.product_id, changed.price_cents)
         forget_prices()
         raise

@@ -106,9 +106,11 @@ class Placed:
     number: str
     public_id: str
     url: str
-    why_not: str | None  # why it cannot be updated; None: "Update order N" is offered
+    # why it cannot be updated; None: "Update order N" is offered
+    why_not: str | None
     product_id: int
-    unit_price_cents: int  # what it was placed at (kept by an update unless told otherwise)
+    # what it was placed at (kept by an update unless told otherwise)
+    unit_price_cents: int
 
 
 def placed(order: Order) -> Placed:
@@ -142,7 +144,8 @@ def amend_order(
         .with_for_update(of=Order)
         .execution_options(populate_existing=True)
     )
-    if order is None:  # an order is never deleted; said rather than a 500
+    # an order is never deleted; said rather than a 500
+    if order is None:
         raise NotAmendable("This order no longer exists, so nothing was changed.")
     why = why_not_amendable(order)
     if why is not None:
@@ -151,7 +154,8 @@ def amend_order(
     if product is None:
         raise NotAmendable(OFF_SALE.format(number=order.order_number))
     if product.id == order.product_id and not new_price:
-        price = order.unit_price_cents  # the price it was placed at, whatever it is today
+        # the price it was placed at, whatever it is today
+        price = order.unit_price_cents
     else:
         check_price(product, details, PRICE_CHANGED.format(number=order.order_number))
         price = product.price_cents

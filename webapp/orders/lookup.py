@@ -23,7 +23,8 @@ def find_order(public_id: str) -> Order | None:
     with sessions()() as db:
         order = db.scalar(select(Order).where(Order.public_id == public_id))
     if order is not None:
-        g.order_number = order.order_number  # what the request log names it by, never the key
+        # what the request log names it by, never the key
+        g.order_number = order.order_number
     return order
 
 

@@ -30,12 +30,14 @@ def order_form(*, card: bool = True) -> OrderForm:
     if request.method == "POST":
         reject_repeated_fields()
     db = submit_once.session
-    unknown = False  # no catalogue at all: none read in this process, and none now
+    # no catalogue at all: none read in this process, and none now
+    unknown = False
     try:
         products = active_products(db)
     except SQLAlchemyError:
         if request.method != "POST":
-            raise  # a page with nothing to sell: the 503 page
+            # a page with nothing to sell: the 503 page
+            raise
         # The failed read left this request's session in an aborted transaction, the
         # one the submit runs in next: end it, so the submit starts clean.
         with suppress(SQLAlchemyError):

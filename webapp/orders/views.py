@@ -44,7 +44,8 @@ bp.add_url_rule("/orders/<public_id>/amendments", view_func=amend, methods=["POS
 
 @bp.get("/orders/new")
 def new():
-    same_order.shopper(create=True)  # two tabs opened from here share it
+    # two tabs opened from here share it
+    same_order.shopper(create=True)
     return render_template("orders/new.html", form=order_form())
 
 
@@ -67,7 +68,8 @@ def new_order_form() -> OrderForm:
             earlier = same_order.earlier_same_order(
                 db, form.details(), shopper, form.same_again.data
             )
-        except SQLAlchemyError:  # asked again in the transaction, whose outage keeps the form
+        # asked again in the transaction, whose outage keeps the form
+        except SQLAlchemyError:
             with suppress(SQLAlchemyError):
                 db.rollback()
             earlier = None
@@ -96,7 +98,8 @@ def answer(outcome: Outcome):
 def annotate(outcome: Outcome) -> None:
     match outcome:
         case Outcome(kind="duplicate", result=Order() as order):
-            notify(order.order_number, ALREADY_PLACED)  # the order's page says so once
+            # the order's page says so once
+            notify(order.order_number, ALREADY_PLACED)
         case Outcome(kind="changed", result=Order() as order):
             g.placed_order = placed(order)
         case Outcome(kind="refused", error=same_order.SameOrderRecently() as asked):
@@ -167,18 +170,22 @@ def create(form: OrderForm, db: Session) -> Order:
     details = form.details(card or None)
     shopper = same_order.shopper(create=True)
     assert shopper is not None
-    same_order.hold(db, shopper)  # another tab's identical submit waits for this COMMIT
+    # another tab's identical submit waits for this COMMIT
+    same_order.hold(db, shopper)
     earlier = same_order.earlier_same_order(db, details, shopper, form.same_again.data)
-    if earlier is not None:  # placed from another tab since this form was validated
+    # placed from another tab since this form was validated
+    if earlier is not None:
         raise same_order.SameOrderRecently(earlier)
     try:
         order = new_order(db, details, placed_in_session=shopper)
-    except PriceChanged as changed:  # the form comes back showing the price as it is now
+    # the form comes back showing the price as it is now
+    except PriceChanged as changed:
         form.show_price(changed.product_id, changed.price_cents)
         forget_prices()
         raise
     if not card:
-        order.submission_step = None  # no card to charge: no step (the webhook pays it)
+        # no card to charge: no step (the webhook pays it)
+        order.submission_step = None
     return order
 
 
@@ -208,7 +215,8 @@ def too_many_card_checks(response):
 def show(public_id: str):
     order = find_order(public_id)
     if order is None:
-        if not is_public_id(public_id):  # cut short or mistyped: never an order's
+        # cut short or mistyped: never an order's
+        if not is_public_id(public_id):
             return render_template("orders/no_such_order.html", reason=NO_SUCH_ORDER), 404
         # A key we could have made: perhaps one the customer was sent to and a
         # database failover lost. Say so, and offer the form again.

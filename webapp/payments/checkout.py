@@ -49,9 +49,11 @@ class Declined(Refused):
 def charge(db: Session, order: Order, key: str) -> None:
     """Charge ``order``'s card its total, once per ``key`` (the library's step)."""
     if order.payment_method is None:
-        return  # placed with no card (no provider configured): the webhook pays it
+        # placed with no card (no provider configured): the webhook pays it
+        return
     client = provider()
-    if client is None:  # an app without the setting found a charging order: leave it
+    # an app without the setting found a charging order: leave it
+    if client is None:
         raise ProviderUnavailable("PAYMENT_PROVIDER_URL is not set")
     try:
         done = charged_before(client, order) or client.charge(

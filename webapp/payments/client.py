@@ -75,7 +75,8 @@ class ProviderClient:
         self, url: str, secret: str, *, timeout: float = 10.0, retries: int = 2, pool: int = 10
     ) -> None:
         self.url = url.rstrip("/")
-        self.timeout = (min(3.0, timeout), timeout)  # (connect, read) per attempt
+        # (connect, read) per attempt
+        self.timeout = (min(3.0, timeout), timeout)
         self.session = requests.Session()
         self.session.headers["Authorization"] = f"Bearer {secret}"
         retry = Retry(
@@ -136,7 +137,8 @@ class ProviderClient:
                 **({"metadata": metadata} if metadata else {}),
             },
         )
-        if status == 400:  # the method is unknown or unusable: it can never be charged
+        # the method is unknown or unusable: it can never be charged
+        if status == 400:
             raise CardRefused(_code(body))
         if status == 402:
             error = body.get("error") or {}

@@ -30,13 +30,15 @@ async def sweep_while_running(
         return
     try:
         app = await asyncio.to_thread(make_app or _shop)
-    except RuntimeError as error:  # its settings are incomplete: refunds still go on
+    # its settings are incomplete: refunds still go on
+    except RuntimeError as error:
         log.error("charge sweeper not started: %s", error)
         return
     while not stop.is_set():
         try:
             counts = await asyncio.to_thread(_sweep, app)
-        except Exception as error:  # the database away, say: the next sweep tries again
+        # the database away, say: the next sweep tries again
+        except Exception as error:
             log.warning(
                 "charge sweep failed (%s); trying again in %g s", type(error).__name__, seconds
             )
@@ -51,7 +53,8 @@ async def sweep_while_running(
 
 
 def _shop() -> Flask:
-    from .. import create_app  # the worker imports the app only when it sweeps
+    # the worker imports the app only when it sweeps
+    from .. import create_app
 
     return create_app()
 

@@ -210,7 +210,8 @@ def requeue(entry_id: str, by: str) -> None:
     (exit 1) with the reason otherwise."""
     try:
         entries = submit_once.redis.xrange(DEAD_LETTERS, entry_id, entry_id)
-    except RedisError as error:  # e.g. an id that is not a stream id
+    # e.g. an id that is not a stream id
+    except RedisError as error:
         raise click.ClickException(f"Cannot read dead letter {entry_id!r}: {error}") from None
     if not entries:
         raise click.ClickException(f"No dead letter has the id {entry_id!r}.")
@@ -218,7 +219,8 @@ def requeue(entry_id: str, by: str) -> None:
     try:
         with sessions()() as db, db.begin():
             request = requeue_request(db, fields.get("key", ""), fields.get("request"))
-            request.requeued_by = by  # in the same transaction as the requeue
+            # in the same transaction as the requeue
+            request.requeued_by = by
     except RequeueRefused as refused:
         raise click.ClickException(f"Not requeued: {refused}.") from None
     record(

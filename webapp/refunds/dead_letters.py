@@ -82,7 +82,8 @@ class DeadLetters:
         try:
             await self.redis.hset(ERRORS, message_id, f"{type(error).__name__}: {error}"[:500])
         except RedisError:
-            pass  # only the dead letter's reason is lost
+            # only the dead letter's reason is lost
+            pass
 
     async def last_error(self, message_id: str) -> str:
         return await self.redis.hget(ERRORS, message_id) or "unknown error"
@@ -90,7 +91,8 @@ class DeadLetters:
 
 def in_plain_words(reason: str) -> str:
     """What the order page says about a failed request, for a dead letter's ``reason``."""
-    if reason.startswith("failed "):  # gave up after REFUND_MAX_DELIVERIES
+    # gave up after REFUND_MAX_DELIVERIES
+    if reason.startswith("failed "):
         return (
             "we could not apply it after several attempts, so nothing was refunded; "
             "our team has been told and will put it right"

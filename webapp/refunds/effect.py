@@ -234,7 +234,8 @@ async def apply_refund(
         return AlreadyApplied()
     except errors.CheckViolation:
         return Rejected("the amount is more than is left to refund")
-    except errors.ForeignKeyViolation:  # every request's order exists: none is behind this
+    # every request's order exists: none is behind this
+    except errors.ForeignKeyViolation:
         return Forged("no such order, so no refund request")
     except _NotApplied:
         return await _why_not(conn, params)
@@ -320,13 +321,16 @@ async def _why_not(conn: AsyncConnection, params: dict[str, object]) -> Outcome:
         return Forged("it does not say what its refund request says")
     if status == "failed":
         return RequestFailed()
-    if status == "applied":  # another copy committed it meanwhile
+    # another copy committed it meanwhile
+    if status == "applied":
         return AlreadyApplied()
     order = await (await _execute(conn, _STATUS_SQL, params)).fetchone()
     # "review": another copy of a message whose request went to review already.
     if status in ("requested", "review") and order[0] in NEEDS_REVIEW and reason != APPROVED:
-        await _execute(conn, _TO_REVIEW_SQL, params)  # autocommit: its own transaction
+        # autocommit: its own transaction
+        await _execute(conn, _TO_REVIEW_SQL, params)
         return NeedsReview(order[0])
-    if status != "requested":  # rejected, or review on an order that never shipped
+    # rejected, or review on an order that never shipped
+    if status != "requested":
         return Forged(f"its refund request is {status}, not to be applied")
     return Rejected(f"the order is {order[0]}")

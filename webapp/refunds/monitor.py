@@ -116,7 +116,8 @@ class Monitor:
             await stop.wait()
 
     async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self.connections >= MAX_CONNECTIONS:  # before reading: it costs nothing more
+        # before reading: it costs nothing more
+        if self.connections >= MAX_CONNECTIONS:
             await _reply(writer, "503 Service Unavailable", "text/plain", b"busy\n")
             return
         self.connections += 1
@@ -131,7 +132,8 @@ class Monitor:
             status, content_type, body = await self._route(head[:_MAX_HEAD])
         except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, TimeoutError):
             head, (status, content_type, body) = b"", _BAD_REQUEST
-        except OSError:  # the client reset the connection before its request was read
+        # the client reset the connection before its request was read
+        except OSError:
             writer.close()
             return
         await _reply(writer, status, content_type, body, with_body=not head.startswith(b"HEAD "))
@@ -202,7 +204,8 @@ class Monitor:
                 waiting = len(
                     await self.redis.xrange(STREAM, min=after, max="+", count=_LAG_COUNT_MAX)
                 )
-        except ResponseError:  # no stream yet
+        # no stream yet
+        except ResponseError:
             return
         except RedisError:
             return
@@ -241,9 +244,11 @@ async def _reply(
             "Connection: close\r\n\r\n".encode()
             + (body if with_body else b"")
         )
-        await asyncio.wait_for(writer.drain(), _READ_SECONDS)  # a client that never reads
+        # a client that never reads
+        await asyncio.wait_for(writer.drain(), _READ_SECONDS)
     except (OSError, TimeoutError):
-        pass  # the client went away, or would not take the answer
+        # the client went away, or would not take the answer
+        pass
     finally:
         writer.close()
 
@@ -279,7 +284,8 @@ async def _probe(check) -> dict[str, object]:
     try:
         await asyncio.wait_for(check(), 5)
         result: dict[str, object] = {"status": "up"}
-    except Exception as error:  # any failure of a dependency is "down", never a crash
+    # any failure of a dependency is "down", never a crash
+    except Exception as error:
         result = {"status": "down", "error": type(error).__name__}
     result["ms"] = round((time.perf_counter() - started) * 1000, 1)
     return result

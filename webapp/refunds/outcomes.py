@@ -20,7 +20,8 @@ __all__ = [
 class Applied:
     refunded_cents: int
     status: str
-    order_number: str | None = None  # what the worker's log names the order by
+    # what the worker's log names the order by
+    order_number: str | None = None
 
 
 @dataclass(frozen=True)

@@ -95,8 +95,10 @@ class Relay:
                     while not stop.is_set():
                         published = await self.publish_batch()
                         if published == _STREAM_FULL:
-                            await asyncio.sleep(0.05)  # until the trimmer makes room
-                        elif published < self.settings.batch:  # else there may be more
+                            # until the trimmer makes room
+                            await asyncio.sleep(0.05)
+                        # else there may be more
+                        elif published < self.settings.batch:
                             await self.wait_for_work(listen, stop)
             except (psycopg.Error, PoolTimeout, RedisError, OSError) as error:
                 # The database or Redis is away: what was not marked is published later.

@@ -83,11 +83,13 @@ def request_refund(db: Session, order_id: int, cents: int, key: str | None = Non
     if key is not None:
         request.idempotency_key = key
     db.add(request)
-    db.flush()  # a repeated key fails here, inside the transaction
+    # a repeated key fails here, inside the transaction
+    db.flush()
     status = _reserve(db, order_id, cents)
     if status is None:
         raise NotEnoughLeft(order_id)
-    if status in NEEDS_REVIEW:  # decided on the row the reservation locked
+    # decided on the row the reservation locked
+    if status in NEEDS_REVIEW:
         request.status = "review"
     else:
         wake_relay(db)
@@ -135,7 +137,8 @@ def requeue_request(db: Session, key: str, request_id: str | None = None) -> Ref
             f"less than the {request.amount_cents} requested"
         )
     request.reason, request.published_at, request.updated_at = None, None, func.now()
-    if status in NEEDS_REVIEW:  # shipped since it failed: a person decides, as on a submit
+    # shipped since it failed: a person decides, as on a submit
+    if status in NEEDS_REVIEW:
         request.status = "review"
     else:
         request.status = "requested"

@@ -64,9 +64,11 @@ def approve_refund(request_id: int, by: str) -> None:
     try:
         with sessions()() as db, db.begin():
             request = approve_request(db, request_id)
-            request.reviewed_by = by  # in the same transaction as the approval
+            # in the same transaction as the approval
+            request.reviewed_by = by
             number = _order_number(db, request)
-    except ReviewRefused as refused:  # nothing written
+    # nothing written
+    except ReviewRefused as refused:
         raise click.ClickException(str(refused)) from None
     record(
         "approve-refund",
@@ -112,7 +114,8 @@ def reject_refund(request_id: int, reason: str, by: str) -> None:
             request = reject_request(db, request_id, reason)
             request.reviewed_by = by
             number = _order_number(db, request)
-    except ReviewRefused as refused:  # nothing written
+    # nothing written
+    except ReviewRefused as refused:
         raise click.ClickException(str(refused)) from None
     record(
         "reject-refund",

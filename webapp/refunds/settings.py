@@ -52,7 +52,8 @@ class WorkerSettings:
                 "The refund worker needs DATABASE_URL and REDIS_URL set "
                 "(scripts/run sets both and starts the worker for you)."
             )
-        check_url(redis_url)  # the app's URL forms: one server, Cluster, Sentinel
+        # the app's URL forms: one server, Cluster, Sentinel
+        check_url(redis_url)
         environment = environ.get("APP_ENV", "production")
         if environment not in ENVIRONMENTS:
             raise RuntimeError(f"APP_ENV={environment!r} is not one of {', '.join(ENVIRONMENTS)}.")

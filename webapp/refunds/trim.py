@@ -49,14 +49,16 @@ async def trim_acked(client: aioredis.Redis) -> int:
         groups = await client.xinfo_groups(STREAM)
     except ResponseError as error:
         if "no such key" in str(error).lower():
-            return 0  # no stream yet: nothing to trim
+            # no stream yet: nothing to trim
+            return 0
         raise
     if not groups:
         return 0
     cuts = []
     for group in groups:
         oldest = None
-        if group["pending"]:  # None if all were acked since XINFO: then as below
+        # None if all were acked since XINFO: then as below
+        if group["pending"]:
             oldest = (await client.xpending(STREAM, group["name"]))["min"]
         cuts.append(oldest or group["last-delivered-id"])
     cut = min(cuts, key=_id)
@@ -84,7 +86,8 @@ async def drop_stale_errors(client: aioredis.Redis) -> int:
 def _older(message_id: str, oldest: tuple[int, int]) -> bool:
     try:
         return _id(message_id) < oldest
-    except ValueError:  # not a stream id: no message will ever read it
+    # not a stream id: no message will ever read it
+    except ValueError:
         return True
 
 

@@ -117,11 +117,13 @@ def answer(outcome: Outcome):
     order: Order = g.refund_order
     match outcome:
         case Outcome(kind="invalid") if nothing_left(order):
-            raise NothingToRefund(order)  # a page of its own, saying why
+            # a page of its own, saying why
+            raise NothingToRefund(order)
         case Outcome(kind="created"):
             notify(order.order_number, REFUND_REQUESTED)
         case Outcome(kind="duplicate"):
-            notify(order.order_number, REFUND_ALREADY)  # Back to the form that did it
+            # Back to the form that did it
+            notify(order.order_number, REFUND_ALREADY)
     return None
 
 

@@ -110,7 +110,8 @@ class RefundWorker:
             try:
                 batch = await self.claim_stale() or await self.read_new()
             except RedisError as error:
-                self.monitor.stream_reachable(False, error)  # said once, not every second
+                # said once, not every second
+                self.monitor.stream_reachable(False, error)
                 await asyncio.sleep(1)
                 continue
             self.monitor.stream_reachable(True)
@@ -179,15 +180,19 @@ class RefundWorker:
             error = None if task.cancelled() else task.exception()
             if not task.cancelled() and error is None:
                 self.monitor.processed.inc()
-            if isinstance(error, RedisError):  # could not ack or dead-letter: still pending
+            # could not ack or dead-letter: still pending
+            if isinstance(error, RedisError):
                 log.warning("stream unavailable (%s); message left pending", type(error).__name__)
             elif error is not None:
-                raise error  # a bug in handle(): crash loudly rather than spin
+                # a bug in handle(): crash loudly rather than spin
+                raise error
 
     async def handle(self, message_id: str, fields: dict[str, str] | None, deliveries: int) -> None:
         """One message: apply it, then ack; or leave it pending for a retry."""
-        logs.bind(request_id=message_id)  # this task's lines (each message has its task)
-        if fields is None:  # trimmed from the stream while pending: nothing to apply
+        # this task's lines (each message has its task)
+        logs.bind(request_id=message_id)
+        # trimmed from the stream while pending: nothing to apply
+        if fields is None:
             await self.redis.xack(STREAM, GROUP, message_id)
             await self.redis.hdel(ERRORS, message_id)
             return
@@ -209,7 +214,8 @@ class RefundWorker:
                 outcome = await apply_refund(
                     conn, refund, message_id, self.announce(refund_committing, message_id)
                 )
-        except Exception as error:  # CancelledError is not one: it propagates
+        # CancelledError is not one: it propagates
+        except Exception as error:
             # Connection lost, lock timeout, anything unforeseen: nothing committed,
             # or the commit's fate is unknown. Leave it pending; a redelivery settles it.
             await self.name_order(refund.order_id)
@@ -234,7 +240,8 @@ class RefundWorker:
         if isinstance(outcome, Rejected):
             await self.bury(message_id, fields, outcome.reason, deliveries, refund)
             return
-        if isinstance(outcome, RequestFailed):  # another copy, or a bury cut short
+        # another copy, or a bury cut short
+        if isinstance(outcome, RequestFailed):
             await self.bury(
                 message_id, fields, "its refund request had failed already", deliveries, refund
             )
@@ -242,7 +249,8 @@ class RefundWorker:
         await self.announce(refund_settled, message_id)()
         try:
             await self.redis.xack(STREAM, GROUP, message_id)
-            if deliveries > 1:  # an earlier delivery may have left its error behind
+            # an earlier delivery may have left its error behind
+            if deliveries > 1:
                 await self.redis.hdel(ERRORS, message_id)
         except RedisError as error:
             log.warning(
@@ -312,7 +320,8 @@ class RefundWorker:
         try:
             async with self.pool.connection(timeout=1) as conn:
                 number = await order_number(conn, int(str(order_id)))
-        except Exception:  # nothing to name it by; the line says what happened anyway
+        # nothing to name it by; the line says what happened anyway
+        except Exception:
             return
         logs.bind(order_number=number)
 
@@ -338,7 +347,8 @@ class RefundWorker:
         try:
             async with self.pool.connection() as conn:
                 done = await fail_request(conn, refund, in_plain_words(reason)) == "applied"
-        except Exception as error:  # the database is away: try later
+        # the database is away: try later
+        except Exception as error:
             await self.dead_letters.remember_error(message_id, error)
             return
         if done:
@@ -369,7 +379,8 @@ async def serve(settings: WorkerSettings) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     client = make_async_client(settings.redis_url)
-    pool = AsyncConnectionPool(  # + 1: the relay's publishing transaction
+    # + 1: the relay's publishing transaction
+    pool = AsyncConnectionPool(
         settings.database_url,
         min_size=1,
         max_size=settings.concurrency + 1,

@@ -23,5 +23,6 @@ def init_app(app: Flask) -> None:
     app.config.setdefault("WEBHOOK_CLAIM_TTL", 86400)
     if int(app.config["WEBHOOK_CLAIM_TTL"]) < 1:
         raise RuntimeError("WEBHOOK_CLAIM_TTL must be at least 1 second.")
-    csrf.exempt(bp)  # authenticated by its HMAC signature, not a session
+    # authenticated by its HMAC signature, not a session
+    csrf.exempt(bp)
     app.register_blueprint(bp)

@@ -120,13 +120,16 @@ def apply_event(db: Session, event: Event) -> Recorded:
     number = order.order_number
     if checkout:
         status = order.status
-        if status == "charging":  # ahead of the checkout's record of the same charge
+        # ahead of the checkout's record of the same charge
+        if status == "charging":
             status = transition(
                 db, order.id, "charge", paid_cents=event.amount_cents, charge_id=event.charge
             ).status
-        return Recorded(status, None, number)  # it paid its order, once
+        # it paid its order, once
+        return Recorded(status, None, number)
     if problem is not None and problem not in KEPT_REFUNDABLE:
-        return Recorded(order.status, problem, number)  # recorded; the order is left as it was
+        # recorded; the order is left as it was
+        return Recorded(order.status, problem, number)
     if problem is not None:
         db.execute(
             update(Order)
@@ -185,7 +188,8 @@ def payment_problem(status: str, total_cents: int, amount_cents: int) -> str | N
         return "after_cancel"
     if status in ("paid", "shipped"):
         return "extra_payment"
-    return "order_closed"  # refunded: nothing can be refunded on it any more
+    # refunded: nothing can be refunded on it any more
+    return "order_closed"
 
 
 def claims_digest(event_id: str) -> str:

@@ -79,7 +79,8 @@ def parse_event() -> PaymentEvent:
     """The event in the (already authenticated) body; 400/422 if malformed."""
     try:
         body = request.get_json(silent=True) if request.is_json else None
-    except RecursionError:  # nested too deeply for json.loads; silent=True lets it by
+    # nested too deeply for json.loads; silent=True lets it by
+    except RecursionError:
         body = None
     if not isinstance(body, dict):
         raise ApiProblem("malformed-json", NOT_AN_OBJECT)
@@ -93,7 +94,8 @@ def parse_event() -> PaymentEvent:
         raise ApiProblem(
             "validation-error", "Fix the fields listed in errors.", errors=errors
         ) from None
-    if event.type in EFFECTS and event.currency is None:  # money without a currency
+    # money without a currency
+    if event.type in EFFECTS and event.currency is None:
         raise ApiProblem(
             "validation-error",
             "Fix the fields listed in errors.",

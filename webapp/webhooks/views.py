@@ -58,7 +58,8 @@ def receive() -> Response:
     except BadSignature as bad:
         raise ApiProblem("bad-signature", f"Rejected: {bad}.") from None
     event = g.event = parse_event()
-    if event.type not in EFFECTS:  # acknowledged, so the provider stops sending it
+    # acknowledged, so the provider stops sending it
+    if event.type not in EFFECTS:
         log.info("webhook %s %s: ignored, not an event that changes an order", event.id, event.type)
         return jsonify(event=event.id, result="ignored")
     return apply_once()
@@ -74,7 +75,8 @@ def answer_for(result: Recorded | PaymentEvent) -> Response:
     event = g.event
     match result:
         case Recorded(status, None, number):
-            g.order_number = number  # the request log names the order too, never its key
+            # the request log names the order too, never its key
+            g.order_number = number
             return jsonify(event=event.id, result="applied", order_status=status)
         case Recorded(status, problem, number):
             g.order_number = number
@@ -117,7 +119,8 @@ def log_and_refuse(outcome: Outcome) -> None:
                 "The refund is more than was paid.",
                 errors={"amount_cents": "more than paid"},
             )
-        case Outcome(kind="unconfirmed"):  # a retry meets the UNIQUE event id if it landed
+        # a retry meets the UNIQUE event id if it landed
+        case Outcome(kind="unconfirmed"):
             log.warning("%s: not confirmed whether it was applied; asked to retry", said)
             raise ApiProblem(
                 "unavailable",
