@@ -4,19 +4,27 @@ nothing may outlive a transaction on one of them."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import os
+import subprocess
+import sys
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
+import psycopg
 import pytest
 from sqlalchemy import text
 
 from flask_submit_once._runner import lock_key
 from flask_submit_once._steps import _locked, _unlock
-from tests.live import LiveServer, Response, open_form, request
+from tests.live import ROOT, LiveServer, Response, open_form, request
 from tests.payments import PAYS, Provider
-from webapp.db import make_engine
+from tests.pgbouncer import PgBouncer
+from webapp.db import TIMEOUTS, make_engine
+from webapp.refunds.settings import WorkerSettings
+from webapp.refunds.worker import database_pool
 
 #: Forms in a card-checkout storm, how many times each is sent at once, and how many storms
 #: one app serves: psycopg prepares a statement on its sixth run on a connection, so a
@@ -28,6 +36,34 @@ FORMS, COPIES, STORMS = 8, 16, 3
 def provider(tmp_path_factory):
     with Provider(tmp_path_factory.mktemp("provider") / "journal.jsonl") as started:
         yield started
+
+
+@pytest.fixture(scope="module")
+def lenient_pgbouncer(servers):
+    """PgBouncer as operators often set it to get past its refusal of the timeouts sent when
+    connecting (ignore_startup_parameters = options): it takes them, and drops them."""
+    with PgBouncer(servers.postgres, ignore_startup_parameters="options") as started:
+        yield started
+
+
+@pytest.fixture
+def pooled_engine(pgbouncer):
+    """The shop's engine as it is made behind PgBouncer (webapp.db.make_engine)."""
+    engine = make_engine(pgbouncer.url("webapp_test"), "transaction")
+    yield engine
+    engine.dispose()
+
+
+def flask(*args: str, **env: str) -> subprocess.CompletedProcess:
+    """``flask --app webapp ...`` with the test servers' settings and ``env``."""
+    return subprocess.run(
+        [sys.executable, "-m", "flask", "--app", "webapp", *args],
+        cwd=ROOT,
+        env={**os.environ, "APP_ENV": "testing", "SECRET_KEY": "test-secret", **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def card_storm(port: int, name: str) -> list[Response]:
@@ -99,20 +135,66 @@ def outcomes_of(output: str, *, status: int) -> list[str]:
     ]
 
 
+@pytest.mark.parametrize("bouncer", ["pgbouncer", "lenient_pgbouncer"])
+def test_an_app_told_nothing_of_the_pooler_stops_at_its_first_connection_naming_the_setting(
+    servers, request, bouncer
+):
+    through = request.getfixturevalue(bouncer)
+    done = flask("init-db", DATABASE_URL=through.url("webapp_test"), REDIS_URL=servers.redis.url)
+    assert done.returncode != 0
+    assert "set DATABASE_POOLER=transaction when it pools by transaction" in done.stderr
+    told = flask(
+        "init-db",
+        DATABASE_URL=through.url("webapp_test"),
+        DATABASE_POOLER="transaction",
+        REDIS_URL=servers.redis.url,
+    )
+    assert told.returncode == 0, told.stderr
+    assert "Database is at the latest migration" in told.stdout
+
+
+def test_each_transaction_through_pgbouncer_bounds_its_own_waits_and_leaves_no_setting_behind(
+    pooled_engine, pgbouncer
+):
+    with pooled_engine.connect() as conn:
+        shown = {name: conn.exec_driver_sql(f"SHOW {name}").scalar() for name in TIMEOUTS}
+        conn.rollback()
+    assert shown == TIMEOUTS
+    # The server connections PgBouncer lends next (the one just used first) have their own.
+    with psycopg.connect(pgbouncer.conninfo("webapp_test"), autocommit=True) as conn:
+        left = {name: conn.execute(f"SHOW {name}").fetchone()[0] for name in TIMEOUTS}
+    assert left == dict.fromkeys(TIMEOUTS, "0")
+
+
+def test_the_refund_workers_transactions_through_pgbouncer_bound_their_own_waits(
+    servers, pgbouncer
+):
+    settings = WorkerSettings.from_environ(
+        {
+            "APP_ENV": "testing",
+            "DATABASE_URL": pgbouncer.url("webapp_test"),
+            "DATABASE_POOLER": "transaction",
+            "REDIS_URL": servers.redis.url,
+            "REFUND_LOCK_TIMEOUT_MS": "1234",
+        }
+    )
+
+    async def shown() -> tuple[str, str]:
+        async with database_pool(settings) as pool, pool.connection() as conn:
+            async with conn.transaction():
+                inside = await (await conn.execute("SHOW lock_timeout")).fetchone()
+            outside = await (await conn.execute("SHOW lock_timeout")).fetchone()
+        return inside[0], outside[0]
+
+    assert asyncio.run(shown()) == ("1234ms", "0")
+
+
 #: What the library's external step needs, and does not get behind a pooler by transaction.
 SESSION_LOCK = (
     "the library's step lock (flask_submit_once/_steps.py) is pg_try_advisory_lock, held by "
     "the session across transactions; behind a pooler by transaction the session is a server "
     "connection PgBouncer lends to the next transaction of any client"
 )
-
-
-@pytest.fixture
-def pooled_engine(pgbouncer):
-    """The shop's engine as it is made behind PgBouncer (webapp.db.make_engine)."""
-    engine = make_engine(pgbouncer.url("webapp_test"), "transaction")
-    yield engine
-    engine.dispose()
 
 
 def advisory_locks(servers, key: int) -> list[int]:
