@@ -19,6 +19,7 @@ from sqlalchemy import text
 
 from flask_submit_once._runner import lock_key
 from flask_submit_once._steps import _locked, _unlock
+from tests.deploy_machine import rooted, section_blocks
 from tests.live import ROOT, LiveServer, Response, open_form, request
 from tests.payments import PAYS, Provider
 from tests.pgbouncer import PgBouncer
@@ -26,6 +27,7 @@ from webapp.db import TIMEOUTS, make_engine
 from webapp.refunds.settings import WorkerSettings
 from webapp.refunds.worker import database_pool
 
+DEPLOY = ROOT / "docs" / "DEPLOY.md"
 #: Forms in a card-checkout storm, how many times each is sent at once, and how many storms
 #: one app serves: psycopg prepares a statement on its sixth run on a connection, so a
 #: shop that has served a while prepares the most.
@@ -187,6 +189,47 @@ def test_the_refund_workers_transactions_through_pgbouncer_bound_their_own_waits
         return inside[0], outside[0]
 
     assert asyncio.run(shown()) == ("1234ms", "0")
+
+
+def test_deploys_commands_behind_pgbouncer_migrate_a_new_database_through_it(
+    servers, pgbouncer, tmp_path
+):
+    (commands,) = section_blocks(DEPLOY, "Behind PgBouncer")
+    servers.postgres.create_database("deployed_behind_pgbouncer")
+    env = tmp_path / "etc" / "shop" / "env"
+    env.parent.mkdir(parents=True)
+    # What the walk-through left there, on the test servers.
+    env.write_text(
+        f"APP_ENV=testing\nSECRET_KEY=test-secret\nREDIS_URL={servers.redis.url}\n"
+        f"DATABASE_URL={servers.postgres.url('deployed_behind_pgbouncer')}\n"
+    )
+    script = rooted(commands, tmp_path).replace(
+        f"{tmp_path}/srv/shop/venv/bin", os.path.dirname(sys.executable)
+    )
+    for port, server in (("6432", pgbouncer), ("5432", servers.postgres)):
+        old = f"shop:$db_password@localhost:{port}/shop"
+        assert old in script, f"DEPLOY.md's PgBouncer commands changed shape: no {old!r}"
+        script = script.replace(
+            old, f"postgres:$db_password@127.0.0.1:{server.port}/deployed_behind_pgbouncer"
+        )
+    for _ in range(2):  # init-db is safe to run twice
+        ran = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=ROOT,
+            env={**os.environ, "db_password": servers.postgres.password or ""},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert ran.returncode == 0, ran.stderr
+        assert "Database is at the latest migration" in ran.stdout
+    settings = env.read_text()
+    assert settings.count("DATABASE_URL=") == 1 and f":{pgbouncer.port}/" in settings
+    versions = []
+    for database in ("webapp_test", "deployed_behind_pgbouncer"):
+        with psycopg.connect(servers.postgres.conninfo(database)) as conn:
+            versions += conn.execute("SELECT version_num FROM alembic_version").fetchall()
+    assert versions[0] == versions[1]
 
 
 #: What the library's external step needs, and does not get behind a pooler by transaction.
