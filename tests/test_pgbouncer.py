@@ -168,6 +168,18 @@ def test_each_transaction_through_pgbouncer_bounds_its_own_waits_and_leaves_no_s
     assert left == dict.fromkeys(TIMEOUTS, "0")
 
 
+@pytest.mark.parametrize("report", ["reconcile-payments", "reconcile-refunds"])
+def test_the_reports_read_one_snapshot_through_pgbouncer(servers, pgbouncer, report):
+    # Its isolation level is asked as the transaction begins, before the timeouts.
+    done = flask(
+        report,
+        DATABASE_URL=pgbouncer.url("webapp_test"),
+        DATABASE_POOLER="transaction",
+        REDIS_URL=servers.redis.url,
+    )
+    assert done.returncode == 0, done.stderr
+
+
 def test_the_refund_workers_transactions_through_pgbouncer_bound_their_own_waits(
     servers, pgbouncer
 ):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -105,6 +107,19 @@ def sessions() -> sessionmaker[Session]:
         raise RuntimeError("webapp.db.init_app(app) was not called.") from None
 
 
+@contextmanager
+def snapshot() -> Iterator[Session]:
+    """A session in one transaction that reads one consistent snapshot and writes nothing
+    (REPEATABLE READ, READ ONLY), for reports that add several tables up. psycopg begins the
+    transaction so; a ``SET TRANSACTION`` would come after the timeouts an engine behind a
+    pooler sets first, and PostgreSQL refuses it there."""
+    with sessions()() as db, db.begin():
+        db.connection(
+            execution_options={"isolation_level": "REPEATABLE READ", "postgresql_readonly": True}
+        )
+        yield db
+
+
 def upgrade(engine: Engine) -> None:
     """Apply every Alembic migration (idempotent)."""
     cfg = Config()
@@ -121,5 +136,6 @@ __all__ = [
     "init_app",
     "make_engine",
     "sessions",
+    "snapshot",
     "upgrade",
 ]
