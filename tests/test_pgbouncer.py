@@ -17,6 +17,7 @@ import psycopg
 import pytest
 from sqlalchemy import text
 
+from dev.embedded import free_port
 from flask_submit_once._runner import lock_key
 from flask_submit_once._steps import _locked, _unlock
 from tests.deploy_machine import rooted, section_blocks
@@ -138,19 +139,40 @@ def outcomes_of(output: str, *, status: int) -> list[str]:
 
 
 @pytest.mark.parametrize("bouncer", ["pgbouncer", "lenient_pgbouncer"])
-def test_an_app_told_nothing_of_the_pooler_stops_at_its_first_connection_naming_the_setting(
+def test_an_app_told_nothing_of_the_pooler_does_not_start_and_names_the_setting(
     servers, request, bouncer
 ):
     through = request.getfixturevalue(bouncer)
-    done = flask("init-db", DATABASE_URL=through.url("webapp_test"), REDIS_URL=servers.redis.url)
-    assert done.returncode != 0
-    assert "set DATABASE_POOLER=transaction when it pools by transaction" in done.stderr
-    told = flask(
-        "init-db",
-        DATABASE_URL=through.url("webapp_test"),
-        DATABASE_POOLER="transaction",
-        REDIS_URL=servers.redis.url,
+    settings = {"DATABASE_URL": through.url("webapp_test"), "REDIS_URL": servers.redis.url}
+    gunicorn = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-c",
+            "python:webapp.gunicorn_conf",
+            "webapp:create_app()",
+        ],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            **settings,
+            "APP_ENV": "testing",
+            "SECRET_KEY": "test-secret",
+            "BIND": f"127.0.0.1:{free_port()}",
+            "WEB_CONCURRENCY": "1",
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
+    assert gunicorn.returncode != 0
+    assert "set DATABASE_POOLER=transaction when it pools by transaction" in gunicorn.stderr
+    # A command stops at its first connection.
+    command = flask("init-db", **settings)
+    assert command.returncode != 0
+    assert "set DATABASE_POOLER=transaction when it pools by transaction" in command.stderr
+    told = flask("init-db", DATABASE_POOLER="transaction", **settings)
     assert told.returncode == 0, told.stderr
     assert "Database is at the latest migration" in told.stdout
 

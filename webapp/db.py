@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import psycopg
 from alembic import command
 from alembic.config import Config
 from flask import Flask, current_app
@@ -76,14 +77,40 @@ def _bound_the_transaction(connection) -> None:
 
 
 def _refuse_unnamed_pooler(dbapi_connection, _record) -> None:
-    """A pooler answers the client with a backend process id of its own making, never
-    the one serving it: told nothing of a pooler, the first connection stops there."""
+    if behind_a_pooler(dbapi_connection):
+        raise RuntimeError(POOLER_NOT_SET)
+
+
+def behind_a_pooler(dbapi_connection: psycopg.Connection) -> bool:
+    """Whether a pooler stands between this connection and PostgreSQL: it answers the
+    client with a backend process id of its own making, never the one serving it."""
     with dbapi_connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
-        (serving,) = cursor.fetchone()
+        row = cursor.fetchone()
     dbapi_connection.rollback()
-    if serving != dbapi_connection.info.backend_pid:
-        raise RuntimeError(POOLER_NOT_SET)
+    return row is None or row[0] != dbapi_connection.info.backend_pid
+
+
+def libpq_url(url: str) -> str:
+    """``DATABASE_URL`` as libpq (psycopg) takes it, not in SQLAlchemy's "+psycopg" form."""
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+def refuse_unnamed_pooler(url: str, pooler: str) -> None:
+    """The start-up check (gunicorn's on_starting, the refund worker): RuntimeError naming
+    DATABASE_POOLER when ``url`` leads through a pooler ``pooler`` does not name. With
+    PostgreSQL away there is nothing to say: the app answers its outage page meanwhile."""
+    if pooler != "none":
+        return
+    try:
+        with psycopg.connect(
+            libpq_url(url), connect_timeout=3, options="-c statement_timeout=15s"
+        ) as conn:
+            if behind_a_pooler(conn):
+                raise RuntimeError(POOLER_NOT_SET)
+    except psycopg.OperationalError as error:
+        if "unsupported startup parameter" in str(error):
+            raise RuntimeError(POOLER_NOT_SET) from None
 
 
 def _name_the_pooler_setting(context: ExceptionContext) -> BaseException | None:
@@ -132,9 +159,12 @@ def upgrade(engine: Engine) -> None:
 __all__ = [
     "MIGRATIONS",
     "POOLER_NOT_SET",
+    "behind_a_pooler",
     "TIMEOUTS",
     "init_app",
+    "libpq_url",
     "make_engine",
+    "refuse_unnamed_pooler",
     "sessions",
     "snapshot",
     "upgrade",

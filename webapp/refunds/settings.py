@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..config import ENVIRONMENTS, check_pooler, number
+from ..db import libpq_url
 from ..redis_urls import check_url
 from ..secret_rules import refuse_weak_secrets
 
@@ -97,11 +98,6 @@ class WorkerSettings:
             charge_sweep_seconds=number(environ, "CHARGE_SWEEP_SECONDS", cls.charge_sweep_seconds),
             environment=environment,
         )
-
-
-def libpq_url(url: str) -> str:
-    """psycopg takes a libpq URL, not SQLAlchemy's "+psycopg" dialect form."""
-    return url.replace("postgresql+psycopg://", "postgresql://", 1)
 
 
 def monitor_bind(value: str) -> tuple[str, int] | None:

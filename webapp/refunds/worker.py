@@ -57,7 +57,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import psycopg
 import redis.asyncio as aioredis
 from blinker import NamedSignal, Namespace
 from psycopg import AsyncConnection
@@ -65,7 +64,7 @@ from psycopg_pool import AsyncConnectionPool
 from redis.exceptions import RedisError, ResponseError
 
 from .. import logs
-from ..db import POOLER_NOT_SET
+from ..db import refuse_unnamed_pooler
 from ..payments.sweeper import sweep_while_running
 from ..redis_urls import make_async_client
 from .dead_letters import DeadLetters, in_plain_words
@@ -446,31 +445,11 @@ def _bounded_transactions(timeouts: dict[str, str]) -> type[AsyncConnection]:
     return BoundedTransactions
 
 
-async def refuse_unnamed_pooler(settings: WorkerSettings) -> None:
-    """Stop (RuntimeError naming DATABASE_POOLER) when DATABASE_URL leads through a pooler
-    it does not name: PgBouncer refuses the timeouts sent when connecting, and any pooler
-    answers with a backend process id of its own making. PostgreSQL away: nothing to say."""
-    if settings.database_pooler != "none":
-        return
-    try:
-        async with await AsyncConnection.connect(
-            settings.database_url, connect_timeout=3, options="-c statement_timeout=15s"
-        ) as conn:
-            serving = await (await conn.execute("SELECT pg_backend_pid()")).fetchone()
-            told = conn.info.backend_pid
-    except psycopg.OperationalError as error:
-        if "unsupported startup parameter" in str(error):
-            raise RuntimeError(POOLER_NOT_SET) from None
-        return
-    if serving is None or serving[0] != told:
-        raise RuntimeError(POOLER_NOT_SET)
-
-
 def main() -> int:
     logs.configure()
     try:
         settings = WorkerSettings.from_environ()
-        asyncio.run(refuse_unnamed_pooler(settings))
+        refuse_unnamed_pooler(settings.database_url, settings.database_pooler)
     except RuntimeError as error:
         log.error("refund worker not started: %s", error)
         return 2
