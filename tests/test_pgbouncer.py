@@ -20,10 +20,12 @@ from sqlalchemy import text
 from dev.embedded import free_port
 from flask_submit_once._runner import lock_key
 from flask_submit_once._steps import _locked, _unlock
+from tests.conftest import order_count
 from tests.deploy_machine import rooted, section_blocks
 from tests.live import ROOT, LiveServer, Response, open_form, request
 from tests.payments import PAYS, Provider
 from tests.pgbouncer import PgBouncer
+from tests.test_race import DUPLICATES, storm
 from webapp.db import TIMEOUTS, make_engine
 from webapp.refunds.settings import WorkerSettings
 from webapp.refunds.worker import database_pool
@@ -85,6 +87,25 @@ def card_storm(port: int, name: str) -> list[Response]:
 
     with ThreadPoolExecutor(len(sends)) as pool:
         return list(pool.map(send, sends))
+
+
+def test_fifty_concurrent_posts_of_one_form_through_pgbouncer_make_one_order_and_land_on_it(
+    servers, pgbouncer
+):
+    # No card step: the submit's lock is the transaction's own (pg_advisory_xact_lock).
+    with LiveServer(
+        servers,
+        workers=4,
+        threads=16,
+        DATABASE_URL=pgbouncer.url("webapp_test"),
+        DATABASE_POOLER="transaction",
+    ) as live:
+        cookie, form = open_form(live.port)
+        answers = storm(live.port, cookie, form)
+        output = live.output()
+    assert [answer.status for answer in answers] == [303] * DUPLICATES, output[-3000:]
+    assert len({answer.headers["location"] for answer in answers}) == 1
+    assert order_count(servers) == 1
 
 
 def test_a_card_checkout_storm_through_pgbouncer_places_and_charges_each_form_once(
