@@ -82,8 +82,9 @@ def _refuse_unnamed_pooler(dbapi_connection, _record) -> None:
 
 
 def behind_a_pooler(dbapi_connection: psycopg.Connection) -> bool:
-    """Whether a pooler stands between this connection and PostgreSQL: it answers the
-    client with a backend process id of its own making, never the one serving it."""
+    """Whether a pooler stands between this connection and PostgreSQL. A pooler answers the
+    client with a cancel key, and so a backend process id, of its own making (it must: the
+    server process behind the client changes), never that of the process serving it."""
     with dbapi_connection.cursor() as cursor:
         cursor.execute("SELECT pg_backend_pid()")
         row = cursor.fetchone()
@@ -159,8 +160,8 @@ def upgrade(engine: Engine) -> None:
 __all__ = [
     "MIGRATIONS",
     "POOLER_NOT_SET",
-    "behind_a_pooler",
     "TIMEOUTS",
+    "behind_a_pooler",
     "init_app",
     "libpq_url",
     "make_engine",

@@ -129,7 +129,7 @@ class Relay:
         while not stop.is_set() and time.monotonic() < deadline:
             wait = max(0.0, min(0.5, deadline - time.monotonic()))
             if listen is None:
-                await asyncio.sleep(max(wait, 0))
+                await asyncio.sleep(wait)
                 continue
             async for _ in listen.notifies(timeout=wait, stop_after=1):
                 return
