@@ -25,6 +25,7 @@ from tests.deploy_machine import rooted, section_blocks
 from tests.live import ROOT, LiveServer, Response, open_form, request
 from tests.payments import PAYS, Provider
 from tests.pgbouncer import PgBouncer
+from tests.refunds.conftest import wait_until
 from tests.test_race import DUPLICATES, storm
 from webapp.db import TIMEOUTS, make_engine
 from webapp.refunds.settings import WorkerSettings
@@ -333,3 +334,45 @@ def test_the_steps_lock_is_released_through_pgbouncer(servers, pooled_engine):
         holder.close()
     left = advisory_locks(servers, key)
     assert left == [], f"the lock is still held by server process {left}, a holder lost"
+
+
+#: A process that takes the step's lock through the shop's engine behind PgBouncer, says so,
+#: and waits to be killed, as a gunicorn worker killed in the middle of a card charge.
+HOLD_THE_LOCK = """
+import sys, time
+from flask_submit_once._steps import _locked
+from webapp.db import make_engine
+engine = make_engine(sys.argv[1], "transaction")
+assert _locked(engine, int(sys.argv[2]), wait=0) is not None
+print("locked", flush=True)
+time.sleep(600)
+"""
+
+
+@pytest.mark.xfail(strict=True, reason=SESSION_LOCK + ": a holder killed leaves it held")
+def test_the_steps_lock_of_a_killed_holder_is_freed_through_pgbouncer(servers, pgbouncer):
+    key = lock_key("killed holder")
+    url = pgbouncer.url("webapp_test") + "?application_name=killed-holder"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD_THE_LOCK, url, str(key)],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+    finally:
+        holder.kill()
+        holder.wait(10)
+        if holder.stdout is not None:
+            holder.stdout.close()
+    # Once PgBouncer has seen its client go, that client's session is over.
+    wait_until(
+        lambda: (
+            "killed-holder"
+            not in {client["application_name"] for client in pgbouncer.admin("SHOW CLIENTS")}
+        ),
+        what="PgBouncer to see the killed client go",
+    )
+    left = advisory_locks(servers, key)
+    assert left == [], f"the lock is still held by server process {left}, its holder dead"
