@@ -23,6 +23,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from dev.embedded import EmbeddedPostgres, EmbeddedRedis
+from tests.pgbouncer import PGBOUNCER, PgBouncer, needs_pgbouncer
 from webapp import create_app
 from webapp.cli import CATALOGUE, seed
 from webapp.db import make_engine, upgrade
@@ -197,6 +198,16 @@ def servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
     with running_servers(
         tmp_path_factory.mktemp("servers"), Servers, persist_redis=False
     ) as started:
+        yield started
+
+
+@pytest.fixture(scope="session")
+def pgbouncer(servers: Servers) -> Iterator[PgBouncer]:
+    """Debian's PgBouncer in front of the test PostgreSQL, pooling by transaction with 4
+    server connections (Debian's defaults otherwise); skipped where it is not installed."""
+    if PGBOUNCER is None:
+        pytest.skip(needs_pgbouncer.kwargs["reason"])
+    with PgBouncer(servers.postgres, pool_mode="transaction", pool_size=4) as started:
         yield started
 
 

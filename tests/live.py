@@ -85,17 +85,22 @@ class LiveServer:
             self.args, env=self.env, stdout=self.log, stderr=subprocess.STDOUT
         )
         deadline = time.monotonic() + self.boot_seconds
-        while time.monotonic() < deadline:
-            assert self.process.poll() is None, self.output()
-            try:
-                if request(self.port, "GET", self.ready_path).status == 200:
-                    return self
-            except OSError:
-                time.sleep(0.05)
-        raise RuntimeError(
-            f"gunicorn did not serve {self.ready_path} within "
-            f"{self.boot_seconds} s:\n{self.output()[-2000:]}"
-        )
+        try:
+            while time.monotonic() < deadline:
+                assert self.process.poll() is None, self.output()
+                try:
+                    if request(self.port, "GET", self.ready_path).status == 200:
+                        return self
+                except OSError:
+                    time.sleep(0.05)
+            raise RuntimeError(
+                f"gunicorn did not serve {self.ready_path} within "
+                f"{self.boot_seconds} s:\n{self.output()[-2000:]}"
+            )
+        except BaseException:
+            # A gunicorn that never served is stopped too, not left running after the test.
+            self.__exit__()
+            raise
 
     def __exit__(self, *exc: object) -> None:
         assert self.process is not None

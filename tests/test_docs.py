@@ -196,9 +196,9 @@ def test_the_column_check_sees_a_stale_column():
 DEPLOY = ROOT / "docs/DEPLOY.md"
 
 
-def test_deploy_is_an_operators_page_of_at_most_250_lines_with_its_history_elsewhere():
+def test_deploy_is_an_operators_page_of_at_most_275_lines_with_its_history_elsewhere():
     text = DEPLOY.read_text()
-    assert len(text.splitlines()) <= 250
+    assert len(text.splitlines()) <= 275
     headings = re.findall(r"^#+ (.+)$", text, re.M)
     assert len(headings) == len(set(headings)), "a heading twice"
     assert (ROOT / "CHANGELOG.md").exists() and "../CHANGELOG.md" in text

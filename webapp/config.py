@@ -27,6 +27,12 @@ _NOW = {
     "SIGNED_WHEN_REDIS_AWAY": "SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS",
 }
 
+#: ``DATABASE_POOLER``: what stands between the shop and PostgreSQL. ``none``: nothing;
+#: ``session``: a pooler that lends a server connection for a client's whole connection
+#: (PgBouncer's pool_mode = session); ``transaction``: one that lends it for a transaction
+#: (pool_mode = transaction, as most hosted PostgreSQL is reached).
+POOLERS = ("none", "session", "transaction")
+
 #: Settings that were renamed: set in the environment or the config, they stop start-up.
 RENAMED = {
     "FORM_TOKEN_TTL": _NOW["TTL"],
@@ -48,6 +54,7 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
         "APP_ENV": env,
         "SECRET_KEY": environ.get("SECRET_KEY"),
         "DATABASE_URL": environ.get("DATABASE_URL"),
+        "DATABASE_POOLER": environ.get("DATABASE_POOLER", ""),
         "REDIS_URL": environ.get("REDIS_URL"),
         # The SUBMIT_ONCE_* settings are Flask-Submit-Once's own keys.
         "SUBMIT_ONCE_TTL_SECONDS": _int(environ, "SUBMIT_ONCE_TTL_SECONDS", 3600),
@@ -120,6 +127,7 @@ def finish(config: dict[str, Any]) -> None:
                 f"{name} is not set. Export it (e.g. {name}={example}), "
                 "or start the app with scripts/run, which starts embedded servers."
             )
+    config["DATABASE_POOLER"] = check_pooler(config.get("DATABASE_POOLER") or "")
     # Tests change the catalogue between requests and expect to see it at once; the
     # default must follow APP_ENV even when that comes from create_app's test_config.
     config.setdefault("CATALOGUE_CACHE_SECONDS", 0.0 if env == "testing" else 5.0)
@@ -191,6 +199,14 @@ def payment_provider(config: dict[str, Any]) -> None:
                 "not: set the secret key your payment provider gave you."
             )
         config["PAYMENT_PROVIDER_SECRET"] = DEV_PROVIDER_SECRET
+
+
+def check_pooler(value: str) -> str:
+    """``DATABASE_POOLER`` checked (empty: ``none``); RuntimeError names the choices."""
+    value = value.strip().lower() or "none"
+    if value not in POOLERS:
+        raise RuntimeError(f"DATABASE_POOLER must be one of {', '.join(POOLERS)}, got {value!r}.")
+    return value
 
 
 def refuse_renamed(settings: Mapping[str, Any]) -> None:

@@ -92,9 +92,16 @@ SAMPLE_FILE = re.compile(r"(counter|histogram|summary|gauge_[a-z]+)_[0-9]+\.db")
 
 
 def on_starting(server) -> None:
-    """Delete a previous run's samples from the Prometheus multi-process directory
-    (they would count), and nothing else: the setting may name a folder that holds
-    other things."""
+    """Stop when DATABASE_URL leads through a pooler DATABASE_POOLER does not name (the
+    message names it; gunicorn exits printing it). Delete a previous run's samples from
+    the Prometheus multi-process directory (they would count), and nothing else there: the
+    setting may name a folder that holds other things."""
+    from webapp.config import check_pooler
+    from webapp.db import refuse_unnamed_pooler
+
+    if os.environ.get("DATABASE_URL"):
+        pooler = check_pooler(os.environ.get("DATABASE_POOLER", ""))
+        refuse_unnamed_pooler(os.environ["DATABASE_URL"], pooler)
     directory = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
     if directory:
         Path(directory).mkdir(parents=True, exist_ok=True)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import click
 from flask import Flask
 from flask.cli import with_appcontext
-from sqlalchemy import func, select, text
+from sqlalchemy import func, select
 
-from .db import sessions
+from .db import sessions, snapshot
 from .models import PAYMENT_PROBLEMS, Order, PaymentEvent
 from .order_rules import normal_order_number
 from .webhooks.effect import CHECKOUT_CHARGE, KEPT_REFUNDABLE
@@ -73,8 +73,7 @@ def reconcile_payments() -> None:
     """Compare recorded payments (events, and the checkout's own charges: an order's
     charge_id, for its total) with orders.paid_cents and list payments kept without an
     order to show for them; exit 1 if the totals differ."""
-    with sessions()() as db, db.begin():
-        db.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"))
+    with snapshot() as db:
         counted = db.scalar(
             select(func.coalesce(func.sum(PaymentEvent.amount_cents), 0)).where(_PAYMENT, _COUNTED)
         )

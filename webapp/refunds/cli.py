@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import click
 from redis.exceptions import RedisError
-from sqlalchemy import String, cast, exists, func, or_, select, text
+from sqlalchemy import String, cast, exists, func, or_, select
 
-from ..db import sessions
+from ..db import sessions, snapshot
 from ..extensions import submit_once
 from ..models import Order, PaymentEvent, RefundRecord, RefundRequest
 from ..operators import by_option, record
@@ -130,8 +130,7 @@ def reconcile_refunds() -> None:
     """Compare refund_records with orders.refunded_cents, and pending refund
     requests with orders.reserved_cents; find every refund with no request or
     payment event behind it; exit 1 if anything differs."""
-    with sessions()() as db, db.begin():
-        db.execute(text("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY"))
+    with snapshot() as db:
         t = db.execute(_TOTALS).one()
         disagreeing = db.execute(_DISAGREEING).all()
         unbacked = db.scalar(_UNBACKED_COUNT)

@@ -327,8 +327,10 @@ async def _why_not(conn: AsyncConnection, params: dict[str, object]) -> Outcome:
     order = await (await _execute(conn, _STATUS_SQL, params)).fetchone()
     # "review": another copy of a message whose request went to review already.
     if status in ("requested", "review") and order[0] in NEEDS_REVIEW and reason != APPROVED:
-        # autocommit: its own transaction
-        await _execute(conn, _TO_REVIEW_SQL, params)
+        # A transaction of its own, so that its waits are bounded behind a pooler too
+        # (worker.database_pool).
+        async with conn.transaction():
+            await _execute(conn, _TO_REVIEW_SQL, params)
         return NeedsReview(order[0])
     # rejected, or review on an order that never shipped
     if status != "requested":

@@ -50,6 +50,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from contextlib import AbstractAsyncContextManager, nullcontext
 
 import psycopg
 import redis.asyncio as aioredis
@@ -86,12 +87,15 @@ class Relay:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Publish what is waiting, then sleep until a NOTIFY or the poll interval."""
+        if self.settings.listen_url is None:
+            log.info(
+                "relay polls every %g s: DATABASE_URL pools by transaction, where LISTEN hears "
+                "nothing, and DATABASE_LISTEN_URL is not set",
+                self.settings.relay_poll_seconds,
+            )
         while not stop.is_set():
             try:
-                async with await AsyncConnection.connect(
-                    self.settings.database_url, autocommit=True, connect_timeout=3
-                ) as listen:
-                    await listen.execute(f"LISTEN {CHANNEL}")
+                async with await self.listening() as listen:
                     while not stop.is_set():
                         published = await self.publish_batch()
                         if published == _STREAM_FULL:
@@ -106,13 +110,30 @@ class Relay:
                 log.warning("relay: %s; retrying", type(error).__name__)
                 await asyncio.sleep(1)
 
-    async def wait_for_work(self, listen: AsyncConnection, stop: asyncio.Event) -> None:
+    async def listening(self) -> AbstractAsyncContextManager[AsyncConnection | None]:
+        """A connection of its own that LISTENs (its session must last: never through a
+        pooler by transaction), or nothing to listen on when there is none."""
+        if self.settings.listen_url is None:
+            return nullcontext()
+        listen = await AsyncConnection.connect(
+            self.settings.listen_url, autocommit=True, connect_timeout=3
+        )
+        try:
+            await listen.execute(f"LISTEN {CHANNEL}")
+        except BaseException:
+            await listen.close()
+            raise
+        return listen
+
+    async def wait_for_work(self, listen: AsyncConnection | None, stop: asyncio.Event) -> None:
         """Return on a notification, on ``stop``, or after the poll interval."""
         deadline = time.monotonic() + self.settings.relay_poll_seconds
         while not stop.is_set() and time.monotonic() < deadline:
-            async for _ in listen.notifies(
-                timeout=min(0.5, self.settings.relay_poll_seconds), stop_after=1
-            ):
+            wait = max(0.0, min(0.5, deadline - time.monotonic()))
+            if listen is None:
+                await asyncio.sleep(wait)
+                continue
+            async for _ in listen.notifies(timeout=wait, stop_after=1):
                 return
 
     async def publish_batch(self) -> int:

@@ -7,7 +7,8 @@ import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..config import ENVIRONMENTS, number
+from ..config import ENVIRONMENTS, check_pooler, number
+from ..db import libpq_url
 from ..redis_urls import check_url
 from ..secret_rules import refuse_weak_secrets
 
@@ -19,6 +20,12 @@ class WorkerSettings:
     database_url: str
     redis_url: str
     consumer: str
+    #: DATABASE_POOLER, as the app reads it (webapp/config.py).
+    database_pooler: str = "none"
+    #: Where the relay LISTENs: DATABASE_LISTEN_URL, else DATABASE_URL unless that goes
+    #: through a pooler by transaction (whose server connections are lent per transaction,
+    #: so a LISTEN hears nothing); None: the relay only polls.
+    listen_url: str | None = None
     batch: int = 50
     concurrency: int = 8
     block_ms: int = 1000
@@ -59,10 +66,15 @@ class WorkerSettings:
             raise RuntimeError(f"APP_ENV={environment!r} is not one of {', '.join(ENVIRONMENTS)}.")
         if environment == "production":
             refuse_weak_secrets(environ)
+        pooler = check_pooler(environ.get("DATABASE_POOLER", ""))
+        listen_url = environ.get("DATABASE_LISTEN_URL") or (
+            None if pooler == "transaction" else database_url
+        )
         return cls(
-            # psycopg takes a libpq URL, not SQLAlchemy's "+psycopg" dialect form.
-            database_url=database_url.replace("postgresql+psycopg://", "postgresql://", 1),
+            database_url=libpq_url(database_url),
             redis_url=redis_url,
+            database_pooler=pooler,
+            listen_url=libpq_url(listen_url) if listen_url else None,
             consumer=environ.get("REFUND_CONSUMER") or f"{socket.gethostname()}-{os.getpid()}",
             batch=int(number(environ, "REFUND_BATCH", cls.batch, minimum=1)),
             concurrency=int(number(environ, "REFUND_CONCURRENCY", cls.concurrency, minimum=1)),

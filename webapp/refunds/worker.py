@@ -53,14 +53,18 @@ import asyncio
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
 
 import redis.asyncio as aioredis
 from blinker import NamedSignal, Namespace
+from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 from redis.exceptions import RedisError, ResponseError
 
 from .. import logs
+from ..db import refuse_unnamed_pooler
 from ..payments.sweeper import sweep_while_running
 from ..redis_urls import make_async_client
 from .dead_letters import DeadLetters, in_plain_words
@@ -379,18 +383,7 @@ async def serve(settings: WorkerSettings) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     client = make_async_client(settings.redis_url)
-    # + 1: the relay's publishing transaction
-    pool = AsyncConnectionPool(
-        settings.database_url,
-        min_size=1,
-        max_size=settings.concurrency + 1,
-        open=False,
-        kwargs={
-            "autocommit": True,
-            "connect_timeout": 3,
-            "options": f"-c lock_timeout={settings.lock_timeout_ms} -c statement_timeout=15s",
-        },
-    )
+    pool = database_pool(settings)
     try:
         async with pool:
             monitor = Monitor(client, pool, settings.metrics_token, settings.environment)
@@ -421,10 +414,52 @@ async def serve(settings: WorkerSettings) -> None:
     log.info("refund worker %s stopped", settings.consumer)
 
 
+def database_pool(settings: WorkerSettings) -> AsyncConnectionPool:
+    """The worker's connections (+ 1: the relay's publishing transaction), their waits
+    bounded: straight to PostgreSQL by the session's settings, sent when connecting;
+    behind a pooler by each transaction's own (SET LOCAL), since PgBouncer refuses the
+    former and a session's setting would stay on a server connection others go on to use.
+    Behind a pooler by transaction nothing is prepared (webapp/db.py says why)."""
+    timeouts = {"lock_timeout": f"{settings.lock_timeout_ms}ms", "statement_timeout": "15s"}
+    kwargs: dict[str, object] = {"autocommit": True, "connect_timeout": 3}
+    connection_class: type[AsyncConnection] = AsyncConnection
+    if settings.database_pooler == "none":
+        kwargs["options"] = " ".join(f"-c {name}={value}" for name, value in timeouts.items())
+    else:
+        connection_class = _bounded_transactions(timeouts)
+    if settings.database_pooler == "transaction":
+        kwargs["prepare_threshold"] = None
+    return AsyncConnectionPool(
+        settings.database_url,
+        min_size=1,
+        max_size=settings.concurrency + 1,
+        open=False,
+        kwargs=kwargs,
+        connection_class=connection_class,
+    )
+
+
+def _bounded_transactions(timeouts: dict[str, str]) -> type[AsyncConnection]:
+    """A connection class whose every ``transaction()`` first sets ``timeouts`` for itself."""
+    bound = "SELECT " + ", ".join(
+        f"set_config('{name}', '{value}', true)" for name, value in timeouts.items()
+    )
+
+    class BoundedTransactions(AsyncConnection):
+        @asynccontextmanager
+        async def transaction(self, *args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            async with super().transaction(*args, **kwargs) as transaction:
+                await self.execute(bound)
+                yield transaction
+
+    return BoundedTransactions
+
+
 def main() -> int:
     logs.configure()
     try:
         settings = WorkerSettings.from_environ()
+        refuse_unnamed_pooler(settings.database_url, settings.database_pooler)
     except RuntimeError as error:
         log.error("refund worker not started: %s", error)
         return 2
