@@ -18,8 +18,7 @@ import pytest
 from sqlalchemy import text
 
 from dev.embedded import free_port
-from flask_submit_once._runner import lock_key
-from flask_submit_once._runner import _locked, _unlock
+from flask_submit_once._runner import _locked, _unlock, lock_key
 from tests.conftest import order_count
 from tests.deploy_machine import rooted, section_blocks
 from tests.live import ROOT, LiveServer, Response, open_form, request
