@@ -134,7 +134,7 @@ def test_a_card_checkout_storm_through_pgbouncer_places_and_charges_each_form_on
     # The library's card step still holds its lock for the session, on a server connection
     # PgBouncer lends to others: a repeat that cannot get it past SUBMIT_ONCE_WAIT_SECONDS
     # answers "still running" (503), the one 5xx the shop cannot prevent
-    # (test_the_steps_session_lock_holds_through_pgbouncer).
+    # (test_the_steps_lock_has_one_holder_through_pgbouncer).
     still_running = statuses.pop(503, 0)
     assert statuses == {303: STORMS * FORMS * COPIES - still_running}, output[-3000:]
     assert outcomes_of(output, status=503) == ["still_running"] * still_running
@@ -290,7 +290,7 @@ def test_deploys_commands_behind_pgbouncer_migrate_a_new_database_through_it(
 
 #: What the library's external step needs, and does not get behind a pooler by transaction.
 SESSION_LOCK = (
-    "the library's step lock (flask_submit_once/_steps.py) is pg_try_advisory_lock, held by "
+    "the library's step lock (flask_submit_once/_runner.py) is pg_try_advisory_lock, held by "
     "the session across transactions; behind a pooler by transaction the session is a server "
     "connection PgBouncer lends to the next transaction of any client"
 )
