@@ -485,6 +485,7 @@ ELSEWHERE = {
     "SECRET_KEY",
     "DATABASE_URL",
     "WTF_CSRF_TIME_LIMIT",
+    "MAX_CONTENT_LENGTH",
     "X-CSRFToken",
     "X-Submit-Once-Token",
     "X-Submit-Once-Check",
