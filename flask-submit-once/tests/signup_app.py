@@ -1,7 +1,8 @@
 """The app the library's suite drives, written as a user of the library writes one: a
 sign-up form (plain POST, Turbo, htmx, fetch), a feedback form on the same page that htmx
-answers in place, a JSON-only newsletter form with no template, and an API with an
-``Idempotency-Key``; each protected in a few lines, on a plain ``sessionmaker``."""
+answers in place, a JSON-only newsletter form with no template, a referral letter sent as a
+file upload, and an API with an ``Idempotency-Key``; each protected in a few lines, on a
+plain ``sessionmaker``."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from typing import Any
 from flask import Flask, render_template, request
 from flask_wtf import FlaskForm
 from flask_wtf.csrf import CSRFProtect
+from flask_wtf.file import FileField, FileRequired
 from jinja2 import DictLoader
-from sqlalchemy import String, func, select
+from sqlalchemy import LargeBinary, String, func, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from werkzeug.exceptions import BadRequest
 from wtforms import IntegerField, StringField, TextAreaField, ValidationError
@@ -47,6 +49,14 @@ class Subscription(SubmissionMixin, Base):
     email: Mapped[str] = mapped_column(String(254))
 
 
+class Letter(SubmissionMixin, Base):
+    __tablename__ = "letters"
+    id: Mapped[int] = mapped_column(primary_key=True)
+    note: Mapped[str] = mapped_column(String(200))
+    filename: Mapped[str] = mapped_column(String(200))
+    content: Mapped[bytes] = mapped_column(LargeBinary)
+
+
 def strip(value: Any) -> Any:
     return value.strip() if isinstance(value, str) else value
 
@@ -70,6 +80,11 @@ class CommentForm(FlaskForm):
 
 class SubscribeForm(FlaskForm):
     email = StringField("Email", validators=[InputRequired(), Email(check_deliverability=False)])
+
+
+class LetterForm(FlaskForm):
+    note = StringField("Note", filters=[strip], validators=[InputRequired(), Length(max=200)])
+    letter = FileField("Referral letter", validators=[FileRequired()])
 
 
 SIGNUP_FORM = """\
@@ -101,6 +116,19 @@ COMMENT_FORM = """\
 </form>"""
 COMMENTED = """<p class="comment" id="comment-{{ result.id }}">{{ result.text }}</p>
 {% include "_comment_form.html" %}"""
+LETTER_FORM = """\
+{% set mine = form is defined and submit_once.form == "send_letter" %}
+<form id="letter" method="post" action="{{ url_for('send_letter') }}" enctype="multipart/form-data">
+  {% if mine and submit_once.message %}<p role="alert">{{ submit_once.message }}</p>{% endif %}
+  <input type="hidden" name="csrf_token" value="{{ csrf_token() }}">
+  {{ submit_once.input("send_letter") }}
+  <input name="note" value="{{ form.note.data or '' if mine else '' }}">
+  <input type="file" name="letter">
+  <button>Send</button>
+</form>"""
+LETTERS_PAGE = """<!doctype html><html><title>Referral</title>
+{% include "_letter.html" %}
+</html>"""
 PAGE = """<!doctype html><html><title>Sign up</title>
 {% include "_signup_form.html" %}
 {% include "_comment_form.html" %}
@@ -111,6 +139,8 @@ TEMPLATES = {
     "_signup_form.html": SIGNUP_FORM,
     "_comment_form.html": COMMENT_FORM,
     "_commented.html": COMMENTED,
+    "letters.html": LETTERS_PAGE,
+    "_letter.html": LETTER_FORM,
 }
 
 
@@ -170,6 +200,23 @@ def create_app(sessions: sessionmaker[Session], **config: Any) -> Flask:
     @app.get("/newsletter/<int:id>")
     def subscription(id: int) -> dict[str, Any]:
         return {"id": id}
+
+    @app.get("/letters")
+    def letter_page() -> str:
+        return render_template("letters.html")
+
+    @app.post("/letters/send")
+    @submit_once.form(LetterForm, model=Letter, template="letters.html", done="letter")
+    def send_letter(form: LetterForm, db: Session) -> Letter:
+        # The whole file, as the view sees it after the library has read it.
+        upload = form.letter.data
+        return Letter(note=form.note.data, filename=upload.filename, content=upload.read())
+
+    @app.get("/letters/<int:id>")
+    def letter(id: int) -> dict[str, Any]:
+        with sessions() as db:
+            row = db.get(Letter, id)
+            return {"id": id, "filename": row.filename if row else None}
 
     @app.post("/api/signups")
     @csrf.exempt

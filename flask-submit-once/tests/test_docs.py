@@ -497,6 +497,7 @@ ELSEWHERE = {
     "SECRET_KEY",
     "DATABASE_URL",
     "WTF_CSRF_TIME_LIMIT",
+    "MAX_CONTENT_LENGTH",
     "X-CSRFToken",
     "X-Submit-Once-Token",
     "X-Submit-Once-Check",
@@ -650,6 +651,30 @@ def test_the_testing_guide_names_every_helper_of_the_plugin() -> None:
         "fields",
     }, "a helper the guide does not name"
     assert "SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE" in text and "429" in text
+
+
+def test_the_htmx_configuration_swaps_every_status_a_form_comes_back_with() -> None:
+    """An answer htmx drops is a form that did nothing: the user sends it again."""
+    import json
+
+    from flask_submit_once._answers import AGAIN
+
+    layout = (EXAMPLES / "htmx_signup" / "templates" / "layout.html").read_text()
+    config = json.loads(re.search(r'name="htmx-config" content=\'(.*?)\'>', layout, re.S)[1])
+
+    def swapped(status: int) -> bool:
+        rule = next(r for r in config["responseHandling"] if re.search(r["code"], str(status)))
+        return bool(rule["swap"]) and not rule.get("error", False)
+
+    assert sorted({status for status, _ in AGAIN.values() if not swapped(status)}) == []
+    guide = (DOCS / "htmx.md").read_text()
+    assert "429" in guide and "htmx:beforeSwap" in guide
+
+
+def test_the_testing_guide_says_which_settings_a_load_test_needs() -> None:
+    load_tests = (DOCS / "testing.md").read_text().split("## Load tests", 1)[1]
+    for setting in ("MAX_FORMS_PER_CLIENT_PER_MINUTE", "MAX_FORMS_PER_SESSION"):
+        assert f"SUBMIT_ONCE_{setting}" in load_tests
 
 
 def test_the_settings_page_gives_every_setting_and_its_default() -> None:

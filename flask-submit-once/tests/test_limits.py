@@ -6,6 +6,9 @@ from __future__ import annotations
 import itertools
 
 import pytest
+from sqlalchemy import select
+
+from flask_submit_once.testing import OnceForms
 
 # a page of three forms: three tokens a view
 SIGNUP = "/signup"
@@ -140,3 +143,84 @@ def test_a_link_from_another_site_opens_the_form(client, rdb):
         SIGNUP, headers={**CROSS_SITE, "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": "document"}
     )
     assert answer.status_code == 200 and len(token_keys(rdb)) == 3
+
+
+# The caps limit the forms a session may open, never a submit: a submit that landed is
+# answered as saved, and one that did not keeps what the user typed.
+
+#: One page's worth: the sign-up page (three forms) opens, and no other form after it. The
+#: tests stop the clock, so that the page and what follows fall in one window of the cap.
+AT_THE_CAP = {"SUBMIT_ONCE_MAX_FORMS_PER_SESSION": 3}
+HTMX = {"HX-Request": "true"}
+ADA = {"email": "ada@example.com", "name": "Ada", "quantity": "2"}
+
+
+def test_a_submit_at_the_cap_is_taken_to_its_result(make_app, signups, stopped_clock):
+    stopped_clock(0)
+    forms = OnceForms(make_app(**AT_THE_CAP).test_client())
+    page = forms.open(SIGNUP)
+    answers = [page.submit(ADA), page.submit(ADA, headers=HTMX)]
+    assert [answer.status_code for answer in answers] == [303, 200]
+    assert forms.assert_once(answers, rows=lambda: len(signups())) == "/thanks/1"
+
+
+def test_an_htmx_submit_at_the_cap_is_answered_in_place_and_says_how_to_go_on(
+    make_app, sessions, stopped_clock
+):
+    """The result swapped in carries the next form, whose token cannot be had: the
+    answer is still the saved result (it was a 429, the user saw nothing and sent it
+    again), and where the token would be the form says how to get another."""
+    from signup_app import Comment
+
+    stopped_clock(0)
+    forms = OnceForms(make_app(**AT_THE_CAP).test_client())
+    page = forms.open(SIGNUP, form=1)  # the comment form, answered in place
+    answers = page.submit_twice({"text": "First!"}, headers=HTMX)
+    assert [answer.status_code for answer in answers] == [201, 200]
+    for answer in answers:
+        assert '<p class="comment" id="comment-1">First!</p>' in answer.text
+        assert answer.headers["Content-Location"] == "/comments/1"
+        assert forms.page(SIGNUP, answer.text).token is None
+        assert "reload the page" in answer.text
+    with sessions() as db:
+        assert db.scalars(select(Comment.text)).all() == ["First!"]
+
+
+def test_an_edited_resubmit_at_the_cap_keeps_its_input_until_it_can_be_saved(
+    make_app, signups, stopped_clock
+):
+    """Back, edit, submit: "changed" needs a fresh token, which the cap refuses. The form
+    comes back with the input and the token it was sent with (429, Retry-After); sent
+    again once a form can be had, it is told "changed" with a fresh token, as ever."""
+    stopped_clock(0)
+    app = make_app(**AT_THE_CAP)
+    forms = OnceForms(app.test_client())
+    page = forms.open(SIGNUP)
+    assert page.submit(ADA).status_code == 303
+    grace = {**ADA, "email": "grace@example.com"}
+    for headers in ({}, HTMX):
+        kept = page.submit(grace, headers=headers)
+        assert kept.status_code == 429 and 'value="grace@example.com"' in kept.text
+        assert 0 < int(kept.headers["Retry-After"]) <= 3600
+        assert "nothing new was saved" in kept.text.lower() and "/thanks/1" in kept.text
+        assert forms.page(SIGNUP, kept.text).token == page.token
+    script = page.submit(grace, json=True)
+    assert (script.status_code, script.json["reason"]) == (429, "too_many")
+    assert script.json["form_token"] == page.token
+    app.config["SUBMIT_ONCE_MAX_FORMS_PER_SESSION"] = 0
+    changed = forms.page(SIGNUP, kept.text).submit(grace, headers=HTMX)
+    assert changed.status_code == 409 and 'value="grace@example.com"' in changed.text
+    assert forms.page(SIGNUP, changed.text).submit(grace).status_code == 303
+    assert signups() == ["ada@example.com", "grace@example.com"]
+
+
+def test_a_typo_at_the_cap_gets_its_form_with_the_input_and_the_same_token(make_app, stopped_clock):
+    """The page drawn again has two other forms, whose tokens the cap refuses: they say
+    so, and the form with the typo is answered as ever (422)."""
+    stopped_clock(0)
+    forms = OnceForms(make_app(**AT_THE_CAP).test_client())
+    page = forms.open(SIGNUP)
+    typo = page.submit({**ADA, "email": "ada@"})
+    assert typo.status_code == 422 and 'value="ada@"' in typo.text
+    assert forms.page(SIGNUP, typo.text).token == page.token
+    assert forms.page(SIGNUP, typo.text, form=1).token is None and "reload the page" in typo.text

@@ -27,7 +27,7 @@ from flask import Response, current_app, jsonify, render_template, request, url_
 from markupsafe import Markup
 from werkzeug.exceptions import HTTPException
 
-from ._errors import UnavailableError
+from ._errors import TooManyFormsError, UnavailableError
 from ._issuing import form_name, request_token, reuse_token, tokens_for_page
 
 if TYPE_CHECKING:
@@ -176,6 +176,9 @@ MESSAGES: Mapping[str, str] = {
     "details are kept: please submit again in a moment.",
     "session_lost": "Your session had expired, so this form could not be accepted yet. "
     "Your details are still here: check them and submit again.",
+    "too_many": "Nothing new was saved, and no new form can be opened for you just now: "
+    "very many were opened in a short while. Your details are kept here: submit them "
+    "again in {wait}.",
 }
 #: What a script is told (it has no "details below" to look at).
 JSON_DETAILS: Mapping[str, str] = {
@@ -193,6 +196,17 @@ JSON_DETAILS: Mapping[str, str] = {
     "the same token after Retry-After.",
     "unavailable": "Nothing was saved. Submit again with the same token after Retry-After.",
     "session_lost": "The session expired. Submit again with the fresh tokens.",
+    "too_many": "Nothing new was saved, and no fresh token can be issued to this session or "
+    "address for now. Submit again with the same token after Retry-After.",
+}
+#: What a form says where its token would be, on a page that answers a submit and could
+#: not be given one for it (the next form of a result shown in place, the other forms of
+#: a page drawn again): a submit is never refused for the form after it.
+NO_TOKEN: Mapping[str, str] = {
+    "too_many": "No new form can be opened for you just now, as very many were opened in "
+    "a short while: reload the page in {wait} to send this one.",
+    "unavailable": "This form cannot be sent just now, as our systems did not answer: "
+    "reload the page in a moment to send it.",
 }
 #: (status, which token the form gets again): "same", still good, or a "fresh" one.
 AGAIN: Mapping[str, tuple[int, Literal["same", "fresh"]]] = {
@@ -205,6 +219,8 @@ AGAIN: Mapping[str, tuple[int, Literal["same", "fresh"]]] = {
     "still_running": (503, "same"),
     "unavailable": (503, "same"),
     "session_lost": (400, "fresh"),
+    # The reason a form needing a fresh token is given back with its own, at the caps.
+    "too_many": (429, "same"),
 }
 _REFUSED = {"FormTokenError": "bad_form_token", "NotUnicodeError": "not_unicode"}
 _RETRY = {"still_running": "2", "unconfirmed": "5", "unavailable": "5", "failed": "5"}
@@ -240,6 +256,8 @@ def to_result(page: Page, url: str | None, *, created: bool, result: object = No
     ``HX-Redirect``; for a script, 201 or 200 JSON with ``Location``."""
     kind = request_kind()
     if kind == "htmx" and page.result_fragment:
+        # The next form it draws may not get a token: the answer is the saved result all the same.
+        request.environ[_LANDED] = True
         html = render_template(page.result_fragment, result=result, **_context(page))
         response = Response(html, 201 if created else 200)
         if url:
@@ -275,6 +293,7 @@ def form_again(
     with, input kept."""
     existing_url = outcome.url if outcome is not None and reason == "changed" else None
     status, which = AGAIN[reason]
+    retry_after = _RETRY.get(reason)
     if which == "same" and sent:
         reuse_token(name, sent)
     else:
@@ -285,8 +304,17 @@ def form_again(
                 # Consumed: its resubmit is told "expired" once Redis is back.
                 reuse_token(name, sent)
             reason, message = "unavailable", None
-            status = AGAIN[reason][0]
+            status, retry_after = AGAIN[reason][0], _RETRY[reason]
+        except TooManyFormsError as error:
+            # The caps limit the forms opened, never what was typed. Sent again (spent), it
+            # is told what it is once a fresh token can be had ("changed", "expired").
+            if sent:
+                reuse_token(name, sent)
+            reason, message = "too_many", None
+            status, retry_after = AGAIN[reason][0], str(seconds_to_wait(error))
     words = message or page.message(reason, outcome)
+    if words and retry_after is not None:
+        words = words.replace("{wait}", wait_words(int(retry_after)))
     answer_with(Answering(name, status, reason, words, existing_url))
     kind = request_kind()
     template = page.fragment if kind == "htmx" and page.fragment else page.template
@@ -295,10 +323,25 @@ def form_again(
     else:
         # The form as sent, unless the form's context draws another ``form`` on purpose.
         response = Response(render_template(template, **{"form": form, **_context(page)}), status)
-    if reason in _RETRY:
-        response.headers["Retry-After"] = _RETRY[reason]
+    if retry_after is not None:
+        response.headers["Retry-After"] = retry_after
     _vary(response)
     return response
+
+
+def seconds_to_wait(error: TooManyFormsError) -> int:
+    """The seconds until a cap's window ends (what its ``Retry-After`` says)."""
+    return error.retry_after if isinstance(error.retry_after, int) else 60
+
+
+def wait_words(seconds: int) -> str:
+    """How long ``seconds`` is, in words a form shows ("about 40 minutes")."""
+    if seconds <= 60:
+        return "a minute"
+    minutes = -(-seconds // 60)
+    if minutes < 120:
+        return f"about {minutes} minutes"
+    return f"about {-(-minutes // 60)} hours"
 
 
 def problem_json(
@@ -441,6 +484,10 @@ def _arguments(endpoint: str) -> set[str]:
 # ``submit_once`` in templates
 
 _ANSWERING = "flask_submit_once.answering"
+#: Set while a result htmx swaps in place is drawn.
+_LANDED = "flask_submit_once.landed"
+#: The forms of this page whose token could not be had, and why.
+_NO_TOKEN = "flask_submit_once.no_token"
 
 
 @dataclass(frozen=True)
@@ -472,28 +519,38 @@ class TemplateHelper:
 
     def token(self, endpoint: str, **values: object) -> str | None:
         """The token of one rendering of the form sent to ``endpoint`` (issued at the
-        first call of the request, the same after). On a page that answers a submit, a
-        form whose token Redis cannot give is drawn without one (None) rather than
-        losing the answered form's input."""
+        first call of the request, the same after). On a page that answers a submit (the
+        form drawn again, or a result htmx swaps in place), a form whose token cannot be
+        had (Redis away, the session's or the address's cap reached) is drawn without one
+        (None) rather than losing the answered form's input or its saved result."""
         name = form_name(endpoint, values)
         token = request_token(name)
-        if token is None:
+        refused: dict[str, HTTPException] = request.environ.setdefault(_NO_TOKEN, {})
+        if token is None and name not in refused:
             try:
                 token = tokens_for_page(self._state, [name])[name]
-            except UnavailableError:
-                if answering() is None:
-                    # A page of forms with no token to give: the app's 503.
+            except (UnavailableError, TooManyFormsError) as error:
+                if answering() is None and not request.environ.get(_LANDED):
+                    # A page of forms with no token to give: the app's 503 or 429.
                     raise
-                return None
+                refused[name] = error
         return token
 
     def input(self, endpoint: str, **values: object) -> Markup:
-        """The hidden input carrying :meth:`token` (nothing when there is none)."""
+        """The hidden input carrying :meth:`token`; when a page that answers a submit could
+        not be given one, a ``<p role="status">`` that says when the form can be sent."""
         token = self.token(endpoint, **values)
-        if not token:
+        if token:
+            field = self._state.field
+            return Markup('<input type="hidden" name="%s" value="%s">') % (field, token)
+        refused = request.environ.get(_NO_TOKEN, {}).get(form_name(endpoint, values))
+        if refused is None:
             return Markup("")
-        field = self._state.field
-        return Markup('<input type="hidden" name="%s" value="%s">') % (field, token)
+        if isinstance(refused, TooManyFormsError):
+            words = NO_TOKEN["too_many"].replace("{wait}", wait_words(seconds_to_wait(refused)))
+        else:
+            words = NO_TOKEN["unavailable"]
+        return Markup('<p class="submit-once-no-token" role="status">%s</p>') % words
 
     @property
     def message(self) -> str | None:
@@ -505,7 +562,9 @@ class TemplateHelper:
     def reason(self) -> str | None:
         """Why the form is shown again: ``"invalid"``, ``"changed"``, ``"expired"``,
         ``"refused"``, ``"failed"``, ``"unconfirmed"``, ``"still_running"``,
-        ``"unavailable"`` or ``"session_lost"``; None on a GET."""
+        ``"unavailable"``, ``"session_lost"`` or ``"too_many"`` (a fresh token was
+        needed and a cap refused it: the form keeps the token it was sent with); None on
+        a GET."""
         found = answering()
         return found.reason if found else None
 

@@ -17,6 +17,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+import shutil
+import tempfile
 import threading
 import time
 import unicodedata
@@ -29,12 +31,13 @@ from datetime import time as time_of_day
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
-from flask import Flask, Response, make_response, request
+from flask import Flask, Response, has_request_context, make_response, request
 from flask.typing import ResponseReturnValue
 from redis.exceptions import RedisError
 from sqlalchemy import inspect
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
+from werkzeug.datastructures import FileStorage
 
 from . import signals
 from ._answers import (
@@ -72,8 +75,10 @@ __all__ = [
     "Fields",
     "ProtectedForm",
     "RecentSubmits",
+    "file_digest",
     "fingerprint",
     "json_body",
+    "sent_files",
 ]
 
 #: What makes a submission what it is: some of the form's fields, or a mapping made from it.
@@ -451,13 +456,57 @@ def sent_fingerprint(token_field: str) -> str:
     (a repeat that differs only in it goes the long way, to the same answer)."""
     body = json_body()
     sent: Mapping[str, Any] = body if body is not None else request.form.to_dict(flat=False)
-    material = json.dumps(
-        {k: v for k, v in sent.items() if k != token_field},
-        sort_keys=True,
-        separators=(",", ":"),
-        default=str,
-    )
+    values: dict[str, Any] = {k: v for k, v in sent.items() if k != token_field}
+    files = sent_files() if body is None else None
+    if files:
+        # A corrected upload (other bytes, same name) is other input, not a repeat.
+        values = {
+            "form": values,
+            "files": {
+                name: [[upload.filename, file_digest(upload)] for upload in uploads]
+                for name, uploads in files.items()
+            },
+        }
+    material = json.dumps(values, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(material.encode()).hexdigest()
+
+
+def sent_files() -> dict[str, list[FileStorage]]:
+    """The files this request sent, by field name (none unless it is multipart)."""
+    return {name: request.files.getlist(name) for name in request.files}
+
+
+#: Bytes read at a time when a file is hashed; what is kept in memory of a stream that
+#: cannot be rewound (Werkzeug's own threshold for spooling an upload to disk).
+_CHUNK = 64 * 1024
+_SPOOL = 500 * 1024
+_DIGESTS = "flask_submit_once.file_digests"
+
+
+def file_digest(upload: FileStorage) -> str:
+    """The SHA-256 of an uploaded file's contents, hex: read once a request (the fast path
+    and the stored fingerprint share it), in chunks, and rewound to its start for the view
+    to read or save. What there is to read is bounded by ``MAX_CONTENT_LENGTH``, which
+    Werkzeug enforces (413) before the token is even read."""
+    known: dict[int, tuple[FileStorage, str]] = (
+        request.environ.setdefault(_DIGESTS, {}) if has_request_context() else {}
+    )
+    if id(upload) in known:
+        return known[id(upload)][1]
+    stream = upload.stream
+    if not stream.seekable():
+        # A stream that cannot be rewound (an app's own stream factory): kept as read.
+        kept = tempfile.SpooledTemporaryFile(max_size=_SPOOL)
+        shutil.copyfileobj(stream, kept, _CHUNK)
+        upload.stream = stream = kept
+    stream.seek(0)
+    digest = hashlib.sha256()
+    while chunk := stream.read(_CHUNK):
+        digest.update(chunk)
+    stream.seek(0)
+    # The upload is kept with its digest: its id is not reused while the request lasts.
+    known[id(upload)] = (upload, digest.hexdigest())
+    return digest.hexdigest()
 
 
 def csrf_field(form: Any) -> str:
@@ -475,7 +524,8 @@ def fingerprint(values: Mapping[str, object]) -> str:
     Strings are NFC-normalised with line endings as ``\\n`` (browsers send CRLF in a
     textarea); a list of one value is that value (a form field and the same JSON member
     agree); numbers compare by value (``1``, ``1.0`` and ``Decimal("1.00")``); the order
-    of the names does not matter.
+    of the names does not matter; an uploaded file (a ``FileStorage``) is its name and
+    the SHA-256 of its contents.
     """
     canonical = json.dumps(
         {name: _canonical(value) for name, value in values.items()},
@@ -503,6 +553,9 @@ def _canonical(value: object) -> object:
         return _canonical(value[0]) if len(value) == 1 else [_canonical(v) for v in value]
     if isinstance(value, Mapping):
         return {str(k): _canonical(v) for k, v in value.items()}
+    if isinstance(value, FileStorage):
+        # What the file is: its name and contents (its type is the browser's guess).
+        return {"file": value.filename, "sha256": file_digest(value)} if value else None
     return str(value)
 
 

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 
 from . import signals
 from ._answers import Outcome, key_problem, problem_json
-from ._form import fingerprint, json_body
+from ._form import fingerprint, json_body, sent_files
 from ._issuing import form_name
 from ._model import Sessions, SubmissionMixin, add_submission
 from ._runner import Committed, Consumable, run_once
@@ -38,6 +38,10 @@ def request_fingerprint() -> str:
     compared as data, so a retry that serialises the same object differently matches)."""
     body = json_body()
     sent: object = body if body is not None else request.form.to_dict(flat=False)
+    files = sent_files() if body is None else None
+    if files:
+        # An upload is its contents: the same key with another file is another request.
+        sent = {"form": sent, "files": files}
     return fingerprint({"method": request.method, "path": request.path, "body": sent})
 
 
