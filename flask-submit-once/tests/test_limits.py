@@ -174,7 +174,8 @@ def test_an_htmx_submit_at_the_cap_is_answered_in_place_and_says_how_to_go_on(
 
     stopped_clock(0)
     forms = OnceForms(make_app(**AT_THE_CAP).test_client())
-    page = forms.open(SIGNUP, form=1)  # the comment form, answered in place
+    # the comment form, answered in place
+    page = forms.open(SIGNUP, form=1)
     answers = page.submit_twice({"text": "First!"}, headers=HTMX)
     assert [answer.status_code for answer in answers] == [201, 200]
     for answer in answers:
