@@ -22,6 +22,7 @@ from flask_submit_once._runner import lock_key, step_key
 from tests.conftest import VALID, hidden
 from tests.payments import DECLINED, PAYS, RETRY, Provider
 from webapp.extensions import submit_once
+from webapp.orders import FORM
 from webapp.orders.forms import CARD_INVALID, CARD_MISSING, CARD_UNCHECKED
 from webapp.orders.messages import CARD_DECLINED, PAYMENT_NOT_CONFIRMED
 from webapp.payments.sweeper import sweep_while_running
@@ -48,6 +49,14 @@ def app(make_app, provider):
     return make_app(
         **provider.app_config(PAYMENT_PROVIDER_TIMEOUT=2, PAYMENT_WEBHOOK_SECRET=WEBHOOK_SECRET)
     )
+
+
+def unstored_token(client) -> str:
+    """A token the shop made for this session and form (its MAC holds) that Redis never
+    held: what an expired or spent token looks like when it is sent."""
+    with client.session_transaction() as session:
+        sid = session["_submit_once_sid"]
+    return client.application.extensions["submit_once"].store.new_token(session_id=sid, form=FORM)
 
 
 def open_form(client) -> dict[str, str]:
@@ -395,7 +404,7 @@ def test_a_card_checked_once_is_kept_as_its_token_when_the_form_comes_back(
     """A form checked whole (its card too) that comes back, here for a form token that
     expired, carries the card's token, not its number: no number typed again."""
     tokens = open_form(client)
-    expired = {**tokens, "form_token": secrets.token_urlsafe(32)}
+    expired = {**tokens, "form_token": unstored_token(client)}
     html = submit(client, expired).get_data(as_text=True)
     assert PAYS not in html and "ending 4242" in html
     kept = hidden(html, "payment_method")
@@ -501,16 +510,21 @@ def test_submits_with_made_up_tokens_from_one_session_ask_the_provider_a_bounded
 ):
     """Every submit used to turn its card into a provider token before the form token was
     looked at: 20 made-up tokens, 20 cards stored at the provider from the shop's own key
-    (what card testing looks like). A session may have its card checked
-    CARD_CHECKS_PER_SESSION times a window; past that the form comes back 429 with its
-    input, and the provider is not called."""
+    (what card testing looks like). A made-up token is now refused by its MAC before the
+    form is validated: the provider is never called for one. A token the shop made but
+    that is no longer live (expired, spent) is known only after validation, so a session
+    may have its card checked CARD_CHECKS_PER_SESSION times a window; past that the form
+    comes back 429 with its input, and the provider is not called."""
     app = make_app(**provider.app_config(), CARD_CHECKS_PER_SESSION=5)
     client = app.test_client()
     tokens = open_form(client)
     before = provider.payment_methods()
-    answers = [
+    made_up = [
         submit(client, {**tokens, "form_token": secrets.token_urlsafe(32)}) for _ in range(20)
     ]
+    assert [answer.status_code for answer in made_up] == [409] * 20
+    assert provider.payment_methods() == before
+    answers = [submit(client, {**tokens, "form_token": unstored_token(client)}) for _ in range(20)]
     assert provider.payment_methods() - before <= 5
     assert [answer.status_code for answer in answers[5:]] == [429] * 15
     html = answers[-1].get_data(as_text=True)

@@ -344,8 +344,24 @@ def test_the_fetch_guides_script_double_clicked_signs_up_once_and_lands_on_it(pa
             else None
         ),
     )
+    # Both POSTs are held in the browser until the second is sent, then let go together:
+    # on a loaded machine the first answer could otherwise take the page away before the
+    # second click, and the test would prove nothing about two sends of one token.
+    held: list[Route] = []
+    page.route(
+        "**/*",
+        lambda route: held.append(route) if route.request.method == "POST" else route.continue_(),
+    )
     mark = server.posts_received()
     click_twice(page, page.get_by_role("button", name="Subscribe"))
+    for _ in range(500):
+        if len(held) >= 2:
+            break
+        page.wait_for_timeout(20)
+    assert len(held) == 2, f"the double click sent {len(held)} POSTs"
+    for route in held:
+        route.continue_()
+    page.unroute("**/*")
     expect_confirmation(page, server, ADA)
     posts = server.posts_since(mark, at_least=2)
     figures = f"answers {answers}, {posts} POSTs, rows {server.emails()}"
