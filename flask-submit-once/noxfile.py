@@ -45,7 +45,7 @@ VERSIONS: dict[str, dict[str, tuple[str, ...]]] = {
     "redis": {"5.0": ("redis==5.0.1",), "8": ("redis==8.*",)},
     "sqlalchemy": {"2.0": ("sqlalchemy==2.0.0",), "2.1": ("sqlalchemy==2.1.*",)},
     "flask": {
-        "3.0": ("flask==3.0.0", "werkzeug==3.0.0", "blinker==1.6.2", "flask-wtf==1.2.0"),
+        "3.0": ("flask==3.0.0", "werkzeug==3.0.0", "blinker==1.6.2", "flask-wtf==1.2.1"),
         "3.1": ("flask==3.1.*",),
     },
     "psycopg": {"3.1": ("psycopg[binary]==3.1.4",), "3.3": ("psycopg[binary]==3.3.*",)},
