@@ -199,9 +199,9 @@ def test_a_deeply_nested_refund_body_is_a_400_and_the_form_still_refunds(
 
 @pytest.mark.parametrize("form_token_in", ["header", "nowhere"])
 def test_a_deeply_nested_order_body_is_a_400_and_spends_nothing(client, servers, form_token_in):
-    """The library reads a JSON body for the token (FormTokens.submitted_token, when
-    no field or header carries it) and for the fingerprint (OnceForm.fingerprint),
-    both with get_json(silent=True): each lets the RecursionError through."""
+    """The library reads a JSON body for the token (when no field or header carries it)
+    and for the fingerprint, both with get_json(silent=True): each lets the
+    RecursionError through."""
     tokens = open_form(client)
     headers = {"X-CSRFToken": tokens["csrf_token"]}
     if form_token_in == "header":
