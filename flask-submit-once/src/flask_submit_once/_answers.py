@@ -19,14 +19,26 @@ sent to, and the values of its URL), so every form of a page finds its own token
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from flask import Response, current_app, jsonify, render_template, request, url_for
+from flask import (
+    Flask,
+    Response,
+    current_app,
+    jsonify,
+    make_response,
+    render_template,
+    request,
+    url_for,
+)
+from flask.typing import ResponseReturnValue
 from markupsafe import Markup
 from werkzeug.exceptions import HTTPException
 
+from . import signals
 from ._errors import TooManyFormsError, UnavailableError
 from ._issuing import form_name, request_token, reuse_token, tokens_for_page
 
@@ -248,6 +260,29 @@ class Page:
         if callable(words):
             return words(outcome or Outcome("expired"))
         return words
+
+
+def decided(
+    app: Flask,
+    outcome: Outcome,
+    *,
+    form: str,
+    digest: str,
+    started: float,
+    on_outcome: Callable[[Outcome], ResponseReturnValue | None] | None,
+) -> Response | None:
+    """Tell the ``submit_decided`` receivers how a submit ended (``started``: its
+    ``time.perf_counter()``), then let the view's ``on_outcome`` answer it: its response,
+    or None for the decorator's own answer."""
+    if signals.submit_decided.receivers:
+        signals.submit_decided.send(
+            app, form=form, outcome=outcome, digest=digest, seconds=time.perf_counter() - started
+        )
+    if on_outcome is not None:
+        custom = on_outcome(outcome)
+        if custom is not None:
+            return make_response(custom)
+    return None
 
 
 def to_result(page: Page, url: str | None, *, created: bool, result: object = None) -> Response:

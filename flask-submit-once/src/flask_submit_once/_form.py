@@ -39,11 +39,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session
 from werkzeug.datastructures import FileStorage
 
-from . import signals
 from ._answers import (
     Outcome,
     Page,
     check_done,
+    decided,
     form_again,
     refused_request,
     request_kind,
@@ -266,18 +266,11 @@ class ProtectedForm:
         digest: str,
         started: float,
     ) -> Response:
-        if signals.submit_decided.receivers:
-            signals.submit_decided.send(
-                st.app,
-                form=name,
-                outcome=outcome,
-                digest=digest,
-                seconds=time.perf_counter() - started,
-            )
-        if self.on_outcome is not None:
-            custom = self.on_outcome(outcome)
-            if custom is not None:
-                return make_response(custom)
+        custom = decided(
+            st.app, outcome, form=name, digest=digest, started=started, on_outcome=self.on_outcome
+        )
+        if custom is not None:
+            return custom
         if outcome.took_effect:
             return to_result(
                 self.page, outcome.url, created=outcome.kind == "created", result=outcome.result

@@ -20,8 +20,7 @@ from flask.typing import ResponseReturnValue
 from redis.exceptions import RedisError
 from sqlalchemy.orm import Session
 
-from . import signals
-from ._answers import Outcome, key_problem, problem_json
+from ._answers import Outcome, decided, key_problem, problem_json
 from ._form import fingerprint, json_body, sent_files
 from ._issuing import form_name
 from ._model import Sessions, SubmissionMixin, add_submission
@@ -125,18 +124,11 @@ class IdempotentView:
             raise
         if ran and outcome.kind in ("refused", "failed"):
             self.release(consumable)
-        if signals.submit_decided.receivers:
-            signals.submit_decided.send(
-                st.app,
-                form=name,
-                outcome=outcome,
-                digest=digest,
-                seconds=time.perf_counter() - started,
-            )
-        if self.on_outcome is not None:
-            custom = self.on_outcome(outcome)
-            if custom is not None:
-                return make_response(custom)
+        custom = decided(
+            st.app, outcome, form=name, digest=digest, started=started, on_outcome=self.on_outcome
+        )
+        if custom is not None:
+            return custom
         if outcome.took_effect:
             response: Response = outcome.shown
             if outcome.kind == "duplicate":
