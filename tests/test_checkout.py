@@ -432,21 +432,22 @@ def test_a_hundred_checkouts_through_one_app_reuse_the_providers_pool(app, serve
     """10x the client's pool of 10: eight customers at once, 100 card orders, and the
     app never holds more than 10 connections to the provider, nor leaves more open."""
 
-    def to_provider() -> int:
-        """Established connections to the provider's port, beyond those open before (the
-        pools of this module's earlier apps, which this process keeps until they go)."""
+    def connections() -> set[str]:
+        """Established connections to the provider's port, by their local address."""
         lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
-        return (
-            sum(
-                1
-                for line in lines
-                if line.split()[2].endswith(f":{provider.port:04X}") and line.split()[3] == "01"
-            )
-            - earlier
-        )
+        return {
+            fields[1]
+            for fields in map(str.split, lines)
+            if fields[2].endswith(f":{provider.port:04X}") and fields[3] == "01"
+        }
 
-    earlier = 0
-    earlier = to_provider()
+    # The pools of this module's earlier apps may still hold connections, and let them
+    # go at any moment: only connections opened after this point are counted.
+    earlier = connections()
+
+    def to_provider() -> int:
+        return len(connections() - earlier)
+
     seen: list[int] = []
 
     def customer(n: int) -> None:
