@@ -1,9 +1,10 @@
 """The core promises on SQLite, each database a file of the test's own in WAL mode: storms of
 duplicates of several forms at once make one row each, a duplicate in flight waits for
 the first and lands on its row, a token Redis gives back meets the UNIQUE digest, several
-processes share one file, and a worker killed inside its transaction frees nothing. What
-SQLite cannot hold (a step outside the database, an in-memory database) is refused, saying
-so.
+processes share one file, a worker killed inside its transaction frees nothing; and so do
+``idempotent()``'s keys, the status check and the refusal of work left in the session. What
+SQLite cannot hold (a step outside the database, an in-memory database, an engine that
+begins its own transactions) is refused, saying so.
 
 The lock there is the database's one writer lock (``BEGIN IMMEDIATE``), tried without
 SQLite's busy handler: a waiter waits in the runner, as on PostgreSQL, holding no
@@ -208,6 +209,83 @@ def test_duplicates_in_flight_wait_for_the_first_holding_no_connection_and_land_
     assert signups() == ["ada@example.com"]
 
 
+def test_a_storm_of_webhook_retries_with_one_event_makes_one_row_and_replays_it_on_sqlite(
+    app, signups
+):
+    """``idempotent()``: its claim of the key (``SET NX``) under the same lock; the retries
+    wait for the first and get its answer again."""
+    start = threading.Barrier(10)
+    event = {"event_id": "evt-1", "email": "ada@example.com"}
+
+    def send(_: int) -> Any:
+        client = app.test_client()
+        start.wait()
+        return client.post("/webhooks/signups", json=event)
+
+    with ThreadPoolExecutor(10) as pool:
+        answers = list(pool.map(send, range(10)))
+    assert {(a.status_code, a.json["id"]) for a in answers} == {(200, 1)}
+    replayed = sorted(a.headers.get("Idempotent-Replayed", "") for a in answers)
+    assert replayed == [""] + ["true"] * 9
+    assert signups() == ["ada@example.com"]
+
+
+def test_a_script_asks_what_became_of_a_submit_on_sqlite_without_spending_it(
+    app, once_forms, signups
+):
+    """While a submit holds the writer lock the answer is ``running`` (on SQLite: some
+    submit is running; ask again), then ``done`` and where."""
+    check = {"X-Submit-Once-Check": "1"}
+    page = once_forms.open("/signup")
+    assert page.submit({}, headers=check).json == {"status": "not_done", "location": None}
+    taken, release = threading.Event(), threading.Event()
+
+    def hold(sender: Any, **extra: Any) -> None:
+        taken.set()
+        assert release.wait(30)
+
+    with signals.token_consumed.connected_to(hold, sender=app):
+        first = threading.Thread(
+            target=page.submit, args=(ADA,), kwargs={"client": once_forms.clone()}
+        )
+        first.start()
+        try:
+            assert taken.wait(30)
+            assert page.submit({}, headers=check).json["status"] == "running"
+        finally:
+            release.set()
+            first.join(30)
+    assert page.submit({}, headers=check).json == {"status": "done", "location": "/thanks/1"}
+    assert signups() == ["ada@example.com"]
+
+
+def test_work_left_in_the_request_session_is_refused_on_sqlite_before_the_token_is_spent(
+    storm_tables, sqlite_url, redis_url
+):
+    """A flushed INSERT the app left before the submit would commit with the token's row:
+    pysqlite has begun a transaction for it, which is how SQLite tells it."""
+    app, close = storm_app.create_app("sessionmaker", sqlite_url, redis_url, POOL)
+    dirty = {"on": False}
+
+    @app.before_request
+    def leave_work_behind() -> None:
+        if dirty["on"]:
+            storm_app.submit_once.session.add(storm_app.Topic(id=2, name="coffee"))
+
+    try:
+        client = app.test_client()
+        token = hidden(client.get("/").text, "form_token")
+        dirty["on"] = True
+        with pytest.raises(RuntimeError, match="unsaved changes"):
+            client.post("/entries", data={"form_token": token, "topic": "1"})
+        dirty["on"] = False
+        assert client.post("/entries", data={"form_token": token, "topic": "1"}).status_code == 303
+    finally:
+        close()
+    with storm_tables.connect() as conn:
+        assert conn.scalar(select(func.count()).select_from(storm_app.Topic.__table__)) == 1
+
+
 def spent_token(rdb: redis.Redis, before: set[str]) -> str:
     (key,) = before - {k for k in rdb.keys("so:*") if not k.startswith("so:issued:")}
     return key
@@ -315,6 +393,9 @@ def test_a_form_with_a_step_outside_the_database_is_refused_on_sqlite_before_any
     with engine.connect() as conn:
         assert conn.scalar(select(func.count()).select_from(signup_app.Subscription)) == 0
     with app.app_context():
+        # The sweeper too (flask submit-once resume).
+        with pytest.raises(RuntimeError, match="then= is not supported on sqlite yet"):
+            submit_once.resume()
         submit_once.redis.close()
     engine.dispose()
 
