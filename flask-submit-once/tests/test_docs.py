@@ -257,7 +257,7 @@ def test_the_fetch_guides_api_takes_each_key_once(quick_start: QuickStart) -> No
     assert quick_start.count()() == 2
 
 
-@pytest.mark.parametrize("store", ["postgresql", "sqlite"])
+@pytest.mark.parametrize("store", ["postgresql", pytest.param("sqlite", marks=pytest.mark.sqlite)])
 def test_the_testing_guides_suite_passes_against_the_quick_start(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

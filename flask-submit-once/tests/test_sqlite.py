@@ -38,6 +38,8 @@ from flask_submit_once.testing import OnceForms
 from live import Browser, hidden, serve
 from servers import free_port
 
+pytestmark = pytest.mark.sqlite
+
 ADA = {"email": "ada@example.com", "name": "Ada Lovelace", "quantity": "2"}
 FORMS_AT_ONCE = 4
 DUPLICATES = 20
