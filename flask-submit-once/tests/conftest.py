@@ -1,4 +1,5 @@
-"""Real Redis and PostgreSQL for the library's own suite, clean state for every test.
+"""Real Redis and PostgreSQL for the library's own suite, clean state for every test;
+and a SQLite file of a test's own for the tests that run on SQLite (``sqlite_url``).
 
 ``SUBMIT_ONCE_TEST_REDIS_URL`` and ``SUBMIT_ONCE_TEST_DATABASE_URL`` name servers of your
 own (a Redis the suite may empty, a database it may fill and empty). Unset, the suite
@@ -10,6 +11,7 @@ The suite imports ``flask_submit_once`` as installed, editable or not.
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -80,6 +82,19 @@ def redis_url(urls: tuple[str, str]) -> str:
 @pytest.fixture(scope="session")
 def database_url(urls: tuple[str, str]) -> str:
     return urls[1]
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    """A SQLite database in a file of the test's own, in WAL mode (which the file keeps),
+    as the library's docs advise."""
+    path = tmp_path / "app.db"
+    conn = sqlite3.connect(path)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+    finally:
+        conn.close()
+    return f"sqlite:///{path}"
 
 
 @pytest.fixture(scope="session")

@@ -257,14 +257,20 @@ def test_the_fetch_guides_api_takes_each_key_once(quick_start: QuickStart) -> No
     assert quick_start.count()() == 2
 
 
+@pytest.mark.parametrize("store", ["postgresql", pytest.param("sqlite", marks=pytest.mark.sqlite)])
 def test_the_testing_guides_suite_passes_against_the_quick_start(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     redis_url: str,
     database_url: str,
     database: Engine,
+    store: str,
 ) -> None:
+    """On SQLite too: a user's own suite needs no PostgreSQL (a file of its own, with
+    SQLite's defaults, as a user's first conftest would have it)."""
     write(tmp_path, {**files_of(README), **files_of(DOCS / "testing.md")})
+    if store == "sqlite":
+        database_url = f"sqlite:///{tmp_path / 'quick-start.db'}"
     quick_start_env(monkeypatch, redis_url, database_url)
     run = subprocess.run(
         [

@@ -1,8 +1,8 @@
 """Flask forms that take effect once and only once.
 
 Every rendered form carries a single-use token kept in Redis with a TTL; a submit consumes
-it with one ``GETDEL`` and runs its transaction once in PostgreSQL; a UNIQUE column on the
-token's digest is the last line when Redis loses a delete::
+it with one ``GETDEL`` and runs its transaction once in PostgreSQL or SQLite; a UNIQUE
+column on the token's digest is the last line when Redis loses a delete::
 
     from flask_submit_once import SubmitOnce, SubmissionMixin
 

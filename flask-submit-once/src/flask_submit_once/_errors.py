@@ -30,7 +30,7 @@ class Refused(SubmitOnceError):
 
 
 class UnavailableError(SubmitOnceError, ServiceUnavailable):
-    """Redis or PostgreSQL did not answer before the token was consumed: nothing was
+    """Redis or the database did not answer before the token was consumed: nothing was
     consumed or written, so the token is still good (503). The cause is ``__cause__``."""
 
     description = (

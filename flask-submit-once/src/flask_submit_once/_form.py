@@ -60,6 +60,7 @@ from ._runner import (
     NotIssued,
     Step,
     Then,
+    refuse_steps_on,
     run_once,
     status,
     step_outcome,
@@ -180,6 +181,8 @@ class ProtectedForm:
                 with suppress(SQLAlchemyError):
                     db.rollback()
                 return form_again(st, self.page, name, "unavailable", sent=token, form=form)
+        if self.step is not None:
+            refuse_steps_on(db.get_bind(self.step.model))
         try:
             outcome = run_once(
                 db,

@@ -3,13 +3,13 @@ outside the database; every repeat told what happened.
 
 A submit's digest is consumed once through a :class:`Consumable`: an issued token by its
 ``GETDEL``, a signed token or a caller's key by claiming its digest (``SET NX EX``). The
-runner works in one SQLAlchemy session bound to PostgreSQL (the request's) with two callables,
+runner works in one SQLAlchemy session (the request's) with two callables,
 ``create(db, digest)`` (add the row, with the digest in a UNIQUE column) and
 ``find(db, digest)`` (the row an earlier submit made, or None), each giving a
 :class:`Committed`. Every submit runs::
 
-    SELECT pg_try_advisory_xact_lock(k)   k from the digest, in the session's transaction
-      false: another request holds this digest right now -> ROLLBACK, wait, retry
+    the lock of k (k from the digest), in the session's transaction
+      not had: another request holds it right now -> ROLLBACK, wait, retry
     consume()  the one Redis step: GETDEL of an issued token, or SET NX of a claimed key
       got it:  create(db, digest); COMMIT  -> created
       missed:  find(db, digest)            -> duplicate or changed; none: expired
@@ -18,6 +18,9 @@ runner works in one SQLAlchemy session bound to PostgreSQL (the request's) with 
 The lock is what tells "the first submit is still running" from "there never was one":
 whoever takes it after the first sees its COMMIT or its ROLLBACK, never the gap between.
 Waiters hold no connection while they wait (5 ms, doubling to 100 ms, within ``wait``).
+The lock is the database's (:class:`Locking`, one per dialect): on PostgreSQL an advisory
+lock of the transaction, one per digest; on SQLite the database's one writer lock, taken by
+``BEGIN IMMEDIATE``, so that submits of every form take turns there.
 Anything read from a row is read inside the transaction (:class:`Committed`), so nothing is
 touched after it on a session that may expire or close it.
 
@@ -51,6 +54,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
+import sqlite3
 import time
 from collections.abc import Callable, Iterable
 from contextlib import suppress
@@ -83,6 +87,8 @@ __all__ = [
     "Step",
     "Then",
     "lock_key",
+    "locking",
+    "refuse_steps_on",
     "resume_all",
     "run_once",
     "step_outcome",
@@ -92,15 +98,10 @@ __all__ = [
 
 log = logging.getLogger("flask_submit_once")
 
-#: What "unreachable" means: a Redis error, a lost or refused PostgreSQL connection (or a
+#: What "unreachable" means: a Redis error, a lost or refused database connection (or a
 #: lock or statement timeout), or an empty pool.
 UNREACHABLE = (RedisError, OperationalError, PoolTimeout)
 
-#: The lock, and whether this transaction wrote already (PostgreSQL gives a transaction
-#: an id at its first write, and only then): flushed work the app left in the session.
-_TRY_LOCK = (
-    "SELECT pg_try_advisory_xact_lock(%(key)s), pg_current_xact_id_if_assigned() IS NOT NULL"
-)
 _UNSAVED = (
     "The session has unsaved changes before the submit's own transaction: make "
     "them in the view, where they commit once with the token."
@@ -178,6 +179,133 @@ class Consumable:
             self.store.release(self.digest)
 
 
+# The lock, by database
+
+
+class Locking:
+    """How one database holds the lock of a submit's digest for the length of the session's
+    transaction. Chosen by :func:`locking` from the dialect's name."""
+
+    #: Whether a form's step outside the database (``then=``) can hold its lock there.
+    steps = True
+
+    def take(self, conn: Connection, key: int) -> tuple[bool, bool]:
+        """(whether this transaction now holds the lock of ``key``, whether it had written
+        already: flushed work the app left in the session)."""
+        raise NotImplementedError
+
+    def check(self, conn: Connection) -> None:
+        """Refuse, once a connection, a setting under which the lock would not hold."""
+
+
+class PostgresLocking(Locking):
+    """An advisory lock of the transaction, one per digest: submits of other forms never
+    wait for it. PostgreSQL gives a transaction an id at its first write, and only then."""
+
+    TRY = "SELECT pg_try_advisory_xact_lock(%(key)s), pg_current_xact_id_if_assigned() IS NOT NULL"
+
+    def take(self, conn: Connection, key: int) -> tuple[bool, bool]:
+        locked, wrote = conn.exec_driver_sql(self.TRY, {"key": key}).one()
+        return bool(locked), bool(wrote)
+
+
+class SQLiteLocking(Locking):
+    """The database's one writer lock, taken by ``BEGIN IMMEDIATE``: a submit holds it from
+    before its Redis step to its COMMIT, so a duplicate (in this process or another on the
+    host) that takes it next reads the first one's row. It is every form's lock at once:
+    submits of all forms take turns.
+
+    It is tried without SQLite's busy handler (``busy_timeout`` 0 for that one statement),
+    so that a waiter waits as on PostgreSQL: in the runner, holding no connection, within
+    its ``wait``, and knowing that it waited. The transaction is begun here, and only this
+    one: pysqlite's own handling (the default) opens none for reads and a deferred one
+    before a write, so the app's other transactions are left as they are. A deferred one
+    would not do: in WAL mode its first write fails at once, whatever the busy timeout,
+    when another writer committed since its first read.
+    """
+
+    steps = False
+    #: The connection's own busy timeout, read once (its pool record's ``info``).
+    TIMEOUT = "flask_submit_once.sqlite_busy_timeout"
+
+    def take(self, conn: Connection, key: int) -> tuple[bool, bool]:
+        driver: Any = conn.connection.driver_connection
+        # pysqlite opens a transaction before a write, and only then.
+        if driver.in_transaction:
+            return False, True
+        conn.exec_driver_sql("PRAGMA busy_timeout = 0")
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        except OperationalError as error:
+            # Another writer holds it (SQLITE_BUSY): wait as for a submit in flight.
+            code = getattr(error.orig, "sqlite_errorcode", None)
+            if code is not None and code & 0xFF == sqlite3.SQLITE_BUSY:
+                return False, False
+            raise
+        finally:
+            timeout = int(conn.connection.info[self.TIMEOUT])
+            conn.exec_driver_sql(f"PRAGMA busy_timeout = {timeout}")
+        return True, False
+
+    def check(self, conn: Connection) -> None:
+        if self.TIMEOUT in conn.connection.info:
+            return
+        driver: Any = conn.connection.driver_connection
+        # Python 3.12's autocommit attribute; before it, every connection is "legacy".
+        legacy = getattr(sqlite3, "LEGACY_TRANSACTION_CONTROL", -1)
+        own_handling = driver.isolation_level is not None
+        if conn.dialect.driver != "pysqlite" or not own_handling:
+            raise RuntimeError(_SQLITE_TRANSACTIONS)
+        if getattr(driver, "autocommit", legacy) != legacy:
+            raise RuntimeError(_SQLITE_TRANSACTIONS)
+        files = conn.exec_driver_sql("PRAGMA database_list").all()
+        if not any(name == "main" and file for _, name, file in files):
+            raise RuntimeError(_SQLITE_MEMORY)
+        timeout = conn.exec_driver_sql("PRAGMA busy_timeout").scalar()
+        conn.connection.info[self.TIMEOUT] = timeout
+
+
+_SQLITE_TRANSACTIONS = (
+    "Flask-Submit-Once begins each submit's SQLite transaction itself (BEGIN IMMEDIATE) and "
+    "needs pysqlite's own transaction handling, the default: this engine's connections begin "
+    "transactions otherwise (isolation_level=None, autocommit, a 'begin' event, or another "
+    "driver). Use create_engine('sqlite:///path') without them."
+)
+_SQLITE_MEMORY = (
+    "Flask-Submit-Once needs an SQLite database in a file: an in-memory one is a database per "
+    "connection, or one connection shared by every request, and neither holds a lock between "
+    "requests. Use sqlite:///path/to/app.db (in tests, a file in pytest's tmp_path)."
+)
+
+#: The databases the lock is made for, by dialect name.
+LOCKINGS: dict[str, Locking] = {"postgresql": PostgresLocking(), "sqlite": SQLiteLocking()}
+
+
+def locking(conn: Connection) -> Locking:
+    """The lock of ``conn``'s database, checked on this connection."""
+    found = LOCKINGS.get(conn.dialect.name)
+    if found is None:
+        raise RuntimeError(
+            f"Flask-Submit-Once does not run on {conn.dialect.name}: its lock is made for "
+            f"{' and '.join(sorted(LOCKINGS))}."
+        )
+    found.check(conn)
+    return found
+
+
+def refuse_steps_on(bind: Engine | Connection) -> None:
+    """Refuse a step outside the database (``then=``) where its lock cannot be held:
+    before anything is consumed, rather than a row committed whose step never runs."""
+    name = bind.dialect.name
+    if name in LOCKINGS and not LOCKINGS[name].steps:
+        raise RuntimeError(
+            f"then= is not supported on {name} yet: the step outside the database is guarded "
+            "by a lock held across two transactions on a connection of its own, which only "
+            "PostgreSQL offers. Run forms with then= on PostgreSQL, or do the step in the "
+            "view."
+        )
+
+
 def lock_key(digest: str) -> int:
     """The signed 64-bit advisory-lock key of ``digest`` (two digests sharing one makes
     one submit wait for the other, nothing more)."""
@@ -197,7 +325,7 @@ def run_once(
 ) -> Outcome:
     """Consume ``consumable`` (its digest) and run ``create`` once.
 
-    Raises :class:`UnavailableError` when Redis or PostgreSQL does not answer before the digest
+    Raises :class:`UnavailableError` when Redis or the database does not answer before the digest
     is consumed (nothing used up). With ``takeover`` (a claimed key), a key already
     claimed whose row does not exist, found while holding the lock, is a claim whose request
     died: this one goes on with it.
@@ -210,7 +338,8 @@ def run_once(
         raise RuntimeError(_UNSAVED)
     while True:
         try:
-            locked, wrote = db.connection().exec_driver_sql(_TRY_LOCK, {"key": key}).one()
+            conn = db.connection()
+            locked, wrote = locking(conn).take(conn, key)
             if wrote:
                 # Flushed work the app left: only the first attempt can find any, since
                 # each attempt ends in a ROLLBACK.
@@ -252,11 +381,8 @@ def status(
     ``running`` (another request holds its lock), or ``not_done`` (nothing was made:
     submitting it is safe)."""
     try:
-        free = (
-            db.connection()
-            .exec_driver_sql("SELECT pg_try_advisory_xact_lock(%(key)s)", {"key": lock_key(digest)})
-            .scalar()
-        )
+        conn = db.connection()
+        free, _ = locking(conn).take(conn, lock_key(digest))
         found = find(db, digest) if free else None
     finally:
         db.rollback()
@@ -495,6 +621,7 @@ def resume_all(steps: Iterable[tuple[Step, Sessions | None]], *, wait: float) ->
     for step, sessions in steps:
         db = new_session(sessions)
         try:
+            refuse_steps_on(db.get_bind(step.model))
             rows = step.to_do(db)
             bind = db.get_bind()
             db.rollback()

@@ -11,7 +11,7 @@ library). Connect a receiver for one app::
 Receivers run in the request, synchronously; an exception a receiver raises propagates
 into the submit at that point. The token itself is never sent, only its ``digest`` (safe
 to log by its first 12 characters). Between ``token_consumed`` and ``submit_committed``
-this request alone owns the token, holds the advisory lock and has an open transaction:
+this request alone owns the token, holds the submit's lock and has an open transaction:
 duplicates wait for it, and a process killed there commits nothing.
 """
 
@@ -36,7 +36,7 @@ token_consumed = _signals.signal(
     "submit-once-token-consumed",
     doc="""Sent right after the one Redis step handed this request the token (``GETDEL`` returned
 it, or a claim's ``SET NX`` succeeded) and before the view runs: inside the transaction,
-holding the advisory lock. Also sent when Redis is away and the database decides alone.
+holding the submit's lock. Also sent when Redis is away and the database decides alone.
 
 Sender: the Flask app. Keyword arguments: ``digest``.
 """,
