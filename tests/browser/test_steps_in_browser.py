@@ -1,10 +1,11 @@
 """The library's booking in two steps (flask-submit-once/examples/booking_in_steps/) in
 headless Chromium, served by gunicorn (two workers) over the suite's Redis and PostgreSQL:
 however the user goes Back and forward between the steps, only the last step books, once,
-and the page lands on that booking.
+and the page lands on that booking. Without JavaScript each step is a page of its own;
+with it, htmx swaps each step in place.
 
 Each test checks what the user sees, the token each step's page carries, and the rows in
-PostgreSQL; the figures are in the messages.
+PostgreSQL; the figures are in the messages. No page may break its Content-Security-Policy.
 """
 
 # The examples' fixtures are imported to be used by name, as test arguments.
@@ -20,6 +21,7 @@ from playwright.sync_api import Page, expect
 
 from tests.browser.test_examples_in_browser import (
     EXAMPLES,
+    click_twice,
     example_servers,
     page,
     serve,
@@ -52,13 +54,14 @@ def next_step(page: Page) -> None:
     expect(page.get_by_text("Step 2 of 2")).to_be_visible()
 
 
-def book(page: Page) -> str:
-    """Choose the day and press Book; where the page landed."""
+def book(page: Page, *, status: int = 303) -> str:
+    """Choose the day and press Book; where the page landed (``status``: the answer
+    expected, 200 with ``HX-Redirect`` under htmx)."""
     page.get_by_label("Day").fill(DAY)
-    status = press(page, "Book")
+    answered = press(page, "Book")
     expect(page).to_have_url(BOOKED_URL)
     expect(page.get_by_role("heading", level=1)).to_have_text("You are booked")
-    assert status == 303, f"Book answered {status}"
+    assert answered == status, f"Book answered {answered}"
     return page.url
 
 
@@ -71,78 +74,84 @@ def server(serve):
     return serve(NAME)
 
 
-def test_next_back_next_book_books_once_with_the_first_pages_token(page, server):
-    token = first_step(page, server)
-    next_step(page)
-    second = token_on(page)
+@pytest.fixture
+def plain(new_page) -> Page:
+    """A page with JavaScript off: each step a page of its own, sent as a plain form."""
+    return new_page(java_script_enabled=False)
+
+
+def test_next_back_next_book_books_once_with_the_first_pages_token(plain, server):
+    token = first_step(plain, server)
+    next_step(plain)
+    second = token_on(plain)
     # Back: the first step as it was, its token and input
-    page.go_back()
-    expect(page.get_by_label("Name")).to_have_value("Ada")
-    shown = token_on(page)
-    next_step(page)
-    again = token_on(page)
-    landed = book(page)
+    plain.go_back()
+    expect(plain.get_by_label("Name")).to_have_value("Ada")
+    shown = token_on(plain)
+    next_step(plain)
+    again = token_on(plain)
+    landed = book(plain)
     figures = f"tokens {token[:6]} {second[:6]} {shown[:6]} {again[:6]}, rows {bookings(server)}"
     assert token == second == shown == again and bookings(server) == ["Ada"], figures
-    assert page.get_by_text(f"Ada, on {DAY}").is_visible(), landed
+    assert plain.get_by_text(f"Ada, on {DAY}").is_visible(), landed
 
 
-def test_next_back_forward_book_books_once(page, server):
-    token = first_step(page, server)
-    next_step(page)
-    page.go_back()
-    expect(page.get_by_text("Step 1 of 2")).to_be_visible()
+def test_next_back_forward_book_books_once(plain, server):
+    token = first_step(plain, server)
+    next_step(plain)
+    plain.go_back()
+    expect(plain.get_by_text("Step 1 of 2")).to_be_visible()
     # Forward: the second step as it was
-    page.go_forward()
-    expect(page.get_by_text("Step 2 of 2")).to_be_visible()
-    assert token_on(page) == token
-    book(page)
+    plain.go_forward()
+    expect(plain.get_by_text("Step 2 of 2")).to_be_visible()
+    assert token_on(plain) == token
+    book(plain)
     assert bookings(server) == ["Ada"]
 
 
-def test_book_back_back_next_book_lands_on_the_first_booking_and_books_nothing(page, server):
-    token = first_step(page, server)
-    next_step(page)
-    first = book(page)
+def test_book_back_back_next_book_lands_on_the_first_booking_and_books_nothing(plain, server):
+    token = first_step(plain, server)
+    next_step(plain)
+    first = book(plain)
     # Back: the second step as it was (the answer to a POST, from the browser's cache)
-    page.go_back()
-    expect(page.get_by_text("Step 2 of 2")).to_be_visible()
-    assert token_on(page) == token
-    page.go_back()
+    plain.go_back()
+    expect(plain.get_by_text("Step 2 of 2")).to_be_visible()
+    assert token_on(plain) == token
+    plain.go_back()
     # the first step as it was: the spent token, the input as typed
-    expect(page.get_by_text("Step 1 of 2")).to_be_visible()
-    expect(page.get_by_label("Email")).to_have_value("ada@example.com")
-    shown = token_on(page)
-    next_step(page)
-    carried = token_on(page)
-    second = book(page)
+    expect(plain.get_by_text("Step 1 of 2")).to_be_visible()
+    expect(plain.get_by_label("Email")).to_have_value("ada@example.com")
+    shown = token_on(plain)
+    next_step(plain)
+    carried = token_on(plain)
+    second = book(plain)
     figures = f"tokens {token[:6]} {shown[:6]} {carried[:6]}, rows {bookings(server)}"
     assert token == shown == carried and bookings(server) == ["Ada"], figures
     assert first == second, f"landed on {first} then {second}"
 
 
-def test_a_typo_at_the_first_step_keeps_the_input_and_the_token(page, server):
-    token = first_step(page, server)
-    page.get_by_label("Email").fill("ada@example")
+def test_a_typo_at_the_first_step_keeps_the_input_and_the_token(plain, server):
+    token = first_step(plain, server)
+    plain.get_by_label("Email").fill("ada@example")
     # the browser lets it pass; the step not
-    assert press(page, "Next") == 422
-    expect(page.get_by_text("Invalid email address.")).to_be_visible()
-    expect(page.get_by_label("Name")).to_have_value("Ada")
-    assert token_on(page) == token
-    page.get_by_label("Email").fill("ada@example.com")
-    next_step(page)
-    assert token_on(page) == token
-    book(page)
+    assert press(plain, "Next") == 422
+    expect(plain.get_by_text("Invalid email address.")).to_be_visible()
+    expect(plain.get_by_label("Name")).to_have_value("Ada")
+    assert token_on(plain) == token
+    plain.get_by_label("Email").fill("ada@example.com")
+    next_step(plain)
+    assert token_on(plain) == token
+    book(plain)
     assert bookings(server) == ["Ada"]
 
 
-def test_book_back_book_lands_on_the_first_booking(page, server):
-    first_step(page, server)
-    next_step(page)
-    first = book(page)
-    page.go_back()
-    expect(page.get_by_text("Step 2 of 2")).to_be_visible()
-    second = book(page)
+def test_book_back_book_lands_on_the_first_booking(plain, server):
+    first_step(plain, server)
+    next_step(plain)
+    first = book(plain)
+    plain.go_back()
+    expect(plain.get_by_text("Step 2 of 2")).to_be_visible()
+    second = book(plain)
     assert first == second and bookings(server) == ["Ada"], f"{first} {second}"
 
 
@@ -151,3 +160,77 @@ def test_the_example_imports_only_flask_submit_once_of_this_repository():
     imported = set(re.findall(r"^(?:from|import) (\w+)", source, re.M))
     assert imported & {"submit_once", "webapp", "dev", "tests"} == set()
     assert "flask_submit_once" in imported
+
+
+def test_the_example_carries_the_vendored_copy_of_htmx():
+    copy = EXAMPLES / NAME / "static" / "htmx.min.js"
+    vendored = EXAMPLES.parents[1] / "static" / "vendor" / "htmx.min.js"
+    assert copy.read_bytes() == vendored.read_bytes(), "run scripts/vendor-js"
+
+
+def test_htmx_swaps_each_step_in_place_and_books_once_with_the_first_pages_token(page, server):
+    token = first_step(page, server)
+    next_step(page)
+    # swapped in place: the same page, the same token
+    assert page.url == server.url and token_on(page) == token
+    book(page, status=200)
+    assert bookings(server) == ["Ada"]
+
+
+def test_htmx_typo_at_the_first_step_is_swapped_in_with_the_input_and_the_token(page, server):
+    token = first_step(page, server)
+    page.get_by_label("Email").fill("ada@example")
+    assert press(page, "Next") == 422
+    expect(page.get_by_text("Invalid email address.")).to_be_visible()
+    expect(page.get_by_label("Name")).to_have_value("Ada")
+    assert page.url == server.url and token_on(page) == token
+    page.get_by_label("Email").fill("ada@example.com")
+    next_step(page)
+    book(page, status=200)
+    assert bookings(server) == ["Ada"]
+
+
+def test_htmx_book_back_next_book_lands_on_the_first_booking(page, server):
+    """Under htmx the steps are one page: Back leaves the booking for the first step as it
+    was first drawn, with the booking's token, so booking again lands on the first."""
+    token = first_step(page, server)
+    next_step(page)
+    first = book(page, status=200)
+    page.go_back()
+    expect(page.get_by_text("Step 1 of 2")).to_be_visible()
+    shown = token_on(page)
+    page.get_by_label("Name").fill("Ada")
+    page.get_by_label("Email").fill("ada@example.com")
+    next_step(page)
+    second = book(page, status=200)
+    figures = f"tokens {token[:6]} {shown[:6]}, rows {bookings(server)}, at {first} {second}"
+    assert token == shown and first == second and bookings(server) == ["Ada"], figures
+
+
+def test_htmx_book_back_other_details_next_book_is_told_and_books_nothing(page, server):
+    first_step(page, server)
+    next_step(page)
+    first = book(page, status=200)
+    page.go_back()
+    expect(page.get_by_text("Step 1 of 2")).to_be_visible()
+    page.get_by_label("Name").fill("Grace")
+    page.get_by_label("Email").fill("grace@example.com")
+    next_step(page)
+    page.get_by_label("Day").fill(DAY)
+    status = press(page, "Book")
+    expect(page.get_by_role("alert")).to_contain_text("already used, with other details")
+    expect(page.get_by_text("for Grace (grace@example.com)")).to_be_visible()
+    link = page.get_by_role("link", name="The booking you made first")
+    expect(link).to_have_attribute("href", first.removeprefix(server.url[:-1]))
+    figures = f"answer {status}, rows {bookings(server)}"
+    assert status == 409 and page.url == server.url and bookings(server) == ["Ada"], figures
+
+
+def test_htmx_double_click_on_book_books_once(page, server):
+    first_step(page, server)
+    next_step(page)
+    page.get_by_label("Day").fill(DAY)
+    click_twice(page, page.get_by_role("button", name="Book"))
+    expect(page).to_have_url(BOOKED_URL)
+    expect(page.get_by_role("heading", level=1)).to_have_text("You are booked")
+    assert bookings(server) == ["Ada"]

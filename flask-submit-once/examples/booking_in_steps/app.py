@@ -4,8 +4,9 @@ once, however often the user goes Back and forward between the steps.
 The first step's page is issued the token of the last step's form; the first step's
 view carries it to the second step's page (``submit_once.carry_token``), consuming
 nothing, so Back and Next draw the same token again and only the last step, the one that
-books, takes effect. A plain HTML form, no JavaScript, on Flask-SQLAlchemy; run it from
-the examples folder::
+books, takes effect. The forms are sent by htmx 2 (``static/``), which swaps each step in
+place; without JavaScript they are plain forms, each step a page, and the Python is the
+same. On Flask-SQLAlchemy; run it from the examples folder::
 
     export SECRET_KEY=dev DATABASE_URL=postgresql+psycopg://localhost/booking \\
            REDIS_URL=redis://localhost:6379/0
@@ -16,13 +17,20 @@ import os
 import secrets
 from datetime import date
 
-from flask import Flask, render_template
+from flask import Flask, Response, render_template
 from flask_sqlalchemy import SQLAlchemy
 from flask_wtf import CSRFProtect, FlaskForm
 from wtforms import DateField, EmailField, StringField, ValidationError
 from wtforms.validators import Email, InputRequired, Length
 
 from flask_submit_once import SubmissionMixin, SubmitOnce
+
+# htmx needs no inline script or style (its indicator <style> is switched off in
+# layout.html), so the pages run under a strict policy.
+CONTENT_SECURITY_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; "
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+)
 
 db = SQLAlchemy()
 submit_once = SubmitOnce(sessions=db)
@@ -74,6 +82,11 @@ def create_app(config: dict | None = None) -> Flask:
     csrf.init_app(app)
     with app.app_context():
         db.create_all()
+
+    @app.after_request
+    def content_security_policy(response: Response) -> Response:
+        response.headers.setdefault("Content-Security-Policy", CONTENT_SECURITY_POLICY)
+        return response
 
     # Each step on a URL of its own: a POST to a URL drops the browser's cached copy of
     # it, and Back must show each step as it was.
