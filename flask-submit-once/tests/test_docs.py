@@ -477,6 +477,24 @@ def test_the_booking_in_steps_example_books_once_whatever_back_and_next_do(
     assert "Ada, on " in forms.client.get(where).text
 
 
+def test_the_turbo_booking_in_steps_example_swaps_a_step_and_books_once(
+    example: Callable[[str], Flask], database: Engine
+) -> None:
+    app = example("turbo_booking_in_steps")
+    forms, turbo = OnceForms(app.test_client()), {"Accept": TURBO_ACCEPT}
+    who, day = {"name": "Ada", "email": ADA}, {"day": (date.today() + timedelta(7)).isoformat()}
+    first = forms.open("/")
+    typo = first.submit({**who, "email": "ada@"}, headers=turbo)
+    assert typo.status_code == 422 and '<turbo-frame id="booking">' in typo.text
+    step = first.submit(who, headers=turbo)
+    assert step.status_code == 200 and '<turbo-frame id="booking">' in step.text
+    second = forms.page("/", step.text)
+    assert second.token == first.token
+    answers = second.submit_twice(day, headers=turbo)
+    assert [answer.status_code for answer in answers] == [303, 303]
+    forms.assert_once(answers, rows=rows(database, "appointments_in_steps"))
+
+
 # --- Names, settings and paths ------------------------------------------------------------
 
 
