@@ -6,6 +6,7 @@ last step takes effect, once, however the user goes Back and forward between the
 from __future__ import annotations
 
 import pytest
+import redis
 from flask.testing import FlaskClient
 
 from flask_submit_once.testing import FormPage, OnceForms
@@ -33,6 +34,23 @@ def test_each_step_carries_the_token_the_first_page_was_issued(once_forms, rdb):
     assert answer.headers["Cache-Control"] == "private, no-cache"
     # nothing issued, nothing consumed
     assert sorted(rdb.keys("so:*")) == keys
+
+
+def test_a_step_sends_redis_no_command_however_often_next_is_pressed(make_app, own_redis):
+    """Only the first page issues and only the last step consumes: Next costs Redis nothing."""
+    once_forms = OnceForms(make_app(REDIS_URL=own_redis.url).test_client())
+    first = once_forms.open(START)
+    with redis.Redis.from_url(own_redis.url, decode_responses=True) as rdb:
+
+        def commands() -> dict[str, int]:
+            stats = rdb.info("commandstats")
+            return {name: stat["calls"] for name, stat in stats.items() if name != "cmdstat_info"}
+
+        before = commands()
+        for _ in range(5):
+            assert first.submit(ADA).status_code == 200
+        assert first.submit({**ADA, "email": "not an address"}).status_code == 422
+        assert commands() == before
 
 
 def test_back_next_confirm_signs_up_once_and_both_confirms_land_on_it(once_forms, signups):
