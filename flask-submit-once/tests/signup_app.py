@@ -61,11 +61,16 @@ def strip(value: Any) -> Any:
     return value.strip() if isinstance(value, str) else value
 
 
-class SignUpForm(FlaskForm):
+class DetailsForm(FlaskForm):
+    """The first step of the sign-up in two steps: who signs up."""
+
     email = StringField(
         "Email", filters=[strip], validators=[InputRequired(), Email(check_deliverability=False)]
     )
     name = StringField("Name", filters=[strip], validators=[Length(max=80)])
+
+
+class SignUpForm(DetailsForm):
     quantity = IntegerField("Seats", default=1, validators=[NumberRange(1, 10)])
 
     def validate_email(self, field: StringField) -> None:
@@ -134,6 +139,32 @@ PAGE = """<!doctype html><html><title>Sign up</title>
 {% include "_comment_form.html" %}
 <div id="newsletter" data-token="{{ submit_once.token('subscribe') or '' }}"></div>
 </html>"""
+STEP_DETAILS = """<!doctype html><html><title>Sign up: who</title>
+<form method="post" action="{{ url_for('choose_seats') }}">
+  <input type="hidden" name="csrf_token" value="{{ csrf_token() }}">
+  {{ submit_once.input("sign_up_in_steps") }}
+  <input name="email" value="{{ form.email.data or '' if form else '' }}">
+  <input name="name" value="{{ form.name.data or '' if form else '' }}">
+  {% if form %}{% for field, errors in form.errors.items() %}
+    <p class="error">{{ field }}: {{ errors|join(" ") }}</p>{% endfor %}{% endif %}
+  <button>Next</button>
+</form>
+</html>"""
+STEP_SEATS = """<!doctype html><html><title>Sign up: seats</title>
+<form method="post" action="{{ url_for('sign_up_in_steps') }}">
+  {% if submit_once.message %}<p role="alert">{{ submit_once.message }}</p>{% endif %}
+  <input type="hidden" name="csrf_token" value="{{ csrf_token() }}">
+  {{ submit_once.input("sign_up_in_steps") }}
+  <input type="hidden" name="email" value="{{ form.email.data or '' }}">
+  <input type="hidden" name="name" value="{{ form.name.data or '' }}">
+  <p>{{ form.email.data }}</p>
+  <input name="quantity"
+         value="{{ form.quantity.raw_data[0] if form.quantity.raw_data else 1 }}">
+  {% for field, errors in form.errors.items() %}
+    <p class="error">{{ field }}: {{ errors|join(" ") }}</p>{% endfor %}
+  <button>Confirm</button>
+</form>
+</html>"""
 TEMPLATES = {
     "page.html": PAGE,
     "_signup_form.html": SIGNUP_FORM,
@@ -141,6 +172,8 @@ TEMPLATES = {
     "_commented.html": COMMENTED,
     "letters.html": LETTERS_PAGE,
     "_letter.html": LETTER_FORM,
+    "steps_details.html": STEP_DETAILS,
+    "steps_seats.html": STEP_SEATS,
 }
 
 
@@ -173,6 +206,23 @@ def create_app(sessions: sessionmaker[Session], **config: Any) -> Flask:
                 "email": row.email if row else None,
                 "signups": db.scalar(select(func.count()).select_from(Signup)),
             }
+
+    @app.get("/signup/steps")
+    def sign_up_details() -> str:
+        return render_template("steps_details.html", form=None)
+
+    @app.post("/signup/steps/seats")
+    def choose_seats() -> tuple[str, int]:
+        submit_once.carry_token("sign_up_in_steps")
+        details = DetailsForm()
+        if not details.validate():
+            return render_template("steps_details.html", form=details), 422
+        return render_template("steps_seats.html", form=SignUpForm()), 200
+
+    @app.post("/signup/steps/confirm")
+    @submit_once.form(SignUpForm, model=Signup, template="steps_seats.html", done="thanks")
+    def sign_up_in_steps(form: SignUpForm, db: Session) -> Signup:
+        return Signup(email=form.email.data, name=form.name.data, quantity=form.quantity.data)
 
     @app.post("/comments")
     @submit_once.form(

@@ -20,6 +20,7 @@ import sys
 import typing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from datetime import date, timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -457,6 +458,47 @@ def test_the_htmx_example_answers_a_repeated_question_in_place_with_its_result(
     answers = question.submit_twice({"text": "When does it open?"}, headers=HTMX)
     assert [answer.status_code for answer in answers] == [201, 200]
     assert all("When does it open?" in answer.text for answer in answers)
+
+
+def test_the_booking_in_steps_example_books_once_whatever_back_and_next_do(
+    example: Callable[[str], Flask], database: Engine
+) -> None:
+    app = example("booking_in_steps")
+    forms, booked = OnceForms(app.test_client()), rows(database, "appointments_in_steps")
+    who, day = {"name": "Ada", "email": ADA}, {"day": (date.today() + timedelta(7)).isoformat()}
+    first = forms.open("/")
+    typo = first.submit({**who, "email": "ada@"})
+    assert typo.status_code == 422 and 'value="ada@"' in typo.text
+    assert forms.page("/", typo.text).token == first.token
+    second = forms.page("/", first.submit(who).text)
+    assert second.token == first.token and second.hidden["name"] == "Ada"
+    past = second.submit({"day": "2000-01-01"})
+    assert past.status_code == 422 and "Choose a day from today on." in past.text
+    assert forms.page("/", past.text).token == first.token and booked() == 0
+    answers = second.submit_twice(day)
+    # Back, Back, Next, Book
+    answers.append(forms.page("/", first.submit(who).text).submit(day))
+    assert [answer.status_code for answer in answers] == [303, 303, 303]
+    where = forms.assert_once(answers, rows=booked)
+    assert "Ada, on " in forms.client.get(where).text
+
+
+def test_the_turbo_booking_in_steps_example_swaps_a_step_and_books_once(
+    example: Callable[[str], Flask], database: Engine
+) -> None:
+    app = example("turbo_booking_in_steps")
+    forms, turbo = OnceForms(app.test_client()), {"Accept": TURBO_ACCEPT}
+    who, day = {"name": "Ada", "email": ADA}, {"day": (date.today() + timedelta(7)).isoformat()}
+    first = forms.open("/")
+    typo = first.submit({**who, "email": "ada@"}, headers=turbo)
+    assert typo.status_code == 422 and '<turbo-frame id="booking">' in typo.text
+    step = first.submit(who, headers=turbo)
+    assert step.status_code == 200 and '<turbo-frame id="booking">' in step.text
+    second = forms.page("/", step.text)
+    assert second.token == first.token
+    answers = second.submit_twice(day, headers=turbo)
+    assert [answer.status_code for answer in answers] == [303, 303]
+    forms.assert_once(answers, rows=rows(database, "appointments_in_steps"))
 
 
 # --- Names, settings and paths ------------------------------------------------------------

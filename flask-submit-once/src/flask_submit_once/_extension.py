@@ -34,7 +34,7 @@ from flask.typing import ResponseReturnValue
 from sqlalchemy.orm import Session
 
 from ._answers import Message, Outcome, Page, TemplateHelper
-from ._form import Fields, ProtectedForm, RecentSubmits
+from ._form import Fields, ProtectedForm, RecentSubmits, carry
 from ._idempotent import IdempotentView
 from ._issuing import (
     NAME_ATTRIBUTE,
@@ -404,6 +404,34 @@ class SubmitOnce:
         round trip before its template draws them; without it each
         ``submit_once.input(...)`` issues its own."""
         tokens_for_page(state(), [form_name(endpoint) for endpoint in endpoints])
+
+    def carry_token(self, endpoint: str, **values: object) -> str | None:
+        """In the view of a step of a form in several steps: draw the form sent to
+        ``endpoint`` (the last step's, the one that takes effect) with the token this
+        request carries, consuming nothing, so that ``submit_once.input(endpoint)`` on
+        this step's page draws it again::
+
+            @app.post("/book/when")
+            def choose_day():
+                submit_once.carry_token("book")
+                details = DetailsForm()
+                if not details.validate():
+                    return render_template("details.html", form=details), 422
+                # The whole booking's form, its first step's fields filled in.
+                return render_template("when.html", form=BookingForm())
+
+        The token is issued once for the whole flow, by the first step's page
+        (``submit_once.input("book")`` in a form sent to the next step), and carried from
+        step to step: Back and Next draw the same token again, so however often the steps
+        are gone through, the last step takes effect once. Returns the token, or None when
+        it is not this session's and form's (it could never take effect here: the page
+        draws a fresh one). :class:`~flask_submit_once.FormTokenError` (400) when the
+        request carries none, or a malformed one.
+
+        :param endpoint: the endpoint the last step's form is sent to.
+        :param values: the values of its URL, as for ``url_for``.
+        """
+        return carry(state(), form_name(endpoint, values))
 
     def key_digest(self, key: str, *, name: str, scope: str = "") -> str:
         """The digest :meth:`idempotent` stores for ``key`` (in the row's

@@ -51,7 +51,7 @@ from ._answers import (
     to_result,
 )
 from ._errors import CrossSiteError, FormTokenError, NotUnicodeError, UnavailableError
-from ._issuing import SignedExpired, form_name, is_signed
+from ._issuing import SignedExpired, carry_token, form_name, is_signed
 from ._model import Sessions, SubmissionMixin, add_submission
 from ._runner import (
     UNREACHABLE,
@@ -76,6 +76,7 @@ __all__ = [
     "Fields",
     "ProtectedForm",
     "RecentSubmits",
+    "carry",
     "file_digest",
     "fingerprint",
     "json_body",
@@ -416,6 +417,23 @@ def submitted_token(field: str) -> str:
     if len(values) != 1 or not (is_well_formed(values[0]) or is_signed(values[0])):
         raise FormTokenError()
     return str(values[0])
+
+
+def carry(st: State, name: str) -> str | None:
+    """A step of a form in several steps: the token this request carries for the form
+    ``name`` (the last step's, which takes effect) is the one this request's page draws
+    it with, consuming nothing and sending no command. Missing or malformed it is a
+    :class:`FormTokenError` (400), as at the last step: a step that drew a token of its
+    own would let Back, Next, Confirm take effect twice. One that is not this session's
+    and form's (its MAC; a signed one too old) is not carried, and None: that token can
+    never take effect here, so the page draws the form with a fresh one."""
+    token = submitted_token(st.field)
+    try:
+        Consumable.of(st, token, name)
+    except (SignedExpired, NotIssued):
+        return None
+    carry_token(name, token)
+    return token
 
 
 def cross_site() -> bool:

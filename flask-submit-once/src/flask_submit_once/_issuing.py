@@ -90,6 +90,7 @@ __all__ = [
     "SignedExpired",
     "SignedTokens",
     "OverLimit",
+    "carry_token",
     "client_networks",
     "form_name",
     "is_signed",
@@ -150,6 +151,13 @@ def reuse_token(name: str, token: str) -> None:
     request.environ.setdefault(_TOKENS, {})[name] = token
 
 
+def carry_token(name: str, token: str) -> None:
+    """Draw form ``name`` with ``token``, issued on an earlier step's page and sent with
+    this step: the page is shown again on Back as it was, like a page that issued it."""
+    reuse_token(name, token)
+    _page_shows_again_on_back()
+
+
 def tokens_for_page(state: State, names: Sequence[str]) -> dict[str, str]:
     """A fresh token for each form of ``names``, in one round trip, remembered for the
     rest of the request; refused or unavailable for all of them at once.
@@ -200,9 +208,8 @@ def tokens_for_page(state: State, names: Sequence[str]) -> dict[str, str]:
         session.pop(_UNCOUNTED_KEY, None)
     made = dict(zip(names, tokens, strict=True))
     request.environ.setdefault(_TOKENS, {}).update(made)
-    if request.method in ("GET", "HEAD") and not request.environ.get(_TOKENS + ".page"):
-        request.environ[_TOKENS + ".page"] = True
-        after_this_request(_back_shows_it_again)
+    if request.method in ("GET", "HEAD"):
+        _page_shows_again_on_back()
     if signals.token_issued.receivers:
         app = current_app._get_current_object()  # type: ignore[attr-defined]
         for name in names:
@@ -473,6 +480,13 @@ def _binding(session_id: str, form: str) -> str:
 
 
 # The page that carries the tokens
+
+
+def _page_shows_again_on_back() -> None:
+    """This request's page carries a token: sent :data:`SHOW_AGAIN_ON_BACK` (once)."""
+    if not request.environ.get(_TOKENS + ".page"):
+        request.environ[_TOKENS + ".page"] = True
+        after_this_request(_back_shows_it_again)
 
 
 def _back_shows_it_again(response: Response) -> Response:
