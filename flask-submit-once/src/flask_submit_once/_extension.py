@@ -476,7 +476,7 @@ class SubmitOnce:
             (default: all but CSRF and buttons), or ``fingerprint(form) -> mapping``: a
             repeat with any of it changed is told so (409).
         :param messages: the words, a text or ``words(outcome) -> text``, for a reason the
-            form is shown again: ``invalid``, ``changed``, ``expired``, ``refused``,
+            form is shown again: ``invalid``, ``changed``, ``expired``, ``refused``, ``stale``,
             ``failed``, ``unconfirmed``, ``still_running``, ``unavailable``,
             ``session_lost``.
         :param on_outcome: ``on_outcome(outcome)`` runs before every default answer:
