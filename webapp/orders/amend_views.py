@@ -88,9 +88,10 @@ def words(template: str):
 
 
 def stale_words(outcome: Outcome) -> str:
-    """Updated from another tab since this page was drawn: the order as it is now, beside
-    the details the form keeps (read again: the update's transaction was rolled back)."""
-    order = g.amend_order
+    """Updated from another tab since this page was drawn: the order as it is now (read
+    again, as the page is drawn: the update that landed may be newer than this request),
+    beside the details the form keeps."""
+    order = get_order_or_404(g.amend_order.public_id)
     return AMEND_STALE.format(
         number=order.order_number,
         quantity=order.quantity,
