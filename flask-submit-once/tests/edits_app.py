@@ -5,6 +5,7 @@ form token's digest, so a repeat of the change finds it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from flask import Flask, render_template, request, url_for
@@ -20,6 +21,9 @@ from flask_submit_once import SubmissionMixin, SubmitOnce, VersionedMixin
 
 submit_once = SubmitOnce()
 csrf = CSRFProtect()
+#: What a test runs between the view's read of the patient and its write (another edit
+#: committing there, say); None: nothing.
+between_read_and_write: Callable[[], None] | None = None
 
 
 class Base(DeclarativeBase):
@@ -82,6 +86,8 @@ def create_app(sessions: sessionmaker[Session], **config: Any) -> Flask:
     )
     def change_address(form: AddressForm, db: Session, id: int) -> AddressChange:
         patient = db.get_one(Patient, id)
+        if between_read_and_write is not None:
+            between_read_and_write()
         patient.address = form.address.data
         return AddressChange(patient_id=id, address=form.address.data)
 

@@ -14,9 +14,11 @@ from flask import Flask
 from flask.testing import FlaskClient
 from sqlalchemy import Engine, select, text
 from sqlalchemy.orm import sessionmaker
+from sqlalchemy.orm.exc import StaleDataError
 from werkzeug.test import TestResponse
 
 import edits_app
+from flask_submit_once import Outcome, signals
 from flask_submit_once.testing import FormPage, OnceForms
 
 HOME, MOVED, OTHER = "1 Old Road", "2 New Street", "3 Other Lane"
@@ -143,6 +145,32 @@ def test_two_tabs_sent_at_the_same_moment_write_once_and_the_other_is_told(
     told = next(answer for answer in answers.values() if answer.status_code == 409)
     assert TOLD in told.text and shown_address(told) == landed
     assert patient() == (landed, 2, 1)
+
+
+def test_an_edit_committed_between_the_views_read_and_its_write_is_caught_by_the_update(
+    once_forms, patient, tables, monkeypatch
+):
+    """The page's version was the row's when the view read it: the version counter's
+    ``UPDATE ... WHERE version = 1`` finds 2 and writes nothing; told as stale."""
+
+    def another_edit() -> None:
+        with sessionmaker(tables)() as db:
+            db.get_one(edits_app.Patient, 1).address = OTHER
+            db.commit()
+
+    page = once_forms.open("/patients/1")
+    monkeypatch.setattr(edits_app, "between_read_and_write", another_edit)
+    outcomes: list[Outcome] = []
+    with signals.submit_decided.connected_to(
+        lambda _, outcome, **__: outcomes.append(outcome), once_forms.client.application
+    ):
+        stale = page.submit({"address": MOVED})
+    assert stale.status_code == 409 and TOLD in stale.text
+    (outcome,) = outcomes
+    assert isinstance(outcome.error.__cause__, StaleDataError)
+    assert isinstance(outcome.result, edits_app.Patient)
+    assert shown_address(stale) == OTHER and f'value="{MOVED}"' in stale.text
+    assert patient() == (OTHER, 2, 0)
 
 
 def test_a_script_is_told_the_record_is_stale_in_json(once_forms, patient):
