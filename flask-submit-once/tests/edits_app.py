@@ -91,4 +91,18 @@ def create_app(sessions: sessionmaker[Session], **config: Any) -> Flask:
         patient.address = form.address.data
         return AddressChange(patient_id=id, address=form.address.data)
 
+    @app.put("/api/patients/<int:id>/address")
+    @csrf.exempt
+    @submit_once.idempotent(
+        key=lambda: request.headers["Idempotency-Key"],
+        model=AddressChange,
+        respond=lambda change: ({"address": change.address}, 201),
+    )
+    def put_address(db: Session, id: int) -> AddressChange:
+        patient = db.get_one(Patient, id)
+        if between_read_and_write is not None:
+            between_read_and_write()
+        patient.address = request.get_json()["address"]
+        return AddressChange(patient_id=id, address=patient.address)
+
     return app

@@ -173,6 +173,30 @@ def test_an_edit_committed_between_the_views_read_and_its_write_is_caught_by_the
     assert patient() == (OTHER, 2, 0)
 
 
+def test_an_api_edit_racing_another_is_a_409_and_its_key_retried_applies_it(
+    client, patient, tables, monkeypatch
+):
+    """An idempotent view carries no page version, but SQLAlchemy's counter still refuses
+    to write over an edit that committed while it ran: the key is given back."""
+
+    def another_edit() -> None:
+        monkeypatch.setattr(edits_app, "between_read_and_write", None)
+        with sessionmaker(tables)() as db:
+            db.get_one(edits_app.Patient, 1).address = OTHER
+            db.commit()
+
+    def put() -> TestResponse:
+        return client.put(
+            "/api/patients/1/address", json={"address": MOVED}, headers={"Idempotency-Key": "k1"}
+        )
+
+    monkeypatch.setattr(edits_app, "between_read_and_write", another_edit)
+    raced = put()
+    assert raced.status_code == 409 and raced.json["reason"] == "stale"  # type: ignore[index]
+    assert patient() == (OTHER, 2, 0)
+    assert put().status_code == 201 and patient() == (MOVED, 3, 1)
+
+
 def test_a_script_is_told_the_record_is_stale_in_json(once_forms, patient):
     first, second = once_forms.open("/patients/1"), once_forms.open("/patients/1")
     first.submit({"address": MOVED})

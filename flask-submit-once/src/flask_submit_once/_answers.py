@@ -449,6 +449,11 @@ KEY_PROBLEMS: Mapping[str, tuple[int, str]] = {
     ),
     "still_running": (409, "A request with this key has not finished yet; retry shortly."),
     "refused": (409, "Not accepted as things stand; nothing was done."),
+    "stale": (
+        409,
+        "The record changed while this request ran; nothing was done. Retry with the "
+        "same key: it is applied to the record as it is now.",
+    ),
     "failed": (503, "Nothing was done; retry with the same key."),
     "unconfirmed": (
         503,
