@@ -24,7 +24,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship, synonym
 
-from flask_submit_once import SubmissionMixin
+from flask_submit_once import SubmissionMixin, VersionedMixin
 
 from .order_rules import (
     ADDRESS_MAX,
@@ -118,7 +118,7 @@ class Product(Base):
     changed_at: Mapped[datetime | None] = mapped_column(DateTime(timezone=True))
 
 
-class Order(SubmissionMixin, Base):
+class Order(SubmissionMixin, VersionedMixin, Base):
     __tablename__ = "orders"
     __table_args__ = (
         CheckConstraint(
@@ -203,6 +203,9 @@ class Order(SubmissionMixin, Base):
     # Migration 0015: a digest of the browser session that placed it through the form
     # (webapp/orders/same_order.py asks before the same order is placed twice from it).
     placed_in_session: Mapped[str | None] = mapped_column(String(DIGEST_LENGTH))
+    # From VersionedMixin (migration 0016): version, one more with every change the ORM
+    # writes, so that an update of its details from a page drawn before another landed
+    # (a second tab) is told, not written over (webapp/orders/amend_views.py).
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())
     updated_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), server_default=func.now(), onupdate=func.now()

@@ -58,6 +58,7 @@ FILE_NAME = re.compile(r"\A(?:# (\S+\.py)|\{# (\S+) #\})\n")
 RUN = {
     "app.py": README,
     "seats.py": DOCS / "plain.md",
+    "addresses.py": DOCS / "plain.md",
     "api.py": DOCS / "fetch.md",
     "conftest.py": DOCS / "testing.md",
     "test_signup.py": DOCS / "testing.md",
@@ -234,6 +235,28 @@ def test_the_plain_guides_seats_book_once_refuse_and_say_so(quick_start: QuickSt
     elsewhere = forms.open("/events/1").submit({"seats": "1"}, to="/events/2/book")
     # each event's form is its own
     assert elsewhere.status_code == 409 and bookings() == 1
+
+
+def test_the_plain_guides_address_edit_lands_once_and_a_stale_tab_is_told(
+    quick_start: QuickStart,
+) -> None:
+    addresses = quick_start.add(DOCS / "plain.md", "addresses")
+    with quick_start.app.app_context():
+        addresses.db.session.add(addresses.Patient(id=1, address="1 Old Road"))
+        addresses.db.session.commit()
+    forms, changes = quick_start.forms(), quick_start.count(addresses.AddressChange)
+    first, second = forms.open("/patients/1"), forms.open("/patients/1")
+    where = forms.assert_once(first.submit_twice({"address": "2 New Street"}), rows=changes)
+    assert where == "/patients/1"
+    stale = second.submit({"address": "3 Other Lane"})
+    assert stale.status_code == 409 and "changed since you opened it" in stale.text
+    assert "Address on file: 2 New Street" in stale.text and 'value="3 Other Lane"' in stale.text
+    assert (
+        forms.page("/patients/1", stale.text).submit({"address": "3 Other Lane"}).status_code == 303
+    )
+    with quick_start.app.app_context():
+        patient = addresses.db.session.get(addresses.Patient, 1)
+        assert (patient.address, patient.version, changes()) == ("3 Other Lane", 3, 2)
 
 
 def test_the_fetch_guides_api_takes_each_key_once(quick_start: QuickStart) -> None:

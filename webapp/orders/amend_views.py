@@ -10,8 +10,10 @@ The submit is protected like placing (``submit_once.form``): a double click upda
 once and lands both clicks on the order; Back to this page and Update again with the
 same details lands on it ("already updated"), with other details it is told so and
 offered again. A payment, a cancel or a product taken off sale meanwhile refuses the
-update in words (409), the details kept, nothing changed. views.py registers the route
-on the order pages' blueprint.
+update in words (409), the details kept, nothing changed; so does an update that landed
+from another tab since this page was drawn (the page carries the order's version: the
+library's "stale"), with the order's details as they are now beside the ones kept.
+views.py registers the route on the order pages' blueprint.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from .messages import (
     AMEND_EXPIRED,
     AMEND_NOT_CONFIRMED,
     AMEND_NOT_DONE,
+    AMEND_STALE,
     AMEND_STILL_RUNNING,
     AMENDED,
     AMENDED_ALREADY,
@@ -84,6 +87,21 @@ def words(template: str):
     return lambda outcome: template.format(number=g.amend_order.order_number)
 
 
+def stale_words(outcome: Outcome) -> str:
+    """Updated from another tab since this page was drawn: the order as it is now (read
+    again, as the page is drawn: the update that landed may be newer than this request),
+    beside the details the form keeps."""
+    order = get_order_or_404(g.amend_order.public_id)
+    return AMEND_STALE.format(
+        number=order.order_number,
+        quantity=order.quantity,
+        product=order.product.name,
+        name=order.customer_name,
+        email=order.email,
+        address=", ".join(order.shipping_address.splitlines()),
+    )
+
+
 def amended_url(amendment: OrderAmendment) -> str:
     return url_for("orders.show", public_id=amendment.order.public_id)
 
@@ -99,6 +117,7 @@ def amended_url(amendment: OrderAmendment) -> str:
     context=order_now,
     messages={
         "changed": words(AMEND_CHANGED),
+        "stale": stale_words,
         "expired": words(AMEND_EXPIRED),
         "failed": words(AMEND_NOT_DONE),
         "unconfirmed": words(AMEND_NOT_CONFIRMED),

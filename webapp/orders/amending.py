@@ -111,6 +111,8 @@ class Placed:
     product_id: int
     # what it was placed at (kept by an update unless told otherwise)
     unit_price_cents: int
+    # the version of its details this page shows: an update checks it (VersionedMixin)
+    version: int
 
 
 def placed(order: Order) -> Placed:
@@ -126,6 +128,7 @@ def placed(order: Order) -> Placed:
         why_not,
         order.product_id,
         order.unit_price_cents,
+        order.version,
     )
 
 

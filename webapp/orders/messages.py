@@ -9,6 +9,7 @@ __all__ = [
     "AMEND_EXPIRED",
     "AMEND_NOT_CONFIRMED",
     "AMEND_NOT_DONE",
+    "AMEND_STALE",
     "AMEND_STILL_RUNNING",
     "CARD_DECLINED",
     "CHANGED",
@@ -86,6 +87,12 @@ AMEND_NOT_CONFIRMED = (
     "We could not confirm whether order {number} was updated: our order "
     "system stopped answering. Open the order in a few moments to see it; "
     "pressing Update again never updates it twice."
+)
+AMEND_STALE = (
+    "Order {number} was changed since you opened this page (in another tab or window, "
+    "perhaps), so it was not updated. It now has: {quantity} × {product}, for {name} "
+    "<{email}>, to {address}. Your details are still below: press Update again to "
+    "change the order to them."
 )
 AMEND_STILL_RUNNING = (
     "We are still updating order {number}. Press Update again in a few "

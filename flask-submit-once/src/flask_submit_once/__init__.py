@@ -4,7 +4,7 @@ Every rendered form carries a single-use token kept in Redis with a TTL; a submi
 it with one ``GETDEL`` and runs its transaction once in PostgreSQL or SQLite; a UNIQUE
 column on the token's digest is the last line when Redis loses a delete::
 
-    from flask_submit_once import SubmitOnce, SubmissionMixin
+    from flask_submit_once import SubmitOnce, SubmissionMixin, VersionedMixin
 
 Everything a user of the library needs is one of the names below; the rest is private.
 """
@@ -23,7 +23,7 @@ from ._errors import (
     UnavailableError,
 )
 from ._extension import SubmitOnce
-from ._model import SubmissionMixin
+from ._model import SubmissionMixin, VersionedMixin
 from ._tokens import TokenStore
 
 __version__ = "1.0.0"
@@ -40,6 +40,7 @@ __all__ = [
     "TokenStore",
     "TooManyFormsError",
     "UnavailableError",
+    "VersionedMixin",
     "__version__",
     "signals",
 ]

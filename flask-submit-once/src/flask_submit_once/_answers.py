@@ -54,6 +54,7 @@ __all__ = [
     "Outcome",
     "Page",
     "TemplateHelper",
+    "VERSION_FIELD",
     "form_again",
     "check_done",
     "key_problem",
@@ -71,6 +72,7 @@ Kind: TypeAlias = Literal[
     "invalid",
     "expired",
     "refused",
+    "stale",
     "failed",
     "unconfirmed",
     "still_running",
@@ -107,6 +109,11 @@ class Outcome:
         that consumed it failed (``waited`` is then usually true).
     ``"refused"``
         the view raised :class:`~flask_submit_once.Refused` (``error``); nothing committed.
+    ``"stale"``
+        the view changed a :class:`~flask_submit_once.VersionedMixin` row that another
+        edit changed since the form's page was drawn (its version is not the one the form
+        carries): nothing was written, and ``result`` is the row, read again as it is
+        now. The token is good again (a repeat is told the same).
     ``"failed"``
         the transaction failed after the token was consumed (``error``); nothing committed.
     ``"unconfirmed"``
@@ -178,6 +185,9 @@ MESSAGES: Mapping[str, str] = {
     "expired": "This form had expired or was already used, so nothing was saved. Your "
     "details are still here: check them and submit again.",
     "refused": "This could not be accepted as it is; nothing was saved.",
+    "stale": "This was changed since you opened it, so your changes were not saved. It "
+    "is shown as it is now; your changes are still in the form: check them and submit "
+    "again to save them over it.",
     "failed": "We could not save this just now, so nothing was saved. Your details are "
     "still here: please submit again.",
     "unconfirmed": "We could not confirm whether this was saved. Your details are kept: "
@@ -201,6 +211,8 @@ JSON_DETAILS: Mapping[str, str] = {
     "expired": "The token expired or was already used; nothing was saved. Submit again "
     "with the fresh token.",
     "refused": "Not accepted; nothing was saved. Submit again with the fresh token.",
+    "stale": "The record changed since the version this request was made from; nothing "
+    "was saved. Read it again, then submit with its version and the same token.",
     "failed": "Nothing was saved. Submit again with the fresh token.",
     "unconfirmed": "Could not confirm whether this was saved. Submit again with the same "
     "token: it is saved once, or its result is returned.",
@@ -226,6 +238,7 @@ AGAIN: Mapping[str, tuple[int, Literal["same", "fresh"]]] = {
     "changed": (409, "fresh"),
     "expired": (409, "fresh"),
     "refused": (409, "fresh"),
+    "stale": (409, "same"),
     "failed": (503, "fresh"),
     "unconfirmed": (503, "same"),
     "still_running": (503, "same"),
@@ -236,6 +249,8 @@ AGAIN: Mapping[str, tuple[int, Literal["same", "fresh"]]] = {
 }
 _REFUSED = {"FormTokenError": "bad_form_token", "NotUnicodeError": "not_unicode"}
 _RETRY = {"still_running": "2", "unconfirmed": "5", "unavailable": "5", "failed": "5"}
+#: The field carrying the version of the row a form edits (``submit_once.version_input``).
+VERSION_FIELD = "submit_once_version"
 #: One URL answers a page, a fragment or JSON by these headers.
 VARY = ("HX-Request", "Accept")
 
@@ -434,6 +449,11 @@ KEY_PROBLEMS: Mapping[str, tuple[int, str]] = {
     ),
     "still_running": (409, "A request with this key has not finished yet; retry shortly."),
     "refused": (409, "Not accepted as things stand; nothing was done."),
+    "stale": (
+        409,
+        "The record changed while this request ran; nothing was done. Retry with the "
+        "same key: it is applied to the record as it is now.",
+    ),
     "failed": (503, "Nothing was done; retry with the same key."),
     "unconfirmed": (
         503,
@@ -587,6 +607,13 @@ class TemplateHelper:
             words = NO_TOKEN["unavailable"]
         return Markup('<p class="submit-once-no-token" role="status">%s</p>') % words
 
+    def version_input(self, row: Any) -> Markup:
+        """The hidden input carrying the version of ``row`` (a
+        :class:`~flask_submit_once.VersionedMixin` row) this page shows: the submit's
+        edit of it is checked against it. Drawn again for a ``"stale"`` answer, it carries
+        the version the row has now, so the next submit saves over what the page shows."""
+        return Markup('<input type="hidden" name="%s" value="%s">') % (VERSION_FIELD, row.version)
+
     @property
     def message(self) -> str | None:
         """What the user is told about the submit this page answers (None on a GET)."""
@@ -596,7 +623,7 @@ class TemplateHelper:
     @property
     def reason(self) -> str | None:
         """Why the form is shown again: ``"invalid"``, ``"changed"``, ``"expired"``,
-        ``"refused"``, ``"failed"``, ``"unconfirmed"``, ``"still_running"``,
+        ``"refused"``, ``"stale"``, ``"failed"``, ``"unconfirmed"``, ``"still_running"``,
         ``"unavailable"``, ``"session_lost"`` or ``"too_many"`` (a fresh token was
         needed and a cap refused it: the form keeps the token it was sent with); None on
         a GET."""

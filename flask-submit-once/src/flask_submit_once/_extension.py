@@ -489,7 +489,11 @@ class SubmitOnce:
             callable giving an object with ``validate()``, ``errors`` and ``data``; None
             for a form with no fields (a button).
         :param model: the :class:`~flask_submit_once.SubmissionMixin` model the view's
-            rows are of: a repeat finds the row by its digest.
+            rows are of: a repeat finds the row by its digest. A view that edits a
+            :class:`~flask_submit_once.VersionedMixin` row returns a row recording the
+            edit; the row it edits is checked against the version the form carries
+            (``submit_once.version_input``): drawn before another edit landed, it is
+            ``"stale"`` (409).
         :param find: instead of ``model``, ``find(db, digest)`` gives what the first
             submit made, or None (when a submit changes rows rather than adding one).
         :param done: where the result is shown (303, ``HX-Redirect``, ``Location``): an
@@ -504,7 +508,7 @@ class SubmitOnce:
             (default: all but CSRF and buttons), or ``fingerprint(form) -> mapping``: a
             repeat with any of it changed is told so (409).
         :param messages: the words, a text or ``words(outcome) -> text``, for a reason the
-            form is shown again: ``invalid``, ``changed``, ``expired``, ``refused``,
+            form is shown again: ``invalid``, ``changed``, ``expired``, ``refused``, ``stale``,
             ``failed``, ``unconfirmed``, ``still_running``, ``unavailable``,
             ``session_lost``.
         :param on_outcome: ``on_outcome(outcome)`` runs before every default answer:

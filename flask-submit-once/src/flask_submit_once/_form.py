@@ -6,6 +6,7 @@
     a repeat this process recently saw take effect, sent alike -> its answer (GETDEL only)
     the form: validate -> invalid: 422, the input and the same token (the database away: 503)
     the transaction (_runner): lock, GETDEL, the view's row, its digest and fingerprint, COMMIT
+        (an edit of a VersionedMixin row from another version than the page's: 409, input kept)
     the answer for the outcome, as the request asked (_answers: page, htmx, JSON)
 
 Here too is what a submit sent and what it is: the token it carries, its JSON body, and
@@ -40,6 +41,7 @@ from sqlalchemy.orm import Session
 from werkzeug.datastructures import FileStorage
 
 from ._answers import (
+    VERSION_FIELD,
     Outcome,
     Page,
     check_done,
@@ -341,6 +343,7 @@ class ProtectedForm:
             stored,
             lambda: self.view(form, db, **view_args),
             self.step.name if self.step else None,
+            version=sent_version(),
         )
         return Committed(result, self.url_of(result), stored)
 
@@ -434,6 +437,22 @@ def carry(st: State, name: str) -> str | None:
         return None
     carry_token(name, token)
     return token
+
+
+def sent_version() -> int | None:
+    """The version of the row this submit edits, as the form's page drew it
+    (``submit_once.version_input``): the form field, else that member of a JSON object
+    body; None when the form carries none (it edits no versioned row). A value that is not
+    a version is 0, which no row has: the edit is told the row changed, never written
+    unchecked."""
+    value: object = request.form.get(VERSION_FIELD)
+    if value is None:
+        body = json_body()
+        value = body.get(VERSION_FIELD) if body is not None else None
+    if value is None:
+        return None
+    text = str(value)
+    return int(text) if text.isascii() and text.isdigit() and len(text) < 10 else 0
 
 
 def cross_site() -> bool:

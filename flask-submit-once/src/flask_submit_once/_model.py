@@ -1,6 +1,6 @@
-"""The database side: the model mixin (the columns the pattern needs, and the lookup by
-digest), the view's rows add_submission with their submission, and the SQLAlchemy session a
-submit works in.
+"""The database side: the model mixins (the columns the pattern needs, the lookup by
+digest, and the version an edit is checked against), the view's rows marked with their
+submission, and the SQLAlchemy session a submit works in.
 
 **One SQLAlchemy session per request**, whichever way the app holds its database.
 ``sessions`` is a ``sessionmaker`` (a session is made for the request the first time it
@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeAlias, TypeVar
 
 from flask import Flask, has_request_context, request
-from sqlalchemy import String, event, inspect, select
+from sqlalchemy import Integer, String, event, inspect, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import (
     Mapped,
@@ -28,11 +28,16 @@ from sqlalchemy.orm import (
     scoped_session,
     sessionmaker,
 )
+from sqlalchemy.orm.exc import StaleDataError
+
+from ._errors import SubmitOnceError
 
 __all__ = [
     "DIGEST_LENGTH",
     "Sessions",
+    "Stale",
     "SubmissionMixin",
+    "VersionedMixin",
     "new_session",
     "request_session",
     "set_up_sessions",
@@ -41,6 +46,10 @@ __all__ = [
 
 T = TypeVar("T")
 _SUBMISSION = "flask_submit_once.submission"
+#: The versioned rows a submit's flushes checked already (the first flush bumps the version).
+_CHECKED = "flask_submit_once.checked"
+#: The versioned rows a submit's flush is writing: the one a failed UPDATE is about.
+_EDITED = "flask_submit_once.edited"
 
 #: A token digest: SHA-256, URL-safe base64 without padding.
 DIGEST_LENGTH = 43
@@ -82,18 +91,58 @@ class SubmissionMixin:
         return db.scalar(select(cls).where(cls.submission_digest == digest))
 
 
+class VersionedMixin:
+    """A version for a model whose rows a protected form edits (optimistic concurrency)::
+
+        class Patient(VersionedMixin, db.Model):
+            id: Mapped[int] = mapped_column(primary_key=True)
+            address: Mapped[str]
+
+    It adds ``version``, SQLAlchemy's version counter (``version_id_col``): 1 when the row
+    is inserted, one more with every UPDATE the ORM makes of it, and each UPDATE made
+    ``WHERE version = <the version read>``, so that two transactions editing the row at
+    once cannot both write it. The page that draws the form carries the version it shows
+    (``submit_once.version_input(row)``); a submit that UPDATEs the row from another version
+    (an edit landed since the page was drawn) is not written: it is the outcome ``"stale"``,
+    the form shown again with the input and the row as it is now (409). In a migration the
+    column is ``INTEGER NOT NULL DEFAULT 1``. A bulk ``update()`` does not count: SQLAlchemy
+    versions the rows the session flushes.
+    """
+
+    @declared_attr
+    def version(cls) -> Mapped[int]:
+        return mapped_column(Integer, nullable=False, server_default="1")
+
+    @declared_attr.directive
+    def __mapper_args__(cls) -> dict[str, Any]:
+        return {"version_id_col": cls.__table__.c.version}  # type: ignore[attr-defined]
+
+
+class Stale(SubmitOnceError):
+    """A submit's edit of ``row`` made from a page drawn at another version than the row's
+    (raised in its flush, before anything is written), or racing another edit of it."""
+
+    def __init__(self, row: VersionedMixin | None) -> None:
+        what = type(row).__name__ if row is not None else "The row"
+        super().__init__(f"{what} changed since the form was drawn")
+        self.row = row
+
+
 def add_submission(
     db: Session,
     digest: str,
     fingerprint: str | None,
     view: Callable[[], T],
     step: str | None = None,
+    version: int | None = None,
 ) -> T:
-    """Run a protected view in ``db``, its new :class:`SubmissionMixin` rows add_submission with the
+    """Run a protected view in ``db``, its new :class:`SubmissionMixin` rows marked with the
     submission's digest and fingerprint when they are flushed (the view may flush), and
     the row it returns added, marked with the ``step`` still to do, and flushed: its
-    defaults and keys are there to be read."""
-    db.info[_SUBMISSION] = (digest, fingerprint)
+    defaults and keys are there to be read. With ``version`` (the one the form was drawn
+    from), a :class:`VersionedMixin` row the view changed at another version raises
+    :class:`Stale` at its flush."""
+    db.info[_SUBMISSION] = (digest, fingerprint, version)
     try:
         result = view()
         if isinstance(result, SubmissionMixin):
@@ -103,8 +152,14 @@ def add_submission(
                 result.submission_step = step
             db.add(result)
         db.flush()
+    except StaleDataError as error:
+        # The version counter's UPDATE found another version than it read: an edit
+        # committed meanwhile (the page's version was the row's when the view read it).
+        edited: list[VersionedMixin] = db.info.get(_EDITED, [])
+        raise Stale(edited[0] if edited else None) from error
     finally:
-        db.info.pop(_SUBMISSION, None)
+        for key in (_SUBMISSION, _CHECKED, _EDITED):
+            db.info.pop(key, None)
     return result
 
 
@@ -113,9 +168,24 @@ def _fill_submission_columns(db: Session, *_: Any) -> None:
     submission = db.info.get(_SUBMISSION)
     if submission is None:
         return
+    digest, fingerprint, version = submission
     for row in db.new:
         if isinstance(row, SubmissionMixin) and not row.submission_digest:
-            row.submission_digest, row.submission_fingerprint = submission
+            row.submission_digest, row.submission_fingerprint = digest, fingerprint
+    edited = [row for row in db.dirty if isinstance(row, VersionedMixin) and db.is_modified(row)]
+    db.info[_EDITED] = edited
+    if version is None:
+        return
+    checked: set[Any] = db.info.setdefault(_CHECKED, set())
+    for row in edited:
+        key = inspect(row).identity_key
+        if key in checked:
+            continue
+        # Before its first flush the row holds the version it was read at; the UPDATE
+        # checks that version again, so an edit committed since is caught there too.
+        if row.version != version:
+            raise Stale(row)
+        checked.add(key)
 
 
 # The session a submit works in

@@ -12,6 +12,7 @@ runner works in one SQLAlchemy session (the request's) with two callables,
       not had: another request holds it right now -> ROLLBACK, wait, retry
     consume()  the one Redis step: GETDEL of an issued token, or SET NX of a claimed key
       got it:  create(db, digest); COMMIT  -> created
+               an edit from another version than the row's -> stale (digest restored)
       missed:  find(db, digest)            -> duplicate or changed; none: expired
     ROLLBACK
 
@@ -72,7 +73,7 @@ from . import signals
 from ._answers import Outcome
 from ._errors import FormTokenError, Refused, UnavailableError
 from ._issuing import is_signed, session_id
-from ._model import Sessions, SubmissionMixin, new_session
+from ._model import Sessions, Stale, SubmissionMixin, new_session
 from ._tokens import TokenStore
 
 if TYPE_CHECKING:
@@ -365,7 +366,7 @@ def run_once(
         if locked:
             if signals.token_consumed.receivers:
                 signals.token_consumed.send(sender, digest=digest)
-            return _create_once(db, digest, create, find, fingerprint, sender)
+            return _create_once(db, consumable, create, find, fingerprint, sender)
         waited = True
         remaining = deadline - time.monotonic()
         if remaining <= 0:
@@ -424,7 +425,7 @@ def _consume(consumable: Consumable) -> bool | None:
 
 def _create_once(
     db: Session,
-    digest: str,
+    consumable: Consumable,
     create: Callable[[Session, str], Committed],
     find: Callable[[Session, str], Committed | None],
     fingerprint: str | None,
@@ -433,6 +434,7 @@ def _create_once(
     """The digest is ours: run the transaction. Anything not handled here (an HTTP error
     the view raised, a KeyboardInterrupt) rolls back and propagates, the digest staying
     consumed."""
+    digest = consumable.digest
     try:
         committed = create(db, digest)
         db.commit()
@@ -448,6 +450,14 @@ def _create_once(
     except Refused as refused:
         db.rollback()
         return Outcome("refused", error=refused)
+    except Stale as stale:
+        # An edit from a page drawn before another edit landed, or racing one: nothing
+        # written. The digest is made good again before the lock goes with the ROLLBACK,
+        # so that a repeat of this submit is told the same, not "expired".
+        with suppress(RedisError):
+            consumable.restore()
+        db.rollback()
+        return Outcome("stale", stale.row, error=stale)
     except SQLAlchemyError as error:
         with suppress(SQLAlchemyError):
             # The connection may be what failed.
