@@ -129,6 +129,8 @@ LETTER_FORM = """\
   {{ submit_once.input("send_letter") }}
   <input name="note" value="{{ form.note.data or '' if mine else '' }}">
   <input type="file" name="letter">
+  {% if mine and submit_once.kept_file("letter") %}
+    <p class="kept">Kept: {{ submit_once.kept_file("letter") }}</p>{% endif %}
   <button>Send</button>
 </form>"""
 LETTERS_PAGE = """<!doctype html><html><title>Referral</title>

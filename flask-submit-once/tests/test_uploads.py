@@ -131,3 +131,93 @@ def test_an_idempotent_views_key_sent_again_with_another_file_is_another_request
             return request_fingerprint()
 
     assert sent(LETTER) == sent(LETTER) != sent(LETTER + b"\n")
+
+
+# Kept on a form shown again
+
+KEPT_FIELD = "form_token_kept"
+
+
+def kept_keys(rdb) -> list[str]:
+    return sorted(rdb.scan_iter("so:upload:*"))
+
+
+def test_an_upload_sent_with_an_invalid_field_is_kept_and_sent_with_the_correction(
+    once_forms, letters, rdb
+):
+    """The note was missing: the form comes back with the note's error and the letter
+    kept (its name shown), so sending the note alone sends the letter too; once it has
+    taken effect the kept copy is gone."""
+    page = once_forms.open("/letters")
+    invalid = page.submit({"note": "", "letter": letter()})
+    assert invalid.status_code == 422
+    assert "Kept: letter.pdf" in invalid.text and f'name="{KEPT_FIELD}"' in invalid.text
+    (key,) = kept_keys(rdb)
+    assert 0 < rdb.ttl(key) <= 3600
+    corrected = once_forms.page("/letters", invalid.text)
+    answer = corrected.submit({"note": NOTE})
+    assert (answer.status_code, answer.headers["Location"]) == (303, "/letters/1")
+    assert letters() == [("letter.pdf", LETTER)]
+    assert kept_keys(rdb) == []
+
+
+def test_an_upload_invalid_twice_stays_kept_once_and_a_file_picked_again_replaces_it(
+    once_forms, letters, rdb
+):
+    page = once_forms.open("/letters")
+    first = page.submit({"note": "", "letter": letter()})
+    again = once_forms.page("/letters", first.text).submit({"note": ""})
+    assert again.status_code == 422 and "Kept: letter.pdf" in again.text
+    assert len(kept_keys(rdb)) == 1
+    corrected = b"%PDF-1.4\nthe corrected letter\n"
+    last = once_forms.page("/letters", again.text)
+    assert last.submit({"note": NOTE, "letter": letter(corrected, "v2.pdf")}).status_code == 303
+    assert letters() == [("v2.pdf", corrected)]
+
+
+def test_a_kept_uploads_reference_puts_nothing_back_in_another_session_or_when_forged(
+    once_forms, letters, make_app
+):
+    """The reference is bound to the browser session and the form: copied into another
+    session's form (or altered) it is nothing, and the file is asked for again."""
+    from flask_submit_once.testing import OnceForms
+
+    invalid = once_forms.open("/letters").submit({"note": "", "letter": letter()})
+    reference = once_forms.page("/letters", invalid.text).hidden[KEPT_FIELD]
+    stranger = OnceForms(make_app().test_client())
+    theirs = stranger.open("/letters")
+    for sent in (reference, reference[:-2] + "xx"):
+        answer = theirs.submit({"note": NOTE, KEPT_FIELD: sent})
+        assert answer.status_code == 422 and "Kept:" not in answer.text
+    forged = once_forms.page("/letters", invalid.text)
+    answer = forged.submit({"note": NOTE, KEPT_FIELD: reference[:-2] + "xx"})
+    assert answer.status_code == 422
+    assert letters() == []
+
+
+def test_kept_uploads_are_bounded_per_session_and_by_size(make_app, rdb, letters):
+    from flask_submit_once.testing import OnceForms
+
+    forms = OnceForms(
+        make_app(
+            SUBMIT_ONCE_MAX_KEPT_UPLOADS_PER_SESSION=3, SUBMIT_ONCE_MAX_KEPT_UPLOAD_BYTES=1024
+        ).test_client()
+    )
+    for _ in range(5):
+        assert forms.open("/letters").submit({"note": "", "letter": letter()}).status_code == 422
+    assert len(kept_keys(rdb)) == 3
+    large = forms.open("/letters").submit({"note": "", "letter": letter(SCAN[:2048])})
+    assert large.status_code == 422 and "Kept:" not in large.text
+    assert len(kept_keys(rdb)) == 3
+
+
+def test_a_storm_of_the_corrected_submit_with_a_kept_upload_stores_one_letter(
+    once_forms, letters, rdb
+):
+    invalid = once_forms.open("/letters").submit({"note": "", "letter": letter(SCAN)})
+    corrected = once_forms.page("/letters", invalid.text)
+    answers = corrected.submit_concurrently({"note": NOTE} for _ in range(20))
+    assert {answer.status_code for answer in answers} == {303}
+    assert once_forms.assert_once(answers, rows=lambda: len(letters())) == "/letters/1"
+    assert letters() == [("letter.pdf", SCAN)]
+    assert kept_keys(rdb) == []

@@ -41,6 +41,7 @@ from werkzeug.exceptions import HTTPException
 from . import signals
 from ._errors import TooManyFormsError, UnavailableError
 from ._issuing import form_name, request_token, reuse_token, tokens_for_page
+from ._uploads import kept_inputs, kept_name
 
 if TYPE_CHECKING:
     from ._extension import State
@@ -597,7 +598,11 @@ class TemplateHelper:
         token = self.token(endpoint, **values)
         if token:
             field = self._state.field
-            return Markup('<input type="hidden" name="%s" value="%s">') % (field, token)
+            name = form_name(endpoint, values)
+            return Markup('<input type="hidden" name="%s" value="%s">') % (
+                field,
+                token,
+            ) + kept_inputs(self._state, name)
         refused = request.environ.get(_NO_TOKEN, {}).get(form_name(endpoint, values))
         if refused is None:
             return Markup("")
@@ -613,6 +618,13 @@ class TemplateHelper:
         edit of it is checked against it. Drawn again for a ``"stale"`` answer, it carries
         the version the row has now, so the next submit saves over what the page shows."""
         return Markup('<input type="hidden" name="%s" value="%s">') % (VERSION_FIELD, row.version)
+
+    def kept_file(self, field: str) -> str | None:
+        """The name of the file kept for the file input ``field`` of the form this page
+        draws again (its reference rides with :meth:`input`), or None: a template says
+        so beside the input, which the browser always shows empty."""
+        found = answering()
+        return kept_name(found.form, field) if found else None
 
     @property
     def message(self) -> str | None:

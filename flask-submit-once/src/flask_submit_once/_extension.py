@@ -76,6 +76,9 @@ DEFAULTS: Mapping[str, Any] = {
     "FIELD_NAME": "form_token",
     "BACK_SHOWS_FORM": False,
     "ANSWER_CSRF_ERRORS": True,
+    "KEEP_UPLOADS": True,
+    "MAX_KEPT_UPLOADS_PER_SESSION": 10,
+    "MAX_KEPT_UPLOAD_BYTES": 10 * 1024 * 1024,
 }
 
 #: Settings of 0.10 that 1.0 renamed (``SUBMIT_ONCE_`` + the name): set, they stop

@@ -68,6 +68,7 @@ from ._runner import (
     step_outcome,
 )
 from ._tokens import is_well_formed
+from ._uploads import discard_used, input_name, keep_sent, put_back
 
 if TYPE_CHECKING:
     from ._extension import State
@@ -143,13 +144,15 @@ class ProtectedForm:
             check_done(self.done, self.model)
             self.checked.add(st.app)
         started = time.perf_counter()
+        # Files kept when the form was last drawn again, for the inputs left empty.
+        put_back(st, name)
         try:
             consumable = Consumable.of(st, token, name)
         except (SignedExpired, NotIssued):
             # Nothing validated: a validator may call elsewhere (a card check).
             return self.respond(st, Outcome("expired"), name, token, self.make_form(), "", started)
         digest = consumable.digest
-        raw = sent_fingerprint(st.field)
+        raw = sent_fingerprint(st.field, input_name(st))
         known = st.recent.get(digest)
         if known is not None and known.raw == raw:
             # Consumed, its row committed: the answer is known (GETDEL: a token a failover revived).
@@ -278,9 +281,12 @@ class ProtectedForm:
         if custom is not None:
             return custom
         if outcome.took_effect:
+            discard_used(st)
             return to_result(
                 self.page, outcome.url, created=outcome.kind == "created", result=outcome.result
             )
+        if request.files:
+            keep_sent(st, name)
         message = None
         if outcome.kind == "refused" and "refused" not in self.page.messages:
             # A refusal's own words, unless the form has its words for refusals.
@@ -482,14 +488,15 @@ def submission_values(form: Any, fields: Fields | None) -> Mapping[str, object]:
     return {k: v for k, v in data.items() if fields is None or k in fields}
 
 
-def sent_fingerprint(token_field: str) -> str:
+def sent_fingerprint(*fields_of_ours: str) -> str:
     """A digest of what was sent, as sent: how a repeat of the same bytes (a double click,
     a retry) is known before validation. Only ever compared with another of its own kind
     in this process, so it is taken as sent, without the stored fingerprint's normalising
-    (a repeat that differs only in it goes the long way, to the same answer)."""
+    (a repeat that differs only in it goes the long way, to the same answer), and without
+    ``fields_of_ours`` (the token, the references of kept uploads)."""
     body = json_body()
     sent: Mapping[str, Any] = body if body is not None else request.form.to_dict(flat=False)
-    values: dict[str, Any] = {k: v for k, v in sent.items() if k != token_field}
+    values: dict[str, Any] = {k: v for k, v in sent.items() if k not in fields_of_ours}
     files = sent_files() if body is None else None
     if files:
         # A corrected upload (other bytes, same name) is other input, not a repeat.

@@ -91,7 +91,9 @@ __all__ = [
     "SignedTokens",
     "OverLimit",
     "carry_token",
+    "binding",
     "client_networks",
+    "existing_session_id",
     "form_name",
     "is_signed",
     "request_token",
@@ -120,10 +122,23 @@ SHOW_AGAIN_ON_BACK = "private, no-cache"
 
 def session_id() -> str:
     """The random id this browser session's tokens are bound to (made on first use)."""
-    sid = session.get(_SESSION_KEY)
-    if not isinstance(sid, str):
+    sid = existing_session_id()
+    if sid is None:
         sid = session[_SESSION_KEY] = secrets.token_urlsafe(16)
     return sid
+
+
+def existing_session_id() -> str | None:
+    """This browser session's id, if it was given one."""
+    sid = session.get(_SESSION_KEY)
+    return sid if isinstance(sid, str) else None
+
+
+def binding(session_id: str, form: str) -> str:
+    """What a signed value is bound to: one form in one browser session (22 characters;
+    neither can be read back from it)."""
+    material = "\x00".join((form, session_id)).encode()
+    return base64.urlsafe_b64encode(hashlib.sha256(material).digest()).decode()[:22]
 
 
 def form_name(endpoint: str, values: Mapping[str, Any] | None = None) -> str:
@@ -172,7 +187,7 @@ def tokens_for_page(state: State, names: Sequence[str]) -> dict[str, str]:
     """
     if not_for_a_form():
         raise CrossSiteError()
-    new_session = not isinstance(session.get(_SESSION_KEY), str)
+    new_session = existing_session_id() is None
     sid = session_id()
     per_session = int(state.setting("MAX_FORMS_PER_SESSION"))
     per_client = int(state.setting("MAX_FORMS_PER_CLIENT_PER_MINUTE"))
@@ -456,7 +471,7 @@ class SignedTokens:
         # Random, with no MAC: read out of the payload and sent bare, it is no token the
         # store issued (TokenStore.verify), so the signed expiry cannot be stepped around.
         nonce = secrets.token_urlsafe(TOKEN_BYTES)
-        return SIGNED_PREFIX + self.serializer.dumps([nonce, _binding(session_id, form)])
+        return SIGNED_PREFIX + self.serializer.dumps([nonce, binding(session_id, form)])
 
     def nonce(self, token: str, *, session_id: str, form: str) -> str:
         """The nonce of a good token for this form and session: what its digest is made
@@ -469,14 +484,9 @@ class SignedTokens:
             raise SignedExpired() from None
         except (BadSignature, ValueError, TypeError):
             raise FormTokenError() from None
-        if binding != _binding(session_id, form) or not isinstance(nonce, str):
+        if binding != binding(session_id, form) or not isinstance(nonce, str):
             raise SignedExpired()
         return nonce
-
-
-def _binding(session_id: str, form: str) -> str:
-    material = "\x00".join((form, session_id)).encode()
-    return base64.urlsafe_b64encode(hashlib.sha256(material).digest()).decode()[:22]
 
 
 # The page that carries the tokens
