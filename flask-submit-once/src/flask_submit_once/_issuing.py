@@ -479,12 +479,12 @@ class SignedTokens:
         an expired form), :class:`~flask_submit_once.FormTokenError` when it was not signed
         here (400)."""
         try:
-            nonce, binding = self.serializer.loads(token[len(SIGNED_PREFIX) :], max_age=self.ttl)
+            nonce, bound = self.serializer.loads(token[len(SIGNED_PREFIX) :], max_age=self.ttl)
         except SignatureExpired:
             raise SignedExpired() from None
         except (BadSignature, ValueError, TypeError):
             raise FormTokenError() from None
-        if binding != binding(session_id, form) or not isinstance(nonce, str):
+        if bound != binding(session_id, form) or not isinstance(nonce, str):
             raise SignedExpired()
         return nonce
 
