@@ -483,6 +483,7 @@ ELSEWHERE = {
     "Idempotency-Key",
     "Idempotent-Replayed",
     "GETDEL",
+    "EXISTS",
     "SET",
     "EVALSHA",
     "INCRBY",
