@@ -179,9 +179,9 @@ class ProtectedForm:
                 if not valid and set(form.errors) == {csrf_field(form)}:
                     return self.session_lost(st)
                 stored = fingerprint(self.values(form))
-                if not valid and not liveness.spent:
-                    return self.invalid(st, name, token, form, digest, stored, started)
                 if not valid:
+                    if not liveness.spent:
+                        return self.invalid(st, name, token, form, digest, stored, started)
                     # A validator stopped before its costly check, the token spent: a repeat
                     # of the submit that spent it, whatever its fields say now.
                     consumable = consumable.spent()
