@@ -228,6 +228,49 @@ def test_with_an_smtp_url_the_link_is_sent_by_smtp(make_app, monkeypatch):
     assert path + "/confirm/" in message.get_content()
 
 
+class PlainSMTP(RecordingSMTP):
+    """smtplib's SMTP (port 587 or 25), offering STARTTLS or not."""
+
+    offers_starttls = True
+    tls: list = []
+
+    def ehlo(self):
+        pass
+
+    def has_extn(self, name):
+        return name == "starttls" and self.offers_starttls
+
+    def starttls(self, context=None):
+        self.tls.append(self.host)
+
+
+@pytest.mark.parametrize(
+    ("host", "offers_starttls", "sent", "tls"),
+    [
+        ("smtp.example", True, True, True),
+        ("smtp.example", False, False, False),
+        ("127.0.0.1", False, True, False),
+    ],
+    ids=["starttls", "remote-without-starttls", "local-relay"],
+)
+def test_smtp_on_587_needs_starttls_unless_the_relay_is_this_machine(
+    make_app, monkeypatch, caplog, host, offers_starttls, sent, tls
+):
+    """A mail that cannot be sent safely is not sent, and the customer's page is the
+    same: the password and the link never cross the network in the clear."""
+    PlainSMTP.sent, PlainSMTP.logins, PlainSMTP.tls = [], [], []
+    PlainSMTP.offers_starttls = offers_starttls
+    monkeypatch.setattr(smtplib, "SMTP", PlainSMTP)
+    app = make_app(MAIL_SMTP_URL=f"smtp://shop:pw@{host}:587", MAIL_FROM="orders@fernleaf.example")
+    path = place(app.test_client())
+    stranger = app.test_client()
+    with caplog.at_level(logging.WARNING):
+        answer = ask_for_link(stranger, path, open_form(stranger)["csrf_token"])
+    assert answer.status_code == 200 and MASKED in answer.get_data(as_text=True)
+    assert (len(PlainSMTP.sent), bool(PlainSMTP.tls)) == (int(sent), tls)
+    assert ("confirmation link not sent" in caplog.text) is not sent
+
+
 PRODUCTION_KEY = secrets.token_hex(32)
 
 
