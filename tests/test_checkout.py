@@ -398,20 +398,103 @@ def test_the_provider_away_while_checking_the_card_spends_nothing(make_app, serv
         assert conn.scalar(text("SELECT count(*) FROM orders")) == 0
 
 
-def test_a_card_checked_once_is_kept_as_its_token_when_the_form_comes_back(
-    client, servers, provider
-):
-    """A form checked whole (its card too) that comes back, here for a form token that
-    expired, carries the card's token, not its number: no number typed again."""
+def test_an_expired_form_comes_back_without_its_card_sent_to_the_provider(app, client, servers):
+    """A form token that expired can place nothing, so its card is not checked: the form
+    comes back with the input and a fresh token, the number not drawn back, and is
+    placed with the number typed again."""
+    checks = card_checks(app)
     tokens = open_form(client)
     expired = {**tokens, "form_token": unstored_token(client)}
-    html = submit(client, expired).get_data(as_text=True)
-    assert PAYS not in html and "ending 4242" in html
-    kept = hidden(html, "payment_method")
-    assert kept.startswith("pm_")
+    answer = submit(client, expired)
+    html = answer.get_data(as_text=True)
+    assert answer.status_code == 409 and 'value="Ada Lovelace"' in html
+    assert PAYS not in html and 'name="payment_method"' not in html and checks == []
     fresh = {**tokens, "form_token": hidden(html, "form_token")}
-    assert submit(client, fresh, card="", payment_method=kept).status_code == 303
-    assert order(servers)["payment_method"] == kept
+    assert submit(client, fresh).status_code == 303
+    assert checks == ["create_payment_method"]
+    assert order(servers)["status"] == "paid"
+
+
+def card_checks(app) -> list[str]:
+    """The card checks ``app``'s provider client makes from now on, by method, in order."""
+    client = app.extensions["payments"]
+    calls: list[str] = []
+
+    def counted(name: str):
+        method = getattr(client, name)
+
+        def call(*args, **kwargs):
+            calls.append(name)
+            return method(*args, **kwargs)
+
+        return call
+
+    for name in ("create_payment_method", "payment_method"):
+        setattr(client, name, counted(name))
+    return calls
+
+
+def test_a_spent_token_sent_again_lands_on_its_order_with_no_card_check_from_any_instance(
+    make_app, servers, provider
+):
+    """A token the shop issued, spent by the submit that placed the order, sent again
+    (Back + submit, a retry through another worker that never saw it land) could place
+    nothing: it lands on the order, or is told its details changed, and the provider is
+    never asked about its card. A check used to be made each time, before the library
+    looked at the token."""
+    here, there = make_app(**provider.app_config()), make_app(**provider.app_config())
+    checks_here, checks_there = card_checks(here), card_checks(there)
+    client = here.test_client()
+    tokens = open_form(client)
+    placed = submit(client, tokens)
+    assert placed.status_code == 303 and checks_here == ["create_payment_method"]
+    other = there.test_client()
+    other.set_cookie("session", client.get_cookie("session").value)
+    # typed differently: not the bytes this instance saw land
+    again = [
+        submit(client, tokens, card="4242 4242 4242 4242"),
+        submit(other, tokens),
+        submit(other, tokens, card=""),
+    ]
+    assert [a.status_code for a in again] == [303] * 3
+    assert {a.headers["Location"] for a in again} == {placed.headers["Location"]}
+    changed = submit(other, tokens, quantity="3")
+    assert changed.status_code == 409 and "already used for order" in changed.get_data(as_text=True)
+    assert checks_here == ["create_payment_method"] and checks_there == []
+    row = order(servers)
+    assert row["status"] == "paid" and len(provider.succeeded(row["payment_reference"])) == 1
+
+
+def test_a_resubmit_while_the_first_is_charging_waits_for_it_with_no_card_check(
+    make_app, servers, provider, rdb
+):
+    """The first submit spent the token and is charging (slowly); the same form sent
+    through another instance waits for it and lands on the paid order, its card never
+    checked."""
+    provider.faults(slow=1)
+    here, there = make_app(**provider.app_config()), make_app(**provider.app_config())
+    checks_there = card_checks(there)
+    client = here.test_client()
+    tokens = open_form(client)
+    with client.session_transaction() as session:
+        sid = session["_submit_once_sid"]
+    store = here.extensions["submit_once"].store
+    key = store.key(store.digest(tokens["form_token"], session_id=sid, form=FORM))
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(submit, client, tokens)
+        deadline = time.monotonic() + 10
+        while rdb.exists(key) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not rdb.exists(key) and not first.done()
+        other = there.test_client()
+        other.set_cookie("session", client.get_cookie("session").value)
+        second = submit(other, tokens)
+        assert first.result().status_code == 303
+    assert second.status_code == 303, second.get_data(as_text=True)[:800]
+    assert second.headers["Location"] == first.result().headers["Location"]
+    assert checks_there == []
+    row = order(servers)
+    assert row["status"] == "paid" and len(provider.succeeded(row["payment_reference"])) == 1
 
 
 def test_a_resubmit_that_no_longer_validates_still_finishes_the_charge(client, servers, provider):
@@ -511,23 +594,27 @@ def test_submits_with_made_up_tokens_from_one_session_ask_the_provider_a_bounded
 ):
     """Every submit used to turn its card into a provider token before the form token was
     looked at: 20 made-up tokens, 20 cards stored at the provider from the shop's own key
-    (what card testing looks like). A made-up token is now refused by its MAC before the
-    form is validated: the provider is never called for one. A token the shop made but
-    that is no longer live (expired, spent) is known only after validation, so a session
-    may have its card checked CARD_CHECKS_PER_SESSION times a window; past that the form
-    comes back 429 with its input, and the provider is not called."""
+    (what card testing looks like). A made-up token is now refused by its MAC, and a
+    token the shop made that is no longer live (expired, spent) by the library's
+    ``token_is_live``, before the provider is asked. A live token stays live while its
+    card is refused, so a session may have cards checked CARD_CHECKS_PER_SESSION times a
+    window; past that the form comes back 429 with its input, and the provider is not
+    called."""
     app = make_app(**provider.app_config(), CARD_CHECKS_PER_SESSION=5)
+    checks = card_checks(app)
     client = app.test_client()
     tokens = open_form(client)
-    before = provider.payment_methods()
     made_up = [
         submit(client, {**tokens, "form_token": secrets.token_urlsafe(32)}) for _ in range(20)
     ]
     assert [answer.status_code for answer in made_up] == [409] * 20
-    assert provider.payment_methods() == before
-    answers = [submit(client, {**tokens, "form_token": unstored_token(client)}) for _ in range(20)]
-    assert provider.payment_methods() - before <= 5
-    assert [answer.status_code for answer in answers[5:]] == [429] * 15
+    not_live = [submit(client, {**tokens, "form_token": unstored_token(client)}) for _ in range(20)]
+    assert [answer.status_code for answer in not_live] == [409] * 20
+    assert checks == []
+    # one live token, a card the provider refuses each time
+    answers = [submit(client, tokens, card="4242424242424241") for _ in range(20)]
+    assert len(checks) == 5
+    assert [answer.status_code for answer in answers] == [422] * 5 + [429] * 15
     html = answers[-1].get_data(as_text=True)
     assert "checked your card too many times" in html and 'value="Ada Lovelace"' in html
     assert int(answers[-1].headers["Retry-After"]) > 0

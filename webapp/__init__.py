@@ -17,6 +17,7 @@ from . import (
     errors,
     forms,
     health,
+    mail,
     metrics,
     order_money,
     payments,
@@ -30,6 +31,7 @@ from . import (
     webhooks,
 )
 from .extensions import csrf, submit_once
+from .orders import confirm_by_mail
 from .orders import views as order_pages
 
 
@@ -78,6 +80,8 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     security.init_app(app)
     errors.init_app(app)
     app.register_blueprint(order_pages.bp)
+    app.register_blueprint(confirm_by_mail.bp)
+    mail.init_app(app)
     order_money.init_app(app)
     api.init_app(app)
     webhooks.init_app(app)

@@ -8,6 +8,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 # The rules production secrets follow are the worker's too: one module for both.
+from . import mail
 from .secret_rules import DEV_PROVIDER_SECRET, DEV_SECRET_KEY, refuse_weak_secrets
 
 #: The Host names development answers unless TRUSTED_HOSTS says otherwise.
@@ -74,6 +75,10 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
         "PAYMENT_PROVIDER_TIMEOUT": number(environ, "PAYMENT_PROVIDER_TIMEOUT", 10.0, minimum=0.1),
         "PAYMENT_PROVIDER_RETRIES": _int(environ, "PAYMENT_PROVIDER_RETRIES", 2),
         "METRICS_TOKEN": environ.get("METRICS_TOKEN") or None,
+        # Mail (webapp/mail.py): the backend follows APP_ENV unless set.
+        "MAIL_BACKEND": environ.get("MAIL_BACKEND") or None,
+        "MAIL_SMTP_URL": environ.get("MAIL_SMTP_URL") or None,
+        "MAIL_FROM": environ.get("MAIL_FROM") or None,
         "TRUSTED_PROXIES": _int(environ, "TRUSTED_PROXIES", 0),
     }
     if hosts := [
@@ -153,6 +158,7 @@ def finish(config: dict[str, Any]) -> None:
         config["TRUSTED_HOSTS"] = list(DEV_HOSTS)
     config.setdefault("TRUSTED_PROXIES", 0)
     payment_provider(config)
+    mail.check_settings(config)
     if not isinstance(config["TRUSTED_PROXIES"], int) or config["TRUSTED_PROXIES"] < 0:
         raise RuntimeError("TRUSTED_PROXIES must be a whole number of proxies (0 or more).")
     config.update(

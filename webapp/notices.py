@@ -17,6 +17,7 @@ __all__ = [
     "ALREADY_CANCELLED",
     "ALREADY_PLACED",
     "CANCELLED",
+    "CONFIRMED_BY_MAIL",
     "REFUND_ALREADY",
     "REFUND_REQUESTED",
     "notices_for",
@@ -28,6 +29,7 @@ CANCELLED = "cancelled"
 ALREADY_CANCELLED = "already_cancelled"
 REFUND_REQUESTED = "refund_requested"
 REFUND_ALREADY = "refund_already"
+CONFIRMED_BY_MAIL = "confirmed_by_mail"
 
 
 def notify(order_number: str, notice: str) -> None:

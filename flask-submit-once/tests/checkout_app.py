@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from flask import Flask, render_template
+from flask import Flask, current_app, render_template
 from flask_wtf import FlaskForm
 from flask_wtf.csrf import CSRFProtect
 from jinja2 import DictLoader
@@ -59,6 +59,14 @@ class Provider:
         self.entered, self.released = threading.Event(), threading.Event()
         self.released.set()
         self.until: Callable[[], bool] | None = None
+        #: Cards checked (:meth:`check_card`), by number.
+        self.checks: Counter[str] = Counter()
+
+    def check_card(self, number: str) -> None:
+        """Check a card before anything is charged: a call to the provider, as costly as
+        a charge to the shop that makes it."""
+        with self.changed:
+            self.checks[number] += 1
 
     def charge(self, key: str, cents: int) -> str:
         with self.changed:
@@ -101,6 +109,8 @@ class Provider:
 class CheckoutForm(FlaskForm):
     email = StringField("Email", validators=[InputRequired(), Email(check_deliverability=False)])
     cents = IntegerField("Amount", validators=[NumberRange(1, 100_000)])
+    #: Optional: a card sent is checked at the provider while the form is validated.
+    card = StringField("Card")
 
     def validate_email(self, field: StringField) -> None:
         """One order per address, unless its card was declined: a rule that stops holding
@@ -111,6 +121,15 @@ class CheckoutForm(FlaskForm):
             )
         ):
             raise ValidationError("This address has an order already.")
+
+    def validate_card(self, field: StringField) -> None:
+        """A call to the provider, worth making only for a submit that can still take
+        effect: a spent token's submit is answered as the repeat it is."""
+        if not field.data:
+            return
+        if not submit_once.token_is_live():
+            raise ValidationError("Not checked: this form was already sent.")
+        current_app.extensions["card_provider"].check_card(field.data)
 
 
 PAGE = """<!doctype html><html><title>Checkout</title>
@@ -130,6 +149,7 @@ def create_app(sessions: sessionmaker[Session], provider: Provider, **config: An
     app.jinja_loader = DictLoader({"checkout.html": PAGE})
     submit_once.init_app(app, sessions=sessions)
     csrf.init_app(app)
+    app.extensions["card_provider"] = provider
 
     def charge(db: Session, order: Order, key: str) -> None:
         try:

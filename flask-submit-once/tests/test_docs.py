@@ -554,6 +554,7 @@ ELSEWHERE = {
     "Idempotency-Key",
     "Idempotent-Replayed",
     "GETDEL",
+    "EXISTS",
     "SET",
     "EVALSHA",
     "INCRBY",

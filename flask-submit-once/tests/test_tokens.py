@@ -41,6 +41,23 @@ def test_a_token_lives_as_long_as_its_ttl_and_no_longer(rdb):
         TokenStore(rdb, ttl=0)
 
 
+def test_a_token_is_live_until_it_is_consumed_and_asking_consumes_nothing(rdb):
+    store = TokenStore(rdb, ttl=60, prefix="test", secret=secrets.token_bytes(32))
+    token = store.create(session_id=SID, form="order")
+    assert store.is_live(token, session_id=SID, form="order") is True
+    assert store.is_live(token, session_id=SID, form="order") is True
+    assert store.is_live(token, session_id=OTHER_SID, form="order") is False
+    assert store.consume(token, session_id=SID, form="order") is True
+    assert store.is_live(token, session_id=SID, form="order") is False
+    # made up: its MAC does not verify, so no command is sent
+    made_up = store.new_token(session_id=OTHER_SID, form="order")
+    rdb.connection_pool.disconnect()
+    before = rdb.info("stats")["total_commands_processed"]
+    assert store.is_live(made_up, session_id=SID, form="order") is False
+    # INFO itself is the one command counted between the two readings
+    assert rdb.info("stats")["total_commands_processed"] == before + 1
+
+
 def test_token_from_another_session_is_refused_and_not_burned(store):
     token = store.create(session_id=SID, form="order")
     assert store.consume(token, session_id=OTHER_SID, form="order") is False

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session
 
 from flask_submit_once import Outcome
 
+from .. import mail
 from ..extensions import submit_once
 from ..models import OrderAmendment
 from ..notices import notify
@@ -55,10 +56,13 @@ log = logging.getLogger(__name__)
 
 def amend_form() -> OrderForm:
     """Before any token is spent: the order (its 404), whether this session placed it
-    (403: a page of another session would offer a token that changes it), and the order
+    or confirmed through the order's email (403: a page of another session would offer a
+    token that changes it; the 403 page offers the confirmation link), and the order
     form without the card field (an order a card paid is never updated)."""
     order = get_order_or_404((request.view_args or {})["public_id"])
     if not placed_here(order):
+        # the 403 page offers a link to the order's email (orders/confirm_by_mail.py)
+        g.confirm_offer = mail.enabled()
         abort(403, NOT_PLACED_HERE.format(number=order.order_number))
     g.amend_order = order
     return order_form(card=False)

@@ -7,8 +7,9 @@ placed and unpaid, placed through the form (an API client's order is its client'
 no card was charged for it (a card order is charged for its total at once, so its
 details are fixed; changing them would need a second charge or a partial refund).
 
-And only from the browser session that placed it (:func:`placed_here`): the order's link
-opens its page, its cancel and its refund to whoever holds it, but a link forwarded,
+And only from the browser session that placed it, or one the customer confirmed through
+the order's email (:func:`placed_here`; webapp/orders/confirm_by_mail.py): the order's
+link opens its page, its cancel and its refund to whoever holds it, but a link forwarded,
 logged or shoulder-surfed must not be enough to send the order to another address.
 
 :func:`amend_order` runs in the update form's once-only transaction: it locks the
@@ -24,7 +25,7 @@ from __future__ import annotations
 import hmac
 from dataclasses import dataclass
 
-from flask import url_for
+from flask import session, url_for
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -36,6 +37,8 @@ from ..placing import OrderDetails, check_price
 from .same_order import shopper
 
 __all__ = [
+    "CONFIRMED_KEPT",
+    "CONFIRMED_ORDERS",
     "NOT_PLACED_HERE",
     "NotAmendable",
     "Placed",
@@ -66,9 +69,13 @@ OFF_SALE = (
     "Order {number} was not changed: the product you chose is no longer on sale. "
     "Choose another product and press Update again."
 )
+#: The orders this browser session confirmed through their email, in Flask's session
+#: (the newest CONFIRMED_KEPT).
+CONFIRMED_ORDERS = "confirmed_orders"
+CONFIRMED_KEPT = 20
 NOT_PLACED_HERE = (
-    "Order {number} can be changed only from the browser it was placed from, so nothing "
-    "was changed."
+    "Order {number} can be changed only from the browser it was placed from, or from one "
+    "you confirm through the order's email, so nothing was changed."
 )
 
 
@@ -90,13 +97,20 @@ def why_not_amendable(order: Order) -> str | None:
 
 
 def placed_here(order: Order) -> bool:
-    """Whether this browser session placed ``order``: the digest of the session's own
-    random value (kept in the signed session cookie, webapp/orders/same_order.py) is the
-    one the order was stamped with when it was placed (``orders.placed_in_session``).
-    API orders and orders placed before that column existed have none: no session did."""
+    """Whether this browser session may change ``order``: it placed it (the digest of
+    the session's own random value, kept in the signed session cookie,
+    webapp/orders/same_order.py, is the one the order was stamped with when it was
+    placed, ``orders.placed_in_session``; API orders and orders placed before that column
+    existed have none), or it confirmed through the order's email (its public id among
+    the session's :data:`CONFIRMED_ORDERS`, webapp/orders/confirm_by_mail.py)."""
     mine = shopper(create=False)
     stamped = order.placed_in_session
-    return mine is not None and stamped is not None and hmac.compare_digest(mine, stamped)
+    if mine is not None and stamped is not None and hmac.compare_digest(mine, stamped):
+        return True
+    confirmed = session.get(CONFIRMED_ORDERS)
+    return isinstance(confirmed, list) and any(
+        isinstance(one, str) and hmac.compare_digest(one, order.public_id) for one in confirmed
+    )
 
 
 @dataclass(frozen=True)

@@ -252,10 +252,12 @@ class CardOrderForm(OrderForm):
     token (``payment_method``) goes further. A page drawn again carries that token, not
     the number, so a resubmit of it needs no number typed again.
 
-    The provider is asked last, and only when every other field is valid and the
-    session may still ask (``may_ask``: a bounded count per browser session,
+    The provider is asked last, only when every other field is valid, the form token
+    can still take effect (``token_is_live``: a spent or expired token's submit is
+    answered as the repeat it is, by the library, with no call) and the session may
+    still ask (``may_ask``: a bounded count per browser session,
     webapp/payments/card_checks.py): each call is an outbound request from the shop's
-    own key, and a flood of them, whatever the form token, looks like card testing."""
+    own key, and a flood of them looks like card testing."""
 
     card = StringField("Card number", filters=[lambda v: re.sub(r"[\s-]", "", v or "")])
     payment_method = HiddenField()
@@ -266,12 +268,13 @@ class CardOrderForm(OrderForm):
         client: ProviderClient,
         *,
         test_cards: bool = False,
+        token_is_live: Callable[[], bool] = lambda: True,
         may_ask: Callable[[], bool] = lambda: True,
         **kwargs: object,
     ) -> None:
         super().__init__(products, **kwargs)
         self.client = client
-        self.may_ask = may_ask
+        self.token_is_live, self.may_ask = token_is_live, may_ask
         self.card.description = SAMPLE_CARDS if test_cards else ""
         #: The last four digits of the card the token stands for, once checked.
         self.card_last4: str | None = None
@@ -289,6 +292,10 @@ class CardOrderForm(OrderForm):
         """The other fields first (and the same-order question): a form that would come
         back anyway never sends its card to the provider."""
         if not super().validate(extra_validators):
+            return False
+        if not self.token_is_live():
+            # Spent or expired: the library answers the submit as a repeat (its order, or
+            # the form with a fresh token); a check now could change nothing.
             return False
         try:
             self.ask_provider()

@@ -58,6 +58,7 @@ def order_form(*, card: bool = True) -> OrderForm:
             products,
             client,
             test_cards=current_app.config["APP_ENV"] != "production",
+            token_is_live=submit_once.token_is_live,
             may_ask=lambda: may_check_card(shopper(create=True) or ""),
         )
     )

@@ -2,14 +2,16 @@
 
 The order form turns the card number into the provider's token while it validates
 (webapp/orders/forms.py), before its form token is spent: the library decides a
-token's fate only after the form is valid. So a script with one session and made-up
-tokens could make the shop call the provider from its own key once a submit, which is
-what card testing looks like to the provider. Each browser session (the shop's own
-value in the session cookie, webapp/orders/same_order.py) may ask
-``CARD_CHECKS_PER_SESSION`` times per :data:`WINDOW_SECONDS`; past that the form comes
-back (429, the input kept, ``Retry-After``) and the provider is not called. A new session
-needs a form drawn for it (its CSRF token), and form views are bounded per client
-address (``SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE``).
+token's fate only after the form is valid. A made-up token is refused by its MAC, and a
+spent or expired one by ``submit_once.token_is_live()``, before the provider is asked;
+but one live token stays live while each card sent with it is refused, so a script could
+send it again and again, card after card, and make the shop call the provider from its
+own key once a submit: what card testing looks like to the provider. Each browser
+session (the shop's own value in the session cookie, webapp/orders/same_order.py) may
+ask ``CARD_CHECKS_PER_SESSION`` times per :data:`WINDOW_SECONDS`; past that the form
+comes back (429, the input kept, ``Retry-After``) and the provider is not called. A new
+session needs a form drawn for it (its CSRF token), and form views are bounded per
+client address (``SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE``).
 
 Counted in Redis with one script (INCR, and the window's EXPIRE on the first), so the
 count is shared by every process and every key expires. While Redis cannot be reached

@@ -34,7 +34,7 @@ from flask.typing import ResponseReturnValue
 from sqlalchemy.orm import Session
 
 from ._answers import Message, Outcome, Page, TemplateHelper
-from ._form import Fields, ProtectedForm, RecentSubmits, carry
+from ._form import Fields, ProtectedForm, RecentSubmits, carry, token_is_live
 from ._idempotent import IdempotentView
 from ._issuing import (
     NAME_ATTRIBUTE,
@@ -401,6 +401,28 @@ class SubmitOnce:
         return state().request_session(
             None, "SubmitOnce has no sessions: SubmitOnce(app, sessions=...)."
         )
+
+    def token_is_live(self) -> bool:
+        """Whether the form token of the submit being validated can still take effect:
+        ask it in a validator before something costly or outside the app, such as a card
+        checked at a provider, and let validation fail when it is False::
+
+            def validate_card(self, field):
+                if not submit_once.token_is_live():
+                    raise ValidationError("spent")  # never shown
+                self.card_token = provider.check(field.data)
+
+        The form's submit is then answered as a repeat of the one that spent the token
+        (its result, after waiting while it runs; "changed"; or "expired", input kept
+        and a fresh token), never as invalid, and nothing is consumed. One ``EXISTS``,
+        sent at most once a request, only when asked: a form whose validators never ask
+        costs Redis nothing more. While Redis is away it is an
+        :class:`UnavailableError` answer (503, input kept), unless submits are accepted
+        then (``SUBMIT_ONCE_REDIS_AWAY_ACCEPT_SUBMITS``): True, the database decides.
+
+        :raises RuntimeError: outside the validation of a protected form's submit.
+        """
+        return token_is_live()
 
     def issue_tokens(self, *endpoints: str) -> None:
         """Issue the tokens of a page's forms (by the endpoints they are sent to) in one

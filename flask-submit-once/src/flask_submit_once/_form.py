@@ -5,6 +5,8 @@
     token: its MAC (made up, another session's or form's: expired, 409), before validation
     a repeat this process recently saw take effect, sent alike -> its answer (GETDEL only)
     the form: validate -> invalid: 422, the input and the same token (the database away: 503)
+      a validator that asked token_is_live() before a costly check and was told spent:
+      a repeat, answered by the runner without consuming (no create for an unvalidated form)
     the transaction (_runner): lock, GETDEL, the view's row, its digest and fingerprint, COMMIT
         (an edit of a VersionedMixin row from another version than the page's: 409, input kept)
     the answer for the outcome, as the request asked (_answers: page, htmx, JSON)
@@ -77,6 +79,7 @@ __all__ = [
     "CHECK_HEADER",
     "TOKEN_HEADER",
     "Fields",
+    "Liveness",
     "ProtectedForm",
     "RecentSubmits",
     "carry",
@@ -84,6 +87,7 @@ __all__ = [
     "fingerprint",
     "json_body",
     "sent_files",
+    "token_is_live",
 ]
 
 #: What makes a submission what it is: some of the form's fields, or a mapping made from it.
@@ -152,6 +156,8 @@ class ProtectedForm:
             # Nothing validated: a validator may call elsewhere (a card check).
             return self.respond(st, Outcome("expired"), name, token, self.make_form(), "", started)
         digest = consumable.digest
+        liveness = Liveness(consumable)
+        request.environ[_LIVENESS] = liveness
         raw = sent_fingerprint(st.field, input_name(st))
         known = st.recent.get(digest)
         if known is not None and known.raw == raw:
@@ -181,7 +187,11 @@ class ProtectedForm:
                     return self.session_lost(st)
                 stored = fingerprint(self.values(form))
                 if not valid:
-                    return self.invalid(st, name, token, form, digest, stored, started)
+                    if not liveness.spent:
+                        return self.invalid(st, name, token, form, digest, stored, started)
+                    # A validator stopped before its costly check, the token spent: a repeat
+                    # of the submit that spent it, whatever its fields say now.
+                    consumable = consumable.spent()
             except UNREACHABLE:
                 # Away before anything was consumed: the form again, the input, the same token.
                 with suppress(SQLAlchemyError):
@@ -380,6 +390,37 @@ class ProtectedForm:
             "SubmitOnce has no sessions: SubmitOnce(app, sessions=...) or "
             "init_app(app, sessions=...), or the form's sessions=.",
         )
+
+
+# Whether the token is still live, asked by a validator
+
+_LIVENESS = "flask_submit_once.liveness"
+
+
+class Liveness:
+    """Whether this request's token is still live, asked at most once (one ``EXISTS``);
+    ``spent`` once it was asked and found used up."""
+
+    def __init__(self, consumable: Consumable) -> None:
+        self.consumable = consumable
+        self.spent: bool | None = None
+
+    def ask(self) -> bool:
+        if self.spent is None:
+            self.spent = self.consumable.is_spent()
+        return not self.spent
+
+
+def token_is_live() -> bool:
+    """Whether the token of the protected submit being validated is still live (what
+    :meth:`SubmitOnce.token_is_live <flask_submit_once.SubmitOnce.token_is_live>` says)."""
+    liveness = request.environ.get(_LIVENESS) if has_request_context() else None
+    if not isinstance(liveness, Liveness):
+        raise RuntimeError(
+            "token_is_live() is asked while a protected form's submit is validated: call "
+            "it from the form's validators, not from a view or another request."
+        )
+    return liveness.ask()
 
 
 # What a submit sent, and what it is

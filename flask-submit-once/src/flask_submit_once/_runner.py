@@ -138,7 +138,7 @@ class Consumable:
         self,
         store: TokenStore,
         digest: str,
-        how: Literal["issued", "claimed"],
+        how: Literal["issued", "claimed", "spent"],
         *,
         accept_when_redis_away: bool,
         ttl: int | None = None,
@@ -166,17 +166,40 @@ class Consumable:
         digest = store.digest(nonce, session_id=sid, form=name)
         return cls(store, digest, "claimed", accept_when_redis_away=True)
 
+    def is_spent(self) -> bool:
+        """Whether the digest is used up already (one ``EXISTS``): an issued token no
+        longer held (consumed or expired), a claimed one held. A hint read before
+        something costly; only :meth:`consume` decides. While Redis is away its error
+        propagates, unless ``accept_when_redis_away``: then False, the database decides."""
+        try:
+            held = self.store.holds(self.digest)
+        except (RedisConnectionError, RedisTimeoutError):
+            if not self.accept_when_redis_away:
+                raise
+            return False
+        return not held if self.how == "issued" else held
+
+    def spent(self) -> Consumable:
+        """This digest, seen used up before its form was validated: its :meth:`consume`
+        sends nothing and misses, so the runner only finds what the submit that spent
+        it made (waiting for it while it runs), and never runs ``create`` for a form
+        that was not validated, even if the token comes back meanwhile (restored after
+        an unconfirmed COMMIT)."""
+        return Consumable(self.store, self.digest, "spent", accept_when_redis_away=False)
+
     def consume(self) -> bool:
         """The one Redis step: True for exactly one caller."""
         if self.how == "issued":
             return self.store.consume_digest(self.digest)
+        if self.how == "spent":
+            return False
         return self.store.claim(self.digest, ttl=self.ttl)
 
     def restore(self) -> None:
         """Make the digest consumable again."""
         if self.how == "issued":
             self.store.claim(self.digest)
-        else:
+        elif self.how == "claimed":
             self.store.release(self.digest)
 
 

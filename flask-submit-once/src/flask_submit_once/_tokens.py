@@ -5,6 +5,7 @@ copied into a project on its own. Life of a token::
 
     create()   SET <prefix>:<digest> 1 EX <ttl> NX     when the form is rendered
     verify()   its MAC, no command                     when the form is submitted, then
+    is_live()  EXISTS <prefix>:<digest>                (only before something costly)
     consume()  GETDEL <prefix>:<digest>
 
 A key the *caller* chooses (an ``Idempotency-Key`` header, a webhook event id) is not
@@ -172,6 +173,22 @@ class TokenStore:
         if self.secret is not None and not self.verify(token, session_id=session_id, form=form):
             return False
         return self.consume_digest(self.digest(token, session_id=session_id, form=form))
+
+    def is_live(self, token: str, *, session_id: str, form: str) -> bool:
+        """Whether ``token`` is still live: issued, not yet consumed, not expired (one
+        ``EXISTS``; a token that does not :meth:`verify` is ``False`` with no command
+        sent). Ask it before something costly that is worth doing only for a submit that
+        can still take effect (a card checked at a provider). A hint, not a claim: only
+        :meth:`consume` decides, and a live token may be consumed by another request
+        the next moment."""
+        if self.secret is not None and not self.verify(token, session_id=session_id, form=form):
+            return False
+        return self.holds(self.digest(token, session_id=session_id, form=form))
+
+    def holds(self, digest: str) -> bool:
+        """Whether Redis holds the key of ``digest`` (one ``EXISTS``): for an issued
+        token, that it is still live; for a claimed key, that it is claimed."""
+        return bool(self.client.exists(self.key(digest)))
 
     def consume_digest(self, digest: str) -> bool:
         """:meth:`consume` for a caller that holds the token's :meth:`digest` already."""
