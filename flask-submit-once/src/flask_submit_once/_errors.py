@@ -15,6 +15,7 @@ __all__ = [
     "SubmitOnceError",
     "TooManyFormsError",
     "UnavailableError",
+    "cause_of",
 ]
 
 
@@ -86,3 +87,14 @@ class CrossSiteError(SubmitOnceError, Forbidden):
     description = (
         "This form works only from our own pages, so nothing was done. Open it from our site."
     )
+
+
+def cause_of(error: BaseException) -> str:
+    """What ``error`` was, for a log line: its class and the first line of its message. A
+    database error says its driver's message alone: never the statement's parameters (a
+    form's input, a card's token) nor its DETAIL (a row's values)."""
+    shown = getattr(error, "orig", None)
+    if not isinstance(shown, BaseException):
+        shown = error
+    lines = str(shown).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__

@@ -68,6 +68,7 @@ _FORM = "_submit_once_form"
 DEFAULTS: Mapping[str, Any] = {
     "TTL_SECONDS": 3600,
     "WAIT_SECONDS": 10.0,
+    "STEP_LEASE_SECONDS": 30.0,
     "MAX_FORMS_PER_SESSION": 200,
     "MAX_FORMS_PER_CLIENT_PER_MINUTE": 120,
     "REDIS_AWAY_ACCEPT_SUBMITS": False,
@@ -598,7 +599,7 @@ class SubmitOnce:
 
     def resume(self, *, wait: float = 0.0) -> dict[str, int]:
         """Do every step left to do (the sweeper: ``flask submit-once resume``, by cron or
-        a worker): rows a submit committed whose step was interrupted. A row whose lock a
+        a worker): rows a submit committed whose step was interrupted. A row whose lease a
         request holds (it is doing the step right now) is left to it. Returns how many
         rows ended in each outcome kind."""
         st = state()
@@ -607,7 +608,7 @@ class SubmitOnce:
             for protected in map(protected_form, current_app.view_functions.values())
             if protected is not None and protected.step is not None
         ]
-        return resume_all(steps, wait=wait)
+        return resume_all(steps, wait=wait, lease=float(st.setting("STEP_LEASE_SECONDS")))
 
     def session_lost(self, error: Exception) -> Response | None:
         """The answer to a failed CSRF check on a protected form's submit, or None when

@@ -15,10 +15,11 @@ so it opens no second one, and nothing it hands out belongs to another request.
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any, Protocol, TypeAlias, TypeVar
 
 from flask import Flask, has_request_context, request
-from sqlalchemy import String, event, inspect, select
+from sqlalchemy import DateTime, String, event, inspect, select
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import (
     Mapped,
@@ -31,6 +32,7 @@ from sqlalchemy.orm import (
 
 __all__ = [
     "DIGEST_LENGTH",
+    "LEASE_OWNER_LENGTH",
     "Sessions",
     "SubmissionMixin",
     "new_session",
@@ -44,6 +46,8 @@ _SUBMISSION = "flask_submit_once.submission"
 
 #: A token digest: SHA-256, URL-safe base64 without padding.
 DIGEST_LENGTH = 43
+#: Who holds a step's lease: a random UUID, in hex.
+LEASE_OWNER_LENGTH = 32
 
 
 class SubmissionMixin:
@@ -59,9 +63,12 @@ class SubmissionMixin:
     ``submission_fingerprint``, what the submission was (so that a repeat with other
     input is told apart); and ``submission_step``, the step outside the database still
     to do for it, if its form has one (``then=``), else NULL (a view sets it to None
-    itself for a row that needs no step). The protected view fills them: it only returns
-    the row. In a migration they are ``VARCHAR(43) NOT NULL
-    UNIQUE``, ``VARCHAR(43)`` and ``VARCHAR(64)``.
+    itself for a row that needs no step); and the lease of whoever does that step now,
+    ``submission_step_lease_owner`` until ``submission_step_lease_until`` (UTC), NULL
+    when nobody does it. The protected view fills them: it only returns the row. In a
+    migration they are ``VARCHAR(43) NOT NULL UNIQUE``, ``VARCHAR(43)``, ``VARCHAR(64)``,
+    ``VARCHAR(32)`` and a timestamp (``TIMESTAMP WITH TIME ZONE`` in PostgreSQL), the
+    last two NULL.
     """
 
     @declared_attr
@@ -75,6 +82,14 @@ class SubmissionMixin:
     @declared_attr
     def submission_step(cls) -> Mapped[str | None]:
         return mapped_column(String(64), nullable=True)
+
+    @declared_attr
+    def submission_step_lease_owner(cls) -> Mapped[str | None]:
+        return mapped_column(String(LEASE_OWNER_LENGTH), nullable=True)
+
+    @declared_attr
+    def submission_step_lease_until(cls) -> Mapped[datetime | None]:
+        return mapped_column(DateTime(timezone=True), nullable=True)
 
     @classmethod
     def find_submission(cls, db: Session, digest: str) -> Any:
