@@ -42,6 +42,11 @@ class UnavailableError(SubmitOnceError, ServiceUnavailable):
     def __init__(self, description: str | None = None) -> None:
         super().__init__(description, retry_after=5)
 
+    @property
+    def cause(self) -> Exception:
+        """What did not answer (``__cause__``), or this error when nothing is chained."""
+        return self.__cause__ if isinstance(self.__cause__, Exception) else self
+
 
 class FormTokenError(SubmitOnceError, BadRequest):
     """The submitted form token is missing, repeated, or not a shape we issue (400)."""

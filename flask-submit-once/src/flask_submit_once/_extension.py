@@ -33,7 +33,8 @@ from flask.sessions import SecureCookieSessionInterface
 from flask.typing import ResponseReturnValue
 from sqlalchemy.orm import Session
 
-from ._answers import Message, Outcome, Page, TemplateHelper
+from ._answers import Message, Outcome, Page, TemplateHelper, log_503
+from ._errors import UnavailableError
 from ._form import Fields, ProtectedForm, RecentSubmits
 from ._idempotent import IdempotentView
 from ._issuing import (
@@ -404,7 +405,12 @@ class SubmitOnce:
         """Issue the tokens of a page's forms (by the endpoints they are sent to) in one
         round trip before its template draws them; without it each
         ``submit_once.input(...)`` issues its own."""
-        tokens_for_page(state(), [form_name(endpoint) for endpoint in endpoints])
+        names = [form_name(endpoint) for endpoint in endpoints]
+        try:
+            tokens_for_page(state(), names)
+        except UnavailableError as error:
+            log_503(", ".join(names), "unavailable", error.cause)
+            raise
 
     def key_digest(self, key: str, *, name: str, scope: str = "") -> str:
         """The digest :meth:`idempotent` stores for ``key`` (in the row's

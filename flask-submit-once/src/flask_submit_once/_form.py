@@ -175,11 +175,12 @@ class ProtectedForm:
                 stored = fingerprint(self.values(form))
                 if not valid:
                     return self.invalid(st, name, token, form, digest, stored, started)
-            except UNREACHABLE:
+            except UNREACHABLE as error:
                 # Away before anything was consumed: the form again, the input, the same token.
                 with suppress(SQLAlchemyError):
                     db.rollback()
-                return form_again(st, self.page, name, "unavailable", sent=token, form=form)
+                outcome = Outcome("unavailable", error=error)
+                return self.respond(st, outcome, name, token, form, digest, started)
         try:
             outcome = run_once(
                 db,
@@ -190,8 +191,9 @@ class ProtectedForm:
                 fingerprint=stored,
                 sender=st.app,
             )
-        except UnavailableError:
-            return form_again(st, self.page, name, "unavailable", sent=token, form=form)
+        except UnavailableError as error:
+            outcome = Outcome("unavailable", error=error.cause)
+            return self.respond(st, outcome, name, token, form, digest, started)
         if self.step is not None and outcome.kind in ("created", "duplicate"):
             outcome = self.finish_step(st, db, outcome)
         if outcome.kind == "unconfirmed" and outcome.result is None:
