@@ -15,6 +15,7 @@ __all__ = [
     "SubmitOnceError",
     "TooManyFormsError",
     "UnavailableError",
+    "UnsupportedDatabaseError",
     "cause_of",
 ]
 
@@ -46,6 +47,12 @@ class UnavailableError(SubmitOnceError, ServiceUnavailable):
     def cause(self) -> Exception:
         """What did not answer (``__cause__``), or this error when nothing is chained."""
         return self.__cause__ if isinstance(self.__cause__, Exception) else self
+
+
+class UnsupportedDatabaseError(SubmitOnceError, RuntimeError):
+    """The sessions' database is one the library cannot keep its promises on: raised by
+    ``init_app`` when the engine is known then, else by the first submit. Its message
+    names the supported databases."""
 
 
 class FormTokenError(SubmitOnceError, BadRequest):
