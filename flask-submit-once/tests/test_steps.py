@@ -7,12 +7,16 @@ lock or lease is held (``nothing_held``, ``no_lease_left``)."""
 from __future__ import annotations
 
 import threading
+import time
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import event
+from sqlalchemy import event, select
+from sqlalchemy.orm import Session
 
+from checkout_app import Order
 from flask_submit_once import signals
+from flask_submit_once._runner import Lease, LeaseLost
 from flask_submit_once.testing import OnceForms
 from servers import end_connection
 
@@ -244,3 +248,32 @@ def test_no_connection_is_idle_in_a_transaction_while_the_step_calls_the_provide
     # the order's lease alone, held by whoever charges, for a while yet
     ((owner, until),) = held
     assert owner and until > datetime.now(UTC)
+
+
+def test_a_holder_that_outlived_its_lease_records_nothing_and_the_next_holder_records_it(
+    make_checkout, once_forms, provider, orders, checkout_tables
+):
+    """A holder stalled past its lease (never renewed) finds it taken when it comes back:
+    what it wrote is not committed, and the holder that took the lease records the step.
+    One holder records a step, whatever the clocks and the stalls."""
+    provider.mode = "fail"
+    assert once_forms.open("/checkout").submit(ADA).status_code == 503
+    with Session(checkout_tables) as db:
+        digest = db.scalars(select(Order.submission_digest)).one()
+    stalled = Lease(checkout_tables, Order, digest, "charge", 0.05)
+    assert stalled.take(wait=0)
+    time.sleep(0.1)
+    taker = Lease(checkout_tables, Order, digest, "charge", 30)
+    assert taker.take(wait=0) and taker.held
+    with Session(checkout_tables) as db:
+        db.get(Order, 1).charge_id = "ch_stalled"
+        db.get(Order, 1).submission_step = None
+        with pytest.raises(LeaseLost):
+            stalled.commit_with(db)
+        db.rollback()
+    assert orders() == [("ada@example.com", None, "charge")]
+    with Session(checkout_tables) as db:
+        db.get(Order, 1).charge_id = "ch_taker"
+        db.get(Order, 1).submission_step = None
+        taker.commit_with(db)
+    assert orders() == [("ada@example.com", "ch_taker", None)]
