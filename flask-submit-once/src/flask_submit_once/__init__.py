@@ -21,6 +21,7 @@ from ._errors import (
     SubmitOnceError,
     TooManyFormsError,
     UnavailableError,
+    UnsupportedDatabaseError,
 )
 from ._extension import SubmitOnce
 from ._model import SubmissionMixin, VersionedMixin
@@ -40,6 +41,7 @@ __all__ = [
     "TokenStore",
     "TooManyFormsError",
     "UnavailableError",
+    "UnsupportedDatabaseError",
     "VersionedMixin",
     "__version__",
     "signals",
