@@ -164,6 +164,8 @@ def test_a_file_that_is_no_photo_is_refused_with_the_amount_kept(
 def test_a_photo_over_the_cap_is_refused_and_a_body_far_over_it_gets_a_clear_413(
     make_app, servers, paid_order
 ):
+    # A small cap: Werkzeug's test client writes a body past 500 kB to a temporary file
+    # it never closes (a ResourceWarning, an error here), whatever the app does.
     app = make_app(REFUND_PHOTO_MAX_BYTES=2**18)
     client = app.test_client()
     order_id = paid_order(3600)
