@@ -72,6 +72,8 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
             environ, "SUBMIT_ONCE_MAX_FORMS_PER_SESSION", 200
         ),
         "MAX_CONTENT_LENGTH": _int(environ, "MAX_CONTENT_LENGTH", 64 * 1024),
+        # The refund submit alone may send this much more: a photo (webapp/refunds/photos.py).
+        "REFUND_PHOTO_MAX_BYTES": _int(environ, "REFUND_PHOTO_MAX_BYTES", 5 * 1024 * 1024),
         "IDEMPOTENCY_RETENTION": _int(environ, "IDEMPOTENCY_RETENTION", 24 * 3600),
         "PAYMENT_WEBHOOK_SECRET": environ.get("PAYMENT_WEBHOOK_SECRET"),
         "PAYMENT_PROVIDER_URL": environ.get("PAYMENT_PROVIDER_URL") or None,
@@ -173,6 +175,8 @@ def finish(config: dict[str, Any]) -> None:
         # Back shows a placed order's form as it was sent (Flask-Submit-Once's opt-in).
         SUBMIT_ONCE_BACK_SHOWS_FORM=True,
     )
+    # A refund photo refused for its size is not kept for the form drawn again either.
+    config.setdefault("SUBMIT_ONCE_MAX_KEPT_UPLOAD_BYTES", config["REFUND_PHOTO_MAX_BYTES"])
     # A CSRF token lives as long as the form token it travels with.
     config.setdefault("WTF_CSRF_TIME_LIMIT", config.get("SUBMIT_ONCE_TTL_SECONDS", 3600))
 

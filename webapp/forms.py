@@ -16,7 +16,8 @@ from typing import Any
 
 from flask import Flask, abort, request
 from flask_wtf import FlaskForm
-from werkzeug.datastructures import MultiDict
+from flask_wtf.file import FileField
+from werkzeug.datastructures import FileStorage, MultiDict
 from werkzeug.exceptions import BadRequest
 
 __all__ = ["NOT_TEXT", "ShopForm", "init_app"]
@@ -57,9 +58,12 @@ class ShopForm(FlaskForm):
             if wrapped is None:
                 form.not_text = frozenset()
                 return None
-            kept: MultiDict[str, str] = MultiDict()
+            kept: MultiDict[str, str | FileStorage] = MultiDict()
             refused = set()
             for name, values in wrapped.lists():
+                if _one_file_for_a_file_input(form, name, values):
+                    kept[name] = values[0]
+                    continue
                 text = _as_text(values[0]) if len(values) == 1 else None
                 if text is None:
                     refused.add(name)
@@ -74,6 +78,15 @@ class ShopForm(FlaskForm):
         for name in self.not_text:
             self[name].errors = [NOT_TEXT]
         return valid and not self.not_text
+
+
+def _one_file_for_a_file_input(form: Any, name: str, values: list[Any]) -> bool:
+    return (
+        name in form
+        and isinstance(form[name], FileField)
+        and len(values) == 1
+        and isinstance(values[0], FileStorage)
+    )
 
 
 def init_app(app: Flask) -> None:

@@ -15,6 +15,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -46,7 +47,9 @@ __all__ = [
     "ORDER_STATUSES",
     "PAYMENT_PROBLEMS",
     "PAYMENT_REFERENCE_LENGTH",
+    "PHOTO_NAME_MAX",
     "PROVIDER_ID_MAX",
+    "REFUND_PHOTO_TYPES",
     "ApiClient",
     "ApiKey",
     "Base",
@@ -54,6 +57,7 @@ __all__ = [
     "OrderAmendment",
     "PaymentEvent",
     "Product",
+    "RefundPhoto",
     "RefundRecord",
     "RefundRequest",
     "new_payment_reference",
@@ -355,3 +359,31 @@ class RefundRequest(SubmissionMixin, Base):
     # Migration 0013: the operator who approved or rejected it, and who requeued it.
     reviewed_by: Mapped[str | None] = mapped_column(String(OPERATOR_MAX))
     requeued_by: Mapped[str | None] = mapped_column(String(OPERATOR_MAX))
+
+
+#: What a refund photo may be (migration 0018): the type its bytes were recognised as
+#: (webapp/refunds/photos.py), never what the browser said. No SVG: it can carry script.
+REFUND_PHOTO_TYPES = ("image/jpeg", "image/png", "image/webp")
+#: The longest file name kept with a photo (made safe first: the operator's terminal shows it).
+PHOTO_NAME_MAX = 255
+
+
+class RefundPhoto(Base):
+    """The photo a customer attached to a refund request (migration 0018), written in
+    the request's own transaction: at most one a request, as the request is one a
+    submit. Only the operator reviewing the request sees it (``flask --app webapp
+    refund-photo``); no page serves it."""
+
+    __tablename__ = "refund_photos"
+    __table_args__ = (
+        CheckConstraint(f"content_type IN {REFUND_PHOTO_TYPES!r}", name="refund_photos_type_known"),
+        CheckConstraint("octet_length(data) > 0", name="refund_photos_not_empty"),
+    )
+
+    refund_request_id: Mapped[int] = mapped_column(
+        BigInteger, ForeignKey("refund_requests.id", ondelete="CASCADE"), primary_key=True
+    )
+    content_type: Mapped[str] = mapped_column(String(16))
+    filename: Mapped[str] = mapped_column(String(PHOTO_NAME_MAX))
+    data: Mapped[bytes] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), server_default=func.now())

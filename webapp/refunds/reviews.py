@@ -4,20 +4,26 @@
     flask --app webapp approve-refund <request id> [--by NAME]   it is published and applied
     flask --app webapp reject-refund <request id> --reason TEXT [--by NAME]
                                                                  released, not refunded
+    flask --app webapp refund-photo <request id> --out FILE [--by NAME]
+                                                                 the customer's photo, saved
 
 A request on a shipped order is reserved and waits (requests.py); the worker
 never sees it before it is approved. Who approved or rejected it is stored in
-``refund_requests.reviewed_by`` and logged (webapp/operators.py).
+``refund_requests.reviewed_by`` and logged (webapp/operators.py). The photo a
+customer attached (photos.py) is seen here only, and who saved it is logged: no page
+serves it, so the order's link opens nothing of it.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import click
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..db import sessions
-from ..models import Order, RefundRequest
+from ..models import Order, RefundPhoto, RefundRequest
 from ..operators import by_option, record
 from ..order_rules import has_control_chars
 from .forms import euros
@@ -41,8 +47,10 @@ def refund_reviews() -> None:
                 Order.order_number,
                 Order.paid_cents,
                 Order.refunded_cents,
+                RefundPhoto.content_type.label("photo_type"),
             )
             .join(Order, Order.id == RefundRequest.order_id)
+            .outerjoin(RefundPhoto, RefundPhoto.refund_request_id == RefundRequest.id)
             .where(RefundRequest.status == "review")
             .order_by(RefundRequest.id)
         ).all()
@@ -53,6 +61,7 @@ def refund_reviews() -> None:
             f"request {row.id}: {euros(row.amount_cents)} on order {row.order_id} "
             f"({row.order_number}; paid {euros(row.paid_cents)}, refunded "
             f"{euros(row.refunded_cents)}), asked {row.created_at:%Y-%m-%d %H:%M} UTC"
+            + (f"; with a photo (refund-photo {row.id} --out FILE)" if row.photo_type else "")
         )
 
 
@@ -80,6 +89,35 @@ def approve_refund(request_id: int, by: str) -> None:
     click.echo(
         f"Approved by {by}: {euros(request.amount_cents)} for order {number} "
         f"(request {request.id}) will be published and applied by the worker."
+    )
+
+
+@bp.cli.command("refund-photo")
+@click.argument("request_id", type=int)
+@click.option(
+    "--out",
+    required=True,
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="The file to save the photo to (a new one: nothing is written over).",
+)
+@by_option
+def refund_photo(request_id: int, out: Path, by: str) -> None:
+    """Save the photo attached to a refund request, to look at before approving or
+    rejecting it; who saved it is logged."""
+    with sessions()() as db:
+        photo = db.scalar(select(RefundPhoto).where(RefundPhoto.refund_request_id == request_id))
+    if photo is None:
+        raise click.ClickException(f"Refund request {request_id} has no photo.")
+    try:
+        # "x": never over a file the operator already has
+        with out.open("xb") as file:
+            file.write(photo.data)
+    except FileExistsError:
+        raise click.ClickException(f"{out} exists already: name a new file.") from None
+    record("refund-photo", by, refund_request=request_id)
+    click.echo(
+        f"Saved the photo of refund request {request_id} to {out}: {photo.content_type}, "
+        f"{len(photo.data):,} bytes, sent as {photo.filename}."
     )
 
 

@@ -14,23 +14,33 @@ submitting it again lands on the request ("already requested"), never on a secon
 even once nothing is left to refund; with JavaScript the form is posted by htmx, which
 swaps a refused amount in place, so Back never meets a POST result. An order placed
 through the JSON API is its client's to refund (403 here, nothing requested).
+
+The form may carry a photo (photos.py): its bytes are part of what the request is (a
+corrected photo sent with a used token is "changed", never "already requested"), it is
+stored in the same transaction as the request, and the submit alone may send a body that
+large. A photo the form refused is not kept for the form drawn again; one sent with an
+amount that was refused is, so the customer does not pick it again.
 """
 
 from __future__ import annotations
 
-from flask import Blueprint, abort, g, make_response, render_template, request
+from flask import Blueprint, abort, current_app, g, make_response, render_template, request
 from sqlalchemy.orm import Session
+from werkzeug.datastructures import ImmutableMultiDict
+from werkzeug.exceptions import RequestEntityTooLarge
 from wtforms.validators import ValidationError
 
 from flask_submit_once import Outcome, Refused
 
 from ..db import sessions
+from ..errors import render_error
 from ..extensions import submit_once
 from ..models import Order, RefundRequest
 from ..notices import REFUND_ALREADY, REFUND_REQUESTED, notify
 from ..order_rules import placed_through_api
 from ..orders.lookup import get_order_or_404
-from .forms import RefundForm, euros, parse_cents
+from .forms import PHOTO_TOO_LARGE, RefundForm, euros, parse_cents
+from .photos import attach_photo, max_photo_bytes, max_photo_mib
 from .refusals import NothingToRefund, nothing_left, nothing_to_refund, through_the_api
 from .requests import REFUNDABLE, NotEnoughLeft, request_refund, requests_of
 
@@ -59,6 +69,25 @@ NOT_CONFIRMED = (
 bp.register_error_handler(NothingToRefund, nothing_to_refund)
 
 
+@bp.url_value_preprocessor
+def allow_a_photo(endpoint: str | None, _values: dict[str, object] | None) -> None:
+    """Let the refund submit's body hold a photo, and only that submit's. Set here: URL
+    value preprocessors run before every before_request function, and the CSRF check
+    (one of those) reads the body. The room above the photo is what any form may send."""
+    if endpoint == "refunds.create":
+        request.max_content_length = max_photo_bytes() + current_app.config["MAX_CONTENT_LENGTH"]
+
+
+@bp.errorhandler(RequestEntityTooLarge)
+def too_large(_error: RequestEntityTooLarge):
+    """Werkzeug refused the body before anything read it: say it was the photo."""
+    return render_error(
+        413,
+        PHOTO_TOO_LARGE.format(mib=max_photo_mib())
+        + " Nothing was requested: go back to the form and send it again.",
+    )
+
+
 @bp.app_template_global()
 def refundable_cents(order: Order) -> int:
     """What is left to refund on ``order``: paid, less refunded, less requested and
@@ -73,6 +102,9 @@ def refund_requests(order: Order) -> list[RefundRequest]:
     """The order's refund requests, for its page: requested, applied or failed."""
     with sessions()() as db:
         return requests_of(db, order.id)
+
+
+bp.add_app_template_global(max_photo_mib, "refund_photo_mib")
 
 
 @bp.app_template_filter()
@@ -110,11 +142,24 @@ def amount_sent(form: RefundForm) -> dict[str, object]:
         cents = parse_cents(form.amount.data or "")
     except ValidationError:
         cents = None
-    return {"amount_cents": cents}
+    # A file is its name and the SHA-256 of its bytes (the library's fingerprint).
+    return {"amount_cents": cents, "photo": form.photo.data or None}
+
+
+def forget_refused_photo() -> None:
+    """Not kept for the form drawn again: left empty, it would be put back and refused."""
+    for upload in request.files.getlist("photo"):
+        # out of request.files, the request's end no longer closes it (a temporary file)
+        upload.close()
+    request.files = ImmutableMultiDict(
+        [(name, f) for name, f in request.files.items(multi=True) if name != "photo"]
+    )
 
 
 def answer(outcome: Outcome):
     order: Order = g.refund_order
+    if outcome.kind == "invalid" and g.refund_form.photo.errors:
+        forget_refused_photo()
     match outcome:
         case Outcome(kind="invalid") if nothing_left(order):
             # a page of its own, saying why
@@ -155,10 +200,13 @@ def order_now() -> dict[str, object]:
     },
 )
 def create(form: RefundForm, db: Session, public_id: str) -> RefundRequest:
-    """Record the request and reserve its amount (the token is spent). What is left is
-    checked again by the reserving UPDATE: a refund requested or applied since the form
-    was validated makes this one too large."""
+    """Record the request, with its photo if it has one, and reserve its amount (the
+    token is spent). What is left is checked again by the reserving UPDATE: a refund
+    requested or applied since the form was validated makes this one too large."""
     try:
-        return request_refund(db, g.refund_order.id, form.cents)
+        refund_request = request_refund(db, g.refund_order.id, form.cents)
     except NotEnoughLeft:
         raise Refused(NOT_ENOUGH_LEFT) from None
+    if form.accepted_photo is not None:
+        attach_photo(db, refund_request, form.accepted_photo)
+    return refund_request

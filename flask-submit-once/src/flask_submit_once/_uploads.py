@@ -136,8 +136,10 @@ def put_back(state: State, form: str) -> None:
         if encoded is None:
             continue
         if not files.get(field):
-            # The empty part a file input sends when nothing is picked.
-            files.poplist(field)
+            # The empty part a file input sends when nothing is picked. Out of
+            # request.files, the request's end would not close it (a temporary file).
+            for empty in files.poplist(field):
+                empty.close()
         upload = FileStorage(
             io.BytesIO(base64.b64decode(encoded)),
             filename=filename,
