@@ -6,7 +6,7 @@ backup holds both and nothing else needs to be kept in step. The content type is
 the bytes were recognised as (JPEG, PNG or WebP), never what the browser said.
 
 Revision ID: 0018
-Revises: 0016
+Revises: 0017
 Create Date: 2026-12-05
 """
 
@@ -15,7 +15,7 @@ from alembic import op
 
 revision = "0018"
 # 0017 is another change's; whichever lands second follows the other.
-down_revision = "0016"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 
