@@ -14,7 +14,6 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0018"
-# 0017 is another change's; whichever lands second follows the other.
 down_revision = "0017"
 branch_labels = None
 depends_on = None
