@@ -88,6 +88,13 @@ def fill_form(page: Page, **fields: str) -> None:
     page.get_by_label("Shipping address").fill(values["address"])
 
 
+def continue_to_review(page: Page) -> None:
+    """Press Continue on the filled-in details: the review of what will be charged, whose
+    Place order places the order."""
+    page.get_by_role("button", name="Continue").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Check your order")
+
+
 def submit_spaced(page: Page, times: int, spacing_ms: int) -> None:
     """Send the form ``times`` times, ``spacing_ms`` apart, from a page script.
 
