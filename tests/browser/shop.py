@@ -154,13 +154,20 @@ def show_form(page: Page, shop: Shop) -> None:
 def show_errors(page: Page, shop: Shop) -> None:
     open_form(page, shop)
     fill_form(page, name="", email="not an address", quantity="0")
-    page.get_by_role("button", name="Place order").click()
+    page.get_by_role("button", name="Continue").click()
     expect(page.locator("#error-summary")).to_be_focused()
+
+
+def show_review(page: Page, shop: Shop) -> None:
+    open_form(page, shop)
+    fill_form(page)
+    continue_to_review(page)
 
 
 def show_confirmation(page: Page, shop: Shop) -> None:
     open_form(page, shop)
     fill_form(page)
+    continue_to_review(page)
     page.get_by_role("button", name="Place order").click()
     expect_confirmation(page, already_placed=False)
 
@@ -175,6 +182,7 @@ def show_already_placed(page: Page, shop: Shop) -> None:
 PAGES = {
     "form": show_form,
     "errors": show_errors,
+    "review": show_review,
     "confirmation": show_confirmation,
     "already-placed": show_already_placed,
 }
