@@ -78,7 +78,7 @@ def test_review_back_review_again_and_place_twice_make_one_order(client, servers
 def test_edit_on_the_review_is_the_details_again_as_typed_with_the_same_token(client, servers):
     tokens = details_page(client)
     html = review(client, tokens).get_data(as_text=True)
-    edit = client.post("/orders/new", data=carried(html))
+    edit = client.post("/orders/details", data=carried(html))
     page = edit.get_data(as_text=True)
     assert edit.status_code == 200
     assert 'value="Ada Lovelace"' in page and "London SW1Y 4JH</textarea>" in page

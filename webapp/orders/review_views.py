@@ -1,7 +1,7 @@
 """Checkout in two steps: the details (``GET /orders/new``), then a review of exactly
 what will be charged (``POST /orders/review``), whose "Place order" is the protected
 submit (views.py, ``create``); "Edit" on the review is the details again
-(``POST /orders/new``), as typed.
+(``POST /orders/details``), as typed.
 
 One token for the whole checkout (flask-submit-once/docs/steps.md): the details page is
 issued the token of ``orders.create``, and each step carries it

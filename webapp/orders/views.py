@@ -42,7 +42,9 @@ bp = Blueprint("orders", __name__)
 log = logging.getLogger(__name__)
 bp.add_url_rule("/orders/<public_id>/amendments", view_func=amend, methods=["POST"])
 bp.add_url_rule("/orders/review", view_func=review, methods=["POST"])
-bp.add_url_rule("/orders/new", view_func=edit, methods=["POST"])
+# Edit: a URL of its own, since a POST to /orders/new would drop the browser's copy of the
+# details page that Back shows (with its token)
+bp.add_url_rule("/orders/details", view_func=edit, methods=["POST"])
 
 
 @bp.get("/orders/new")
