@@ -7,7 +7,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from http.cookies import SimpleCookie
 from pathlib import Path
 from typing import TypeVar
@@ -23,6 +23,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from dev.embedded import EmbeddedPostgres, EmbeddedRedis
+from flask_submit_once.testing import FormPage, OnceForms
 from tests.pgbouncer import PGBOUNCER, PgBouncer, needs_pgbouncer
 from webapp import create_app
 from webapp.cli import CATALOGUE, seed
@@ -324,6 +325,14 @@ def flashed(response) -> list[str]:
 SESSION_COOKIE = URLSafeTimedSerializer(
     "unknown", salt="cookie-session", serializer=TaggedJSONSerializer()
 )
+
+
+def order_page(forms: OnceForms) -> FormPage:
+    """The checkout's details page, aimed at the submit that places the order: its token
+    is the one the review's "Place order" spends, sent here with the fields straight to
+    ``POST /orders``, as the review sends them (tests/test_checkout_review.py goes through
+    the review)."""
+    return replace(forms.open("/orders/new"), url="/orders")
 
 
 def hidden(html: str, name: str) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from sqlalchemy import text
 
-from tests.conftest import VALID, flashed, order_count
+from tests.conftest import VALID, flashed, order_count, order_page
 from tests.order_buttons import buttons, press
 
 EDITED = {**VALID, "quantity": "5", "address": "1 Other Street\nLeeds LS1 1AA"}
@@ -18,7 +18,7 @@ def addresses(servers) -> list[str]:
 
 
 def test_back_edit_and_submit_is_told_and_the_new_details_are_kept(once_forms, servers):
-    page = once_forms.open("/orders/new")
+    page = order_page(once_forms)
     placed = page.submit(VALID)
     assert placed.status_code == 303
     # Back, change quantity and address, submit
@@ -41,7 +41,7 @@ def test_back_edit_and_submit_is_told_and_the_new_details_are_kept(once_forms, s
 def test_the_same_details_still_land_on_the_order_whichever_worker_remembers_it(
     once_forms, servers, make_app
 ):
-    page = once_forms.open("/orders/new")
+    page = order_page(once_forms)
     placed = page.submit(VALID)
     # no in-process memory of this submit
     other_worker = make_app().test_client()
@@ -60,7 +60,7 @@ def test_the_same_details_still_land_on_the_order_whichever_worker_remembers_it(
 
 
 def test_two_versions_of_one_rendering_at_once_place_one_and_the_other_is_told(once_forms, servers):
-    page = once_forms.open("/orders/new")
+    page = order_page(once_forms)
     versions = [VALID, EDITED] * 3
     answers = page.submit_concurrently(versions)
     assert order_count(servers) == 1
@@ -78,7 +78,7 @@ def test_the_same_order_written_differently_is_a_repeat_not_other_details(once_f
     the first submit stored, so the resubmit lands on its order (before: 409 "other
     details", inviting the very second order the token exists to prevent)."""
     first = {**VALID, "name": "José Lovelace", "quantity": "2"}
-    page = once_forms.open("/orders/new")
+    page = order_page(once_forms)
     placed = page.submit(first)
     assert placed.status_code == 303
     for written in (

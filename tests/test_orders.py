@@ -72,9 +72,12 @@ def test_the_form_and_the_footer_speak_to_shoppers_not_developers(client):
     under the button and "Every order is placed once, however many times the button is
     pressed." in every page's footer."""
     page = client.get("/orders/new").text
-    assert "Your order’s page comes next: it says how to pay." in page
+    assert "nothing is placed or charged until you press Place order there." in page
+    # the button that places the order is the review's
+    review = client.post("/orders/review", data={**VALID, **open_form(client)}).text
+    assert "Your order’s page comes next: it says how to pay €36.00." in review
     for note in ("more than once", "however many times", "the button is pressed"):
-        assert note not in page
+        assert note not in page and note not in review
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,7 @@ from sqlalchemy import text
 
 from tests.browser.shop import (
     Shop,
+    continue_to_review,
     fill_form,
     open_form,
     refuse_as_cross_site,
@@ -30,6 +31,7 @@ def show_outage(page: Page, shop: Shop) -> None:
     """The submit finds no shop (as with gunicorn stopped: the connection is refused)."""
     show_form(page, shop)
     fill_form(page)
+    continue_to_review(page)
     page.route(re.compile(r"/orders$"), lambda route: route.abort("connectionrefused"))
     page.get_by_role("button", name="Place order").click()
     expect(page.locator("#submit-unknown")).to_be_visible()
@@ -39,6 +41,7 @@ def show_refused(page: Page, shop: Shop) -> None:
     """The shop refuses the submit as sent from another site (403)."""
     show_form(page, shop)
     fill_form(page)
+    continue_to_review(page)
     page.route(re.compile(r"/orders$"), refuse_as_cross_site)
     page.get_by_role("button", name="Place order").click()
     expect(page.locator("#submit-refused")).to_be_visible()
@@ -90,7 +93,9 @@ def show_amendment(page: Page, shop: Shop) -> None:
     show_confirmation(page, shop)
     number = page.locator("#order-number").inner_text()
     page.go_back()
+    page.go_back()
     page.get_by_label("Quantity").fill("5")
+    continue_to_review(page)
     page.get_by_role("button", name="Place order").click()
     expect(
         page.get_by_role("button", name=f"Update order {number} with these details")
@@ -112,6 +117,7 @@ def show_same_order(page: Page, shop: Shop) -> None:
     show_confirmation(first_tab, shop)
     first_tab.close()
     fill_form(page)
+    continue_to_review(page)
     page.get_by_role("button", name="Place order").click()
     expect(page.get_by_text("You placed this same order")).to_be_visible()
 
@@ -135,6 +141,7 @@ def card_checkout(provider: Provider) -> dict[str, Walk]:
     def declined(page: Page, shop: Shop) -> None:
         open_form(page, shop)
         fill_form(page)
+        continue_to_review(page)
         page.get_by_label("Card number").fill(DECLINED)
         page.get_by_role("button", name="Place order").click()
         expect(page.locator("#form-message")).to_contain_text("Your card was declined")
@@ -142,6 +149,7 @@ def card_checkout(provider: Provider) -> dict[str, Walk]:
     def not_confirmed(page: Page, shop: Shop) -> None:
         open_form(page, shop)
         fill_form(page)
+        continue_to_review(page)
         page.get_by_label("Card number").fill(PAYS)
         # every try: the client retries a 5xx
         provider.faults(fail_before_charge=-1)

@@ -88,6 +88,13 @@ def fill_form(page: Page, **fields: str) -> None:
     page.get_by_label("Shipping address").fill(values["address"])
 
 
+def continue_to_review(page: Page) -> None:
+    """Press Continue on the filled-in details: the review of what will be charged, whose
+    Place order places the order."""
+    page.get_by_role("button", name="Continue").click()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Check your order")
+
+
 def submit_spaced(page: Page, times: int, spacing_ms: int) -> None:
     """Send the form ``times`` times, ``spacing_ms`` apart, from a page script.
 
@@ -147,13 +154,20 @@ def show_form(page: Page, shop: Shop) -> None:
 def show_errors(page: Page, shop: Shop) -> None:
     open_form(page, shop)
     fill_form(page, name="", email="not an address", quantity="0")
-    page.get_by_role("button", name="Place order").click()
+    page.get_by_role("button", name="Continue").click()
     expect(page.locator("#error-summary")).to_be_focused()
+
+
+def show_review(page: Page, shop: Shop) -> None:
+    open_form(page, shop)
+    fill_form(page)
+    continue_to_review(page)
 
 
 def show_confirmation(page: Page, shop: Shop) -> None:
     open_form(page, shop)
     fill_form(page)
+    continue_to_review(page)
     page.get_by_role("button", name="Place order").click()
     expect_confirmation(page, already_placed=False)
 
@@ -168,6 +182,7 @@ def show_already_placed(page: Page, shop: Shop) -> None:
 PAGES = {
     "form": show_form,
     "errors": show_errors,
+    "review": show_review,
     "confirmation": show_confirmation,
     "already-placed": show_already_placed,
 }

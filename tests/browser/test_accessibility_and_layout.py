@@ -14,6 +14,7 @@ from tests.browser.shop import (
     PAGES,
     PHONE,
     Shop,
+    continue_to_review,
     expect_confirmation,
     fill_form,
     open_form,
@@ -128,6 +129,7 @@ def test_cancel_refund_and_error_pages_have_no_serious_accessibility_violations(
 def test_busy_button_is_aria_disabled_swallows_a_second_click_and_does_not_move(page, slow_shop):
     open_form(page, slow_shop)
     fill_form(page)
+    continue_to_review(page)
     button = page.get_by_role("button", name="Place order")
     button.scroll_into_view_if_needed()
     expect(button).to_have_accessible_name("Place order")
@@ -173,10 +175,16 @@ def test_form_and_confirmation_fit_a_375px_phone(new_page, shop):
         "els => els.map(e => parseFloat(getComputedStyle(e).fontSize))",
     )
     assert min(field_sizes) >= 16, "smaller text makes phones zoom in on focus"
-    button = page.get_by_role("button", name="Place order")
+    button = page.get_by_role("button", name="Continue")
     box, form = button.bounding_box(), page.locator("form").bounding_box()
     assert box and form and box["height"] >= 44 and box["width"] >= form["width"] - 1
     fill_form(page)
+    button.tap()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Check your order")
+    assert_fits_the_screen(page)
+    button = page.get_by_role("button", name="Place order")
+    box, form = button.bounding_box(), page.locator("form[data-submit-once]").bounding_box()
+    assert box and form and box["height"] >= 44 and box["width"] >= form["width"] - 1
     button.tap()
     expect_confirmation(page, already_placed=False)
     assert_fits_the_screen(page)

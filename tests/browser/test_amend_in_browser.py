@@ -11,7 +11,7 @@ import pytest
 from playwright.sync_api import Page, expect
 from sqlalchemy import text
 
-from tests.browser.shop import expect_confirmation, show_confirmation
+from tests.browser.shop import continue_to_review, expect_confirmation, show_confirmation
 
 
 def amendments(shop) -> list[dict]:
@@ -43,7 +43,9 @@ def test_back_edit_and_update_changes_the_order_once_and_lands_on_it(new_page, s
     key = shop.orders()[0]
     number = page.locator("#order-number").inner_text()
     page.go_back()
+    page.go_back()
     page.get_by_label("Quantity").fill("5")
+    continue_to_review(page)
     page.get_by_role("button", name="Place order").click()
 
     expect(page.locator("#form-message")).to_contain_text(f"already used for order {number}")
@@ -76,7 +78,9 @@ def test_an_update_that_got_no_answer_is_checked_at_its_own_address(page, shop):
     show_confirmation(page, shop)
     number = page.locator("#order-number").inner_text()
     page.go_back()
+    page.go_back()
     page.get_by_label("Quantity").fill("5")
+    continue_to_review(page)
     page.get_by_role("button", name="Place order").click()
     update = page.get_by_role("button", name=f"Update order {number} with these details")
     # the network drops it

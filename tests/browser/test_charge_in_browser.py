@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import expect
 from sqlalchemy import text
 
-from tests.browser.shop import ORDER_URL, Shop, fill_form, open_form
+from tests.browser.shop import ORDER_URL, Shop, continue_to_review, fill_form, open_form
 from tests.payments import PAYS, Provider
 
 
@@ -34,6 +34,7 @@ def test_a_double_click_while_the_provider_takes_5_s_charges_once_and_lands_on_t
         page = new_page(java_script_enabled=javascript)
         open_form(page, card_shop)
         fill_form(page)
+        continue_to_review(page)
         page.get_by_label("Card number").fill(PAYS)
         button = page.get_by_role("button", name="Place order")
         button.scroll_into_view_if_needed()

@@ -7,7 +7,14 @@ from __future__ import annotations
 from playwright.sync_api import expect
 from sqlalchemy import text
 
-from tests.browser.shop import CUSTOMER, ORDER_URL, expect_confirmation, fill_form, open_form
+from tests.browser.shop import (
+    CUSTOMER,
+    ORDER_URL,
+    continue_to_review,
+    expect_confirmation,
+    fill_form,
+    open_form,
+)
 
 
 def test_a_lost_order_offers_the_details_back_in_a_fresh_form_and_places_only_when_asked(
@@ -15,7 +22,8 @@ def test_a_lost_order_offers_the_details_back_in_a_fresh_form_and_places_only_wh
 ):
     open_form(page, shop)
     fill_form(page)
-    sent_token = page.locator("input[name=form_token]").input_value()
+    continue_to_review(page)
+    sent_token = page.locator("form[data-submit-once] input[name=form_token]").input_value()
 
     def lose_the_order(route):
         # The order was placed (a 303, or under htmx a 200 with HX-Redirect); before the
@@ -40,10 +48,11 @@ def test_a_lost_order_offers_the_details_back_in_a_fresh_form_and_places_only_wh
     expect(page.get_by_label("Full name")).to_have_value(CUSTOMER["name"])
     expect(page.get_by_label("Email")).to_have_value(CUSTOMER["email"])
     expect(page.get_by_label("Shipping address")).to_have_value(CUSTOMER["address"])
-    assert page.locator("input[name=form_token]").input_value() != sent_token
+    assert page.locator("form[data-submit-once] input[name=form_token]").input_value() != sent_token
     assert shop.posts_since(mark, at_least=0, timeout=1) == 0, "nothing sent by itself"
     assert shop.orders() == []
 
+    continue_to_review(page)
     page.get_by_role("button", name="Place order").click()
     number = expect_confirmation(page, already_placed=False)
     assert shop.orders() == [number]

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import pytest
 from playwright.sync_api import Page, expect
 
-from tests.browser.shop import CUSTOMER, Shop, expect_confirmation, fill_form
+from tests.browser.shop import CUSTOMER, Shop, continue_to_review, expect_confirmation, fill_form
 from tests.nginx import Nginx, needs_nginx, nginx
 
 pytestmark = needs_nginx
@@ -51,6 +51,7 @@ def test_behind_nginx_with_gunicorn_stopped_the_form_says_so_and_after_the_resta
     page.goto(f"https://127.0.0.1:{site.ports.https}/orders/new")
     expect(page.get_by_role("heading", level=1)).to_have_text("Place an order")
     fill_form(page)
+    continue_to_review(page)
     before = shop.orders()
 
     # gunicorn stopped: nothing listens on its port
@@ -71,14 +72,9 @@ def test_behind_nginx_with_gunicorn_stopped_the_form_says_so_and_after_the_resta
         expect(notice).to_contain_text(UNKNOWN)
         expect(button(page)).to_have_accessible_name("Check my order")
         expect(button(page)).not_to_have_attribute("aria-disabled", "true")
-        expect(page.get_by_role("heading", level=1)).to_have_text("Place an order")
-        for label, field in [
-            ("Full name", "name"),
-            ("Email", "email"),
-            ("Shipping address", "address"),
-            ("Quantity", "quantity"),
-        ]:
-            expect(page.get_by_label(label)).to_have_value(CUSTOMER[field])
+        expect(page.get_by_role("heading", level=1)).to_have_text("Check your order")
+        for field in ("name", "email", "quantity"):
+            expect(page.locator("#order-review")).to_contain_text(CUSTOMER[field])
         expect(page.locator("body")).not_to_contain_text(re.compile("nginx|Bad Gateway"))
         expect(page.get_by_text("Placing your order…")).to_have_count(0)
     finally:

@@ -7,7 +7,13 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.browser.shop import CUSTOMER, expect_confirmation, fill_form, open_form
+from tests.browser.shop import (
+    CUSTOMER,
+    continue_to_review,
+    expect_confirmation,
+    fill_form,
+    open_form,
+)
 
 
 @pytest.fixture
@@ -18,6 +24,7 @@ def page(new_page):
 def test_without_javascript_a_submit_places_one_order(page, shop):
     open_form(page, shop)
     fill_form(page)
+    continue_to_review(page)
     mark = shop.posts_received()
     page.get_by_role("button", name="Place order").click()
     number = expect_confirmation(page, already_placed=False)
@@ -28,6 +35,7 @@ def test_without_javascript_a_submit_places_one_order(page, shop):
 def test_without_javascript_a_double_click_sends_two_posts_and_places_one_order(page, slow_shop):
     open_form(page, slow_shop)
     fill_form(page)
+    continue_to_review(page)
     mark = slow_shop.posts_received()
     button = page.get_by_role("button", name="Place order")
     button.scroll_into_view_if_needed()
@@ -48,11 +56,12 @@ def test_without_javascript_a_double_click_sends_two_posts_and_places_one_order(
 def test_without_javascript_back_and_submit_again_shows_the_order_already_placed(page, shop):
     open_form(page, shop)
     fill_form(page)
+    continue_to_review(page)
     page.get_by_role("button", name="Place order").click()
     number = expect_confirmation(page, already_placed=False)
     mark = shop.posts_received()
     page.go_back()
-    expect(page.get_by_label("Full name")).to_have_value(CUSTOMER["name"])
+    expect(page.locator("#order-review")).to_contain_text(CUSTOMER["name"])
     page.get_by_role("button", name="Place order").click()
     assert expect_confirmation(page, already_placed=True) == number
     assert shop.posts_since(mark, at_least=1) == 1
@@ -62,10 +71,13 @@ def test_without_javascript_back_and_submit_again_shows_the_order_already_placed
 def test_without_javascript_back_edit_and_submit_again_is_told_not_dropped(page, shop):
     open_form(page, shop)
     fill_form(page)
+    continue_to_review(page)
     page.get_by_role("button", name="Place order").click()
     number = expect_confirmation(page, already_placed=False)
     page.go_back()
+    page.go_back()
     page.get_by_label("Quantity").fill("5")
+    continue_to_review(page)
     page.get_by_role("button", name="Place order").click()
     expect(page.locator("#form-message")).to_contain_text("already used for order")
     expect(page.get_by_label("Quantity")).to_have_value("5")

@@ -10,13 +10,14 @@ from __future__ import annotations
 import re
 import secrets
 import time
+from dataclasses import replace
 
 from itsdangerous import URLSafeTimedSerializer
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
 from flask_submit_once.testing import OnceForms, landed_on
-from tests.conftest import VALID, flashed
+from tests.conftest import VALID, flashed, order_page
 from tests.faults.steps import form_kept, placed
 from tests.faults.test_redis_faults import redis_hung
 from webapp.order_states import transition
@@ -39,7 +40,7 @@ def order_status(servers) -> str:
 
 def place_order(client) -> str:
     """Place an order through the form; its page's path."""
-    answer = OnceForms(client).open("/orders/new").submit(VALID)
+    answer = order_page(OnceForms(client)).submit(VALID)
     assert answer.status_code == 303
     return answer.headers["Location"]
 
@@ -55,7 +56,8 @@ def test_with_redis_away_the_order_form_looks_the_same_and_a_double_click_places
     assert away.status_code == 200
     # Nothing alarming: the page is the usual one, token values aside.
     assert TOKENS.sub(r"\1", away.text) == TOKENS.sub(r"\1", usual.text)
-    page = forms.page("/orders/new", away.text)
+    # the details page's token, sent with the fields to the submit, as the review sends it
+    page = replace(forms.page("/orders/new", away.text), url="/orders")
     assert page.token.startswith(SIGNED)
     answers = page.submit_concurrently([VALID, VALID])
     where = forms.assert_once(answers, rows=lambda: rows(fault_servers, "orders"))
@@ -95,8 +97,8 @@ def test_a_signed_token_works_only_in_its_own_session_and_for_its_own_form(
     app = fault_app()
     fault_servers.redis.stop()
     owner, stranger = OnceForms(app.test_client()), OnceForms(app.test_client())
-    mine = owner.open("/orders/new")
-    theirs = stranger.open("/orders/new")
+    mine = order_page(owner)
+    theirs = order_page(stranger)
     # Pasted into another session (with that session's own CSRF token): expired, input
     # kept, a fresh token of the stranger's own; nothing placed.
     pasted = stranger.client.post(
@@ -132,9 +134,9 @@ def test_with_redis_away_only_a_token_the_shop_issued_places_an_order(fault_app,
     signed form place one order each."""
     app = fault_app()
     forms = OnceForms(app.test_client())
-    before = forms.open("/orders/new")
+    before = order_page(forms)
     fault_servers.redis.stop()
-    during = forms.open("/orders/new")
+    during = order_page(forms)
     assert during.token.startswith(SIGNED)
     _, (nonce, _) = URLSafeTimedSerializer("any").loads_unsafe(during.token[len(SIGNED) :])
     for token in [secrets.token_urlsafe(32) for _ in range(3)] + [nonce]:
@@ -156,8 +158,8 @@ def test_a_signed_token_older_than_the_ttl_is_expired_with_the_input_kept_and_a_
     forms = OnceForms(app.test_client())
     fault_servers.redis.stop()
     stopped_clock(0)
-    during = forms.open("/orders/new")
-    stale = forms.open("/orders/new")
+    during = order_page(forms)
+    stale = order_page(forms)
     # past the TTL
     stopped_clock(61)
     answer = during.submit(VALID)
@@ -183,7 +185,7 @@ def test_when_redis_is_back_forms_drawn_during_the_outage_submit_once_on_any_ins
     first, second = fault_app(), fault_app()
     forms = OnceForms(first.test_client())
     fault_servers.redis.stop()
-    placed_during, sent_after = forms.open("/orders/new"), forms.open("/orders/new")
+    placed_during, sent_after = order_page(forms), order_page(forms)
     during = placed_during.submit(VALID)
     assert during.status_code == 303
     fault_servers.redis.start()
@@ -195,9 +197,9 @@ def test_when_redis_is_back_forms_drawn_during_the_outage_submit_once_on_any_ins
     answers = [sent_after.submit(VALID, client=other_instance), sent_after.submit(VALID)]
     assert len({landed_on(a) for a in answers}) == 1 and None not in map(landed_on, answers)
     assert len(placed(fault_servers)) == 2
-    assert forms.open("/orders/new").token is not None
-    assert not forms.open("/orders/new").token.startswith(SIGNED)
-    assert not OnceForms(second.test_client()).open("/orders/new").token.startswith(SIGNED)
+    assert order_page(forms).token is not None
+    assert not order_page(forms).token.startswith(SIGNED)
+    assert not order_page(OnceForms(second.test_client())).token.startswith(SIGNED)
 
 
 def test_a_hung_redis_costs_a_render_one_timeout_and_a_form_sent_meanwhile_is_placed_once(
@@ -208,10 +210,10 @@ def test_a_hung_redis_costs_a_render_one_timeout_and_a_form_sent_meanwhile_is_pl
     placed by the lock and the UNIQUE column (its GETDEL may run when Redis wakes), and
     sent again after, it lands on that order."""
     forms = OnceForms(fault_app().test_client())
-    before = forms.open("/orders/new")
+    before = order_page(forms)
     with redis_hung(fault_servers):
         started = time.monotonic()
-        during = forms.open("/orders/new")
+        during = order_page(forms)
         took = time.monotonic() - started
         first = before.submit(VALID)
     assert during.token.startswith(SIGNED)

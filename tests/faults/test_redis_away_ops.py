@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 from dev.embedded import free_port
 from flask_submit_once.testing import OnceForms
 from tests.api_client import ORDER, new_api_key, place, problem_type
-from tests.conftest import VALID, order_count
+from tests.conftest import VALID, order_count, order_page
 from tests.refunds.conftest import Worker, refunds_of, wait_until
 from tests.refunds.test_worker_ops import metric, scrape
 from webapp import config
@@ -174,7 +174,7 @@ def test_the_refund_worker_says_what_it_cannot_do_and_applies_what_waited_after(
     try:
         worker.wait_for("reading refunds")
         forms = OnceForms(fault_app().test_client())
-        order = forms.open("/orders/new").submit(VALID).headers["Location"]
+        order = order_page(forms).submit(VALID).headers["Location"]
         with Session(fault_servers.engine) as db, db.begin():
             order_id = db.scalar(text("SELECT id FROM orders"))
             transition(db, order_id, "pay", paid_cents=3600)

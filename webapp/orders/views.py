@@ -36,17 +36,23 @@ from .messages import (
     UNAVAILABLE,
 )
 from .order_form import FINGERPRINTED, order_form
+from .review_views import edit, review
 
 bp = Blueprint("orders", __name__)
 log = logging.getLogger(__name__)
 bp.add_url_rule("/orders/<public_id>/amendments", view_func=amend, methods=["POST"])
+bp.add_url_rule("/orders/review", view_func=review, methods=["POST"])
+# Edit: a URL of its own, since a POST to /orders/new would drop the browser's copy of the
+# details page that Back shows (with its token)
+bp.add_url_rule("/orders/details", view_func=edit, methods=["POST"])
 
 
 @bp.get("/orders/new")
 def new():
     # two tabs opened from here share it
     same_order.shopper(create=True)
-    return render_template("orders/new.html", form=order_form())
+    # the checkout's first step: its token is the one "Place order" spends (review_views.py)
+    return render_template("orders/new.html", form=order_form(card=False), step="details")
 
 
 @bp.get("/orders")
