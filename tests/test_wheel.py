@@ -59,7 +59,9 @@ PIP = ["--disable-pip-version-check", "--quiet"]
 WEBHOOK_SECRET = "wheel-smoke-webhook-secret-of-32-bytes-and-more"
 
 # Building and installing (the module fixture) is counted in the first test's time.
-pytestmark = pytest.mark.timeout(300)
+# Generous: pip resolving and installing into a fresh venv took 27 s on a quiet machine
+# and over 300 s once at load 14 (three other suites running).
+pytestmark = pytest.mark.timeout(900)
 
 
 @dataclass
@@ -111,7 +113,7 @@ def fresh_venv(venv: Path, *requirements: str) -> None:
     subprocess.run(
         [str(venv / "bin" / "python"), "-m", "pip", "install", *PIP, *requirements],
         check=True,
-        timeout=300,
+        timeout=600,
     )
 
 
