@@ -17,6 +17,9 @@ from tests.live import LiveServer, open_form, request
 from tests.payments import PAYS, Provider
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The charge's lease on its order: a worker killed in the charge holds the order up this long
+#: (the resubmit waits for it within SUBMIT_ONCE_WAIT_SECONDS, the sweeper within --wait).
+LEASE_SECONDS = "1"
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +64,9 @@ def sweeper(servers, provider: Provider, log: Path) -> str:
             "tests.paused_app:create_app()",
             "submit-once",
             "resume",
+            # the killed worker's lease runs out first (LEASE_SECONDS)
+            "--wait",
+            "10",
         ],
         cwd=ROOT,
         env=env,
@@ -83,6 +89,7 @@ def test_killed_between_the_orders_commit_and_its_charge_the_resubmit_charges_it
         threads=2,
         **provider.env(),
         TEST_CHARGE_LOG=str(log),
+        SUBMIT_ONCE_STEP_LEASE_SECONDS=LEASE_SECONDS,
         **{f"TEST_KILL_{point}": "1", "TEST_KILL_ONCE": str(tmp_path / "once")},
     ) as live:
         cookie, fields = open_form(live.port)
@@ -112,6 +119,7 @@ def test_killed_between_the_charge_and_its_record_the_sweeper_records_the_same_c
         threads=2,
         **provider.env(),
         TEST_CHARGE_LOG=str(log),
+        SUBMIT_ONCE_STEP_LEASE_SECONDS=LEASE_SECONDS,
         TEST_KILL_AFTER_CHARGE="1",
         TEST_KILL_ONCE=str(tmp_path / "once"),
     ) as live:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from flask_submit_once._runner import lock_key, step_key
+from flask_submit_once._runner import step_key
 from tests.conftest import VALID, hidden
 from tests.payments import DECLINED, PAYS, RETRY, Provider
 from webapp.extensions import submit_once
@@ -247,14 +247,14 @@ def test_two_sweepers_at_once_charge_a_left_order_once(app, servers, provider):
     assert submit(client, open_form(client)).status_code == 503
     provider.faults()
     row = order(servers)
-    # a sweeper (or a request) doing it right now
-    with servers.engine.connect() as holder:
-        holder.execute(
-            text("SELECT pg_advisory_lock(:k)"), {"k": lock_key(row["submission_digest"])}
-        )
-        assert sweep(app) == "still_running=1"
-        assert order(servers)["status"] == "charging"
-        holder.execute(text("SELECT pg_advisory_unlock_all()"))
+    # a sweeper (or a request) doing it right now: it holds the order's lease
+    lease = "UPDATE orders SET submission_step_lease_owner = :owner, submission_step_lease_until = "
+    with servers.engine.begin() as conn:
+        conn.execute(text(lease + "now() + interval '1 minute'"), {"owner": "elsewhere"})
+    assert sweep(app) == "still_running=1"
+    assert order(servers)["status"] == "charging"
+    with servers.engine.begin() as conn:
+        conn.execute(text(lease + "NULL"), {"owner": None})
     counts: list[dict[str, int]] = []
 
     def sweeper() -> None:

@@ -10,23 +10,26 @@ import os
 import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from datetime import datetime
 
 import psycopg
 import pytest
-from sqlalchemy import text
+from sqlalchemy import select, text
+from sqlalchemy.orm import Session
 
 from dev.embedded import free_port
-from flask_submit_once._runner import _locked, _unlock, lock_key
+from flask_submit_once._runner import Lease
 from tests.conftest import order_count
 from tests.deploy_machine import rooted, section_blocks
 from tests.live import ROOT, LiveServer, Response, open_form, request
 from tests.payments import PAYS, Provider
 from tests.pgbouncer import PgBouncer
-from tests.refunds.conftest import wait_until
 from tests.test_race import DUPLICATES, storm
 from webapp.db import TIMEOUTS, make_engine
+from webapp.models import Order, Product
 from webapp.refunds.settings import WorkerSettings
 from webapp.refunds.worker import database_pool
 
@@ -131,10 +134,8 @@ def test_a_card_checkout_storm_through_pgbouncer_places_and_charges_each_form_on
         idle_in_transaction = conn.scalar(
             text("SELECT count(*) FROM pg_stat_activity WHERE state = 'idle in transaction'")
         )
-    # The library's card step still holds its lock for the session, on a server connection
-    # PgBouncer lends to others: a repeat that cannot get it past SUBMIT_ONCE_WAIT_SECONDS
-    # answers "still running" (503), the one 5xx the shop cannot prevent
-    # (test_the_steps_lock_has_one_holder_through_pgbouncer).
+    # A repeat that waits for the card step's lease past SUBMIT_ONCE_WAIT_SECONDS (a machine
+    # this loaded may be that slow) answers "still running" (503), the one 5xx allowed.
     still_running = statuses.pop(503, 0)
     assert statuses == {303: STORMS * FORMS * COPIES - still_running}, output[-3000:]
     assert outcomes_of(output, status=503) == ["still_running"] * still_running
@@ -291,91 +292,131 @@ def test_deploys_commands_behind_pgbouncer_migrate_a_new_database_through_it(
     assert versions[0] == versions[1]
 
 
-#: What the library's external step needs, and does not get behind a pooler by transaction.
-SESSION_LOCK = (
-    "the library's step lock (flask_submit_once/_runner.py) is pg_try_advisory_lock, held by "
-    "the session across transactions; behind a pooler by transaction the session is a server "
-    "connection PgBouncer lends to the next transaction of any client"
-)
+#: How long the lease of the holder killed lasts: renewed every third of it while the holder
+#: lives, it runs out this long after the kill.
+LEASE_SECONDS = 1.0
 
 
-def advisory_locks(servers, key: int) -> list[int]:
-    """The server processes holding advisory lock ``key`` (read straight from PostgreSQL)."""
+@pytest.fixture
+def order_to_charge(servers) -> str:
+    """The digest of an order whose card charge is still to do, as a submit leaves it."""
+    digest = "lease-test-" + "0" * 32
+    with Session(servers.engine) as db:
+        product = db.scalars(select(Product).order_by(Product.id)).first()
+        assert product is not None
+        db.add(
+            Order(
+                product_id=product.id,
+                quantity=1,
+                unit_price_cents=product.price_cents,
+                customer_name="Lease Holder",
+                email="lease@example.com",
+                shipping_address="1 Lease Road",
+                submission_digest=digest,
+                submission_step="charge",
+            )
+        )
+        db.commit()
+    return digest
+
+
+def lease_of(pooled_engine, digest: str, seconds: float = 30.0) -> Lease:
+    """A holder's lease of the order's card charge, as the library's step takes it."""
+    return Lease(pooled_engine, Order, digest, "charge", seconds)
+
+
+def held_leases(servers) -> list[tuple[str, datetime]]:
+    """(owner, until) of every order's lease held (read straight from PostgreSQL)."""
     with servers.engine.connect() as conn:
-        return conn.scalars(
-            text(
-                "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted"
-                " AND ((classid::bigint << 32) | objid::bigint) = :key"
-            ),
-            {"key": key},
-        ).all()
+        return [
+            (owner, until)
+            for owner, until in conn.execute(
+                select(Order.submission_step_lease_owner, Order.submission_step_lease_until).where(
+                    Order.submission_step_lease_owner.is_not(None)
+                )
+            )
+        ]
 
 
-@pytest.mark.xfail(strict=True, reason=SESSION_LOCK + ": the next client's lock lands on it")
-def test_the_steps_lock_has_one_holder_through_pgbouncer(servers, pooled_engine):
-    key = lock_key("one holder")
-    first = _locked(pooled_engine, key, wait=0)
-    assert first is not None
-    # PgBouncer lends the server connection freed last: the one that took the lock.
-    second = _locked(pooled_engine, key, wait=0)
-    for holder in (first, second):
-        if holder is not None:
-            _unlock(holder, key)
-            holder.close()
-    assert second is None, "a second holder got the lock while the first held it"
+def test_the_steps_lease_has_one_holder_through_pgbouncer(servers, pooled_engine, order_to_charge):
+    # Sixteen holders at once, each on a client connection of its own, PgBouncer lending
+    # its four server connections to their transactions in turn.
+    holders = [lease_of(pooled_engine, order_to_charge) for _ in range(16)]
+    together = threading.Barrier(len(holders))
+
+    def take(holder: Lease) -> bool:
+        together.wait(timeout=30)
+        return holder.take(wait=0)
+
+    with ThreadPoolExecutor(len(holders)) as pool:
+        taken = list(pool.map(take, holders))
+    assert taken.count(True) == 1, taken
+    (holder,) = [holder for holder, got in zip(holders, taken, strict=True) if got]
+    assert [owner for owner, _ in held_leases(servers)] == [holder.owner]
+    # PgBouncer lends the server connection freed last: the one that took the lease.
+    assert not lease_of(pooled_engine, order_to_charge).take(wait=0)
+    holder.release()
 
 
-@pytest.mark.xfail(strict=True, reason=SESSION_LOCK + ": the unlock runs on another one")
-def test_the_steps_lock_is_released_through_pgbouncer(servers, pooled_engine):
-    key = lock_key("released")
-    holder = _locked(pooled_engine, key, wait=0)
-    assert holder is not None
+def test_the_steps_lease_is_released_through_pgbouncer(servers, pooled_engine, order_to_charge):
+    holder = lease_of(pooled_engine, order_to_charge)
+    assert holder.take(wait=0)
     with pooled_engine.connect() as other:
-        # Another client's transaction on the server connection that took the lock.
+        # Another client's transaction on the server connection that took the lease.
         other.execute(text("SELECT 1"))
-        _unlock(holder, key)
-        holder.close()
-    left = advisory_locks(servers, key)
-    assert left == [], f"the lock is still held by server process {left}, a holder lost"
+        holder.release()
+    assert held_leases(servers) == []
+    nxt = lease_of(pooled_engine, order_to_charge)
+    started = time.monotonic()
+    assert nxt.take(wait=10) and time.monotonic() - started < 0.5
+    nxt.release()
 
 
-#: A process that takes the step's lock through the shop's engine behind PgBouncer, says so,
-#: and waits to be killed, as a gunicorn worker killed in the middle of a card charge.
-HOLD_THE_LOCK = """
+#: A process that takes the step's lease through the shop's engine behind PgBouncer, says
+#: so, and renews it until it is killed, as a gunicorn worker killed in a card charge.
+HOLD_THE_LEASE = """
 import sys, time
-from flask_submit_once._runner import _locked
+from flask_submit_once._runner import Lease
 from webapp.db import make_engine
+from webapp.models import Order
 engine = make_engine(sys.argv[1], "transaction")
-assert _locked(engine, int(sys.argv[2]), wait=0) is not None
-print("locked", flush=True)
-time.sleep(600)
+lease = Lease(engine, Order, sys.argv[2], "charge", float(sys.argv[3]))
+assert lease.take(wait=0)
+with lease.kept():
+    print("leased", flush=True)
+    time.sleep(600)
 """
 
 
-@pytest.mark.xfail(strict=True, reason=SESSION_LOCK + ": a holder killed leaves it held")
-def test_the_steps_lock_of_a_killed_holder_is_freed_through_pgbouncer(servers, pgbouncer):
-    key = lock_key("killed holder")
-    url = pgbouncer.url("webapp_test") + "?application_name=killed-holder"
+def test_the_steps_lease_of_a_killed_holder_is_taken_once_it_runs_out_through_pgbouncer(
+    servers, pgbouncer, pooled_engine, order_to_charge
+):
     holder = subprocess.Popen(
-        [sys.executable, "-c", HOLD_THE_LOCK, url, str(key)],
+        [
+            *(sys.executable, "-c", HOLD_THE_LEASE),
+            *(pgbouncer.url("webapp_test"), order_to_charge, str(LEASE_SECONDS)),
+        ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         text=True,
     )
     try:
-        assert holder.stdout is not None and holder.stdout.readline() == "locked\n"
+        assert holder.stdout is not None and holder.stdout.readline() == "leased\n"
+        ((owner, until),) = held_leases(servers)
+        # Alive, it keeps the lease past its length.
+        time.sleep(LEASE_SECONDS * 1.5)
+        assert not lease_of(pooled_engine, order_to_charge).take(wait=0)
+        ((still, later),) = held_leases(servers)
+        assert still == owner and later > until
     finally:
         holder.kill()
         holder.wait(10)
         if holder.stdout is not None:
             holder.stdout.close()
-    # Once PgBouncer has seen its client go, that client's session is over.
-    wait_until(
-        lambda: (
-            "killed-holder"
-            not in {client["application_name"] for client in pgbouncer.admin("SHOW CLIENTS")}
-        ),
-        what="PgBouncer to see the killed client go",
-    )
-    left = advisory_locks(servers, key)
-    assert left == [], f"the lock is still held by server process {left}, its holder dead"
+    nxt = lease_of(pooled_engine, order_to_charge)
+    started = time.monotonic()
+    assert nxt.take(wait=10 * LEASE_SECONDS)
+    # Taken once the dead holder's lease ran out (at most its length), not later.
+    assert time.monotonic() - started < LEASE_SECONDS + 1
+    assert [owner for owner, _ in held_leases(servers)] == [nxt.owner]
+    nxt.release()

@@ -60,6 +60,10 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
         # The SUBMIT_ONCE_* settings are Flask-Submit-Once's own keys.
         "SUBMIT_ONCE_TTL_SECONDS": _int(environ, "SUBMIT_ONCE_TTL_SECONDS", 3600),
         "SUBMIT_ONCE_WAIT_SECONDS": number(environ, "SUBMIT_ONCE_WAIT_SECONDS", 10.0),
+        # How long a worker killed in a card charge holds it up (its lease runs out).
+        "SUBMIT_ONCE_STEP_LEASE_SECONDS": number(
+            environ, "SUBMIT_ONCE_STEP_LEASE_SECONDS", 30.0, minimum=0.1
+        ),
         # Forms keep working while Redis is away (docs/SECURITY.md, "Redis away").
         "SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS": _bool(
             environ, "SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS", True

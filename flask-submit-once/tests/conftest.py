@@ -16,6 +16,7 @@ import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -261,6 +262,32 @@ def orders(checkout_tables: Engine) -> Callable[[], list[tuple[str, str | None, 
             ]
 
     return rows
+
+
+@pytest.fixture
+def leases(checkout_tables: Engine) -> Callable[[], list[tuple[str, Any]]]:
+    """``leases()``: (owner, until) of every order's step lease held."""
+
+    def held() -> list[tuple[str, Any]]:
+        Order = checkout_app.Order
+        with checkout_tables.connect() as conn:
+            return [
+                (owner, until)
+                for owner, until in conn.execute(
+                    select(
+                        Order.submission_step_lease_owner, Order.submission_step_lease_until
+                    ).where(Order.submission_step_lease_owner.is_not(None))
+                )
+            ]
+
+    return held
+
+
+@pytest.fixture
+def no_lease_left(leases: Callable[[], list[tuple[str, Any]]]) -> Iterator[None]:
+    """After the test, no order's step lease is held: every holder ended its own."""
+    yield
+    assert leases() == [], "a step's lease was left held"
 
 
 @pytest.fixture

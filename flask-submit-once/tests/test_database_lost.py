@@ -4,14 +4,17 @@ form is validated is the outage's answer (503, the input, the same token)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator
 
 import pytest
 from flask import Flask
 from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import sessionmaker
 
 import signup_app
+from flask_submit_once import Outcome, signals
 from flask_submit_once.testing import OnceForms
 from servers import end_connection, free_port
 from signup_app import submit_once
@@ -44,8 +47,9 @@ def test_a_connection_that_died_during_the_request_is_thrown_away_not_a_500(
 @pytest.fixture
 def away_app(redis_url: str, rdb: object) -> Iterator[Flask]:
     """The sign-up app on a PostgreSQL that does not answer (nothing listens there)."""
-    nowhere = create_engine(f"postgresql+psycopg://nobody:secret@127.0.0.1:{free_port()}/db")
-    app = signup_app.create_app(sessionmaker(nowhere), REDIS_URL=redis_url)
+    port = free_port()
+    nowhere = create_engine(f"postgresql+psycopg://nobody:secret@127.0.0.1:{port}/db")
+    app = signup_app.create_app(sessionmaker(nowhere), REDIS_URL=redis_url, DATABASE_PORT=port)
     yield app
     with app.app_context():
         submit_once.redis.close()
@@ -115,3 +119,30 @@ def test_a_repeat_whose_connection_dies_while_it_waits_for_the_first_keeps_the_i
     # nothing was spent: the same token places it
     assert again.token == page.token
     assert again.submit({"email": "ada@example.com", "name": "Ada"}).status_code == 303
+
+
+def test_postgresql_away_at_submit_is_logged_once_with_its_cause_and_no_secret(
+    away_app: Flask, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The database's own message, once, at WARNING: not its password (the URL's
+    ``secret``), not what the form sent, not the token; and the outcome's receivers hear
+    of it."""
+    forms = OnceForms(away_app.test_client())
+    page = forms.open("/signup")
+    decided: list[Outcome] = []
+    with (
+        caplog.at_level(logging.WARNING, logger="flask_submit_once"),
+        signals.submit_decided.connected_to(
+            lambda sender, outcome, **extra: decided.append(outcome), sender=away_app
+        ),
+    ):
+        answer = page.submit({"name": "Ada", "quantity": "2", "email": "ada@example.com"})
+    assert answer.status_code == 503
+    (outcome,) = decided
+    assert outcome.kind == "unavailable" and isinstance(outcome.error, OperationalError)
+    (said,) = [record for record in caplog.records if record.name == "flask_submit_once"]
+    assert said.levelno == logging.WARNING
+    assert "sign_up answered 503 (unavailable): OperationalError: " in said.getMessage()
+    assert f"port {away_app.config['DATABASE_PORT']} failed" in said.getMessage()
+    for never in ("secret", "ada@example.com", page.token, "SELECT"):
+        assert never not in caplog.text

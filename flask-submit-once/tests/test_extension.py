@@ -13,11 +13,17 @@ import pytest
 import redis
 from flask import Flask, flash, get_flashed_messages, render_template, request
 from flask.sessions import SecureCookieSessionInterface
+from flask_sqlalchemy import SQLAlchemy
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from jinja2 import DictLoader
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.orm import scoped_session, sessionmaker
 from wtforms import Form, StringField
 
-from flask_submit_once import Outcome, SubmitOnce, TokenStore, UnavailableError
+import signup_app
+from flask_submit_once import Outcome, SubmitOnce, SubmitOnceError, TokenStore, UnavailableError
+from flask_submit_once._errors import UnsupportedDatabaseError
+from flask_submit_once.testing import OnceForms
 from servers import free_port
 from signup_app import Comment
 
@@ -318,3 +324,50 @@ def test_the_on_outcome_hook_sees_each_outcome_and_answers_the_ones_it_chooses(n
     assert expired.status_code == 409 and "Gone (expired)." in expired.text
     kinds = [outcome.kind for outcome in note_app.extensions["test_seen"]]
     assert kinds == ["created", "duplicate", "changed", "expired"]
+
+
+def another_database(engine: Engine) -> Engine:
+    """``engine`` (SQLite, in memory) passed off as a database the library does not
+    support: no other database's driver need be installed to see the refusal."""
+    engine.dialect.name = "informix"
+    return engine
+
+
+def unsupported_sessions(app: Flask, kind: str) -> object:
+    """What an app would hand over for a database the library does not support."""
+    if kind == "flask_sqlalchemy":
+        app.config["SQLALCHEMY_DATABASE_URI"] = "sqlite://"
+        db = SQLAlchemy()
+        db.init_app(app)
+        with app.app_context():
+            another_database(db.engine)
+        return db
+    sessions = sessionmaker(another_database(create_engine("sqlite://")))
+    return scoped_session(sessions) if kind == "scoped_session" else sessions
+
+
+@pytest.mark.parametrize("kind", ["sessionmaker", "scoped_session", "flask_sqlalchemy"])
+def test_an_unsupported_database_stops_init_app_naming_the_supported_ones(redis_url, kind):
+    app = flask_app(REDIS_URL=redis_url)
+    sessions = unsupported_sessions(app, kind)
+    with pytest.raises(UnsupportedDatabaseError) as refused:
+        SubmitOnce(app, sessions=sessions)
+    assert str(refused.value) == (
+        "Flask-Submit-Once does not support the database of its sessions (informix): it "
+        "supports PostgreSQL, SQLite. Give SubmitOnce sessions bound to one of these."
+    )
+    # Caught as any misconfiguration, or as any of the library's errors.
+    assert isinstance(refused.value, RuntimeError) and isinstance(refused.value, SubmitOnceError)
+    assert "submit_once" not in app.extensions
+
+
+def test_an_unsupported_database_bound_after_init_app_is_refused_at_the_first_submit(redis_url):
+    sessions = sessionmaker()
+    app = signup_app.create_app(sessions, REDIS_URL=redis_url)
+    sessions.configure(bind=another_database(create_engine("sqlite://")))
+    page = OnceForms(app.test_client()).open("/signup")
+    with pytest.raises(
+        UnsupportedDatabaseError, match=r"\(informix\): it supports PostgreSQL, SQLite\."
+    ):
+        page.submit({"email": "ada@example.com", "name": "Ada", "quantity": "2"})
+    close(app)

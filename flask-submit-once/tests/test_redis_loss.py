@@ -7,6 +7,7 @@ stop and start keeps its keys)."""
 
 from __future__ import annotations
 
+import logging
 import secrets
 
 import pytest
@@ -247,3 +248,43 @@ def test_redis_away_when_a_lost_session_needs_a_fresh_form_keeps_the_input(
     kept(expired, 409, "had expired or was already used")
     assert once_forms.page("/signup", expired.text).submit(ADA).status_code == 303
     assert signups() == ["ada@example.com"]
+
+
+@pytest.mark.parametrize("where", ["form", "api"])
+def test_redis_away_at_submit_is_logged_once_with_its_cause_and_told_as_an_outcome(
+    app, once_forms, own_redis, caplog, where
+):
+    """Every 503 says why, once, at WARNING (never the token), and its receivers of
+    ``submit_decided`` hear of it as of every other outcome."""
+    page = once_forms.open("/signup")
+    own_redis.stop()
+    decided = []
+    with (
+        caplog.at_level(logging.WARNING, logger="flask_submit_once"),
+        signals.submit_decided.connected_to(
+            lambda sender, outcome, **extra: decided.append(outcome), sender=app
+        ),
+    ):
+        if where == "form":
+            away = page.submit(ADA)
+        else:
+            away = once_forms.client.post(
+                "/api/signups", json={"email": ADA["email"]}, headers={"Idempotency-Key": "k-1"}
+            )
+    assert away.status_code == 503
+    (outcome,) = decided
+    assert outcome.kind == "unavailable" and isinstance(outcome.error, redis.ConnectionError)
+    (said,) = [record for record in caplog.records if record.name == "flask_submit_once"]
+    assert said.levelno == logging.WARNING
+    assert "answered 503 (unavailable): ConnectionError: " in said.getMessage()
+    assert f":{own_redis.port}" in said.getMessage()
+    assert page.token not in caplog.text
+
+
+def test_redis_away_when_a_form_is_opened_is_logged_once_with_its_cause(client, own_redis, caplog):
+    own_redis.stop()
+    with caplog.at_level(logging.WARNING, logger="flask_submit_once"):
+        assert client.get("/signup").status_code == 503
+    (said,) = [record for record in caplog.records if record.name == "flask_submit_once"]
+    assert said.levelno == logging.WARNING
+    assert "answered 503 (unavailable): ConnectionError: " in said.getMessage()

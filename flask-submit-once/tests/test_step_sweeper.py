@@ -1,7 +1,7 @@
 """The sweeper (``submit_once.resume()``, ``flask submit-once resume``): it finishes the
-steps submits left to do, leaves an order to whoever holds its lock, charges each order
+steps submits left to do, leaves an order to whoever holds its lease, charges each order
 once however many sweepers run at once, and finishes what a killed worker left. After
-every test no connection is idle in a transaction and no advisory lock is held."""
+every test no connection is idle in a transaction, no advisory lock and no lease is held."""
 
 from __future__ import annotations
 
@@ -11,11 +11,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import update
 
+import checkout_app
 from live import Browser, hidden
 from servers import free_port
 
@@ -23,12 +26,11 @@ ADA = {"email": "ada@example.com", "cents": "1250"}
 GRACE = {"email": "grace@example.com", "cents": "990"}
 LIN = {"email": "lin@example.com", "cents": "4200"}
 SERVE = Path(__file__).with_name("serve_checkout.py")
-#: The key of each advisory lock held (PostgreSQL shows a bigint key as two halves).
-LOCK_KEYS = text(
-    "SELECT (classid::bigint << 32) | objid::bigint FROM pg_locks "
-    "WHERE locktype = 'advisory' AND objsubid = 1"
-)
-pytestmark = pytest.mark.usefixtures("nothing_held")
+LEASE_COLUMNS = ("submission_step_lease_owner", "submission_step_lease_until")
+#: The lease of the worker that is killed inside the step: renewed every third of it while
+#: the worker lives, it runs out this long after the kill.
+LEASE_SECONDS = 1.0
+pytestmark = pytest.mark.usefixtures("nothing_held", "no_lease_left")
 
 
 @pytest.fixture
@@ -100,35 +102,26 @@ def test_the_sweeper_leaves_an_order_to_the_request_charging_it(app, once_forms,
     assert resume(app) == {}
 
 
-def test_the_sweeper_leaves_an_order_whose_lock_another_connection_holds(
+def test_the_sweeper_leaves_an_order_whose_lease_another_holder_holds(
     app, once_forms, provider, orders, engine
 ):
-    """The order's lock is learnt from pg_locks while its own submit charges it (and the
-    charge fails); then another connection holds it, as a request would."""
-    page = once_forms.open("/checkout")
-    provider.hold()
-    paying = threading.Thread(
-        target=page.submit, args=(ADA,), kwargs={"client": once_forms.clone()}
-    )
-    paying.start()
-    try:
-        assert provider.entered.wait(30)
-        with engine.connect() as conn:
-            (key,) = conn.execute(LOCK_KEYS).scalars()
-        provider.mode = "fail"
-    finally:
-        provider.release()
-        paying.join(30)
-    assert orders() == [("ada@example.com", None, "charge")]
-    with engine.connect() as holder:
-        holder.execute(text("SELECT pg_advisory_lock(:key)"), {"key": key})
-        assert resume(app) == {"still_running": 1}
-        skipped = app.test_cli_runner().invoke(args=["submit-once", "resume"])
-        assert skipped.output == "still_running=1\n"
-        assert sum(provider.calls.values()) == 1
-        holder.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": key})
-        holder.commit()
-    provider.mode = "ok"
+    """Another holder (a request on another host, say) has the order's lease: the sweeper
+    leaves it, until that holder ends it."""
+    left_to_do(once_forms, provider, ADA)
+    Order = checkout_app.Order
+    with engine.begin() as conn:
+        until = datetime.now(UTC) + timedelta(minutes=1)
+        conn.execute(
+            update(Order).values(
+                submission_step_lease_owner="another holder", submission_step_lease_until=until
+            )
+        )
+    assert resume(app) == {"still_running": 1}
+    skipped = app.test_cli_runner().invoke(args=["submit-once", "resume"])
+    assert skipped.output == "still_running=1\n"
+    assert sum(provider.calls.values()) == 1
+    with engine.begin() as conn:
+        conn.execute(update(Order).values(dict.fromkeys(LEASE_COLUMNS)))
     assert resume(app) == {"created": 1} and all_charged(orders)
 
 
@@ -155,23 +148,16 @@ def test_two_sweepers_at_once_charge_each_order_once(make_checkout, once_forms, 
     assert all_charged(orders)
 
 
-def until_no_lock_is_held(engine) -> None:
-    """PostgreSQL ends a killed client's session (and its locks) once it sees the
-    connection close."""
-    deadline = time.monotonic() + 15
-    while True:
-        with engine.connect() as conn:
-            if not conn.execute(LOCK_KEYS).first():
-                return
-        assert time.monotonic() < deadline, "a dead worker's lock outlived it"
-        time.sleep(0.02)
-
-
 def killed_at(
-    port: int, point: str, worker: subprocess.Popen[str], data: dict[str, str]
+    port: int,
+    point: str,
+    worker: subprocess.Popen[str],
+    data: dict[str, str],
+    before_the_kill: Callable[[], None] = lambda: None,
 ) -> tuple[Browser, dict[str, str], str]:
     """Open the checkout on ``worker``, submit ``data``, and SIGKILL the worker when it says
-    it reached ``point``: the browser, what it sent, and what the worker said."""
+    it reached ``point`` (and ``before_the_kill()`` returned): the browser, what it sent,
+    and what the worker said."""
     assert worker.stdout is not None and worker.stdout.readline() == "serving\n"
     browser = Browser(port)
     page = browser.get("/checkout").body
@@ -192,8 +178,11 @@ def killed_at(
     posting = threading.Thread(target=submit)
     posting.start()
     said = worker.stdout.readline()
-    # whatever it said: never left running
-    worker.send_signal(signal.SIGKILL)
+    try:
+        before_the_kill()
+    finally:
+        # whatever it said: never left running
+        worker.send_signal(signal.SIGKILL)
     worker.wait(10)
     posting.join(30)
     assert lost, "the killed worker answered"
@@ -201,26 +190,44 @@ def killed_at(
 
 
 def test_a_worker_killed_after_the_orders_commit_leaves_it_to_do_and_the_sweeper_charges_it(
-    make_checkout, redis_url, database_url, provider, orders, engine
+    make_checkout, redis_url, database_url, provider, orders, leases
 ):
     """SIGKILL once an order is committed, before its step (``committed``), or inside the
     step as the provider is called (``charging``): the order says its charge is still to
     do, the sweeper charges it with the key the dead worker was sending, and the user's
-    retry lands on it. (The two workers start at once: a start costs a second or more.)"""
+    retry lands on it. The worker inside the step keeps its lease while it lives (renewed
+    past its length); once it is killed, the lease runs out and a sweeper that waits takes
+    it then, not later. (The two workers start at once: a start costs a second or more.)"""
     points = {"committed": ADA, "charging": GRACE}
     ports = {point: free_port() for point in points}
     workers = {
         point: subprocess.Popen(
-            [sys.executable, str(SERVE), str(ports[point]), redis_url, database_url, point],
+            [
+                *(sys.executable, str(SERVE), str(ports[point]), redis_url, database_url),
+                *(point, str(LEASE_SECONDS)),
+            ],
             stdout=subprocess.PIPE,
             text=True,
             cwd=SERVE.parent,
         )
         for point in points
     }
+    renewed: list[list[tuple[str, datetime]]] = []
+
+    def renewed_while_it_lives() -> None:
+        first = leases()
+        time.sleep(LEASE_SECONDS * 1.5)
+        renewed.extend([first, leases()])
+
     try:
         killed = {
-            point: killed_at(ports[point], point, workers[point], data)
+            point: killed_at(
+                ports[point],
+                point,
+                workers[point],
+                data,
+                renewed_while_it_lives if point == "charging" else lambda: None,
+            )
             for point, data in points.items()
         }
     finally:
@@ -230,9 +237,13 @@ def test_a_worker_killed_after_the_orders_commit_leaves_it_to_do_and_the_sweeper
             assert worker.stdout is not None
             worker.stdout.close()
     assert orders() == [("ada@example.com", None, "charge"), ("grace@example.com", None, "charge")]
-    until_no_lock_is_held(engine)
+    ((owner, until),), ((still, later),) = renewed
+    assert still == owner and later > until
     app = make_checkout()
-    assert resume(app) == {"created": 2} and all_charged(orders)
+    started = time.monotonic()
+    assert resume(app, wait=10 * LEASE_SECONDS) == {"created": 2} and all_charged(orders)
+    # The lease had at most its length to run after the kill (and the polling's 0.1 s).
+    assert time.monotonic() - started < LEASE_SECONDS + 1
     assert sorted(provider.calls.values()) == [1, 1]
     assert killed["committed"][2] == f"committed {workers['committed'].pid}\n"
     charging = killed["charging"][2].split()[1]

@@ -2,22 +2,27 @@
 provider once per submission, whatever the user, the network or the provider does. The
 provider lives in the test (checkout_app.Provider) and counts every call by its
 idempotency key; after every test no connection is idle in a transaction and no advisory
-lock is held (``nothing_held``)."""
+lock or lease is held (``nothing_held``, ``no_lease_left``)."""
 
 from __future__ import annotations
 
 import threading
+import time
+from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import event, text
+from sqlalchemy import event, select
+from sqlalchemy.orm import Session
 
+from checkout_app import Order
 from flask_submit_once import signals
+from flask_submit_once._runner import Lease, LeaseLost
 from flask_submit_once.testing import OnceForms
 from servers import end_connection
 
 ADA = {"email": "ada@example.com", "cents": "1250"}
 GRACE = {"email": "grace@example.com", "cents": "990"}
-pytestmark = pytest.mark.usefixtures("nothing_held")
+pytestmark = pytest.mark.usefixtures("nothing_held", "no_lease_left")
 
 
 @pytest.fixture
@@ -151,21 +156,27 @@ def test_a_provider_that_drops_the_connection_leaves_the_order_marked_and_the_re
 def test_a_database_lost_after_the_charge_is_unconfirmed_and_the_resubmit_gets_the_same_charge(
     once_forms, provider, orders, engine
 ):
-    """The step's own connection dies after the provider charged, before the order says
-    so: the user is told it could not be confirmed (never a 500), the order stays
-    marked, and the resubmit sends the same key, so the provider answers with the charge
-    it made."""
+    """The connection that records the charge dies after the provider charged, before the
+    order says so: the user is told it could not be confirmed (never a 500), the order
+    stays marked, and the resubmit sends the same key, so the provider answers with the
+    charge it made."""
+    charged: list[bool] = []
+    ended: list[int] = []
 
-    # the one holding the order's lock
-    def cut_the_steps_connection() -> None:
-        with engine.connect() as conn:
-            conn.execute(
-                text("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory'")
-            )
+    # the first statement after the charge: the order's UPDATE that records it
+    def end_the_recording_connection(conn, cursor, statement, *_) -> None:
+        if charged and not ended and statement.startswith("UPDATE"):
+            ended.append(cursor.connection.info.backend_pid)
+            end_connection(engine, ended[0])
 
-    provider.after = cut_the_steps_connection
+    provider.after = lambda: charged.append(True)
     page = once_forms.open("/checkout")
-    lost = page.submit(ADA)
+    event.listen(engine, "before_cursor_execute", end_the_recording_connection)
+    try:
+        lost = page.submit(ADA)
+    finally:
+        event.remove(engine, "before_cursor_execute", end_the_recording_connection)
+    assert ended, "the charge was never recorded"
     kept(lost, 503, "could not confirm whether this was saved")
     assert once_forms.page("/checkout", lost.text).token == page.token
     assert orders() == [("ada@example.com", None, "charge")]
@@ -175,18 +186,18 @@ def test_a_database_lost_after_the_charge_is_unconfirmed_and_the_resubmit_gets_t
     assert list(provider.calls.values()) == [2] and list(provider.charges.values()) == ["ch_1"]
 
 
-def test_a_database_lost_before_the_step_takes_its_lock_is_unconfirmed_not_an_error_page(
+def test_a_database_lost_before_the_step_takes_its_lease_is_unconfirmed_not_an_error_page(
     once_forms, provider, orders, engine
 ):
-    """PostgreSQL goes away between the order's COMMIT and the step's own connection (a
-    failover): the step cannot begin. Before: the error went out to the app (a 500 in an
+    """PostgreSQL goes away between the order's COMMIT and the step's lease (a failover):
+    the step cannot begin. Before: the error went out to the app (a 500 in an
     app without a handler). Now: could not confirm (503, the input, the same token), no
     call to the provider, and that token, sent again, charges the order once."""
     ended: list[int] = []
 
     def end_the_steps_connection(conn, cursor, statement, parameters, context, many) -> None:
-        # the step's own lock
-        if "pg_try_advisory_lock(" in statement and not ended:
+        # the UPDATE that takes the row's lease
+        if statement.startswith("UPDATE") and "lease_owner=" in statement and not ended:
             ended.append(cursor.connection.info.backend_pid)
             end_connection(engine, ended[0])
 
@@ -196,7 +207,7 @@ def test_a_database_lost_before_the_step_takes_its_lock_is_unconfirmed_not_an_er
         lost = page.submit(ADA)
     finally:
         event.remove(engine, "before_cursor_execute", end_the_steps_connection)
-    assert ended, "the step never took its lock"
+    assert ended, "the step never took its lease"
     kept(lost, 503, "could not confirm whether this was saved")
     assert provider.calls == {} and orders() == [("ada@example.com", None, "charge")]
     assert once_forms.page("/checkout", lost.text).token == page.token
@@ -207,7 +218,7 @@ def test_a_database_lost_before_the_step_takes_its_lock_is_unconfirmed_not_an_er
 
 @pytest.mark.parametrize("who", ["submit", "resubmit", "sweeper"])
 def test_no_connection_is_idle_in_a_transaction_while_the_step_calls_the_provider(
-    app, once_forms, provider, nothing_held, who
+    app, once_forms, provider, nothing_held, leases, who
 ):
     from checkout_app import submit_once
 
@@ -229,8 +240,40 @@ def test_no_connection_is_idle_in_a_transaction_while_the_step_calls_the_provide
     try:
         assert provider.entered.wait(30)
         idle, locks = nothing_held()
+        held = leases()
     finally:
         provider.release()
         acting.join(30)
-    # only the order's lock, held by whoever charges
-    assert (idle, locks) == (0, 1)
+    assert (idle, locks) == (0, 0)
+    # the order's lease alone, held by whoever charges, for a while yet
+    ((owner, until),) = held
+    assert owner and until > datetime.now(UTC)
+
+
+def test_a_holder_that_outlived_its_lease_records_nothing_and_the_next_holder_records_it(
+    make_checkout, once_forms, provider, orders, checkout_tables
+):
+    """A holder stalled past its lease (never renewed) finds it taken when it comes back:
+    what it wrote is not committed, and the holder that took the lease records the step.
+    One holder records a step, whatever the clocks and the stalls."""
+    provider.mode = "fail"
+    assert once_forms.open("/checkout").submit(ADA).status_code == 503
+    with Session(checkout_tables) as db:
+        digest = db.scalars(select(Order.submission_digest)).one()
+    stalled = Lease(checkout_tables, Order, digest, "charge", 0.05)
+    assert stalled.take(wait=0)
+    time.sleep(0.1)
+    taker = Lease(checkout_tables, Order, digest, "charge", 30)
+    assert taker.take(wait=0) and taker.held
+    with Session(checkout_tables) as db:
+        db.get(Order, 1).charge_id = "ch_stalled"
+        db.get(Order, 1).submission_step = None
+        with pytest.raises(LeaseLost):
+            stalled.commit_with(db)
+        db.rollback()
+    assert orders() == [("ada@example.com", None, "charge")]
+    with Session(checkout_tables) as db:
+        db.get(Order, 1).charge_id = "ch_taker"
+        db.get(Order, 1).submission_step = None
+        taker.commit_with(db)
+    assert orders() == [("ada@example.com", "ch_taker", None)]

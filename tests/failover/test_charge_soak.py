@@ -95,6 +95,9 @@ def sweepers(env: dict[str, str]) -> list[str]:
                 "tests.paused_app:create_app()",
                 "submit-once",
                 "resume",
+                # the last killed charges' leases run out first
+                "--wait",
+                "10",
             ],
             cwd=ROOT,
             env=env,
@@ -139,6 +142,8 @@ def test_card_checkout_under_kills_faults_and_redis_restarts_charges_each_order_
         "REDIS_URL": redis.url,
         "PAYMENT_WEBHOOK_SECRET": DEV_SECRET,
         "TEST_CHARGE_LOG": str(log),
+        # A worker killed in a charge holds its order this long (the sweepers wait for it).
+        "SUBMIT_ONCE_STEP_LEASE_SECONDS": "2",
     }
     a = LiveServer(servers, workers=2, threads=4, **env, **KILLS)
     b = LiveServer(servers, workers=2, threads=4, **env, **KILLS)

@@ -127,6 +127,10 @@ def log_and_refuse(outcome: Outcome) -> None:
                 "Could not confirm whether the event was applied; retry.",
                 headers=RETRY,
             )
+        # nothing claimed: the app's answer to an outage (errors.unavailable), as before
+        # the library told its hook of it
+        case Outcome(kind="unavailable"):
+            log.warning("%s: not applied, a server did not answer; asked to retry", said)
         case _:
             log.warning("%s: not applied (%s); asked to retry", said, outcome.kind)
             raise ApiProblem("unavailable", "The event was not applied; retry.", headers=RETRY)

@@ -19,6 +19,7 @@ sent to, and the values of its URL), so every form of a page finds its own token
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -39,7 +40,7 @@ from markupsafe import Markup
 from werkzeug.exceptions import HTTPException
 
 from . import signals
-from ._errors import TooManyFormsError, UnavailableError
+from ._errors import TooManyFormsError, UnavailableError, cause_of
 from ._issuing import form_name, request_token, reuse_token, tokens_for_page
 from ._uploads import kept_inputs, kept_name
 
@@ -59,6 +60,7 @@ __all__ = [
     "form_again",
     "check_done",
     "key_problem",
+    "log_503",
     "to_result",
     "refused_request",
     "request_kind",
@@ -77,7 +79,10 @@ Kind: TypeAlias = Literal[
     "failed",
     "unconfirmed",
     "still_running",
+    "unavailable",
 ]
+
+log = logging.getLogger("flask_submit_once")
 
 
 @dataclass(frozen=True)
@@ -123,6 +128,9 @@ class Outcome:
         *the same* token tells (it is taken to the row, or makes it once).
     ``"still_running"``
         the request holding the token ran past the wait bound; resubmitting later is safe.
+    ``"unavailable"``
+        Redis or the database did not answer before the token was consumed (``error``:
+        what did not answer): nothing was consumed or written, the token is still good.
 
     ``url`` is where the result is shown, when the form names one (``done``).
     """
@@ -343,6 +351,7 @@ def form_again(
     that Redis cannot give makes it the "unavailable" answer with the token it was sent
     with, input kept."""
     existing_url = outcome.url if outcome is not None and reason == "changed" else None
+    cause = outcome.error if outcome is not None else None
     status, which = AGAIN[reason]
     retry_after = _RETRY.get(reason)
     if which == "same" and sent:
@@ -350,11 +359,12 @@ def form_again(
     else:
         try:
             tokens_for_page(state, [name])
-        except UnavailableError:
+        except UnavailableError as unavailable:
             if sent:
                 # Consumed: its resubmit is told "expired" once Redis is back.
                 reuse_token(name, sent)
             reason, message = "unavailable", None
+            cause = unavailable.cause
             status, retry_after = AGAIN[reason][0], _RETRY[reason]
         except TooManyFormsError as error:
             # The caps limit the forms opened, never what was typed. Sent again (spent), it
@@ -377,7 +387,21 @@ def form_again(
     if retry_after is not None:
         response.headers["Retry-After"] = retry_after
     _vary(response)
+    if status == 503:
+        log_503(name, reason, cause)
     return response
+
+
+#: Why a submit is answered 503 when no exception says it.
+_NO_CAUSE = {"still_running": "the submit holding its token was still running when the wait ended"}
+
+
+def log_503(form: str, reason: str, cause: BaseException | None) -> None:
+    """Say why a submit of ``form`` was answered 503, once, at WARNING: the reason and what
+    caused it (:func:`~flask_submit_once._errors.cause_of`: its class and message, never
+    a token, a secret or a statement's parameters)."""
+    why = cause_of(cause) if cause is not None else _NO_CAUSE.get(reason, "no cause known")
+    log.warning("%s answered 503 (%s): %s", form, reason, why)
 
 
 def seconds_to_wait(error: TooManyFormsError) -> int:
@@ -464,9 +488,12 @@ KEY_PROBLEMS: Mapping[str, tuple[int, str]] = {
 }
 
 
-def key_problem(outcome: Outcome) -> Response:
-    """An idempotent view's problem+json for an outcome that did not take effect."""
+def key_problem(outcome: Outcome, name: str) -> Response:
+    """An idempotent view's (``name``) problem+json for an outcome that did not take
+    effect."""
     status, detail = KEY_PROBLEMS.get(outcome.kind, KEY_PROBLEMS["failed"])
+    if status == 503:
+        log_503(name, outcome.kind, outcome.error)
     if outcome.kind == "refused" and str(outcome.error):
         detail = str(outcome.error)
     response = problem_json(status, outcome.kind, detail)
@@ -588,6 +615,8 @@ class TemplateHelper:
             except (UnavailableError, TooManyFormsError) as error:
                 if answering() is None and not request.environ.get(_LANDED):
                     # A page of forms with no token to give: the app's 503 or 429.
+                    if isinstance(error, UnavailableError):
+                        log_503(name, "unavailable", error.cause)
                     raise
                 refused[name] = error
         return token

@@ -15,6 +15,8 @@ __all__ = [
     "SubmitOnceError",
     "TooManyFormsError",
     "UnavailableError",
+    "UnsupportedDatabaseError",
+    "cause_of",
 ]
 
 
@@ -40,6 +42,17 @@ class UnavailableError(SubmitOnceError, ServiceUnavailable):
 
     def __init__(self, description: str | None = None) -> None:
         super().__init__(description, retry_after=5)
+
+    @property
+    def cause(self) -> Exception:
+        """What did not answer (``__cause__``), or this error when nothing is chained."""
+        return self.__cause__ if isinstance(self.__cause__, Exception) else self
+
+
+class UnsupportedDatabaseError(SubmitOnceError, RuntimeError):
+    """The sessions' database is one the library cannot keep its promises on: raised by
+    ``init_app`` when the engine is known then, else by the first submit. Its message
+    names the supported databases."""
 
 
 class FormTokenError(SubmitOnceError, BadRequest):
@@ -86,3 +99,14 @@ class CrossSiteError(SubmitOnceError, Forbidden):
     description = (
         "This form works only from our own pages, so nothing was done. Open it from our site."
     )
+
+
+def cause_of(error: BaseException) -> str:
+    """What ``error`` was, for a log line: its class and the first line of its message. A
+    database error says its driver's message alone: never the statement's parameters (a
+    form's input, a card's token) nor its DETAIL (a row's values)."""
+    shown = getattr(error, "orig", None)
+    if not isinstance(shown, BaseException):
+        shown = error
+    lines = str(shown).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0]}" if lines else type(error).__name__

@@ -33,7 +33,8 @@ from flask.sessions import SecureCookieSessionInterface
 from flask.typing import ResponseReturnValue
 from sqlalchemy.orm import Session
 
-from ._answers import Message, Outcome, Page, TemplateHelper
+from ._answers import Message, Outcome, Page, TemplateHelper, log_503
+from ._errors import UnavailableError
 from ._form import Fields, ProtectedForm, RecentSubmits, carry, token_is_live
 from ._idempotent import IdempotentView
 from ._issuing import (
@@ -68,6 +69,7 @@ _FORM = "_submit_once_form"
 DEFAULTS: Mapping[str, Any] = {
     "TTL_SECONDS": 3600,
     "WAIT_SECONDS": 10.0,
+    "STEP_LEASE_SECONDS": 30.0,
     "MAX_FORMS_PER_SESSION": 200,
     "MAX_FORMS_PER_CLIENT_PER_MINUTE": 120,
     "REDIS_AWAY_ACCEPT_SUBMITS": False,
@@ -428,7 +430,12 @@ class SubmitOnce:
         """Issue the tokens of a page's forms (by the endpoints they are sent to) in one
         round trip before its template draws them; without it each
         ``submit_once.input(...)`` issues its own."""
-        tokens_for_page(state(), [form_name(endpoint) for endpoint in endpoints])
+        names = [form_name(endpoint) for endpoint in endpoints]
+        try:
+            tokens_for_page(state(), names)
+        except UnavailableError as error:
+            log_503(", ".join(names), "unavailable", error.cause)
+            raise
 
     def carry_token(self, endpoint: str, **values: object) -> str | None:
         """In the view of a step of a form in several steps: draw the form sent to
@@ -655,7 +662,7 @@ class SubmitOnce:
 
     def resume(self, *, wait: float = 0.0) -> dict[str, int]:
         """Do every step left to do (the sweeper: ``flask submit-once resume``, by cron or
-        a worker): rows a submit committed whose step was interrupted. A row whose lock a
+        a worker): rows a submit committed whose step was interrupted. A row whose lease a
         request holds (it is doing the step right now) is left to it. Returns how many
         rows ended in each outcome kind."""
         st = state()
@@ -664,7 +671,7 @@ class SubmitOnce:
             for protected in map(protected_form, current_app.view_functions.values())
             if protected is not None and protected.step is not None
         ]
-        return resume_all(steps, wait=wait)
+        return resume_all(steps, wait=wait, lease=float(st.setting("STEP_LEASE_SECONDS")))
 
     def session_lost(self, error: Exception) -> Response | None:
         """The answer to a failed CSRF check on a protected form's submit, or None when

@@ -192,11 +192,12 @@ class ProtectedForm:
                     # A validator stopped before its costly check, the token spent: a repeat
                     # of the submit that spent it, whatever its fields say now.
                     consumable = consumable.spent()
-            except UNREACHABLE:
+            except UNREACHABLE as error:
                 # Away before anything was consumed: the form again, the input, the same token.
                 with suppress(SQLAlchemyError):
                     db.rollback()
-                return form_again(st, self.page, name, "unavailable", sent=token, form=form)
+                outcome = Outcome("unavailable", error=error)
+                return self.respond(st, outcome, name, token, form, digest, started)
         if self.step is not None:
             refuse_steps_on(db.get_bind(self.step.model))
         try:
@@ -209,10 +210,11 @@ class ProtectedForm:
                 fingerprint=stored,
                 sender=st.app,
             )
-        except UnavailableError:
-            return form_again(st, self.page, name, "unavailable", sent=token, form=form)
+        except UnavailableError as error:
+            outcome = Outcome("unavailable", error=error.cause)
+            return self.respond(st, outcome, name, token, form, digest, started)
         if self.step is not None and outcome.kind in ("created", "duplicate"):
-            outcome = self.finish_step(db, outcome, self.waits(st))
+            outcome = self.finish_step(st, db, outcome)
         if outcome.kind == "unconfirmed" and outcome.result is None:
             # Whether the COMMIT took effect is unknown: the same token, good again, tells.
             with suppress(RedisError):
@@ -224,7 +226,7 @@ class ProtectedForm:
     def make_form(self) -> Any:
         return self.form() if self.form is not None else None
 
-    def finish_step(self, db: Session, outcome: Outcome, wait: float) -> Outcome:
+    def finish_step(self, st: State, db: Session, outcome: Outcome) -> Outcome:
         """The step, for a row that still has it to do (made now, or found by a repeat,
         which resumes it); a row whose step refused is a refusal again."""
         assert self.step is not None
@@ -235,7 +237,14 @@ class ProtectedForm:
             identity, digest = inspect(row).identity, row.submission_digest
             # Reading the row began a transaction: none is open during the step.
             db.rollback()
-            done = self.step.resume(db.get_bind(), identity, digest, wait=wait, url_of=self.url_of)
+            done = self.step.resume(
+                db.get_bind(),
+                identity,
+                digest,
+                wait=self.waits(st),
+                lease=float(st.setting("STEP_LEASE_SECONDS")),
+                url_of=self.url_of,
+            )
             if done.took_effect:
                 # Whoever did the step: this request made the row, or found it.
                 return Outcome(
@@ -272,7 +281,7 @@ class ProtectedForm:
         outcome = Outcome("changed" if changed else "duplicate", found.result, url=found.url)
         if self.step is not None and not changed:
             # A repeat resumes the step, valid or not.
-            outcome = self.finish_step(self.session(st), outcome, self.waits(st))
+            outcome = self.finish_step(st, self.session(st), outcome)
         return self.respond(st, outcome, name, token, form, digest, started)
 
     def respond(

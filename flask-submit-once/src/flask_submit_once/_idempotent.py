@@ -20,7 +20,8 @@ from flask.typing import ResponseReturnValue
 from redis.exceptions import RedisError
 from sqlalchemy.orm import Session
 
-from ._answers import Outcome, decided, key_problem, problem_json
+from ._answers import Outcome, decided, key_problem, log_503, problem_json
+from ._errors import UnavailableError
 from ._form import fingerprint, json_body, sent_files
 from ._issuing import form_name
 from ._model import Sessions, SubmissionMixin, add_submission
@@ -117,6 +118,21 @@ class IdempotentView:
                 takeover=True,
                 sender=st.app,
             )
+        except UnavailableError as unavailable:
+            # Nothing claimed: told as every outcome is, then the app's 503 (or the hook's).
+            outcome = Outcome("unavailable", error=unavailable.cause)
+            custom = decided(
+                st.app,
+                outcome,
+                form=name,
+                digest=digest,
+                started=started,
+                on_outcome=self.on_outcome,
+            )
+            if custom is not None:
+                return custom
+            log_503(name, outcome.kind, outcome.error)
+            raise
         except BaseException:
             if ran:
                 # The view refused (an HTTP error) or broke: nothing was done.
@@ -134,7 +150,7 @@ class IdempotentView:
             if outcome.kind == "duplicate":
                 response.headers["Idempotent-Replayed"] = "true"
             return response
-        return key_problem(outcome)
+        return key_problem(outcome, name)
 
     def create(
         self, db: Session, digest: str, view_args: Mapping[str, Any], stored: str

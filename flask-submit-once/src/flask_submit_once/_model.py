@@ -14,12 +14,13 @@ so it opens no second one, and nothing it hands out belongs to another request.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from datetime import datetime
 from typing import Any, Protocol, TypeAlias, TypeVar
 
 from flask import Flask, has_request_context, request
-from sqlalchemy import Integer, String, event, inspect, select
-from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy import Connection, DateTime, Engine, Integer, String, event, inspect, select
+from sqlalchemy.exc import SQLAlchemyError, UnboundExecutionError
 from sqlalchemy.orm import (
     Mapped,
     Session,
@@ -30,10 +31,12 @@ from sqlalchemy.orm import (
 )
 from sqlalchemy.orm.exc import StaleDataError
 
-from ._errors import SubmitOnceError
+from ._errors import SubmitOnceError, UnsupportedDatabaseError
 
 __all__ = [
     "DIGEST_LENGTH",
+    "LEASE_OWNER_LENGTH",
+    "SUPPORTED_DATABASES",
     "Sessions",
     "Stale",
     "SubmissionMixin",
@@ -42,6 +45,8 @@ __all__ = [
     "request_session",
     "set_up_sessions",
     "add_submission",
+    "bind_of",
+    "check_database",
 ]
 
 T = TypeVar("T")
@@ -53,6 +58,8 @@ _EDITED = "flask_submit_once.edited"
 
 #: A token digest: SHA-256, URL-safe base64 without padding.
 DIGEST_LENGTH = 43
+#: Who holds a step's lease: a random UUID, in hex.
+LEASE_OWNER_LENGTH = 32
 
 
 class SubmissionMixin:
@@ -68,9 +75,12 @@ class SubmissionMixin:
     ``submission_fingerprint``, what the submission was (so that a repeat with other
     input is told apart); and ``submission_step``, the step outside the database still
     to do for it, if its form has one (``then=``), else NULL (a view sets it to None
-    itself for a row that needs no step). The protected view fills them: it only returns
-    the row. In a migration they are ``VARCHAR(43) NOT NULL
-    UNIQUE``, ``VARCHAR(43)`` and ``VARCHAR(64)``.
+    itself for a row that needs no step); and the lease of whoever does that step now,
+    ``submission_step_lease_owner`` until ``submission_step_lease_until`` (UTC), NULL
+    when nobody does it. The protected view fills them: it only returns the row. In a
+    migration they are ``VARCHAR(43) NOT NULL UNIQUE``, ``VARCHAR(43)``, ``VARCHAR(64)``,
+    ``VARCHAR(32)`` and a timestamp (``TIMESTAMP WITH TIME ZONE`` in PostgreSQL), the
+    last two NULL.
     """
 
     @declared_attr
@@ -84,6 +94,14 @@ class SubmissionMixin:
     @declared_attr
     def submission_step(cls) -> Mapped[str | None]:
         return mapped_column(String(64), nullable=True)
+
+    @declared_attr
+    def submission_step_lease_owner(cls) -> Mapped[str | None]:
+        return mapped_column(String(LEASE_OWNER_LENGTH), nullable=True)
+
+    @declared_attr
+    def submission_step_lease_until(cls) -> Mapped[datetime | None]:
+        return mapped_column(DateTime(timezone=True), nullable=True)
 
     @classmethod
     def find_submission(cls, db: Session, digest: str) -> Any:
@@ -206,6 +224,51 @@ class HasScopedSession(Protocol):
 Sessions: TypeAlias = sessionmaker[Session] | scoped_session[Any] | HasScopedSession
 
 
+#: The databases the library keeps its promises on, by SQLAlchemy dialect name: the one
+#: place to name another once it is supported.
+SUPPORTED_DATABASES: Mapping[str, str] = {"postgresql": "PostgreSQL", "sqlite": "SQLite"}
+
+
+def check_database(bind: Engine | Connection | None) -> None:
+    """Refuse a database the library does not support (None: not known yet), naming the
+    ones it does: each would answer every submit with a 503 (a missing lock function reads
+    as a database away), with nothing said."""
+    if bind is None or bind.dialect.name in SUPPORTED_DATABASES:
+        return
+    supported = ", ".join(SUPPORTED_DATABASES.values())
+    raise UnsupportedDatabaseError(
+        f"Flask-Submit-Once does not support the database of its sessions "
+        f"({bind.dialect.name}): it supports {supported}. Give SubmitOnce sessions "
+        "bound to one of these."
+    )
+
+
+def bind_of(app: Flask, sessions: Sessions | None) -> Engine | Connection | None:
+    """The engine ``sessions`` are bound to, if it is known yet: a sessionmaker's or a
+    scoped_session's ``bind``, or Flask-SQLAlchemy's default engine once it is set up on
+    ``app``."""
+    factory = sessions.session_factory if isinstance(sessions, scoped_session) else sessions
+    if isinstance(factory, sessionmaker):
+        bind = factory.kw.get("bind")
+        return bind if isinstance(bind, Engine | Connection) else None
+    if sessions is not None and "sqlalchemy" in app.extensions:
+        with app.app_context():
+            engine = getattr(sessions, "engine", None)
+        return engine if isinstance(engine, Engine) else None
+    return None
+
+
+def _checked(db: Session) -> Session:
+    """``db``, once its database is known to be supported (a bind given after init_app)."""
+    try:
+        bind = db.get_bind()
+    except UnboundExecutionError:
+        # Nothing to check yet: its first statement says what is missing.
+        return db
+    check_database(bind)
+    return db
+
+
 def check(sessions: object) -> None:
     """Refuse, at start-up, what cannot give a session (``db.session.session_factory``,
     an engine), saying what to pass."""
@@ -229,12 +292,12 @@ def request_session(sessions: Sessions) -> Session:
             used: list[scoped_session[Any]] = request.environ.setdefault(_SCOPED_KEY, [])
             if scoped not in used:
                 used.append(scoped)
-        return scoped()  # type: ignore[no-any-return]
+        return _checked(scoped())
     db: Session | None = request.environ.get(_KEY)
     if db is None:
         assert isinstance(sessions, sessionmaker)
         # What the view returns is read after the COMMIT: it must not expire there.
-        db = request.environ[_KEY] = sessions(expire_on_commit=False)
+        db = request.environ[_KEY] = _checked(sessions(expire_on_commit=False))
     return db
 
 
@@ -246,19 +309,21 @@ def new_session(sessions: Sessions | None) -> Session:
         sessions if isinstance(sessions, scoped_session) else getattr(sessions, "session", None)
     )
     if isinstance(scoped, scoped_session):
-        return scoped()  # type: ignore[no-any-return]
+        return _checked(scoped())
     assert isinstance(sessions, sessionmaker)
-    return sessions(expire_on_commit=False)
+    return _checked(sessions(expire_on_commit=False))
 
 
 def set_up_sessions(app: Flask, sessions: Sessions | None) -> None:
-    """Check ``sessions`` (:func:`check`) and end what each request used: the session made
-    for it, and the scoped sessions it read through. An app's own ``scoped_session`` ends
-    with each app context, as Flask-SQLAlchemy's does, whoever read through it: the
-    library or the app's views."""
-    app.teardown_request(close_request_session)
+    """Check ``sessions`` (:func:`check`) and their database when it is known
+    (:func:`check_database`), and end what each request used: the session made for it,
+    and the scoped sessions it read through. An app's own ``scoped_session`` ends with each
+    app context, as Flask-SQLAlchemy's does, whoever read through it: the library or the
+    app's views."""
     if sessions is not None:
         check(sessions)
+        check_database(bind_of(app, sessions))
+    app.teardown_request(close_request_session)
     if isinstance(sessions, scoped_session):
         scoped = sessions
         app.teardown_appcontext(lambda _: _remove(scoped))

@@ -33,18 +33,22 @@ marked with the step still to do (``submission_step``), so that a crash, a timeo
 kill anywhere after it leaves a row that says what is next::
 
     transaction 1   lock, GETDEL, the view's row (submission_step = "charge"), COMMIT
-    the step        pg_advisory_lock(k) on a connection of its own, held without a
-                    transaction: re-read the row; still "charge"? then
-                    then(db, row, key): the call elsewhere, with an idempotency key made
-                    from the submission's digest (never from anything a client chose)
-    transaction 2   what it wrote, submission_step = NULL (or "refused"), COMMIT; unlock
+    the lease       UPDATE row SET lease owner = me, until = now + lease
+                    WHERE its step is still "charge" AND nobody's lease runs; COMMIT
+    the step        then(db, row, key): the call elsewhere, with an idempotency key made
+                    from the submission's digest (never from anything a client chose);
+                    no transaction open, the lease renewed every third of its length
+    transaction 2   what it wrote, submission_step = NULL (or "refused"), the lease
+                    ended WHERE it is still mine; COMMIT
 
-Whoever holds the lock does the step: the request that made the row, a repeat of it that
+Whoever holds the lease does the step: the request that made the row, a repeat of it that
 finds the row still marked (a double click, Back + submit, a retry), or the sweeper
 (:meth:`SubmitOnce.resume <flask_submit_once.SubmitOnce.resume>`, ``flask submit-once
 resume``). Its key is the same every time, so the other side answers a repeat with what
-it did the first time. The lock is the runner's own key, so a repeat waits for it as it
-waits for a submit in flight. ``then`` raising :class:`~flask_submit_once.Refused` (a card
+it did the first time. The lease is a row's, not a connection's: it holds behind a pooler
+by transaction, and a holder killed leaves it to run out (``SUBMIT_ONCE_STEP_LEASE_SECONDS``),
+after which the next holder takes it. A repeat waits for it as it waits for a submit in
+flight, holding no connection. ``then`` raising :class:`~flask_submit_once.Refused` (a card
 declined) commits what it wrote and marks the row "refused": the user gets the form again
 with their input and a fresh token. Any other exception rolls back and leaves the row
 marked: the user is told it could not be confirmed, and the next holder tries again.
@@ -56,24 +60,34 @@ import base64
 import hashlib
 import logging
 import sqlite3
+import threading
 import time
-from collections.abc import Callable, Iterable
-from contextlib import suppress
+import uuid
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from sqlalchemy import Connection, Engine, inspect, select
+from sqlalchemy import Connection, Engine, inspect, or_, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
 
 from . import signals
 from ._answers import Outcome
-from ._errors import FormTokenError, Refused, UnavailableError
+from ._errors import FormTokenError, Refused, UnavailableError, cause_of
 from ._issuing import is_signed, session_id
-from ._model import Sessions, Stale, SubmissionMixin, new_session
+from ._model import (
+    SUPPORTED_DATABASES,
+    Sessions,
+    Stale,
+    SubmissionMixin,
+    check_database,
+    new_session,
+)
 from ._tokens import TokenStore
 
 if TYPE_CHECKING:
@@ -84,6 +98,8 @@ __all__ = [
     "UNREACHABLE",
     "Committed",
     "Consumable",
+    "Lease",
+    "LeaseLost",
     "NotIssued",
     "Step",
     "Then",
@@ -301,7 +317,8 @@ _SQLITE_MEMORY = (
     "requests. Use sqlite:///path/to/app.db (in tests, a file in pytest's tmp_path)."
 )
 
-#: The databases the lock is made for, by dialect name.
+#: The databases the lock is made for, by dialect name (their names for people:
+#: SUPPORTED_DATABASES).
 LOCKINGS: dict[str, Locking] = {"postgresql": PostgresLocking(), "sqlite": SQLiteLocking()}
 
 
@@ -309,10 +326,9 @@ def locking(conn: Connection) -> Locking:
     """The lock of ``conn``'s database, checked on this connection."""
     found = LOCKINGS.get(conn.dialect.name)
     if found is None:
-        raise RuntimeError(
-            f"Flask-Submit-Once does not run on {conn.dialect.name}: its lock is made for "
-            f"{' and '.join(sorted(LOCKINGS))}."
-        )
+        # Refused at start-up already, unless the engine was made later.
+        check_database(conn)
+        raise AssertionError(f"no lock for {conn.dialect.name}")
     found.check(conn)
     return found
 
@@ -323,10 +339,9 @@ def refuse_steps_on(bind: Engine | Connection) -> None:
     name = bind.dialect.name
     if name in LOCKINGS and not LOCKINGS[name].steps:
         raise RuntimeError(
-            f"then= is not supported on {name} yet: the step outside the database is guarded "
-            "by a lock held across two transactions on a connection of its own, which only "
-            "PostgreSQL offers. Run forms with then= on PostgreSQL, or do the step in the "
-            "view."
+            f"then= is not supported on {SUPPORTED_DATABASES[name]} yet: the lease that guards "
+            "the step outside the database is proven on PostgreSQL only. Run forms with then= "
+            "on PostgreSQL, or do the step in the view."
         )
 
 
@@ -512,6 +527,145 @@ def step_key(digest: str, name: str) -> str:
     return base64.urlsafe_b64encode(hashlib.sha256(material).digest()).decode()[:43]
 
 
+class LeaseLost(Exception):
+    """The step's lease ran out and another holder took it before this one recorded what
+    it did: nothing of it is recorded, the other holder does the step again with the same
+    key."""
+
+
+class Lease:
+    """Who does the step of one row now: ``submission_step_lease_owner`` until
+    ``submission_step_lease_until``, taken by one conditional UPDATE committed at once.
+
+    It is a row, not a session, so it holds on any database and behind a pooler that
+    pools by transaction (PgBouncer): no connection is kept while the step runs. Its
+    holder renews it while the step runs (:meth:`kept`) and ends it in the transaction that
+    records what the step did; a holder killed leaves it to run out, and the next one takes
+    it then. Both sides of every comparison are the app's clock, in UTC: the hosts' clocks
+    must agree to well within ``seconds`` (NTP does).
+    """
+
+    def __init__(
+        self, engine: Engine, model: type[SubmissionMixin], digest: str, step: str, seconds: float
+    ) -> None:
+        self.engine, self.model, self.digest, self.step = engine, model, digest, step
+        self.seconds = seconds
+        self.owner = uuid.uuid4().hex
+        #: Whether this holder has it (and so must end it).
+        self.held = False
+
+    def take(self, wait: float) -> bool:
+        """Take the lease of a row whose step is still to do, trying again (5 ms, doubling
+        to 100 ms) while another holder has it: False when one kept it past ``wait``.
+        True too, not held, when the step is no longer to do (or the row is gone): there
+        is nobody to wait for."""
+        model: Any = self.model
+        deadline, delay = time.monotonic() + wait, 0.005
+        while True:
+            now = _utc_now()
+            free = or_(
+                model.submission_step_lease_until.is_(None),
+                model.submission_step_lease_until < now,
+            )
+            with self.engine.begin() as conn:
+                taken = conn.execute(
+                    update(model)
+                    .where(self._row, model.submission_step == self.step, free)
+                    .values(self._until(now) | {"submission_step_lease_owner": self.owner})
+                ).rowcount
+                step = (
+                    None if taken else conn.scalar(select(model.submission_step).where(self._row))
+                )
+            if taken:
+                self.held = True
+                return True
+            if step != self.step:
+                return True
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return False
+            time.sleep(min(delay, remaining))
+            delay = min(delay * 2, 0.1)
+
+    def renew(self) -> bool:
+        """Make it last ``seconds`` from now: False when it is no longer this holder's."""
+        return self._update(self._until(_utc_now()))
+
+    @contextmanager
+    def kept(self) -> Iterator[None]:
+        """Renew the lease every third of its length while the block runs (a step that
+        can be long), in a thread of its own; a lease lost meanwhile is logged."""
+        done = threading.Event()
+
+        def renew() -> None:
+            while not done.wait(self.seconds / 3):
+                try:
+                    if not self.renew():
+                        log.warning(
+                            "lease of the step of %s lost to another holder", self.digest[:12]
+                        )
+                        return
+                except SQLAlchemyError as error:
+                    # It may still be renewed in time: try again at the next third.
+                    log.warning(
+                        "lease of the step of %s not renewed: %s", self.digest[:12], cause_of(error)
+                    )
+
+        renewing = threading.Thread(target=renew, name="flask-submit-once lease", daemon=True)
+        renewing.start()
+        try:
+            yield
+        finally:
+            done.set()
+            # A renewal in flight after the lease ended matches no row (its owner is gone).
+            renewing.join(self.seconds)
+
+    def commit_with(self, db: Session) -> None:
+        """COMMIT ``db``'s transaction, ending the lease in it: what the step wrote is
+        recorded by the lease's holder alone (:class:`LeaseLost` otherwise, nothing
+        committed)."""
+        ended = db.execute(
+            update(self.model).where(self._row, self._mine).values(self._ended),
+            execution_options={"synchronize_session": False},
+        )
+        if getattr(ended, "rowcount", 0) != 1:
+            raise LeaseLost()
+        db.commit()
+        self.held = False
+
+    def release(self) -> None:
+        """End the lease, if held, so that the next holder need not wait for it to run
+        out (which it does if the database cannot be told now)."""
+        if self.held:
+            self.held = False
+            with suppress(SQLAlchemyError):
+                self._update(self._ended)
+
+    @property
+    def _row(self) -> Any:
+        return self.model.submission_digest == self.digest
+
+    @property
+    def _mine(self) -> Any:
+        return self.model.submission_step_lease_owner == self.owner
+
+    @property
+    def _ended(self) -> dict[str, Any]:
+        return {"submission_step_lease_owner": None, "submission_step_lease_until": None}
+
+    def _until(self, now: datetime) -> dict[str, Any]:
+        return {"submission_step_lease_until": now + timedelta(seconds=self.seconds)}
+
+    def _update(self, values: dict[str, Any]) -> bool:
+        with self.engine.begin() as conn:
+            result = conn.execute(update(self.model).where(self._row, self._mine).values(values))
+            return bool(result.rowcount == 1)
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
 class Step:
     """The step of one form: its name (what ``submission_step`` says while it is to do),
     the function, and the model whose rows it is done for."""
@@ -538,32 +692,33 @@ class Step:
         digest: str,
         *,
         wait: float,
+        lease: float,
         url_of: Callable[[Any], str | None] = lambda _: None,
     ) -> Outcome:
         """Do the step for the row of ``identity`` (its primary key) and ``digest`` if it
-        is still to do, holding its lock on a connection of its own from ``bind``'s
-        engine: created (done now), duplicate (done by whoever held the lock before),
-        refused, unconfirmed (left to do), or still_running (another holder past
-        ``wait``)."""
+        is still to do, holding the row's :class:`Lease` (``lease`` seconds, renewed):
+        created (done now), duplicate (done by the holder before), refused, unconfirmed
+        (left to do), or still_running (another holder past ``wait``)."""
         engine = bind if isinstance(bind, Engine) else bind.engine
-        key = lock_key(digest)
+        held = Lease(engine, self.model, digest, self.name, lease)
         try:
-            conn = _locked(engine, key, wait)
-            if conn is None:
+            if not held.take(wait):
                 return Outcome("still_running", waited=True)
-            with conn:
-                try:
-                    with Session(bind=conn, expire_on_commit=False) as db:
-                        return self._do(db, identity, digest, url_of)
-                finally:
-                    _unlock(conn, key)
+            with Session(bind=engine, expire_on_commit=False) as db:
+                return self._do(db, identity, digest, url_of, held)
         except UNREACHABLE as error:
             # Before the step began: it is still to do.
-            log.warning("step %s of %s not begun: %s", self.name, digest[:12], type(error).__name__)
             return Outcome("unconfirmed", error=error)
+        finally:
+            held.release()
 
     def _do(
-        self, db: Session, identity: Any, digest: str, url_of: Callable[[Any], str | None]
+        self,
+        db: Session,
+        identity: Any,
+        digest: str,
+        url_of: Callable[[Any], str | None],
+        held: Lease,
     ) -> Outcome:
         row = db.get(self.model, identity, populate_existing=True)
         # No transaction is open while it calls elsewhere.
@@ -576,20 +731,20 @@ class Step:
         url = url_of(row)
         try:
             try:
-                self.then(db, row, step_key(digest, self.name))
+                with held.kept():
+                    self.then(db, row, step_key(digest, self.name))
             except Refused as refused:
                 # Committed with what it wrote: its record of the refusal.
                 row.submission_step = REFUSED
-                db.commit()
+                held.commit_with(db)
                 return Outcome("refused", row, error=refused, url=url_of(row))
             row.submission_step = None
             # The COMMIT may fail too (the connection lost): then the step is still to do.
-            db.commit()
+            held.commit_with(db)
         except Exception as error:
             # Not done, or not recorded: the next holder tries again.
             with suppress(SQLAlchemyError):
                 db.rollback()
-            log.warning("step %s of %s not done: %s", self.name, digest[:12], type(error).__name__)
             return Outcome("unconfirmed", row, error=error, url=url)
         return Outcome("created", row, url=url_of(row))
 
@@ -608,48 +763,11 @@ def step_outcome(row: Any, url_of: Callable[[Any], str | None], waited: bool = F
     return Outcome("duplicate", row, waited, url=url_of(row))
 
 
-def _locked(engine: Engine, key: int, wait: float) -> Connection | None:
-    """A connection of its own holding the lock ``key`` (the session's: it outlives the
-    transaction), or None when another holder kept it past ``wait``. A waiter holds no
-    connection between tries, as a submit waiting for its lock holds none: a repeat
-    waiting for a step must not take the pool's connections from the step."""
-    deadline, delay = time.monotonic() + wait, 0.005
-    while True:
-        conn = engine.connect()
-        try:
-            got = bool(
-                conn.exec_driver_sql("SELECT pg_try_advisory_lock(%(k)s)", {"k": key}).scalar()
-            )
-            conn.commit()
-        except BaseException:
-            # It may hold the lock: never back in the pool.
-            conn.invalidate()
-            conn.close()
-            raise
-        if got:
-            return conn
-        conn.close()
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None
-        time.sleep(min(delay, remaining))
-        delay = min(delay * 2, 0.1)
-
-
-def _unlock(conn: Any, key: int) -> None:
-    """Release the lock; a connection that cannot is thrown away, never pooled holding
-    it (its server session ends, and the lock with it)."""
-    try:
-        conn.rollback()
-        conn.exec_driver_sql("SELECT pg_advisory_unlock(%(k)s)", {"k": key})
-        conn.commit()
-    except SQLAlchemyError:
-        conn.invalidate()
-
-
-def resume_all(steps: Iterable[tuple[Step, Sessions | None]], *, wait: float) -> dict[str, int]:
-    """Each step's rows left to do, done where no request holds their lock; how many
-    ended in each outcome kind."""
+def resume_all(
+    steps: Iterable[tuple[Step, Sessions | None]], *, wait: float, lease: float
+) -> dict[str, int]:
+    """Each step's rows left to do, done where no request holds their lease; how many
+    ended in each outcome kind (a step left to do again is logged, at WARNING)."""
     counts: dict[str, int] = {}
     for step, sessions in steps:
         db = new_session(sessions)
@@ -659,8 +777,15 @@ def resume_all(steps: Iterable[tuple[Step, Sessions | None]], *, wait: float) ->
             bind = db.get_bind()
             db.rollback()
             for identity, digest in rows:
-                kind = step.resume(bind, identity, digest, wait=wait).kind
-                counts[kind] = counts.get(kind, 0) + 1
+                outcome = step.resume(bind, identity, digest, wait=wait, lease=lease)
+                if outcome.error is not None and outcome.kind == "unconfirmed":
+                    log.warning(
+                        "step %s of %s left to do: %s",
+                        step.name,
+                        digest[:12],
+                        cause_of(outcome.error),
+                    )
+                counts[outcome.kind] = counts.get(outcome.kind, 0) + 1
         finally:
             db.close()
     return counts

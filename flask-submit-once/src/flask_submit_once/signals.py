@@ -54,7 +54,8 @@ returned).
 
 submit_decided = _signals.signal(
     "submit-once-decided",
-    doc="""Sent once a submit's outcome is known, before its answer is made.
+    doc="""Sent once a submit's outcome is known, before its answer is made: every outcome,
+an outage's 503 (``unavailable``, its ``error`` what did not answer) too.
 
 Sender: the Flask app. Keyword arguments: ``form`` (its name), ``outcome`` (an
 :class:`~flask_submit_once.Outcome`), ``seconds`` (how long the submit took) and
