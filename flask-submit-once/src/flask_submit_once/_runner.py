@@ -71,7 +71,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from sqlalchemy import Connection, Engine, inspect, or_, select, update
+from sqlalchemy import Connection, Engine, event, inspect, or_, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
@@ -317,9 +317,78 @@ _SQLITE_MEMORY = (
     "requests. Use sqlite:///path/to/app.db (in tests, a file in pytest's tmp_path)."
 )
 
+
+class MariaDBLocking(Locking):
+    """A named lock (``GET_LOCK``), one per digest: submits of other forms never wait for it.
+
+    A named lock belongs to the server's session, the connection, not to the transaction: it
+    would outlive the COMMIT, and go back to the pool held. So it is released when its
+    connection goes back to the pool (after the session's COMMIT or ROLLBACK, on every path
+    of the runner), by a ``checkin`` listener on the engine's pool; a connection that cannot
+    release it is thrown away, and the server ends its session and the lock with it, as it
+    does for a worker killed inside its transaction.
+
+    Each transaction must see what another committed while it waited, so the connection's
+    isolation is READ COMMITTED: under InnoDB's REPEATABLE READ, a read made earlier in the
+    same transaction (a validator's) fixes the snapshot, and a duplicate that takes the
+    lock as the first submit commits would not see its row (answered "expired"). Checked
+    once a connection. MariaDB tells no unprivileged session whether its transaction has
+    written, so the check for flushed work the app left is the session's alone.
+    """
+
+    steps = False
+    #: The named locks a pooled connection holds (its pool record's ``info``).
+    HELD = "flask_submit_once.mariadb_locks"
+    CHECKED = "flask_submit_once.mariadb_checked"
+
+    def take(self, conn: Connection, key: int) -> tuple[bool, bool]:
+        name = f"flask_submit_once:{key}"
+        got = conn.exec_driver_sql("SELECT GET_LOCK(%(name)s, 0)", {"name": name}).scalar()
+        if got != 1:
+            return False, False
+        conn.connection.info.setdefault(self.HELD, []).append(name)
+        return True, False
+
+    def check(self, conn: Connection) -> None:
+        if not event.contains(conn.engine, "checkin", _release_named_locks):
+            event.listen(conn.engine, "checkin", _release_named_locks)
+        level = conn.get_execution_options().get("isolation_level")
+        if level is None and not conn.connection.info.get(self.CHECKED):
+            level = conn.get_isolation_level()
+        if level is not None and level not in ("READ COMMITTED", "SERIALIZABLE"):
+            raise RuntimeError(_MARIADB_ISOLATION.format(level=level))
+        conn.connection.info[self.CHECKED] = True
+
+
+def _release_named_locks(dbapi_connection: Any, record: Any) -> None:
+    """Release the named locks a connection took for submits, as it goes back to the pool."""
+    names = record.info.pop(MariaDBLocking.HELD, None)
+    if not names or dbapi_connection is None:
+        return
+    try:
+        with dbapi_connection.cursor() as cursor:
+            for name in names:
+                cursor.execute("DO RELEASE_LOCK(%s)", (name,))
+    except Exception:
+        # Never pooled holding one: closed, its server session ends and the lock with it.
+        record.invalidate()
+
+
+_MARIADB_ISOLATION = (
+    "Flask-Submit-Once needs MariaDB's READ COMMITTED isolation (this connection's is "
+    "{level}): under REPEATABLE READ, the default, a duplicate submit can miss the row the "
+    "first one committed while it waited. Use create_engine(url, isolation_level='READ "
+    "COMMITTED') (Flask-SQLAlchemy: SQLALCHEMY_ENGINE_OPTIONS = {{'isolation_level': "
+    "'READ COMMITTED'}})."
+)
+
 #: The databases the lock is made for, by dialect name (their names for people:
 #: SUPPORTED_DATABASES).
-LOCKINGS: dict[str, Locking] = {"postgresql": PostgresLocking(), "sqlite": SQLiteLocking()}
+LOCKINGS: dict[str, Locking] = {
+    "postgresql": PostgresLocking(),
+    "sqlite": SQLiteLocking(),
+    "mariadb": MariaDBLocking(),
+}
 
 
 def locking(conn: Connection) -> Locking:
