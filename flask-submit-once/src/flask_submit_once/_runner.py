@@ -21,7 +21,8 @@ whoever takes it after the first sees its COMMIT or its ROLLBACK, never the gap 
 Waiters hold no connection while they wait (5 ms, doubling to 100 ms, within ``wait``).
 The lock is the database's (:class:`Locking`, one per dialect): on PostgreSQL an advisory
 lock of the transaction, one per digest; on SQLite the database's one writer lock, taken by
-``BEGIN IMMEDIATE``, so that submits of every form take turns there.
+``BEGIN IMMEDIATE``, so that submits of every form take turns there; on MariaDB a named lock
+(``GET_LOCK``) per digest, released as the connection goes back to the pool.
 Anything read from a row is read inside the transaction (:class:`Committed`), so nothing is
 touched after it on a session that may expire or close it.
 
@@ -355,7 +356,7 @@ class MariaDBLocking(Locking):
         level = conn.get_execution_options().get("isolation_level")
         if level is None and not conn.connection.info.get(self.CHECKED):
             level = conn.get_isolation_level()
-        if level is not None and level not in ("READ COMMITTED", "SERIALIZABLE"):
+        if level is not None and level != "READ COMMITTED":
             raise RuntimeError(_MARIADB_ISOLATION.format(level=level))
         conn.connection.info[self.CHECKED] = True
 
