@@ -2,9 +2,10 @@
 of its own in one throwaway server: storms of duplicates of several forms at once make one
 row each, a duplicate in flight waits for the first and lands on its row, a token Redis
 gives back meets the UNIQUE digest, a worker killed inside its transaction frees nothing
-and keeps no lock; the named lock never goes back to the pool held. What MariaDB cannot
-hold as configured (REPEATABLE READ) or not yet (a step outside the database) is refused,
-saying so.
+and keeps no lock; the named lock never goes back to the pool held; a step outside the
+database (``then=``) is done once under a storm, and a stalled holder's lease runs out and
+passes on. REPEATABLE READ, under which a duplicate could miss the first submit's row, is
+refused, saying what to set.
 
 The lock there is a named lock (``GET_LOCK``) of the connection, one per digest, released
 as the connection goes back to the pool. The server runs with READ COMMITTED, as the
@@ -21,19 +22,21 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from flask import Flask, render_template_string
+from flask import Flask
 from sqlalchemy import Engine, create_engine, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
+import checkout_app
 import signup_app
 import storm_app
-from flask_submit_once import SubmitOnce, signals
-from flask_submit_once._runner import lock_key
+from flask_submit_once import signals
+from flask_submit_once._runner import Lease, LeaseLost, lock_key
 from flask_submit_once.testing import OnceForms
 from live import Browser, hidden, serve
 from servers import MariaDBServer, free_port, mariadb_missing
@@ -41,6 +44,7 @@ from test_sqlite import ADA, DUPLICATES, FORMS_AT_ONCE, one_row_each, spent_toke
 
 pytestmark = pytest.mark.mariadb
 
+CHECKOUT = {"email": "ada@example.com", "cents": "1250"}
 POOL = {"pool_size": 10, "max_overflow": 10, "pool_timeout": 30}
 SERVE_SIGNUP = Path(__file__).with_name("serve_signup.py")
 _databases = itertools.count(1)
@@ -305,35 +309,80 @@ def test_repeatable_read_is_refused_on_mariadb_saying_what_to_set(mariadb_url, r
     engine.dispose()
 
 
-def test_a_form_with_a_step_outside_the_database_is_refused_on_mariadb_before_anything_is_spent(
-    mariadb_url, redis_url, rdb
-):
-    app = Flask(__name__)
-    app.config.update(SECRET_KEY="s", REDIS_URL=redis_url, TESTING=True)
+@pytest.fixture
+def checkout_on_mariadb(mariadb_url, redis_url, provider):
+    """The checkout app (checkout_app.py) on this test's database, its tables made."""
     engine = create_engine(mariadb_url)
-    signup_app.Base.metadata.create_all(engine)
-    submit_once = SubmitOnce(app, sessions=sessionmaker(engine))
-
-    def charge(db: Session, row: Any, key: str) -> None:
-        raise AssertionError("never called")
-
-    @app.post("/subscribe")
-    @submit_once.form(model=signup_app.Subscription, done="subscribe", then=charge)
-    def subscribe(form: None, db: Session) -> Any:
-        return signup_app.Subscription(email="ada@example.com")
-
-    @app.get("/subscribe")
-    def page() -> str:
-        return render_template_string('<form>{{ submit_once.input("subscribe") }}</form>')
-
-    client = app.test_client()
-    token = hidden(client.get("/subscribe").text, "form_token")
-    keys = rdb.dbsize()
-    with pytest.raises(RuntimeError, match="then= is not supported on MariaDB yet"):
-        client.post("/subscribe", data={"form_token": token})
-    assert rdb.dbsize() == keys
-    with engine.connect() as conn:
-        assert conn.scalar(select(func.count()).select_from(signup_app.Subscription)) == 0
+    checkout_app.Base.metadata.create_all(engine)
+    app = checkout_app.create_app(sessionmaker(engine), provider, REDIS_URL=redis_url)
+    yield app, engine
     with app.app_context():
-        submit_once.redis.close()
+        checkout_app.submit_once.redis.close()
     engine.dispose()
+
+
+def test_duplicates_at_once_make_one_order_charged_once_on_mariadb_and_no_lease_is_left(
+    checkout_on_mariadb, provider
+):
+    """The step's lease on its row (a conditional UPDATE): the first charge waits until
+    every duplicate has reached the app, and only one holder charges."""
+    app, engine = checkout_on_mariadb
+    entered: list[str] = []
+
+    def counting(wsgi: Any) -> Any:
+        def counted(environ: Any, start_response: Any) -> Any:
+            entered.append(environ["PATH_INFO"])
+            provider.poke()
+            return wsgi(environ, start_response)
+
+        return counted
+
+    page = OnceForms(app.test_client()).open("/checkout")
+    app.wsgi_app = counting(app.wsgi_app)  # type: ignore[method-assign]
+    provider.hold(until=lambda: len(entered) == DUPLICATES)
+    answers = page.submit_concurrently([CHECKOUT] * DUPLICATES)
+    assert {(a.status_code, a.headers.get("Location")) for a in answers} == {(303, "/orders/1")}
+    assert list(provider.calls.values()) == [1]
+    Order = checkout_app.Order
+    with engine.connect() as conn:
+        rows = conn.execute(
+            select(
+                Order.charge_id,
+                Order.submission_step,
+                Order.submission_step_lease_owner,
+                Order.submission_step_lease_until,
+            )
+        ).all()
+    assert [tuple(row) for row in rows] == [("ch_1", None, None, None)]
+
+
+def test_a_holder_that_outlived_its_lease_on_mariadb_records_nothing_and_the_next_records_it(
+    checkout_on_mariadb, provider
+):
+    """A killed or stalled holder's lease runs out (a DATETIME there: whole seconds), the
+    next holder takes it, and the stalled one cannot record what it did."""
+    app, engine = checkout_on_mariadb
+    provider.mode = "fail"
+    assert OnceForms(app.test_client()).open("/checkout").submit(CHECKOUT).status_code == 503
+    Order = checkout_app.Order
+    with Session(engine) as db:
+        digest = db.scalars(select(Order.submission_digest)).one()
+    stalled = Lease(engine, Order, digest, "charge", 1)
+    assert stalled.take(wait=0)
+    assert not Lease(engine, Order, digest, "charge", 30).take(wait=0)
+    time.sleep(2.1)
+    taker = Lease(engine, Order, digest, "charge", 30)
+    assert taker.take(wait=0) and taker.held
+    with Session(engine) as db:
+        db.get(Order, 1).charge_id = "ch_stalled"
+        db.get(Order, 1).submission_step = None
+        with pytest.raises(LeaseLost):
+            stalled.commit_with(db)
+        db.rollback()
+    with Session(engine) as db:
+        db.get(Order, 1).charge_id = "ch_taker"
+        db.get(Order, 1).submission_step = None
+        taker.commit_with(db)
+    with engine.connect() as conn:
+        row = conn.execute(select(Order.charge_id, Order.submission_step_lease_owner)).one()
+    assert tuple(row) == ("ch_taker", None)

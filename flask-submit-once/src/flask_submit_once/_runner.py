@@ -337,7 +337,6 @@ class MariaDBLocking(Locking):
     written, so the check for flushed work the app left is the session's alone.
     """
 
-    steps = False
     #: The named locks a pooled connection holds (its pool record's ``info``).
     HELD = "flask_submit_once.mariadb_locks"
     CHECKED = "flask_submit_once.mariadb_checked"
@@ -410,8 +409,8 @@ def refuse_steps_on(bind: Engine | Connection) -> None:
     if name in LOCKINGS and not LOCKINGS[name].steps:
         raise RuntimeError(
             f"then= is not supported on {SUPPORTED_DATABASES[name]} yet: the lease that guards "
-            "the step outside the database is proven on PostgreSQL only. Run forms with then= "
-            "on PostgreSQL, or do the step in the view."
+            "the step outside the database is tested on PostgreSQL and MariaDB only. Run forms "
+            "with then= on one of them, or do the step in the view."
         )
 
 
@@ -637,15 +636,23 @@ class Lease:
                 model.submission_step_lease_until.is_(None),
                 model.submission_step_lease_until < now,
             )
-            with self.engine.begin() as conn:
-                taken = conn.execute(
-                    update(model)
-                    .where(self._row, model.submission_step == self.step, free)
-                    .values(self._until(now) | {"submission_step_lease_owner": self.owner})
-                ).rowcount
-                step = (
-                    None if taken else conn.scalar(select(model.submission_step).where(self._row))
-                )
+            try:
+                with self.engine.begin() as conn:
+                    taken = conn.execute(
+                        update(model)
+                        .where(self._row, model.submission_step == self.step, free)
+                        .values(self._until(now) | {"submission_step_lease_owner": self.owner})
+                    ).rowcount
+                    step = (
+                        None
+                        if taken
+                        else conn.scalar(select(model.submission_step).where(self._row))
+                    )
+            except OperationalError as error:
+                # InnoDB's deadlock (1213): the holder is recording the step on this row.
+                if getattr(error.orig, "args", (None,))[0] != 1213:
+                    raise
+                taken, step = 0, self.step
             if taken:
                 self.held = True
                 return True
