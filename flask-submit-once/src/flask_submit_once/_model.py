@@ -257,7 +257,11 @@ def bind_of(app: Flask, sessions: Sessions | None) -> Engine | Connection | None
         return bind if isinstance(bind, Engine | Connection) else None
     if sessions is not None and "sqlalchemy" in app.extensions:
         with app.app_context():
-            engine = getattr(sessions, "engine", None)
+            try:
+                engine = getattr(sessions, "engine", None)
+            except (KeyError, RuntimeError):
+                # No default engine (binds by key alone): checked at first use.
+                return None
         return engine if isinstance(engine, Engine) else None
     return None
 
