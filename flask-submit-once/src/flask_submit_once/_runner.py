@@ -701,10 +701,14 @@ class Lease:
         """COMMIT ``db``'s transaction, ending the lease in it: what the step wrote is
         recorded by the lease's holder alone (:class:`LeaseLost` otherwise, nothing
         committed)."""
-        ended = db.execute(
-            update(self.model).where(self._row, self._mine).values(self._ended),
-            execution_options={"synchronize_session": False},
-        )
+        # The lease first, the step's writes at the COMMIT: the row is locked in the order a
+        # waiter's UPDATE of the lease locks it (the UNIQUE digest, then the row), so that
+        # InnoDB finds no deadlock between them to end by rolling back either.
+        with db.no_autoflush:
+            ended = db.execute(
+                update(self.model).where(self._row, self._mine).values(self._ended),
+                execution_options={"synchronize_session": False},
+            )
         if getattr(ended, "rowcount", 0) != 1:
             raise LeaseLost()
         db.commit()
