@@ -3,10 +3,11 @@
 # service apt-get starts is stopped. Without one, the tests that need it are skipped,
 # saying how to get it.
 
-# debian_server PACKAGE PROGRAM WHAT: install PACKAGE unless PROGRAM is on the PATH or in
-# /usr/sbin, for WHAT (the tests that need it).
+# debian_server PACKAGE PROGRAM WHAT [SERVICE]: install PACKAGE unless PROGRAM is on the
+# PATH or in /usr/sbin, for WHAT (the tests that need it); SERVICE (PACKAGE unless given)
+# is the service apt-get starts, stopped and disabled.
 debian_server() {
-  local package=$1 program=$2 what=$3
+  local package=$1 program=$2 what=$3 service=${4:-$1}
   if command -v "$program" >/dev/null || [ -x "/usr/sbin/$program" ]; then
     return 0
   fi
@@ -20,7 +21,7 @@ debian_server() {
     DEBIAN_FRONTEND=noninteractive apt-get update -qq && _debian_updated=1
   fi
   if DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null; then
-    { systemctl disable --now "$package" || service "$package" stop; } >/dev/null 2>&1 || true
+    { systemctl disable --now "$service" || service "$service" stop; } >/dev/null 2>&1 || true
   else
     echo "warning: could not install $package; $what will be skipped." >&2
   fi
@@ -29,3 +30,4 @@ debian_server() {
 debian_server nginx nginx "tests/test_behind_nginx.py (the app behind docs/nginx.conf)"
 debian_server pgbouncer pgbouncer "tests/test_pgbouncer.py (the shop behind a transaction pooler)"
 debian_server redis-server redis-server "the library's Redis 7 session (nox -s servers)"
+debian_server mariadb-server mariadbd "the library's MariaDB tests (flask-submit-once/tests/test_mariadb.py)" mariadb

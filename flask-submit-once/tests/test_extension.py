@@ -356,7 +356,7 @@ def test_an_unsupported_database_stops_init_app_naming_the_supported_ones(redis_
         SubmitOnce(app, sessions=sessions)
     assert str(refused.value) == (
         "Flask-Submit-Once does not support the database of its sessions (mssql): it "
-        "supports PostgreSQL, SQLite. Give SubmitOnce sessions bound to one of these."
+        "supports PostgreSQL, SQLite, MariaDB. Give SubmitOnce sessions bound to one of these."
     )
     # Caught as any misconfiguration, or as any of the library's errors.
     assert isinstance(refused.value, RuntimeError) and isinstance(refused.value, SubmitOnceError)
@@ -376,7 +376,7 @@ def test_an_unsupported_database_bound_after_init_app_is_refused_at_the_first_su
     sessions.configure(bind=unsupported_engine())
     page = OnceForms(app.test_client()).open("/signup")
     with pytest.raises(
-        UnsupportedDatabaseError, match=r"\(mssql\): it supports PostgreSQL, SQLite\."
+        UnsupportedDatabaseError, match=r"\(mssql\): it supports PostgreSQL, SQLite, MariaDB\."
     ):
         page.submit({"email": "ada@example.com", "name": "Ada", "quantity": "2"})
     close(app)

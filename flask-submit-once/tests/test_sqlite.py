@@ -389,14 +389,14 @@ def test_a_form_with_a_step_outside_the_database_is_refused_on_sqlite_before_any
     client = app.test_client()
     token = hidden(client.get("/subscribe").text, "form_token")
     keys = rdb.dbsize()
-    with pytest.raises(RuntimeError, match="then= is not supported on sqlite yet"):
+    with pytest.raises(RuntimeError, match="then= is not supported on SQLite yet"):
         client.post("/subscribe", data={"form_token": token})
     assert rdb.dbsize() == keys
     with engine.connect() as conn:
         assert conn.scalar(select(func.count()).select_from(signup_app.Subscription)) == 0
     with app.app_context():
         # The sweeper too (flask submit-once resume).
-        with pytest.raises(RuntimeError, match="then= is not supported on sqlite yet"):
+        with pytest.raises(RuntimeError, match="then= is not supported on SQLite yet"):
             submit_once.resume()
         submit_once.redis.close()
     engine.dispose()

@@ -226,7 +226,11 @@ Sessions: TypeAlias = sessionmaker[Session] | scoped_session[Any] | HasScopedSes
 
 #: The databases the library keeps its promises on, by SQLAlchemy dialect name: the one
 #: place to name another once it is supported.
-SUPPORTED_DATABASES: Mapping[str, str] = {"postgresql": "PostgreSQL", "sqlite": "SQLite"}
+SUPPORTED_DATABASES: Mapping[str, str] = {
+    "postgresql": "PostgreSQL",
+    "sqlite": "SQLite",
+    "mariadb": "MariaDB",
+}
 
 
 def check_database(bind: Engine | Connection | None) -> None:

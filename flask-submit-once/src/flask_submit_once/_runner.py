@@ -21,7 +21,8 @@ whoever takes it after the first sees its COMMIT or its ROLLBACK, never the gap 
 Waiters hold no connection while they wait (5 ms, doubling to 100 ms, within ``wait``).
 The lock is the database's (:class:`Locking`, one per dialect): on PostgreSQL an advisory
 lock of the transaction, one per digest; on SQLite the database's one writer lock, taken by
-``BEGIN IMMEDIATE``, so that submits of every form take turns there.
+``BEGIN IMMEDIATE``, so that submits of every form take turns there; on MariaDB a named lock
+(``GET_LOCK``) per digest, released as the connection goes back to the pool.
 Anything read from a row is read inside the transaction (:class:`Committed`), so nothing is
 touched after it on a session that may expire or close it.
 
@@ -71,7 +72,7 @@ from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
-from sqlalchemy import Connection, Engine, inspect, or_, select, update
+from sqlalchemy import Connection, Engine, event, inspect, or_, select, update
 from sqlalchemy.exc import IntegrityError, OperationalError, SQLAlchemyError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.orm import Session
@@ -80,7 +81,14 @@ from . import signals
 from ._answers import Outcome
 from ._errors import FormTokenError, Refused, UnavailableError, cause_of
 from ._issuing import is_signed, session_id
-from ._model import Sessions, Stale, SubmissionMixin, check_database, new_session
+from ._model import (
+    SUPPORTED_DATABASES,
+    Sessions,
+    Stale,
+    SubmissionMixin,
+    check_database,
+    new_session,
+)
 from ._tokens import TokenStore
 
 if TYPE_CHECKING:
@@ -310,8 +318,77 @@ _SQLITE_MEMORY = (
     "requests. Use sqlite:///path/to/app.db (in tests, a file in pytest's tmp_path)."
 )
 
-#: The lock of each database in SUPPORTED_DATABASES, by dialect name.
-LOCKINGS: dict[str, Locking] = {"postgresql": PostgresLocking(), "sqlite": SQLiteLocking()}
+
+class MariaDBLocking(Locking):
+    """A named lock (``GET_LOCK``), one per digest: submits of other forms never wait for it.
+
+    A named lock belongs to the server's session, the connection, not to the transaction: it
+    would outlive the COMMIT, and go back to the pool held. So it is released when its
+    connection goes back to the pool (after the session's COMMIT or ROLLBACK, on every path
+    of the runner), by a ``checkin`` listener on the engine's pool; a connection that cannot
+    release it is thrown away, and the server ends its session and the lock with it, as it
+    does for a worker killed inside its transaction.
+
+    Each transaction must see what another committed while it waited, so the connection's
+    isolation is READ COMMITTED: under InnoDB's REPEATABLE READ, a read made earlier in the
+    same transaction (a validator's) fixes the snapshot, and a duplicate that takes the
+    lock as the first submit commits would not see its row (answered "expired"). Checked
+    once a connection. MariaDB tells no unprivileged session whether its transaction has
+    written, so the check for flushed work the app left is the session's alone.
+    """
+
+    #: The named locks a pooled connection holds (its pool record's ``info``).
+    HELD = "flask_submit_once.mariadb_locks"
+    CHECKED = "flask_submit_once.mariadb_checked"
+
+    def take(self, conn: Connection, key: int) -> tuple[bool, bool]:
+        name = f"flask_submit_once:{key}"
+        got = conn.exec_driver_sql("SELECT GET_LOCK(%(name)s, 0)", {"name": name}).scalar()
+        if got != 1:
+            return False, False
+        conn.connection.info.setdefault(self.HELD, []).append(name)
+        return True, False
+
+    def check(self, conn: Connection) -> None:
+        if not event.contains(conn.engine, "checkin", _release_named_locks):
+            event.listen(conn.engine, "checkin", _release_named_locks)
+        level = conn.get_execution_options().get("isolation_level")
+        if level is None and not conn.connection.info.get(self.CHECKED):
+            level = conn.get_isolation_level()
+        if level is not None and level != "READ COMMITTED":
+            raise RuntimeError(_MARIADB_ISOLATION.format(level=level))
+        conn.connection.info[self.CHECKED] = True
+
+
+def _release_named_locks(dbapi_connection: Any, record: Any) -> None:
+    """Release the named locks a connection took for submits, as it goes back to the pool."""
+    names = record.info.pop(MariaDBLocking.HELD, None)
+    if not names or dbapi_connection is None:
+        return
+    try:
+        with dbapi_connection.cursor() as cursor:
+            for name in names:
+                cursor.execute("DO RELEASE_LOCK(%s)", (name,))
+    except Exception:
+        # Never pooled holding one: closed, its server session ends and the lock with it.
+        record.invalidate()
+
+
+_MARIADB_ISOLATION = (
+    "Flask-Submit-Once needs MariaDB's READ COMMITTED isolation (this connection's is "
+    "{level}): under REPEATABLE READ, the default, a duplicate submit can miss the row the "
+    "first one committed while it waited. Use create_engine(url, isolation_level='READ "
+    "COMMITTED') (Flask-SQLAlchemy: SQLALCHEMY_ENGINE_OPTIONS = {{'isolation_level': "
+    "'READ COMMITTED'}})."
+)
+
+#: The databases the lock is made for, by dialect name (their names for people:
+#: SUPPORTED_DATABASES).
+LOCKINGS: dict[str, Locking] = {
+    "postgresql": PostgresLocking(),
+    "sqlite": SQLiteLocking(),
+    "mariadb": MariaDBLocking(),
+}
 
 
 def locking(conn: Connection) -> Locking:
@@ -328,9 +405,9 @@ def refuse_steps_on(bind: Engine | Connection) -> None:
     name = bind.dialect.name
     if name in LOCKINGS and not LOCKINGS[name].steps:
         raise RuntimeError(
-            f"then= is not supported on {name} yet: the lease that guards the step outside "
-            "the database, and the recording of its result, are not yet proven there under "
-            "storms and kills. Run forms with then= on PostgreSQL, or do the step in the view."
+            f"then= is not supported on {SUPPORTED_DATABASES[name]} yet: the lease that guards "
+            "the step outside the database is tested on PostgreSQL and MariaDB only. Run forms "
+            "with then= on one of them, or do the step in the view."
         )
 
 
@@ -556,15 +633,23 @@ class Lease:
                 model.submission_step_lease_until.is_(None),
                 model.submission_step_lease_until < now,
             )
-            with self.engine.begin() as conn:
-                taken = conn.execute(
-                    update(model)
-                    .where(self._row, model.submission_step == self.step, free)
-                    .values(self._until(now) | {"submission_step_lease_owner": self.owner})
-                ).rowcount
-                step = (
-                    None if taken else conn.scalar(select(model.submission_step).where(self._row))
-                )
+            try:
+                with self.engine.begin() as conn:
+                    taken = conn.execute(
+                        update(model)
+                        .where(self._row, model.submission_step == self.step, free)
+                        .values(self._until(now) | {"submission_step_lease_owner": self.owner})
+                    ).rowcount
+                    step = (
+                        None
+                        if taken
+                        else conn.scalar(select(model.submission_step).where(self._row))
+                    )
+            except OperationalError as error:
+                # InnoDB's deadlock (1213): the holder is recording the step on this row.
+                if getattr(error.orig, "args", (None,))[0] != 1213:
+                    raise
+                taken, step = 0, self.step
             if taken:
                 self.held = True
                 return True
@@ -613,10 +698,14 @@ class Lease:
         """COMMIT ``db``'s transaction, ending the lease in it: what the step wrote is
         recorded by the lease's holder alone (:class:`LeaseLost` otherwise, nothing
         committed)."""
-        ended = db.execute(
-            update(self.model).where(self._row, self._mine).values(self._ended),
-            execution_options={"synchronize_session": False},
-        )
+        # The lease first, the step's writes at the COMMIT: the row is locked in the order a
+        # waiter's UPDATE of the lease locks it (the UNIQUE digest, then the row), so that
+        # InnoDB finds no deadlock between them to end by rolling back either.
+        with db.no_autoflush:
+            ended = db.execute(
+                update(self.model).where(self._row, self._mine).values(self._ended),
+                execution_options={"synchronize_session": False},
+            )
         if getattr(ended, "rowcount", 0) != 1:
             raise LeaseLost()
         db.commit()
