@@ -12,17 +12,37 @@ import sys
 
 import pytest
 import redis
-from flask import Flask, flash, get_flashed_messages, render_template, request
+from flask import (
+    Flask,
+    flash,
+    get_flashed_messages,
+    render_template,
+    render_template_string,
+    request,
+)
 from flask.sessions import SecureCookieSessionInterface
 from flask_sqlalchemy import SQLAlchemy
 from flask_wtf.csrf import CSRFError, CSRFProtect
 from jinja2 import DictLoader
-from sqlalchemy import Engine, create_engine
-from sqlalchemy.orm import scoped_session, sessionmaker
+from sqlalchemy import Engine, String, create_engine, text
+from sqlalchemy.orm import (
+    DeclarativeBase,
+    Mapped,
+    mapped_column,
+    scoped_session,
+    sessionmaker,
+)
 from wtforms import Form, StringField
 
 import signup_app
-from flask_submit_once import Outcome, SubmitOnce, SubmitOnceError, TokenStore, UnavailableError
+from flask_submit_once import (
+    Outcome,
+    SubmissionMixin,
+    SubmitOnce,
+    SubmitOnceError,
+    TokenStore,
+    UnavailableError,
+)
 from flask_submit_once._errors import UnsupportedDatabaseError
 from flask_submit_once.testing import OnceForms
 from servers import free_port
@@ -379,4 +399,53 @@ def test_an_unsupported_database_bound_after_init_app_is_refused_at_the_first_su
         UnsupportedDatabaseError, match=r"\(mssql\): it supports PostgreSQL, SQLite, MariaDB\."
     ):
         page.submit({"email": "ada@example.com", "name": "Ada", "quantity": "2"})
+    close(app)
+
+
+def test_a_table_older_than_its_model_is_refused_at_the_first_submit_naming_its_columns(
+    engine, redis_url
+):
+    """An app upgraded to 1.0 without its migration: the table lacks the step's lease.
+    The first submit says which columns to add, rather than every repeat failing on the
+    database's error; nothing is consumed or written."""
+
+    class Base(DeclarativeBase):
+        pass
+
+    class Note(SubmissionMixin, Base):
+        __tablename__ = "notes_made_by_0_10"
+        id: Mapped[int] = mapped_column(primary_key=True)
+        text: Mapped[str] = mapped_column(String(100))
+
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE IF EXISTS notes_made_by_0_10"))
+        conn.execute(
+            text(
+                "CREATE TABLE notes_made_by_0_10 (id serial PRIMARY KEY, text varchar(100), "
+                "submission_digest varchar(43) UNIQUE NOT NULL, submission_fingerprint text, "
+                "submission_step varchar(64))"
+            )
+        )
+    app = flask_app(REDIS_URL=redis_url, TESTING=True)
+    submit_once = SubmitOnce(app, sessions=sessionmaker(engine))
+
+    @app.get("/")
+    def page() -> str:
+        return render_template_string('<form method="post">{{ submit_once.input("create") }}')
+
+    @app.post("/")
+    @submit_once.form(lambda: NoteForm(request.form), model=Note, done=lambda note: "/")
+    def create(form: NoteForm, db: object) -> Note:
+        return Note(text=form.text.data)
+
+    form = OnceForms(app.test_client()).open("/")
+    with pytest.raises(RuntimeError) as refused:
+        form.submit({"text": "milk"})
+    assert str(refused.value).startswith(
+        "The table notes_made_by_0_10 has no column submission_step_lease_owner, "
+        "submission_step_lease_until, which Note maps: add them (a migration) before serving."
+    )
+    with engine.begin() as conn:
+        assert conn.scalar(text("SELECT count(*) FROM notes_made_by_0_10")) == 0
+        conn.execute(text("DROP TABLE notes_made_by_0_10"))
     close(app)

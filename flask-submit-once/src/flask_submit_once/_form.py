@@ -56,7 +56,7 @@ from ._answers import (
 )
 from ._errors import CrossSiteError, FormTokenError, NotUnicodeError, UnavailableError
 from ._issuing import SignedExpired, carry_token, form_name, is_signed
-from ._model import Sessions, SubmissionMixin, add_submission
+from ._model import Sessions, SubmissionMixin, add_submission, check_columns
 from ._runner import (
     UNREACHABLE,
     Committed,
@@ -128,6 +128,7 @@ class ProtectedForm:
         self.done, self.fingerprint, self.page = done, fingerprint, page
         self.on_outcome, self.wait, self.sessions = on_outcome, wait, sessions
         self.checked: weakref.WeakSet[Flask] = weakref.WeakSet()
+        self.columns_checked: weakref.WeakSet[Flask] = weakref.WeakSet()
         self.step = Step(then.__name__, then, model) if then and model else None
 
     def submit(self, st: State, view_args: Mapping[str, Any]) -> Response:
@@ -147,6 +148,8 @@ class ProtectedForm:
             # Once an app, before any token is consumed: every value of done's URL is known.
             check_done(self.done, self.model)
             self.checked.add(st.app)
+        if st.app not in self.columns_checked and check_columns(self.session(st), self.model):
+            self.columns_checked.add(st.app)
         started = time.perf_counter()
         # Files kept when the form was last drawn again, for the inputs left empty.
         put_back(st, name)

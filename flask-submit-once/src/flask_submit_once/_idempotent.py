@@ -11,11 +11,12 @@ a webhook's event id (what :meth:`SubmitOnce.idempotent
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any
 
-from flask import Response, make_response, request
+from flask import Flask, Response, make_response, request
 from flask.typing import ResponseReturnValue
 from redis.exceptions import RedisError
 from sqlalchemy.orm import Session
@@ -24,7 +25,7 @@ from ._answers import Outcome, decided, key_problem, log_503, problem_json
 from ._errors import UnavailableError
 from ._form import fingerprint, json_body, sent_files
 from ._issuing import form_name
-from ._model import Sessions, SubmissionMixin, add_submission
+from ._model import Sessions, SubmissionMixin, add_submission, check_columns
 from ._runner import Committed, Consumable, run_once
 
 if TYPE_CHECKING:
@@ -75,6 +76,7 @@ class IdempotentView:
         )
         self.respond, self.on_outcome, self.fingerprint = respond, on_outcome, fingerprint
         self.ttl, self.wait, self.name, self.sessions = ttl, wait, name, sessions
+        self.columns_checked: weakref.WeakSet[Flask] = weakref.WeakSet()
 
     def handle(self, st: State, view_args: Mapping[str, Any]) -> Response:
         """The view, once per key: its answer, or its first answer again."""
@@ -98,6 +100,8 @@ class IdempotentView:
             ttl=self.ttl,
         )
         digest = consumable.digest
+        if st.app not in self.columns_checked and check_columns(self.session(st), self.model):
+            self.columns_checked.add(st.app)
         stored = self.fingerprint() if self.fingerprint is not None else request_fingerprint()
         started = time.perf_counter()
         # Whether the view ran: then the key is this request's to give back.

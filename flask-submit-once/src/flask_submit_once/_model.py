@@ -20,7 +20,7 @@ from typing import Any, Protocol, TypeAlias, TypeVar
 
 from flask import Flask, has_request_context, request
 from sqlalchemy import Connection, DateTime, Engine, Integer, String, event, inspect, select
-from sqlalchemy.exc import SQLAlchemyError, UnboundExecutionError
+from sqlalchemy.exc import NoSuchTableError, SQLAlchemyError, UnboundExecutionError
 from sqlalchemy.orm import (
     Mapped,
     Session,
@@ -46,6 +46,7 @@ __all__ = [
     "set_up_sessions",
     "add_submission",
     "bind_of",
+    "check_columns",
     "check_database",
 ]
 
@@ -245,6 +246,33 @@ def check_database(bind: Engine | Connection | None) -> None:
         f"({bind.dialect.name}): it supports {supported}. Give SubmitOnce sessions "
         "bound to one of these."
     )
+
+
+def check_columns(db: Session, model: type[Any] | None) -> bool:
+    """Refuse a model whose table lacks one of its columns (an app upgraded without its
+    migration: 1.0 added the step's lease to :class:`SubmissionMixin`), naming them,
+    rather than answer every repeat with the database's error. True once checked (or
+    nothing to check: no model, no table yet, whose first INSERT says so); False when the
+    database could not be asked, to be checked at a later submit."""
+    if model is None:
+        return True
+    table = model.__table__
+    try:
+        found = inspect(db.get_bind(model)).get_columns(table.name, schema=table.schema)
+    except NoSuchTableError:
+        return True
+    except SQLAlchemyError:
+        return False
+    present = {column["name"] for column in found}
+    missing = [column.name for column in table.columns if column.name not in present]
+    if missing:
+        raise RuntimeError(
+            f"The table {table.name} has no column {', '.join(missing)}, which {model.__name__} "
+            "maps: add them (a migration) before serving. Flask-Submit-Once 1.0 added "
+            "submission_step_lease_owner and submission_step_lease_until to SubmissionMixin "
+            "(see its CHANGELOG, Upgrading)."
+        )
+    return True
 
 
 def bind_of(app: Flask, sessions: Sessions | None) -> Engine | Connection | None:
