@@ -12,7 +12,7 @@ from flask import Flask, render_template, request, url_for
 from flask_wtf import FlaskForm
 from flask_wtf.csrf import CSRFProtect
 from jinja2 import DictLoader
-from sqlalchemy import ForeignKey, String
+from sqlalchemy import ForeignKey, String, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from wtforms import StringField
 from wtforms.validators import InputRequired, Length
@@ -85,7 +85,8 @@ def create_app(sessions: sessionmaker[Session], **config: Any) -> Flask:
         context=lambda: the_patient(submit_once.session),
     )
     def change_address(form: AddressForm, db: Session, id: int) -> AddressChange:
-        patient = db.get_one(Patient, id)
+        # Not Session.get_one: SQLAlchemy 2.0.22 brought it, the oldest supported is 2.0.0.
+        patient = db.scalars(select(Patient).filter_by(id=id)).one()
         if between_read_and_write is not None:
             between_read_and_write()
         patient.address = form.address.data
@@ -99,7 +100,7 @@ def create_app(sessions: sessionmaker[Session], **config: Any) -> Flask:
         respond=lambda change: ({"address": change.address}, 201),
     )
     def put_address(db: Session, id: int) -> AddressChange:
-        patient = db.get_one(Patient, id)
+        patient = db.scalars(select(Patient).filter_by(id=id)).one()
         if between_read_and_write is not None:
             between_read_and_write()
         patient.address = request.get_json()["address"]

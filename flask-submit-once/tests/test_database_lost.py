@@ -143,6 +143,8 @@ def test_postgresql_away_at_submit_is_logged_once_with_its_cause_and_no_secret(
     (said,) = [record for record in caplog.records if record.name == "flask_submit_once"]
     assert said.levelno == logging.WARNING
     assert "sign_up answered 503 (unavailable): OperationalError: " in said.getMessage()
-    assert f"port {away_app.config['DATABASE_PORT']} failed" in said.getMessage()
+    # The driver's own first line (psycopg 3.3 names the port; 3.1 says "Connection refused").
+    cause = str(outcome.error.orig).splitlines()[0]
+    assert cause.startswith("connection failed") and said.getMessage().endswith(cause)
     for never in ("secret", "ada@example.com", page.token, "SELECT"):
         assert never not in caplog.text

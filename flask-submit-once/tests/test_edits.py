@@ -58,7 +58,7 @@ def patient(tables: Engine) -> Callable[[], tuple[str, int, int]]:
 
     def now() -> tuple[str, int, int]:
         with sessionmaker(tables)() as db:
-            row = db.get_one(edits_app.Patient, 1)
+            row = db.scalars(select(edits_app.Patient).filter_by(id=1)).one()
             changes = len(db.scalars(select(edits_app.AddressChange)).all())
             return row.address, row.version, changes
 
@@ -155,7 +155,7 @@ def test_an_edit_committed_between_the_views_read_and_its_write_is_caught_by_the
 
     def another_edit() -> None:
         with sessionmaker(tables)() as db:
-            db.get_one(edits_app.Patient, 1).address = OTHER
+            db.scalars(select(edits_app.Patient).filter_by(id=1)).one().address = OTHER
             db.commit()
 
     page = once_forms.open("/patients/1")
@@ -182,7 +182,7 @@ def test_an_api_edit_racing_another_is_a_409_and_its_key_retried_applies_it(
     def another_edit() -> None:
         monkeypatch.setattr(edits_app, "between_read_and_write", None)
         with sessionmaker(tables)() as db:
-            db.get_one(edits_app.Patient, 1).address = OTHER
+            db.scalars(select(edits_app.Patient).filter_by(id=1)).one().address = OTHER
             db.commit()
 
     def put() -> TestResponse:
