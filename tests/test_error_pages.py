@@ -10,7 +10,7 @@ import pytest
 from werkzeug.exceptions import default_exceptions
 
 from tests.test_orders import open_form, order_path, submit
-from webapp.errors import TITLES
+from webapp.error_pages import TITLES
 
 WERKZEUG_WORDING = {code: error.description for code, error in default_exceptions.items()}
 

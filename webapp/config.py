@@ -16,6 +16,9 @@ DEV_HOSTS = ("localhost", "127.0.0.1")
 #: Form views per client address per minute (SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE).
 FORMS_PER_CLIENT_PER_MINUTE = 120
 
+#: The largest refund photo accepted (REFUND_PHOTO_MAX_BYTES), by default.
+REFUND_PHOTO_MAX_BYTES = 5 * 1024 * 1024
+
 ENVIRONMENTS = ("production", "development", "testing")
 
 #: Flask-Submit-Once 1.0's name of each setting the shop once knew by another.
@@ -73,7 +76,7 @@ def from_environ(environ: Mapping[str, str] = os.environ) -> dict[str, Any]:
         ),
         "MAX_CONTENT_LENGTH": _int(environ, "MAX_CONTENT_LENGTH", 64 * 1024),
         # The refund submit alone may send this much more: a photo (webapp/refunds/photos.py).
-        "REFUND_PHOTO_MAX_BYTES": _int(environ, "REFUND_PHOTO_MAX_BYTES", 5 * 1024 * 1024),
+        "REFUND_PHOTO_MAX_BYTES": _int(environ, "REFUND_PHOTO_MAX_BYTES", REFUND_PHOTO_MAX_BYTES),
         "IDEMPOTENCY_RETENTION": _int(environ, "IDEMPOTENCY_RETENTION", 24 * 3600),
         "PAYMENT_WEBHOOK_SECRET": environ.get("PAYMENT_WEBHOOK_SECRET"),
         "PAYMENT_PROVIDER_URL": environ.get("PAYMENT_PROVIDER_URL") or None,
@@ -176,6 +179,7 @@ def finish(config: dict[str, Any]) -> None:
         SUBMIT_ONCE_BACK_SHOWS_FORM=True,
     )
     # A refund photo refused for its size is not kept for the form drawn again either.
+    config.setdefault("REFUND_PHOTO_MAX_BYTES", REFUND_PHOTO_MAX_BYTES)
     config.setdefault("SUBMIT_ONCE_MAX_KEPT_UPLOAD_BYTES", config["REFUND_PHOTO_MAX_BYTES"])
     # A CSRF token lives as long as the form token it travels with.
     config.setdefault("WTF_CSRF_TIME_LIMIT", config.get("SUBMIT_ONCE_TTL_SECONDS", 3600))

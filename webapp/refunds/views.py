@@ -33,7 +33,7 @@ from wtforms.validators import ValidationError
 from flask_submit_once import Outcome, Refused
 
 from ..db import sessions
-from ..errors import render_error
+from ..error_pages import render_error
 from ..extensions import submit_once
 from ..models import Order, RefundRequest
 from ..notices import REFUND_ALREADY, REFUND_REQUESTED, notify
