@@ -19,7 +19,7 @@ from flask import Flask
 from flask.json.tag import TaggedJSONSerializer
 from itsdangerous import URLSafeTimedSerializer
 from sqlalchemy import Engine, text
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from dev.embedded import EmbeddedPostgres, EmbeddedRedis
@@ -96,8 +96,17 @@ def empty_orders(conn) -> None:
             for _, _, sequences in rows
             for sequence in sequences
         ]
-    for statement in _emptying[url]:
-        conn.execute(text(statement))
+    for attempt in range(3):
+        try:
+            with conn.begin_nested():
+                for statement in _emptying[url]:
+                    conn.execute(text(statement))
+            return
+        except IntegrityError:
+            # A refund worker the test before started wrote a row that refers to an order
+            # between two DELETEs (CI saw it once): empty them all again.
+            if attempt == 2:
+                raise
 
 
 def reset_state(servers: Servers) -> None:
