@@ -128,7 +128,6 @@ class ProtectedForm:
         self.done, self.fingerprint, self.page = done, fingerprint, page
         self.on_outcome, self.wait, self.sessions = on_outcome, wait, sessions
         self.checked: weakref.WeakSet[Flask] = weakref.WeakSet()
-        self.columns_checked: weakref.WeakSet[Flask] = weakref.WeakSet()
         self.step = Step(then.__name__, then, model) if then and model else None
 
     def submit(self, st: State, view_args: Mapping[str, Any]) -> Response:
@@ -146,10 +145,10 @@ class ProtectedForm:
         token = submitted_token(st.field)
         if st.app not in self.checked:
             # Once an app, before any token is consumed: every value of done's URL is known.
+            # And the model's table has its columns (the database away: asked again next time).
             check_done(self.done, self.model)
-            self.checked.add(st.app)
-        if st.app not in self.columns_checked and check_columns(self.session(st), self.model):
-            self.columns_checked.add(st.app)
+            if check_columns(self.session(st), self.model):
+                self.checked.add(st.app)
         started = time.perf_counter()
         # Files kept when the form was last drawn again, for the inputs left empty.
         put_back(st, name)
