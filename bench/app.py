@@ -5,7 +5,7 @@
 **baseline** (/baseline): identical work minus the token layer. The same form
 (:func:`webapp.orders.views.order_form`: CSRF included, the catalogue read through the
 request's session), the same template, the same INSERT through
-:func:`webapp.placing.new_order`, the same 303 to the same confirmation page; no token
+:func:`webapp.shop.placing.new_order`, the same 303 to the same confirmation page; no token
 issued at render, no advisory lock, no GETDEL, no fingerprint (the UNIQUE column gets a
 random value).
 

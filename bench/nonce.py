@@ -26,9 +26,9 @@ from flask import Blueprint, abort, current_app, redirect, request, session, url
 from sqlalchemy.exc import IntegrityError
 
 from webapp.extensions import submit_once
-from webapp.models import Order
-from webapp.notices import ALREADY_PLACED, notify
 from webapp.orders.views import order_form
+from webapp.shop.models import Order
+from webapp.shop.notices import ALREADY_PLACED, notify
 
 from .pages import form_page, place
 

@@ -10,7 +10,7 @@ from markupsafe import Markup
 
 from webapp.extensions import submit_once
 from webapp.orders.views import order_form
-from webapp.placing import OrderDetails, new_order
+from webapp.shop.placing import OrderDetails, new_order
 
 #: Stands in for a token in the hidden input, so the page is the same size.
 NO_TOKEN = "-" * 43

@@ -314,7 +314,7 @@ def token_keys(rdb, pattern: str = "*") -> list[str]:
 
 
 def flashed(response) -> list[str]:
-    """The notices a response left for the order's next page (webapp/notices.py): what it
+    """The notices a response left for the order's next page (webapp/shop/notices.py): what it
     flashed into the session cookie it sets ([] when it sets none). Read, not verified:
     the signature is the app's business, and tests.live responses come without the app."""
     headers = response.headers

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from sqlalchemy.orm import Session
 
-from webapp.order_states import Transitioned, TransitionRefused, transition
+from webapp.shop.order_states import Transitioned, TransitionRefused, transition
 
 
 def cancel_racing_ship(

@@ -8,7 +8,7 @@ from sqlalchemy import text
 from tests.api_client import new_api_key, place, problem_type
 from tests.races import cancel_racing_ship
 from webapp.api.keys import hash_key
-from webapp.order_states import TransitionRefused
+from webapp.shop.order_states import TransitionRefused
 
 
 @pytest.fixture
@@ -97,7 +97,7 @@ def test_concurrent_cancel_and_ship_exactly_one_wins_and_the_loser_is_told_why(
 
 
 def test_create_api_key_command_prints_a_key_once_and_stores_only_its_hash(app, servers):
-    result = app.test_cli_runner().invoke(args=["create-api-key", "initech"])
+    result = app.test_cli_runner().invoke(args=["api-keys", "create", "initech"])
     assert result.exit_code == 0, result.output
     key = result.output.strip().splitlines()[-1]
     assert key.startswith("sk_") and len(key) > 40
@@ -116,5 +116,5 @@ def test_create_api_key_command_prints_a_key_once_and_stores_only_its_hash(app, 
 
 
 def test_create_api_key_command_refuses_a_blank_client_name(app):
-    result = app.test_cli_runner().invoke(args=["create-api-key", "  "])
+    result = app.test_cli_runner().invoke(args=["api-keys", "create", "  "])
     assert result.exit_code != 0 and "printable" in result.output

@@ -22,13 +22,13 @@ def cli(app, *args: str):
 
 
 def create_key(app, name: str, *options: str) -> str:
-    result = cli(app, "create-api-key", name, *options)
+    result = cli(app, "api-keys", "create", name, *options)
     assert result.exit_code == 0, result.output
     return result.output.strip().splitlines()[-1]
 
 
 def prefix_of(key: str) -> str:
-    """What list-api-keys shows of a key: its first 11 characters."""
+    """What api-keys list shows of a key: its first 11 characters."""
     return key[:11]
 
 
@@ -42,7 +42,7 @@ def test_a_revoked_key_gets_401_at_once_and_the_clients_other_key_still_works(ap
     url = place(client, revoked).headers["Location"]
     assert get_order(client, revoked, url).status_code == 200
 
-    result = cli(app, "revoke-api-key", name, "--key", prefix_of(revoked))
+    result = cli(app, "api-keys", "revoke", name, "--key", prefix_of(revoked))
     assert result.exit_code == 0, result.output
     assert f"Revoked 1 key of client {name!r}" in result.output
 
@@ -51,7 +51,7 @@ def test_a_revoked_key_gets_401_at_once_and_the_clients_other_key_still_works(ap
     # What the partner can do about it; the shop's own commands are no use to them.
     detail = refused.get_json()["detail"]
     assert "expired or been revoked: ask the shop for a new one" in detail
-    assert "flask" not in detail and "create-api-key" not in detail
+    assert "flask" not in detail and "api-keys create" not in detail
     assert place(client, revoked, key="order-2").status_code == 401
     # same client, other key
     assert get_order(client, kept, url).status_code == 200
@@ -60,21 +60,21 @@ def test_a_revoked_key_gets_401_at_once_and_the_clients_other_key_still_works(ap
 def test_revoking_a_client_revokes_every_key_it_holds(app, name):
     client = app.test_client()
     keys = [create_key(app, name) for _ in range(3)]
-    result = cli(app, "revoke-api-key", name)
+    result = cli(app, "api-keys", "revoke", name)
     assert result.exit_code == 0 and f"Revoked 3 keys of client {name!r}" in result.output
     assert [place(client, key).status_code for key in keys] == [401] * 3
-    again = cli(app, "revoke-api-key", name)
+    again = cli(app, "api-keys", "revoke", name)
     assert again.exit_code != 0 and "no active key" in again.output
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["revoke-api-key", "nobody-by-this-name"], "no client named"),
-        (["revoke-api-key", "{name}", "--key", "sk_00000000"], "no active key"),
-        (["create-api-key", "{name}", "--expires-days", "0"], "at least 1"),
-        (["create-api-key", "{name}", "--expires-days", "-3"], "at least 1"),
-        (["create-api-key", "{name}", "--expires-days", "soon"], "not a valid integer"),
+        (["api-keys", "revoke", "nobody-by-this-name"], "no client named"),
+        (["api-keys", "revoke", "{name}", "--key", "sk_00000000"], "no active key"),
+        (["api-keys", "create", "{name}", "--expires-days", "0"], "at least 1"),
+        (["api-keys", "create", "{name}", "--expires-days", "-3"], "at least 1"),
+        (["api-keys", "create", "{name}", "--expires-days", "soon"], "not a valid integer"),
     ],
 )
 def test_the_key_commands_refuse_what_they_cannot_do_and_say_why(app, name, args, message):
@@ -117,8 +117,8 @@ def test_list_api_keys_shows_each_key_by_prefix_with_its_expiry_last_use_and_sta
         create_key(app, name),
     )
     place(client, used)
-    cli(app, "revoke-api-key", name, "--key", prefix_of(revoked))
-    result = cli(app, "list-api-keys", name)
+    cli(app, "api-keys", "revoke", name, "--key", prefix_of(revoked))
+    result = cli(app, "api-keys", "list", name)
     assert result.exit_code == 0, result.output
     lines = {line.split()[1]: line for line in result.output.splitlines()[1:]}
     assert set(lines) == {prefix_of(used), prefix_of(unused), prefix_of(revoked)}

@@ -315,7 +315,7 @@ def deliver(client, charge: dict) -> dict:
 
 
 def reconciled(app) -> str:
-    result = app.test_cli_runner().invoke(args=["reconcile-payments"])
+    result = app.test_cli_runner().invoke(args=["payments", "reconcile"])
     return result.output
 
 
@@ -656,5 +656,5 @@ def test_another_charge_for_the_full_amount_while_charging_does_not_pass_for_the
     assert (row["status"], row["charge_id"], row["paid_cents"]) == ("paid", own["id"], row["total"])
     with servers.engine.connect() as conn:
         problems = list(conn.scalars(text("SELECT problem FROM payment_events ORDER BY id")))
-    # listed by reconcile-payments, for an operator
+    # listed by payments reconcile, for an operator
     assert problems == ["order_closed"]

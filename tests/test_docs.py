@@ -18,7 +18,7 @@ from flask import Flask
 
 from flask_submit_once import TokenStore
 from webapp.config import RENAMED
-from webapp.models import Base
+from webapp.shop.models import Base
 
 ROOT = Path(__file__).resolve().parent.parent
 LIBRARY = ROOT / "flask-submit-once"

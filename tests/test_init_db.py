@@ -74,7 +74,7 @@ def test_the_database_module_imports_no_model():
             "import sys, importlib.util as u; "
             "spec = u.spec_from_file_location('db_alone', 'webapp/db.py'); "
             "m = u.module_from_spec(spec); spec.loader.exec_module(m); "
-            "print('webapp.models' in sys.modules)",
+            "print('webapp.shop.models' in sys.modules)",
         ],
         capture_output=True,
         text=True,

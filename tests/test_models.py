@@ -9,7 +9,7 @@ from alembic.migration import MigrationContext
 from sqlalchemy import text
 
 from webapp.db import MIGRATIONS
-from webapp.models import Base
+from webapp.shop.models import Base
 
 
 def test_the_models_match_the_migrated_schema_table_for_table(servers):

@@ -1,6 +1,6 @@
 """Money is checked: a payment pays its order only with the order's amount and
 currency; every other payment is recorded, and money kept is refundable or
-reported by ``reconcile-payments``."""
+reported by ``payments reconcile``."""
 
 from __future__ import annotations
 
@@ -125,7 +125,7 @@ def test_reconcile_payments_lists_money_kept_without_an_order(app, client, order
     deliver(client, paid(reference_of(servers, order), "evt_1cent", amount=1))
     deliver(client, paid(reference_of(servers, order), "evt_ok"))
     deliver(client, paid(reference_of(servers, order), "evt_twice"))
-    result = app.test_cli_runner().invoke(args=["reconcile-payments"])
+    result = app.test_cli_runner().invoke(args=["payments", "reconcile"])
     assert result.exit_code == 0, result.output
     assert "payments applied:      7200 cents" in result.output
     assert "kept without an order: 1 payments" in result.output
@@ -134,5 +134,5 @@ def test_reconcile_payments_lists_money_kept_without_an_order(app, client, order
     # money paid that no event explains
     with servers.engine.begin() as conn:
         conn.execute(text("UPDATE orders SET paid_cents = paid_cents + 1"))
-    broken = app.test_cli_runner().invoke(args=["reconcile-payments"])
+    broken = app.test_cli_runner().invoke(args=["payments", "reconcile"])
     assert broken.exit_code == 1 and "MISMATCH" in broken.output

@@ -16,8 +16,8 @@ from tests.migrations import alembic_config, insert_old_orders
 from tests.test_cancel import cancel_form
 from tests.test_orders import open_form, order_path, submit
 from tests.test_webhooks import SECRET, deliver, paid, reference_of
-from webapp.order_rules import ORDER_NUMBER_ALPHABET
 from webapp.request_log import json_lines
+from webapp.shop.order_rules import ORDER_NUMBER_ALPHABET
 
 NUMBER = re.compile(r'data-order-number="([^"]+)"')
 
@@ -73,14 +73,14 @@ def test_the_number_alone_opens_nothing_for_another_session(
 def test_find_order_looks_an_order_up_by_the_number_a_customer_quotes(app, placed):
     link, number = placed
     runner = app.test_cli_runner()
-    found = runner.invoke(args=["find-order", f" {number[:4].lower()}-{number[4:]} "])
+    found = runner.invoke(args=["orders", "find", f" {number[:4].lower()}-{number[4:]} "])
     assert found.exit_code == 0, found.output
     assert number in found.output and VALID["email"] in found.output
     assert "status=placed" in found.output and "3600 EUR" in found.output
     # the key only when asked for
     assert link not in found.output
-    assert link in runner.invoke(args=["find-order", number, "--link"]).output
-    missing = runner.invoke(args=["find-order", "2222222222"])
+    assert link in runner.invoke(args=["orders", "find", number, "--link"]).output
+    missing = runner.invoke(args=["orders", "find", "2222222222"])
     assert missing.exit_code == 1 and "No order has the number" in missing.output
 
 

@@ -8,7 +8,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
-from webapp.order_states import OrderNotFound, TransitionRefused, transition
+from webapp.shop.order_states import OrderNotFound, TransitionRefused, transition
 
 
 @pytest.fixture

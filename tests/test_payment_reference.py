@@ -206,6 +206,6 @@ def test_each_webhook_log_line_says_what_the_event_did(client, servers, link, ca
 
 def test_find_order_shows_the_reference_support_sees_at_the_provider(app, servers, link):
     reference = reference_of(servers, link)
-    found = app.test_cli_runner().invoke(args=["find-order", number_of(servers)])
+    found = app.test_cli_runner().invoke(args=["orders", "find", number_of(servers)])
     assert found.exit_code == 0 and f"payment reference: {reference}" in found.output
     assert link.rsplit("/", 1)[1] not in found.output

@@ -29,9 +29,9 @@ from tests.payments import PAYS, Provider
 from tests.pgbouncer import PgBouncer
 from tests.test_race import DUPLICATES, storm
 from webapp.db import TIMEOUTS, make_engine
-from webapp.models import Order, Product
 from webapp.refunds.settings import WorkerSettings
 from webapp.refunds.worker import database_pool
+from webapp.shop.models import Order, Product
 
 DEPLOY = ROOT / "docs" / "DEPLOY.md"
 #: Forms in a card-checkout storm, how many times each is sent at once, and how many storms
@@ -212,11 +212,11 @@ def test_each_transaction_through_pgbouncer_bounds_its_own_waits_and_leaves_no_s
     assert left == dict.fromkeys(TIMEOUTS, "0")
 
 
-@pytest.mark.parametrize("report", ["reconcile-payments", "reconcile-refunds"])
+@pytest.mark.parametrize("report", ["payments reconcile", "refunds reconcile"])
 def test_the_reports_read_one_snapshot_through_pgbouncer(servers, pgbouncer, report):
     # Its isolation level is asked as the transaction begins, before the timeouts.
     done = flask(
-        report,
+        *report.split(),
         DATABASE_URL=pgbouncer.url("webapp_test"),
         DATABASE_POOLER="transaction",
         REDIS_URL=servers.redis.url,
@@ -378,7 +378,7 @@ HOLD_THE_LEASE = """
 import sys, time
 from flask_submit_once._runner import Lease
 from webapp.db import make_engine
-from webapp.models import Order
+from webapp.shop.models import Order
 engine = make_engine(sys.argv[1], "transaction")
 lease = Lease(engine, Order, sys.argv[2], "charge", float(sys.argv[3]))
 assert lease.take(wait=0)

@@ -20,7 +20,7 @@ from tests.conftest import order_count
 from tests.test_logs import json_lines
 from tests.test_orders import open_form, order_path, submit
 from webapp.cli import CATALOGUE
-from webapp.models import Product
+from webapp.shop.models import Product
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -1,4 +1,4 @@
-"""``flask --app webapp ship-order NUMBER``: an operator marks a paid order shipped through
+"""``flask --app webapp orders ship NUMBER``: an operator marks a paid order shipped through
 the order state machine, which refuses the rest with a reason; who shipped it is
 recorded; and from then on the customer's refund waits for review, with no SQL."""
 
@@ -45,7 +45,7 @@ def row(servers, order: str) -> tuple[str, str, str | None]:
 
 
 def ship(app, number: str, *args: str):
-    return app.test_cli_runner().invoke(args=["ship-order", number, *args])
+    return app.test_cli_runner().invoke(args=["orders", "ship", number, *args])
 
 
 def test_a_paid_order_is_shipped_by_its_number_and_who_shipped_it_is_recorded(
@@ -60,7 +60,11 @@ def test_a_paid_order_is_shipped_by_its_number_and_who_shipped_it_is_recorded(
     assert f"Order {number} is shipped (by Ada)." in result.stdout
     assert row(servers, order) == (number, "shipped", "Ada")
     (line,) = [line for line in json_lines(result.stderr) if line.get("action")]
-    assert (line["action"], line["operator"], line["order_number"]) == ("ship-order", "Ada", number)
+    assert (line["action"], line["operator"], line["order_number"]) == (
+        "orders ship",
+        "Ada",
+        number,
+    )
     # the private key is never logged
     assert order.rsplit("/", 1)[1] not in result.stderr
 
@@ -102,7 +106,9 @@ def test_what_the_state_machine_refuses_is_refused_with_a_reason_and_nothing_wri
 def test_an_unknown_number_is_refused(app):
     result = ship(app, "2222222222")
     assert result.exit_code == 1
-    assert "No order has the number '2222222222' (find-order looks one up)." in result.output
+    assert (
+        "No order has the number '2222222222' ('flask orders find' looks one up)." in result.output
+    )
 
 
 def test_once_shipped_a_refund_waits_for_review_then_an_operator_approves_it(
@@ -114,8 +120,8 @@ def test_once_shipped_a_refund_waits_for_review_then_an_operator_approves_it(
     assert ship(app, number).exit_code == 0
     key = order.rsplit("/", 1)[1]
     assert refund(client, key, open_refund_form(client, key), "10.00").status_code == 303
-    waiting = app.test_cli_runner().invoke(args=["refund-reviews"])
+    waiting = app.test_cli_runner().invoke(args=["refunds", "reviews"])
     assert f"({number}; paid €36.00" in waiting.output
     request_id = waiting.output.split("request ", 1)[1].split(":", 1)[0]
-    approved = app.test_cli_runner().invoke(args=["approve-refund", request_id])
+    approved = app.test_cli_runner().invoke(args=["refunds", "approve", request_id])
     assert approved.exit_code == 0 and f"€10.00 for order {number}" in approved.output

@@ -429,5 +429,5 @@ def test_refunds_reported_by_the_provider_add_up_and_reconcile(app, client, refe
     last = deliver(client, refunded(reference, "evt_refund_2", amount=2600))
     assert last.get_json()["order_status"] == "refunded"
     assert tuple(order_row(servers)) == ("refunded", 3600, 3600)
-    result = app.test_cli_runner().invoke(args=["reconcile-refunds"])
+    result = app.test_cli_runner().invoke(args=["refunds", "reconcile"])
     assert result.exit_code == 0 and "MATCH" in result.output, result.output

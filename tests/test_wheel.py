@@ -337,7 +337,8 @@ def test_installed_wheel_migrates_serves_every_page_and_runs_the_worker_from_out
             installed.command("flask"),
             "--app",
             "webapp",
-            "create-api-key",
+            "api-keys",
+            "create",
             "wheel-smoke",
         )
         .strip()

@@ -1,4 +1,33 @@
-"""A shop whose order form is placed once and only once."""
+"""A shop whose order form is placed once and only once.
+
+The package in three kinds, the way a request meets them:
+
+Infrastructure, here at the top: what every feature stands on.
+    config.py  secret_rules.py   settings from the environment, checked at start-up
+    db.py                        PostgreSQL: the engine, short sessions, migrations
+    redis_urls.py  extensions.py Redis clients; the extension instances (Flask-Submit-Once, CSRF)
+    security.py  forms.py  htmx.py   strict headers; how a form is read; htmx requests
+    errors.py  error_pages.py  problems.py   every error as a page or as problem+json
+    logs.py  request_log.py  metrics.py  health.py   JSON logs, /metrics, /healthz, /readyz
+    mail.py                      mail the shop sends; ``flask mail outbox``
+    cli.py                       ``flask init-db``; the commands listed without an environment
+    gunicorn_conf.py             gunicorn's settings for production
+    migrations/                  Alembic's migrations (the schema)
+
+The order domain every channel shares: ``shop/`` (models, order rules, states and money,
+placing an order, notices, operators).
+
+Features, a package each, each registered by its ``init_app`` (its blueprint, its
+``flask <feature>`` commands):
+    orders/    the order form, its once-only submit, the review step, amendments;
+               ``flask orders find | ship``
+    cancel/    cancelling an order from its page
+    refunds/   refund requests, the outbox relay and the worker; ``flask refunds …``
+    payments/  the card charged once at checkout; ``flask payments reconcile``
+    webhooks/  the payment provider's signed events
+    api/       the idempotent JSON API; ``flask api-keys …``
+    products/  the catalogue; ``flask products …``
+"""
 
 from __future__ import annotations
 
@@ -19,20 +48,17 @@ from . import (
     health,
     mail,
     metrics,
-    order_money,
+    orders,
     payments,
-    products_cli,
+    products,
     redis_urls,
     refunds,
     request_log,
     security,
-    shipping,
-    support,
     webhooks,
 )
 from .extensions import csrf, submit_once
-from .orders import confirm_by_mail
-from .orders import views as order_pages
+from .shop import order_money
 
 
 def shipped_folder(name: str) -> str:
@@ -79,20 +105,18 @@ def create_app(test_config: dict[str, Any] | None = None) -> Flask:
     csrf.init_app(app)
     security.init_app(app)
     errors.init_app(app)
-    app.register_blueprint(order_pages.bp)
-    app.register_blueprint(confirm_by_mail.bp)
+    orders.init_app(app)
     mail.init_app(app)
     order_money.init_app(app)
     api.init_app(app)
     webhooks.init_app(app)
     cancel.init_app(app)
     refunds.init_app(app)
-    app.register_blueprint(health.bp)
+    products.init_app(app)
+    health.init_app(app)
+    # after the features: their after_request hooks run before these (last in, first run)
     metrics.init_app(app)
     request_log.init_app(app)
-    support.init_app(app)
-    shipping.init_app(app)
-    products_cli.init_app(app)
 
     @app.get("/")
     def index():

@@ -1,12 +1,17 @@
-"""The ``flask --app webapp`` command line: ``init-db``, and the app's commands listed
-even when the environment is missing.
+"""The ``flask --app webapp`` command line: ``init-db``, the app's commands listed even
+when the environment is missing, and the old names of the operators' commands.
 
     flask --app webapp init-db            migrations; the demo catalogue in development
     flask --app webapp init-db --demo     ... and the demo catalogue (safe to run twice)
     flask --app webapp init-db --no-demo  ... and never the demo catalogue
 
 Production starts with no products of ours: its catalogue is the shop's own, stocked
-with the ``products`` commands (webapp/products_cli.py).
+with the ``products`` commands (webapp/products/cli.py).
+
+Each feature registers its own group (``flask orders``, ``refunds``, ``payments``,
+``api-keys``, ``products``, ``mail``; the library's ``submit-once``). The flat names
+they had before (``ship-order``, ``approve-refund`` …) are hidden commands that stop
+with the new name (:data:`RENAMED`), so an operator's script fails saying what to type.
 
 Without the environment (no SECRET_KEY, DATABASE_URL …) ``flask --app webapp --help``
 lists the commands, and each one, run, says what to set instead of a traceback:
@@ -26,9 +31,9 @@ from sqlalchemy import Engine
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 
 from .db import sessions, upgrade
-from .models import Product
+from .shop.models import Product
 
-__all__ = ["CATALOGUE", "init_app", "listing_only", "seed"]
+__all__ = ["CATALOGUE", "RENAMED", "init_app", "listing_only", "seed"]
 
 #: Settings under which the app is built only to list its commands: nothing connects
 #: at build time, and no command runs on them (each is replaced, see listing_only).
@@ -41,6 +46,22 @@ _NOWHERE = {
 #: Commands of Flask's own that would use the app itself (serve it, open a shell on it).
 _USE_THE_APP = frozenset({"run", "shell"})
 _listing: ContextVar[bool] = ContextVar("listing", default=False)
+
+#: The operators' commands by their old flat names, and what they are now.
+RENAMED = {
+    "find-order": "orders find",
+    "ship-order": "orders ship",
+    "reconcile-payments": "payments reconcile",
+    "create-api-key": "api-keys create",
+    "list-api-keys": "api-keys list",
+    "revoke-api-key": "api-keys revoke",
+    "refund-reviews": "refunds reviews",
+    "approve-refund": "refunds approve",
+    "reject-refund": "refunds reject",
+    "refund-photo": "refunds photo",
+    "reconcile-refunds": "refunds reconcile",
+    "refund-dead-letters": "refunds dead-letters",
+}
 
 #: The demo catalogue (scripts/run, the tests, the benchmark).
 CATALOGUE = [
@@ -73,6 +94,26 @@ CATALOGUE = [
 
 def init_app(app: Flask) -> None:
     app.cli.add_command(init_db_command)
+    for old, new in RENAMED.items():
+        app.cli.add_command(_renamed(old, new))
+
+
+def _renamed(old: str, new: str) -> click.Command:
+    """A hidden command under an old name that runs nothing and names the new one."""
+
+    def refuse(args: tuple[str, ...]) -> None:
+        raise click.UsageError(
+            f"'flask {old}' is now 'flask {new}' (the commands are grouped by feature: "
+            f"'flask --help' lists them)."
+        )
+
+    return click.Command(
+        old,
+        callback=refuse,
+        params=[click.Argument(["args"], nargs=-1, type=click.UNPROCESSED)],
+        context_settings={"ignore_unknown_options": True, "help_option_names": []},
+        hidden=True,
+    )
 
 
 def seed(engine: Engine) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from flask import Blueprint, current_app, jsonify
+from flask import Blueprint, Flask, current_app, jsonify
 from redis.exceptions import RedisError
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
@@ -117,3 +117,7 @@ def readyz():
         503 if status == "unavailable" else 200,
         NO_STORE,
     )
+
+
+def init_app(app: Flask) -> None:
+    app.register_blueprint(bp)

@@ -54,8 +54,8 @@ from sqlalchemy.orm import Session, UOWTransaction
 from flask_submit_once import Outcome, signals
 
 from .extensions import submit_once
-from .models import Order
 from .secret_rules import metrics_access
+from .shop.models import Order
 
 bp = Blueprint("metrics", __name__)
 

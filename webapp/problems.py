@@ -15,7 +15,7 @@ from pydantic import AfterValidator, BeforeValidator, ValidationError
 from pydantic_core import PydanticCustomError
 from werkzeug.exceptions import HTTPException
 
-from .order_rules import has_control_chars
+from .shop.order_rules import has_control_chars
 
 __all__ = [
     "NOT_AN_OBJECT",

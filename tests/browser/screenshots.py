@@ -28,7 +28,7 @@ from tests.conftest import Servers
 from tests.payments import Provider
 from webapp.cli import seed
 from webapp.db import make_engine, upgrade
-from webapp.order_rules import ORDER_NUMBER_ALPHABET, ORDER_NUMBER_LENGTH
+from webapp.shop.order_rules import ORDER_NUMBER_ALPHABET, ORDER_NUMBER_LENGTH
 
 DESKTOP = {"viewport": {"width": 900, "height": 700}}
 SMALL_PHONE = {**PHONE, "device_scale_factor": 1}

@@ -20,8 +20,8 @@ from flask_submit_once.testing import OnceForms, landed_on
 from tests.conftest import VALID, flashed, order_page
 from tests.faults.steps import form_kept, placed
 from tests.faults.test_redis_faults import redis_hung
-from webapp.order_states import transition
 from webapp.orders import EXPIRED
+from webapp.shop.order_states import transition
 
 SIGNED = "s1."
 #: What differs between two renderings of one page: the values of its hidden tokens.

@@ -23,8 +23,8 @@ from tests.refunds.test_worker_ops import metric, scrape
 from webapp import config
 from webapp.errors import NOTHING_DONE
 from webapp.health import API_WITH_FALLBACK, API_WITHOUT_FALLBACK
-from webapp.order_states import transition
 from webapp.refunds.monitor import CANNOT
+from webapp.shop.order_states import transition
 
 #: The library's default, which a shop may choose: no form without Redis.
 STRICT = {"SUBMIT_ONCE_REDIS_AWAY_SIGN_FORMS": False}

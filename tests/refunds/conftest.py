@@ -17,10 +17,10 @@ import redis
 from sqlalchemy import event, text
 from sqlalchemy.orm import Session
 
-from webapp.models import RefundRequest
-from webapp.order_states import transition
 from webapp.refunds.requests import request_refund
 from webapp.refunds.stream import GROUP, STREAM, RefundMessage, queue_refund
+from webapp.shop.models import RefundRequest
+from webapp.shop.order_states import transition
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 

@@ -48,7 +48,7 @@ def test_the_worker_on_a_cluster_publishes_applies_dead_letters_and_trims(
     assert refunds_of(servers, order) == (1, 1250, "paid")
     assert [r[1:3] for r in requests_of(servers, order)] == [(1250, "applied")]
     wait_until(lambda: rdb.xlen(STREAM) <= 1, what="the stream trimmed")
-    result = app.test_cli_runner().invoke(args=["reconcile-refunds"])
+    result = app.test_cli_runner().invoke(args=["refunds", "reconcile"])
     assert result.exit_code == 0 and result.output.rstrip().endswith("MATCH"), result.output
     assert "0 pending, " in result.output
     # printed after what the test waited on

@@ -57,7 +57,7 @@ def test_refunds_that_cannot_apply_are_dead_lettered_with_the_reason(
     assert [r[1:3] for r in requests_of(servers, order)] == [(600, "requested")]
     assert reserved_of(servers, order) == 600
 
-    listing = app.test_cli_runner().invoke(args=["refund-dead-letters"])
+    listing = app.test_cli_runner().invoke(args=["refunds", "dead-letters"])
     assert listing.exit_code == 0
     assert "reason: forged: no such order" in listing.output
     assert f"request={real.request_id} " in listing.output and "amount=1001" in listing.output
@@ -114,7 +114,7 @@ def test_a_dead_lettered_request_is_failed_on_the_order_page_then_requeued_and_a
     assert "<strong>not refunded</strong> — we could not apply it after several attempts" in page
 
     cli = app.test_cli_runner()
-    requeued = cli.invoke(args=["refund-dead-letters", "--requeue", letter_id, "--by", "ada"])
+    requeued = cli.invoke(args=["refunds", "dead-letters", "--requeue", letter_id, "--by", "ada"])
     assert requeued.exit_code == 0, requeued.output
     assert "Requeued: €6.00 for order" in requeued.output
     # who requeued it, in its row and its log line
@@ -131,7 +131,7 @@ def test_a_dead_lettered_request_is_failed_on_the_order_page_then_requeued_and_a
     assert reserved_of(servers, order) == 0 and refunds_of(servers, order) == (1, 600, "paid")
     # printed after what the test waited on
     worker.wait_for(" applied ")
-    again = cli.invoke(args=["refund-dead-letters", "--requeue", letter_id])
+    again = cli.invoke(args=["refunds", "dead-letters", "--requeue", letter_id])
     assert again.exit_code == 1 and "No dead letter has the id" in again.output
 
 
@@ -148,7 +148,7 @@ def test_requeue_is_refused_when_the_amount_is_no_longer_left(servers, rdb, app,
         DEAD_LETTERS,
         {"key": key, "order": str(order), "amount": "600", "reason": "failed 5 times: x"},
     )
-    result = app.test_cli_runner().invoke(args=["refund-dead-letters", "--requeue", letter_id])
+    result = app.test_cli_runner().invoke(args=["refunds", "dead-letters", "--requeue", letter_id])
     assert result.exit_code == 1
     assert (
         f"Not requeued: order {order} has 300 cents left to refund, less than the 600"
@@ -156,5 +156,5 @@ def test_requeue_is_refused_when_the_amount_is_no_longer_left(servers, rdb, app,
     )
     assert rdb.xlen(DEAD_LETTERS) == 1 and reserved_of(servers, order) == 700
     assert [r[2] for r in requests_of(servers, order)] == ["failed", "requested"]
-    bad = app.test_cli_runner().invoke(args=["refund-dead-letters", "--requeue", "nonsense"])
+    bad = app.test_cli_runner().invoke(args=["refunds", "dead-letters", "--requeue", "nonsense"])
     assert bad.exit_code == 1 and "Error" in bad.output

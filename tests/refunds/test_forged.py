@@ -94,7 +94,7 @@ def test_reconcile_flags_a_refund_applied_with_no_request_or_payment_event_behin
             text("UPDATE orders SET refunded_cents = 3600, status = 'refunded' WHERE id = :o"),
             {"o": order},
         )
-    result = app.test_cli_runner().invoke(args=["reconcile-refunds"])
+    result = app.test_cli_runner().invoke(args=["refunds", "reconcile"])
     assert result.exit_code == 1, result.output
     assert "applied, unbacked:     1" in result.output
     assert f"order {order}: 3600 cents by message 1700000000000-0" in result.output

@@ -70,7 +70,7 @@ def test_refund_requests_through_two_workers_reconcile_with_reservations_and_a_s
             expected += sum(amounts)
             # halfway, while refunds flow: the books balance all the same
             if n == refunds // 20:
-                mid_run = app.test_cli_runner().invoke(args=["reconcile-refunds"])
+                mid_run = app.test_cli_runner().invoke(args=["refunds", "reconcile"])
         wait_until(
             lambda: settled(servers) and all_acked(rdb),
             timeout=60 + refunds / 20,
@@ -85,7 +85,7 @@ def test_refund_requests_through_two_workers_reconcile_with_reservations_and_a_s
     # usually with some pending, if not always
     assert mid_run.exit_code == 0, mid_run.output
 
-    result = app.test_cli_runner().invoke(args=["reconcile-refunds"])
+    result = app.test_cli_runner().invoke(args=["refunds", "reconcile"])
     # shown with -s
     print(result.output)
     print(
@@ -137,7 +137,7 @@ def test_thousand_messages_with_a_fifth_duplicated_reconcile_exactly(
     workers = [start_worker(REFUND_CLAIM_IDLE_MS="600000") for _ in range(2)]
     wait_until(lambda: all_acked(rdb), timeout=90, what="1,000 messages acked")
 
-    result = app.test_cli_runner().invoke(args=["reconcile-refunds"])
+    result = app.test_cli_runner().invoke(args=["refunds", "reconcile"])
     # shown with -s; quoted in the README
     print(result.output)
     expected = sum(r.amount_cents for mine in plan.values() for r in mine)
@@ -160,7 +160,7 @@ def test_reconciliation_reports_a_mismatch(servers, app, paid_order):
     # refunded without a record: the books disagree
     with servers.engine.begin() as conn:
         conn.execute(text("UPDATE orders SET refunded_cents = 700 WHERE id = :id"), {"id": order})
-    result = app.test_cli_runner().invoke(args=["reconcile-refunds"])
+    result = app.test_cli_runner().invoke(args=["refunds", "reconcile"])
     assert result.exit_code == 1
     assert f"order {order}: refunded_cents=700 records=0" in result.output
     assert result.output.rstrip().endswith("MISMATCH")

@@ -229,12 +229,14 @@ def test_the_photo_is_served_to_no_page_and_the_operator_saves_it(
 
     cli = app.test_cli_runner()
     out = tmp_path / "photo.png"
-    saved = cli.invoke(args=["refund-photo", str(request_id), "--out", str(out), "--by", "alice"])
+    saved = cli.invoke(
+        args=["refunds", "photo", str(request_id), "--out", str(out), "--by", "alice"]
+    )
     assert saved.exit_code == 0, saved.output
     assert "image/png" in saved.output and "sent as box.png" in saved.output
     assert out.read_bytes() == PNG
     # never over a file the operator has
-    again = cli.invoke(args=["refund-photo", str(request_id), "--out", str(out)])
+    again = cli.invoke(args=["refunds", "photo", str(request_id), "--out", str(out)])
     assert again.exit_code != 0 and "exists already" in again.output
-    none = cli.invoke(args=["refund-photo", "999999", "--out", str(tmp_path / "x")])
+    none = cli.invoke(args=["refunds", "photo", "999999", "--out", str(tmp_path / "x")])
     assert none.exit_code != 0 and "has no photo" in none.output

@@ -1,5 +1,5 @@
 """Refunds after shipping need a person: a request on a shipped order is reserved
-and waits for an operator (approve-refund / reject-refund); the worker applies
+and waits for an operator (refunds approve / refunds reject); the worker applies
 it only once approved, and the customer sees that it is waiting."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from tests.refunds.conftest import (
 )
 from tests.refunds.test_refund_form import open_refund_form, refund
 from tests.test_logs import json_lines
-from webapp.order_states import transition
 from webapp.refunds.stream import STREAM
+from webapp.shop.order_states import transition
 
 
 @pytest.fixture
@@ -67,9 +67,9 @@ def test_a_refund_on_a_shipped_order_waits_for_an_operator_then_applies_once_app
     assert 'id="request-refund"' not in page
 
     cli = app.test_cli_runner()
-    waiting = cli.invoke(args=["refund-reviews"])
+    waiting = cli.invoke(args=["refunds", "reviews"])
     assert waiting.exit_code == 0 and f"order {order_id}" in waiting.output
-    approved = cli.invoke(args=["approve-refund", str(request_id(servers, order_id))])
+    approved = cli.invoke(args=["refunds", "approve", str(request_id(servers, order_id))])
     assert approved.exit_code == 0, approved.output
     assert "Approved by " in approved.output and "€36.00 for order" in approved.output
     wait_until(
@@ -92,7 +92,8 @@ def test_a_rejected_refund_releases_its_reservation_and_the_customer_is_told(
     )
     rejected = app.test_cli_runner().invoke(
         args=[
-            "reject-refund",
+            "refunds",
+            "reject",
             str(request_id(servers, order_id)),
             "--reason",
             "the parcel has not come back to us",
@@ -115,10 +116,10 @@ def test_a_rejected_refund_releases_its_reservation_and_the_customer_is_told(
 @pytest.mark.parametrize(
     ("command", "which", "message"),
     [
-        ("approve-refund", "unknown", "No refund request has the id"),
-        ("reject-refund", "unknown", "No refund request has the id"),
-        ("approve-refund", "paid order's", "is requested, not waiting for review"),
-        ("reject-refund", "rejected", "is rejected, not waiting for review"),
+        ("refunds approve", "unknown", "No refund request has the id"),
+        ("refunds reject", "unknown", "No refund request has the id"),
+        ("refunds approve", "paid order's", "is requested, not waiting for review"),
+        ("refunds reject", "rejected", "is rejected, not waiting for review"),
     ],
 )
 def test_approve_and_reject_refuse_what_is_not_waiting_for_review(
@@ -135,16 +136,16 @@ def test_approve_and_reject_refuse_what_is_not_waiting_for_review(
     else:
         request(servers, order_id, 100)
         target = str(request_id(servers, order_id))
-        assert cli.invoke(args=["reject-refund", target, "--reason", "no"]).exit_code == 0
-    reason = ["--reason", "no"] if command == "reject-refund" else []
-    result = cli.invoke(args=[command, target, *reason])
+        assert cli.invoke(args=["refunds", "reject", target, "--reason", "no"]).exit_code == 0
+    reason = ["--reason", "no"] if command == "refunds reject" else []
+    result = cli.invoke(args=[*command.split(), target, *reason])
     assert result.exit_code == 1 and message in result.output, result.output
 
 
 def test_reconcile_counts_requests_waiting_for_review_as_reserved(app, servers, shipped):
     order_id, _ = shipped
     request(servers, order_id, 1200)
-    result = app.test_cli_runner().invoke(args=["reconcile-refunds"])
+    result = app.test_cli_runner().invoke(args=["refunds", "reconcile"])
     assert result.exit_code == 0, result.output
     assert "1 pending (1200)" in result.output
     assert "waiting for review:    1 requests (1200 cents)" in result.output
@@ -152,11 +153,11 @@ def test_reconcile_counts_requests_waiting_for_review_as_reserved(app, servers, 
 
 
 def operator_lines(stderr: str, action: str) -> list[dict]:
-    """The JSON log lines (webapp/operators.py) that say an operator did ``action``."""
+    """The JSON log lines (webapp/shop/operators.py) that say an operator did ``action``."""
     return [line for line in json_lines(stderr) if line.get("action") == action]
 
 
-@pytest.mark.parametrize("command", ["approve-refund", "reject-refund"])
+@pytest.mark.parametrize("command", ["refunds approve", "refunds reject"])
 def test_approve_and_reject_record_who_did_it_in_the_row_and_the_log(
     app, servers, shipped, command
 ):
@@ -164,9 +165,11 @@ def test_approve_and_reject_record_who_did_it_in_the_row_and_the_log(
     request(servers, order_id, 1000)
     target = str(request_id(servers, order_id))
     reason = (
-        ["--reason", "the parcel has not come back to us"] if command == "reject-refund" else []
+        ["--reason", "the parcel has not come back to us"] if command == "refunds reject" else []
     )
-    result = app.test_cli_runner().invoke(args=[command, target, *reason, "--by", " Grace Hopper "])
+    result = app.test_cli_runner().invoke(
+        args=[*command.split(), target, *reason, "--by", " Grace Hopper "]
+    )
     assert result.exit_code == 0, result.output
     assert "by Grace Hopper:" in result.stdout
     with servers.engine.connect() as conn:
@@ -178,7 +181,7 @@ def test_approve_and_reject_record_who_did_it_in_the_row_and_the_log(
         )
     (line,) = operator_lines(result.stderr, command)
     assert line["operator"] == "Grace Hopper" and line["refund_request"] == int(target)
-    assert line["logger"] == "webapp.operators" and line["level"] == "INFO"
+    assert line["logger"] == "webapp.shop.operators" and line["level"] == "INFO"
 
 
 @pytest.mark.parametrize(
@@ -196,7 +199,7 @@ def test_without_by_the_operator_is_sudo_user_else_the_login_user(
     order_id, _ = shipped
     request(servers, order_id, 1000)
     target = str(request_id(servers, order_id))
-    result = app.test_cli_runner().invoke(args=["approve-refund", target], env=env)
+    result = app.test_cli_runner().invoke(args=["refunds", "approve", target], env=env)
     assert result.exit_code == 0, result.output
     with servers.engine.connect() as conn:
         assert (
@@ -205,7 +208,7 @@ def test_without_by_the_operator_is_sudo_user_else_the_login_user(
             )
             == recorded
         )
-    assert operator_lines(result.stderr, "approve-refund")[0]["operator"] == recorded
+    assert operator_lines(result.stderr, "refunds approve")[0]["operator"] == recorded
 
 
 @pytest.mark.parametrize(
@@ -225,7 +228,7 @@ def test_reject_refund_without_a_reason_is_refused_and_changes_nothing(
     request(servers, order_id, 1000)
     target = str(request_id(servers, order_id))
     result = app.test_cli_runner().invoke(
-        args=["reject-refund", target, *(["--reason", reason] if reason is not None else [])]
+        args=["refunds", "reject", target, *(["--reason", reason] if reason is not None else [])]
     )
     assert result.exit_code == 2, result.output
     assert said in result.output
@@ -240,7 +243,7 @@ def test_a_name_that_cannot_be_recorded_is_refused_before_anything_is_written(
     order_id, _ = shipped
     request(servers, order_id, 1000)
     result = app.test_cli_runner().invoke(
-        args=["approve-refund", str(request_id(servers, order_id)), "--by", by]
+        args=["refunds", "approve", str(request_id(servers, order_id)), "--by", by]
     )
     assert result.exit_code == 2 and "printable characters" in result.output
     assert [r[2] for r in requests_of(servers, order_id)] == ["review"]

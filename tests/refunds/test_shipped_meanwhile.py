@@ -17,8 +17,8 @@ from tests.refunds.conftest import (
     settled,
     wait_until,
 )
-from webapp.order_states import transition
 from webapp.refunds.stream import DEAD_LETTERS
+from webapp.shop.order_states import transition
 
 
 def ship(servers, order_id: int) -> str:
@@ -57,7 +57,9 @@ def test_a_request_made_before_shipping_and_reached_after_it_waits_for_review(
     worker.wait_for("waits for review")
     assert "<strong>waiting for review</strong>" in client.get(f"/orders/{public_id}").text
 
-    approved = app.test_cli_runner().invoke(args=["approve-refund", str(request_id(servers, key))])
+    approved = app.test_cli_runner().invoke(
+        args=["refunds", "approve", str(request_id(servers, key))]
+    )
     assert approved.exit_code == 0, approved.output
     wait_until(lambda: settled(servers) and all_acked(rdb), what="the approved request applied")
     assert requests_of(servers, order)[0][1:3] == (1800, "applied")
@@ -118,9 +120,9 @@ def test_requeueing_a_dead_letter_of_an_order_shipped_since_sends_it_to_review(
             "reason": "failed 5 times: x",
         },
     )
-    result = app.test_cli_runner().invoke(args=["refund-dead-letters", "--requeue", letter_id])
+    result = app.test_cli_runner().invoke(args=["refunds", "dead-letters", "--requeue", letter_id])
     assert result.exit_code == 0, result.output
-    assert "waits for review" in result.output and "approve-refund" in result.output
+    assert "waits for review" in result.output and "refunds approve" in result.output
     assert requests_of(servers, order) == [(key, 600, "review", None)]
     assert reserved_of(servers, order) == 600 and refunds_of(servers, order) == (0, 0, "shipped")
     assert rdb.xlen(DEAD_LETTERS) == 0

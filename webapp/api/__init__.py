@@ -6,7 +6,7 @@
     request_parts.py  API key, Idempotency-Key and JSON body, checked first
     idempotency.py    the Idempotency-Key header's rules and the fingerprint
     keys.py           bearer API keys: made, looked up, revoked or expired
-    key_commands.py   ``flask create-api-key``, ``list-api-keys``, ``revoke-api-key``
+    key_commands.py   ``flask api-keys create``, ``api-keys list``, ``api-keys revoke``
 
 Errors anywhere under ``/api/`` and ``/webhooks/`` are problem+json
 (:mod:`webapp.problems`); the HTML pages keep their error pages.

@@ -1,9 +1,9 @@
 """The API key commands: create a key (optionally expiring), list keys with their last
 use, revoke one key or all of a client's.
 
-    flask --app webapp create-api-key acme [--expires-days 90]   # prints the key, once
-    flask --app webapp list-api-keys [acme]
-    flask --app webapp revoke-api-key acme [--key sk_AbCd1234]
+    flask --app webapp api-keys create acme [--expires-days 90]   # prints the key, once
+    flask --app webapp api-keys list [acme]
+    flask --app webapp api-keys revoke acme [--key sk_AbCd1234]
 """
 
 from __future__ import annotations
@@ -12,17 +12,23 @@ from datetime import UTC, datetime, timedelta
 
 import click
 from flask import Flask
-from flask.cli import with_appcontext
+from flask.cli import AppGroup, with_appcontext
 from sqlalchemy import func, select, update
 
 from ..db import sessions
-from ..models import ApiClient, ApiKey
+from ..shop.models import ApiClient, ApiKey
 from .keys import PREFIX_LENGTH, create_api_key, hash_key, usable
 
-__all__ = ["init_app"]
+__all__ = ["api_keys", "init_app"]
+
+api_keys = AppGroup(
+    "api-keys",
+    help="The JSON API's keys: create one for a client (shown once), list them with "
+    "their last use, revoke one or all of a client's.",
+)
 
 
-@click.command("create-api-key")
+@api_keys.command("create")
 @click.argument("client_name")
 @click.option(
     "--expires-days",
@@ -47,7 +53,7 @@ def create_api_key_command(client_name: str, expires_days: int | None) -> None:
     click.echo(key)
 
 
-@click.command("list-api-keys")
+@api_keys.command("list")
 @click.argument("client_name", required=False)
 @with_appcontext
 def list_api_keys_command(client_name: str | None) -> None:
@@ -76,14 +82,14 @@ def list_api_keys_command(client_name: str | None) -> None:
         )
 
 
-@click.command("revoke-api-key")
+@api_keys.command("revoke")
 @click.argument("client_name")
 @click.option(
     "--key",
     "key",
     default=None,
     metavar="PREFIX",
-    help="Only this key: its first characters as list-api-keys shows them, "
+    help="Only this key: its first characters as api-keys list shows them, "
     "or the whole key. Default: every key of the client.",
 )
 @with_appcontext
@@ -93,7 +99,7 @@ def revoke_api_key_command(client_name: str, key: str | None) -> None:
     with sessions()() as db:
         client_id = db.scalar(select(ApiClient.id).where(ApiClient.name == name))
         if client_id is None:
-            raise click.ClickException(f"There is no client named {name!r} (list-api-keys).")
+            raise click.ClickException(f"There is no client named {name!r} (api-keys list).")
         which = [ApiKey.client_id == client_id, ApiKey.revoked_at.is_(None)]
         if key is not None:
             key = key.strip()
@@ -127,5 +133,4 @@ def _when(moment: datetime | None, none: str = "") -> str:
 
 
 def init_app(app: Flask) -> None:
-    for command in (create_api_key_command, list_api_keys_command, revoke_api_key_command):
-        app.cli.add_command(command)
+    app.cli.add_command(api_keys)

@@ -20,7 +20,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
 
 from ..db import sessions
-from ..models import ApiClient, ApiKey
+from ..shop.models import ApiClient, ApiKey
 
 __all__ = [
     "KEY_PREFIX",
@@ -34,7 +34,7 @@ __all__ = [
 #: Marks a string as one of our keys (secret scanners and humans recognise it).
 KEY_PREFIX = "sk_"
 #: How much of a key is stored in clear to name it: "sk_" and 8 characters (48 of
-#: its 256 bits), what list-api-keys shows and revoke-api-key --key takes.
+#: its 256 bits), what api-keys list shows and api-keys revoke --key takes.
 PREFIX_LENGTH = len(KEY_PREFIX) + 8
 #: "Last used" is kept to this precision: a key's row is written at most once per
 #: interval, not on every request (a busy key costs one UPDATE a minute).

@@ -13,8 +13,8 @@ from typing import Any
 from flask import Blueprint, current_app, jsonify
 
 from ..db import sessions
-from ..order_rules import PUBLIC_ID_LENGTH, PUBLIC_ID_PATTERN
 from ..problems import PROBLEMS, problem_type
+from ..shop.order_rules import PUBLIC_ID_LENGTH, PUBLIC_ID_PATTERN
 from ..webhooks.event import PaymentEvent
 from ..webhooks.signatures import HEADER_PATTERN, MAX_HEADER_LENGTH
 from .idempotency import KEY_PATTERN

@@ -19,11 +19,11 @@ from flask_submit_once import Outcome
 
 from ..db import sessions
 from ..extensions import submit_once
-from ..models import Order
-from ..order_rules import is_public_id
-from ..order_states import TransitionRefused, transition
-from ..placing import OrderDetails, PriceChanged, new_order
 from ..problems import ApiProblem
+from ..shop.models import Order
+from ..shop.order_rules import is_public_id
+from ..shop.order_states import TransitionRefused, transition
+from ..shop.placing import OrderDetails, PriceChanged, new_order
 from .idempotency import expires_at, http_date
 from .request_parts import idempotency_key, json_body, require_client
 from .schemas import order_json, validate_order

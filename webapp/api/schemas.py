@@ -1,7 +1,7 @@
 """The JSON bodies of the order API as pydantic models: they validate requests,
 shape responses, and give the OpenAPI document its schemas (webapp.api.openapi).
 
-The limits come from :mod:`webapp.order_rules`, as the HTML form's do.
+The limits come from :mod:`webapp.shop.order_rules`, as the HTML form's do.
 Whether the product is on sale is asked of PostgreSQL in :func:`validate_order`;
 :func:`skus_on_sale` gives the document the same list.
 """
@@ -25,8 +25,10 @@ from pydantic_core import PydanticCustomError
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ..models import ORDER_STATUSES, Order, Product
-from ..order_rules import (
+from ..problems import field_errors, printable, whole_number
+from ..products.rules import PRICE_MAX_CENTS
+from ..shop.models import ORDER_STATUSES, Order, Product
+from ..shop.order_rules import (
     ADDRESS_MAX,
     EMAIL_MAX,
     NAME_MAX,
@@ -34,8 +36,6 @@ from ..order_rules import (
     QUANTITY_MIN,
     SKU_MAX,
 )
-from ..problems import field_errors, printable, whole_number
-from ..product_rules import PRICE_MAX_CENTS
 
 __all__ = ["OrderBody", "OrderRequest", "Problem", "order_json", "skus_on_sale", "validate_order"]
 

@@ -7,7 +7,7 @@ page, keeps viewing an order free of Redis writes and puts a confirmation step
 before a destructive action. The submit is protected like the order form's
 (``submit_once.form``), so a double click or a resubmit is one cancel; what a repeat
 finds is the order's status, not a row. Whether the cancel *can* happen is the state
-machine's call (:mod:`webapp.order_states`): a cancelled order stays cancelled, a
+machine's call (:mod:`webapp.shop.order_states`): a cancelled order stays cancelled, a
 shipped one is refused with the reason.
 
 As for the order form, Back shows the cancel page as it was (``SHOW_AGAIN_ON_BACK``),
@@ -29,11 +29,11 @@ from sqlalchemy.orm import Session
 from flask_submit_once import Outcome, Refused
 
 from ..extensions import submit_once
-from ..models import Order
-from ..notices import ALREADY_CANCELLED, CANCELLED, notify
-from ..order_rules import placed_through_api
-from ..order_states import TRANSITIONS, TransitionRefused, transition
-from ..orders.lookup import get_order_or_404
+from ..shop.lookup import get_order_or_404
+from ..shop.models import Order
+from ..shop.notices import ALREADY_CANCELLED, CANCELLED, notify
+from ..shop.order_rules import placed_through_api
+from ..shop.order_states import TRANSITIONS, TransitionRefused, transition
 
 bp = Blueprint("cancel", __name__)
 log = logging.getLogger(__name__)

@@ -6,7 +6,7 @@ import os
 from alembic import context
 from sqlalchemy import create_engine
 
-from webapp.models import Base
+from webapp.shop.models import Base
 
 target_metadata = Base.metadata
 

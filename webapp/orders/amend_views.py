@@ -27,13 +27,13 @@ from flask_submit_once import Outcome
 
 from .. import mail
 from ..extensions import submit_once
-from ..models import OrderAmendment
-from ..notices import notify
-from ..placing import PriceChanged
+from ..shop.lookup import get_order_or_404
+from ..shop.models import OrderAmendment
+from ..shop.notices import notify
+from ..shop.placing import PriceChanged
 from .amending import NOT_PLACED_HERE, amend_order, placed, placed_here
 from .catalogue import forget_prices
 from .forms import OrderForm
-from .lookup import get_order_or_404
 from .messages import (
     AMEND_CHANGED,
     AMEND_EXPIRED,

@@ -15,7 +15,7 @@ logged or shoulder-surfed must not be enough to send the order to another addres
 :func:`amend_order` runs in the update form's once-only transaction: it locks the
 order's row (a payment or a cancel committing meanwhile is seen, not raced), checks the
 rule again, reads the product again (one taken off sale since is refused) and records
-what changed in an :class:`~webapp.models.OrderAmendment` keyed by the form token's
+what changed in an :class:`~webapp.shop.models.OrderAmendment` keyed by the form token's
 digest. The order keeps the price it was placed at: only a change of product takes that
 product's price, and only the one its page showed (``check_price``, as placing).
 """
@@ -31,9 +31,9 @@ from sqlalchemy.orm import Session
 
 from flask_submit_once import Refused
 
-from ..models import Order, OrderAmendment, Product
-from ..order_rules import placed_through_api
-from ..placing import OrderDetails, check_price
+from ..shop.models import Order, OrderAmendment, Product
+from ..shop.order_rules import placed_through_api
+from ..shop.placing import OrderDetails, check_price
 from .same_order import shopper
 
 __all__ = [

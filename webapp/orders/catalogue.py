@@ -8,7 +8,7 @@ from flask import current_app, has_app_context
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from ..models import Product
+from ..shop.models import Product
 
 __all__ = ["active_products", "forget_prices", "last_known_products"]
 

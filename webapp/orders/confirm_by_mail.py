@@ -40,10 +40,10 @@ from redis.exceptions import RedisError
 
 from .. import mail
 from ..extensions import submit_once
-from ..models import Order
-from ..notices import CONFIRMED_BY_MAIL, notify
+from ..shop.lookup import get_order_or_404
+from ..shop.models import Order
+from ..shop.notices import CONFIRMED_BY_MAIL, notify
 from .amending import CONFIRMED_KEPT, CONFIRMED_ORDERS, why_not_amendable
-from .lookup import get_order_or_404
 
 __all__ = ["LINK_SECONDS", "SENDS_PER_HOUR", "USED_UP", "bp"]
 

@@ -1,6 +1,6 @@
 """The order form: every rule a field must meet, checked before any token is spent.
 
-The limits come from :mod:`webapp.order_rules`, which the JSON API reads too.
+The limits come from :mod:`webapp.shop.order_rules`, which the JSON API reads too.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from wtforms import (
 from wtforms.validators import Email, InputRequired, Length, ValidationError
 
 from ..forms import ShopForm
-from ..models import Product
-from ..order_rules import (
+from ..payments.client import CardRefused, PaymentMethod, ProviderClient, ProviderError
+from ..shop.models import Product
+from ..shop.order_rules import (
     ADDRESS_MAX,
     EMAIL_MAX,
     NAME_MAX,
@@ -30,8 +31,7 @@ from ..order_rules import (
     QUANTITY_MIN,
     has_control_chars,
 )
-from ..payments.client import CardRefused, PaymentMethod, ProviderClient, ProviderError
-from ..placing import OrderDetails
+from ..shop.placing import OrderDetails
 
 __all__ = ["CardOrderForm", "OrderForm"]
 
@@ -143,7 +143,7 @@ class OrderForm(ShopForm):
     same_again = HiddenField(filters=[_strip])
     #: The price of each product as this page showed it (``1:1800 2:1250``), written from
     #: the same catalogue read that drew the list (:meth:`prices_drawn`), so the submit
-    #: can be charged only what its page showed (webapp/placing.py, ``check_price``).
+    #: can be charged only what its page showed (webapp/shop/placing.py, ``check_price``).
     shown_prices = HiddenField()
     #: "Use today's price": an update of an order to the price its product has now (drawn
     #: only where that differs from the order's; without it the order keeps its price).
@@ -224,7 +224,7 @@ class OrderForm(ShopForm):
         return True
 
     def details(self, payment_method: str | None = None) -> OrderDetails:
-        """The validated order, as :func:`webapp.placing.new_order` takes it."""
+        """The validated order, as :func:`webapp.shop.placing.new_order` takes it."""
         return OrderDetails(
             self.product.data,
             self.quantity.data,

@@ -33,8 +33,8 @@ from sqlalchemy.orm import Session
 
 from flask_submit_once import Refused
 
-from ..models import Order
-from ..placing import OrderDetails
+from ..shop.models import Order
+from ..shop.placing import OrderDetails
 
 __all__ = ["SESSION_KEY", "Earlier", "SameOrderRecently", "earlier_same_order", "hold", "shopper"]
 

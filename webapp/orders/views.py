@@ -12,17 +12,17 @@ from sqlalchemy.orm import Session
 from flask_submit_once import Outcome
 
 from ..extensions import submit_once
-from ..models import Order
-from ..notices import ALREADY_PLACED, notices_for, notify
-from ..order_rules import NO_SUCH_ORDER, is_public_id, placed_through_api
 from ..payments.checkout import Declined, charge
-from ..placing import PriceChanged, new_order
+from ..shop.lookup import find_order
+from ..shop.models import Order
+from ..shop.notices import ALREADY_PLACED, notices_for, notify
+from ..shop.order_rules import NO_SUCH_ORDER, is_public_id, placed_through_api
+from ..shop.placing import PriceChanged, new_order
 from . import same_order
 from .amend_views import amend
 from .amending import placed
 from .catalogue import forget_prices
 from .forms import CardOrderForm, OrderForm
-from .lookup import find_order
 from .messages import (
     CARD_DECLINED,
     CHANGED,
@@ -168,7 +168,7 @@ def unconfirmed_words(outcome: Outcome) -> str:
     },
 )
 def create(form: OrderForm, db: Session) -> Order:
-    """Place the order the form asks for (:func:`webapp.placing.new_order`), at the price
+    """Place the order the form asks for (:func:`webapp.shop.placing.new_order`), at the price
     its page showed; with a card, written "charging", and
     :func:`~webapp.payments.checkout.charge` charges it (that total) once the row is
     committed."""

@@ -3,7 +3,8 @@ from ``PAYMENT_PROVIDER_URL`` and ``PAYMENT_PROVIDER_SECRET``, and the order for
 that charges the card once (:mod:`.checkout`).
 
 Without ``PAYMENT_PROVIDER_URL`` the checkout charges nothing: the form has no card field
-and an order waits for the provider's webhook, as before.
+and an order waits for the provider's webhook, as before. ``flask payments reconcile``
+(:mod:`.cli`) checks the money recorded against the orders.
 """
 
 from __future__ import annotations
@@ -18,6 +19,10 @@ EXTENSION = "payments"
 
 
 def init_app(app: Flask) -> None:
+    """Make the provider's client (when a provider is set) and register the commands."""
+    from .cli import payments
+
+    app.cli.add_command(payments)
     url = app.config.get("PAYMENT_PROVIDER_URL")
     if not url:
         return

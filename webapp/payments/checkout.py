@@ -27,8 +27,8 @@ from sqlalchemy.orm import Session
 
 from flask_submit_once import Refused
 
-from ..models import Order
-from ..order_states import transition
+from ..shop.models import Order
+from ..shop.order_states import transition
 from . import provider
 from .client import CardDeclined, CardRefused, Charge, ProviderClient, ProviderUnavailable
 

@@ -15,8 +15,8 @@ to a Redis Stream by an outbox relay, applied once by an asyncio worker
     trim.py      XTRIM MINID past what every group has acked (a task in the worker)
     dead_letters.py  the dead-letter stream; the reason in plain words
     settings.py  the worker's environment
-    cli.py       reconcile-refunds, refund-dead-letters [--requeue]
-    reviews.py   refund-reviews, approve-refund, reject-refund (refunds after shipping)
+    cli.py       refunds reconcile, refunds dead-letters [--requeue]
+    reviews.py   refunds reviews, refunds approve, refunds reject (refunds after shipping)
 """
 
 from __future__ import annotations
@@ -27,8 +27,10 @@ __all__ = ["init_app"]
 
 
 def init_app(app: Flask) -> None:
-    """Register the refund form's blueprint and the operator commands."""
-    from . import cli, reviews  # noqa: F401 - define the commands on the blueprint
+    """Register the refund form's blueprint and the ``flask refunds`` commands."""
+    from . import reviews  # noqa: F401 - adds its commands to the group
+    from .cli import refunds
     from .views import bp
 
     app.register_blueprint(bp)
+    app.cli.add_command(refunds)

@@ -1,25 +1,31 @@
-"""Operator commands: reconcile refunds, list and requeue dead letters.
+"""The ``flask refunds`` commands: reconcile refunds, list and requeue dead letters.
 
-    flask --app webapp reconcile-refunds
-    flask --app webapp refund-dead-letters [--requeue <dead letter id> [--by NAME]]
+    flask --app webapp refunds reconcile
+    flask --app webapp refunds dead-letters [--requeue <dead letter id> [--by NAME]]
 
-(Approving refunds after shipping: reviews.py.)
+(Approving refunds after shipping: reviews.py, in the same group.)
 """
 
 from __future__ import annotations
 
 import click
+from flask.cli import AppGroup
 from redis.exceptions import RedisError
 from sqlalchemy import String, cast, exists, func, or_, select
 
 from ..db import sessions, snapshot
 from ..extensions import submit_once
-from ..models import Order, PaymentEvent, RefundRecord, RefundRequest
-from ..operators import by_option, record
+from ..shop.models import Order, PaymentEvent, RefundRecord, RefundRequest
+from ..shop.operators import by_option, record
 from .forms import euros
 from .requests import RequeueRefused, requeue_request
 from .stream import DEAD_LETTERS, GROUP, STREAM, short
-from .views import bp
+
+refunds = AppGroup(
+    "refunds",
+    help="Refunds: check them against the orders, review the ones that wait for a "
+    "person (after shipping), and see or requeue the ones the worker gave up on.",
+)
 
 
 def _cents(*where) -> object:
@@ -125,7 +131,7 @@ _UNBACKED_ROWS = (
 )
 
 
-@bp.cli.command("reconcile-refunds")
+@refunds.command("reconcile")
 def reconcile_refunds() -> None:
     """Compare refund_records with orders.refunded_cents, and pending refund
     requests with orders.reserved_cents; find every refund with no request or
@@ -174,7 +180,7 @@ def reconcile_refunds() -> None:
         raise SystemExit(1)
 
 
-@bp.cli.command("refund-dead-letters")
+@refunds.command("dead-letters")
 @click.option("--count", default=100, show_default=True, help="Show at most this many.")
 @click.option(
     "--requeue",
@@ -234,7 +240,7 @@ def requeue(entry_id: str, by: str) -> None:
     submit_once.redis.xdel(DEAD_LETTERS, entry_id)
     then = (
         "waits for review, since the order has shipped: flask --app webapp "
-        f"approve-refund {request.id} (or reject-refund)"
+        f"refunds approve {request.id} (or refunds reject)"
         if request.status == "review"
         else "will be published to the stream by the relay"
     )

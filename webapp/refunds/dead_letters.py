@@ -9,13 +9,13 @@ left to refund) or when it failed ``REFUND_MAX_DELIVERIES`` times; its refund
 request (if it has one that says what the message says) is marked failed first,
 with the reason :func:`in_plain_words`, and its reservation released. A forged
 message's request is left alone. Operators list them with ``flask --app webapp
-refund-dead-letters`` and put one back, once its cause is fixed, with
+refunds dead-letters`` and put one back, once its cause is fixed, with
 ``--requeue <id>``.
 
 Both keys are bounded, since anyone who can write to the stream can fill them:
 a dead letter keeps only the message's own fields, cut short, and the stream
 keeps about the newest ``REFUND_DEAD_LETTERS_MAX`` (10000) letters (the request
-of an older one stays failed in PostgreSQL, where reconcile-refunds counts it);
+of an older one stays failed in PostgreSQL, where refunds reconcile counts it);
 an error is deleted when its message is acked, and the trimmer drops those of
 messages no longer in the stream (trim.py).
 

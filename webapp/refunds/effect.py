@@ -25,7 +25,7 @@ it locks, so a request whose order is shipped by now, and that no operator
 approved, applies nothing and goes to review, still reserved: :class:`NeedsReview`.
 
 The reservation the submit made moves to refunded, and the request is marked
-applied, in the refund's own transaction: the order page and reconcile-refunds
+applied, in the refund's own transaction: the order page and refunds reconcile
 never see one without the other.
 
 Why the INSERT comes first: two workers holding the same message block on the
@@ -56,8 +56,8 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects.postgresql import psycopg as postgresql_psycopg
 
-from ..models import Order, RefundRecord, RefundRequest
-from ..order_states import TRANSITIONS
+from ..shop.models import Order, RefundRecord, RefundRequest
+from ..shop.order_states import TRANSITIONS
 from .outcomes import (
     AlreadyApplied,
     Applied,
@@ -77,7 +77,7 @@ _NEEDS_REVIEW = sorted(NEEDS_REVIEW)
 _FULLY_REFUNDED = TRANSITIONS["refund"][1]
 
 # The statements are built from the models, so table and column names have one
-# home (webapp/models.py); the worker runs them as plain psycopg SQL.
+# home (webapp/shop/models.py); the worker runs them as plain psycopg SQL.
 _INSERT = (
     insert(RefundRecord)
     .inline()
@@ -272,13 +272,13 @@ def record_refund(
     """The same INSERT and the same change to the order, in the caller's
     (synchronous) transaction, for a refund reported from elsewhere: the payment
     webhook's ``refund.succeeded``. No request is behind it and nothing was
-    reserved; ``source`` names the payment event (reconcile-refunds checks it).
+    reserved; ``source`` names the payment event (refunds reconcile checks it).
 
     ``None`` when the order's status does not allow a refund (the caller rolls
     back); a repeated ``key`` raises the UNIQUE violation and an amount over
     what is left raises the CHECK violation, as IntegrityError. Keeping one
     writer of ``refunded_cents`` (always with a refund_records row) is what
-    lets ``reconcile-refunds`` match.
+    lets ``refunds reconcile`` match.
     """
     params = {
         "key": key,

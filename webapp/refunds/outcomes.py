@@ -55,7 +55,7 @@ class RequestFailed:
 @dataclass(frozen=True)
 class NeedsReview:
     """The order shipped before the refund applied and no operator approved it: the
-    request waits for review (``refund-reviews``), reserved; nothing was refunded."""
+    request waits for review (``refunds reviews``), reserved; nothing was refunded."""
 
     order_status: str
 

@@ -10,8 +10,8 @@ under a signed reference in the form drawn again), so the customer does not pick
 Where it goes: ``refund_photos``, one row a request, in the submit's one transaction
 (:func:`attach_photo`), so a storm of duplicates stores one request and one photo.
 
-Who sees it: the operator reviewing the request (``flask --app webapp refund-photo``,
-reviews.py), behind the same door as ``approve-refund``. No page serves it: the order's
+Who sees it: the operator reviewing the request (``flask --app webapp refunds photo``,
+reviews.py), behind the same door as ``refunds approve``. No page serves it: the order's
 link, which a customer forwards to whoever pays or returns, opens nothing of it.
 """
 
@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from werkzeug.datastructures import FileStorage
 from werkzeug.utils import secure_filename
 
-from ..models import PHOTO_NAME_MAX, RefundPhoto, RefundRequest
+from ..shop.models import PHOTO_NAME_MAX, RefundPhoto, RefundRequest
 
 __all__ = ["Photo", "attach_photo", "max_photo_bytes", "max_photo_mib", "photo_type"]
 

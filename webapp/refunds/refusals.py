@@ -10,7 +10,7 @@ from flask import Response, render_template
 from werkzeug.exceptions import Conflict
 
 from ..htmx import sent_by_htmx
-from ..models import Order
+from ..shop.models import Order
 from .requests import REFUNDABLE
 
 __all__ = ["NothingToRefund", "nothing_left", "nothing_to_refund", "through_the_api"]

@@ -9,7 +9,7 @@
 
 Only requested rows are published: a request waiting for review (a refund of a
 shipped order) stays here until an operator approves it (``flask --app webapp
-approve-refund``), which makes it requested and NOTIFYs. A message names its
+refunds approve``), which makes it requested and NOTIFYs. A message names its
 row by id and never carries the order's private key.
 
 Where it runs: inside each worker process (``python -m webapp.refunds.worker``),
@@ -37,7 +37,7 @@ applying one of those very rows, which then waits for the mark.
 Back-pressure: the relay publishes only while the stream holds fewer than
 ``REFUND_STREAM_MAX`` entries (default 2000; the trimmer removes acked ones
 every second). When the workers fall behind, the backlog waits in PostgreSQL,
-where it is durable and counted by reconcile-refunds, not in Redis memory: with
+where it is durable and counted by refunds reconcile, not in Redis memory: with
 MINID trimming, this is what keeps the stream's length bounded under any load.
 
 The ``refund_published`` signal (sender: the Relay; ``message_id``: the ids

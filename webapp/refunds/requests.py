@@ -12,7 +12,7 @@ A refund after shipping needs a person: on an order the reserving UPDATE saw
 shipped, the request is ``review`` instead, reserved all the same, and nothing
 is NOTIFYed: the relay publishes requested rows only, so the worker never sees
 it until an operator approves it (:func:`approve_request`, ``flask --app webapp
-approve-refund``) or rejects it (:func:`reject_request`, its reservation released).
+refunds approve``) or rejects it (:func:`reject_request`, its reservation released).
 The same rule holds wherever the money moves, since an order can ship while its
 request waits: the worker's transaction sends a request whose order shipped
 meanwhile to review (effect.py), and so does a requeue.
@@ -31,8 +31,8 @@ from __future__ import annotations
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from ..models import Order, RefundRequest
-from ..order_states import TRANSITIONS
+from ..shop.models import Order, RefundRequest
+from ..shop.order_states import TRANSITIONS
 
 __all__ = [
     "APPROVED",

@@ -1,15 +1,15 @@
 """Refunds after shipping need a person: the operator's commands.
 
-    flask --app webapp refund-reviews                            what waits, oldest first
-    flask --app webapp approve-refund <request id> [--by NAME]   it is published and applied
-    flask --app webapp reject-refund <request id> --reason TEXT [--by NAME]
+    flask --app webapp refunds reviews                           what waits, oldest first
+    flask --app webapp refunds approve <request id> [--by NAME]   it is published and applied
+    flask --app webapp refunds reject <request id> --reason TEXT [--by NAME]
                                                                  released, not refunded
-    flask --app webapp refund-photo <request id> --out FILE [--by NAME]
+    flask --app webapp refunds photo <request id> --out FILE [--by NAME]
                                                                  the customer's photo, saved
 
 A request on a shipped order is reserved and waits (requests.py); the worker
 never sees it before it is approved. Who approved or rejected it is stored in
-``refund_requests.reviewed_by`` and logged (webapp/operators.py). The photo a
+``refund_requests.reviewed_by`` and logged (webapp/shop/operators.py). The photo a
 customer attached (photos.py) is seen here only, and who saved it is logged: no page
 serves it, so the order's link opens nothing of it.
 """
@@ -23,18 +23,18 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ..db import sessions
-from ..models import Order, RefundPhoto, RefundRequest
-from ..operators import by_option, record
-from ..order_rules import has_control_chars
+from ..shop.models import Order, RefundPhoto, RefundRequest
+from ..shop.operators import by_option, record
+from ..shop.order_rules import has_control_chars
+from .cli import refunds
 from .forms import euros
 from .requests import ReviewRefused, approve_request, reject_request
-from .views import bp
 
 #: The longest reason a rejection may give (the customer's order page shows it).
 REASON_MAX = 500
 
 
-@bp.cli.command("refund-reviews")
+@refunds.command("reviews")
 def refund_reviews() -> None:
     """List the refund requests waiting for review, oldest first."""
     with sessions()() as db:
@@ -61,11 +61,11 @@ def refund_reviews() -> None:
             f"request {row.id}: {euros(row.amount_cents)} on order {row.order_id} "
             f"({row.order_number}; paid {euros(row.paid_cents)}, refunded "
             f"{euros(row.refunded_cents)}), asked {row.created_at:%Y-%m-%d %H:%M} UTC"
-            + (f"; with a photo (refund-photo {row.id} --out FILE)" if row.photo_type else "")
+            + (f"; with a photo (refunds photo {row.id} --out FILE)" if row.photo_type else "")
         )
 
 
-@bp.cli.command("approve-refund")
+@refunds.command("approve")
 @click.argument("request_id", type=int)
 @by_option
 def approve_refund(request_id: int, by: str) -> None:
@@ -80,7 +80,7 @@ def approve_refund(request_id: int, by: str) -> None:
     except ReviewRefused as refused:
         raise click.ClickException(str(refused)) from None
     record(
-        "approve-refund",
+        "refunds approve",
         by,
         refund_request=request.id,
         order_number=number,
@@ -92,7 +92,7 @@ def approve_refund(request_id: int, by: str) -> None:
     )
 
 
-@bp.cli.command("refund-photo")
+@refunds.command("photo")
 @click.argument("request_id", type=int)
 @click.option(
     "--out",
@@ -114,7 +114,7 @@ def refund_photo(request_id: int, out: Path, by: str) -> None:
             file.write(photo.data)
     except FileExistsError:
         raise click.ClickException(f"{out} exists already: name a new file.") from None
-    record("refund-photo", by, refund_request=request_id)
+    record("refunds photo", by, refund_request=request_id)
     click.echo(
         f"Saved the photo of refund request {request_id} to {out}: {photo.content_type}, "
         f"{len(photo.data):,} bytes, sent as {photo.filename}."
@@ -135,7 +135,7 @@ def _reason(_context: click.Context, _param: click.Parameter, value: str | None)
     return reason
 
 
-@bp.cli.command("reject-refund")
+@refunds.command("reject")
 @click.argument("request_id", type=int)
 @click.option(
     "--reason",
@@ -156,7 +156,7 @@ def reject_refund(request_id: int, reason: str, by: str) -> None:
     except ReviewRefused as refused:
         raise click.ClickException(str(refused)) from None
     record(
-        "reject-refund",
+        "refunds reject",
         by,
         refund_request=request.id,
         order_number=number,

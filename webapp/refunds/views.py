@@ -35,16 +35,16 @@ from flask_submit_once import Outcome, Refused
 from ..db import sessions
 from ..error_pages import render_error
 from ..extensions import submit_once
-from ..models import Order, RefundRequest
-from ..notices import REFUND_ALREADY, REFUND_REQUESTED, notify
-from ..order_rules import placed_through_api
-from ..orders.lookup import get_order_or_404
+from ..shop.lookup import get_order_or_404
+from ..shop.models import Order, RefundRequest
+from ..shop.notices import REFUND_ALREADY, REFUND_REQUESTED, notify
+from ..shop.order_rules import placed_through_api
 from .forms import PHOTO_TOO_LARGE, RefundForm, euros, parse_cents
 from .photos import attach_photo, max_photo_bytes, max_photo_mib
 from .refusals import NothingToRefund, nothing_left, nothing_to_refund, through_the_api
 from .requests import REFUNDABLE, NotEnoughLeft, request_refund, requests_of
 
-bp = Blueprint("refunds", __name__, cli_group=None)
+bp = Blueprint("refunds", __name__)
 
 CHANGED = (
     "This form was already used to request a refund of {amount}: nothing new was "

@@ -291,7 +291,7 @@ class RefundWorker:
             case NeedsReview(status):
                 log.warning(
                     "refund %s key=%s waits for review: the order is %s, nothing "
-                    "refunded (flask --app webapp refund-reviews)",
+                    "refunded (flask --app webapp refunds reviews)",
                     message_id,
                     short(refund.key),
                     status,

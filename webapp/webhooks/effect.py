@@ -11,7 +11,7 @@ A payment is checked against its order (amount and currency) and always
 recorded, with what it did: it pays a placed order whose total it matches;
 after a cancel or on an order already paid it is added to ``paid_cents``
 (refundable); a wrong amount or currency pays nothing and is kept as a problem
-for ``reconcile-payments``. Each of these answers 200 ("recorded"): the
+for ``payments reconcile``. Each of these answers 200 ("recorded"): the
 provider did its part, and a 4xx would only make it retry an event that will
 never match, or page someone at the provider instead of us.
 
@@ -36,10 +36,10 @@ from sqlalchemy.orm import Session
 from flask_submit_once import Refused
 
 from ..extensions import submit_once
-from ..models import Order, PaymentEvent
-from ..order_states import TransitionRefused, transition
 from ..payments.checkout import CHECKOUT_SUBMISSION
 from ..refunds.effect import record_refund
+from ..shop.models import CHECKOUT_CHARGE, KEPT_REFUNDABLE, Order, PaymentEvent
+from ..shop.order_states import TransitionRefused, transition
 from .event import PaymentEvent as Event
 
 __all__ = [
@@ -53,9 +53,6 @@ __all__ = [
     "apply_event",
     "payment_problem",
 ]
-
-#: The problem of an event that announces the checkout's own charge (counted once, there).
-CHECKOUT_CHARGE = "checkout_charge"
 
 #: Whose event ids the claims are on, and what they are bound to (the digest a provider's
 #: refund is keyed by is the claim's: SubmitOnce.key_digest).
@@ -141,7 +138,7 @@ def apply_event(db: Session, event: Event) -> Recorded:
     if event.type == "refund.succeeded":
         # A refund made at the provider: recorded like the refund worker's, in
         # refund_records with the amount added, so the two always reconcile; its
-        # source names the event, which reconcile-refunds finds behind it.
+        # source names the event, which refunds reconcile finds behind it.
         applied = record_refund(
             db.connection(),
             key=claims_digest(event.id),
@@ -174,10 +171,6 @@ def checkout_charge(order: Any, event: Event) -> bool:
         and bool(submission)
         and hmac.compare_digest(named.encode(), submission.encode())
     )
-
-
-#: Problems whose money is added to the order's paid_cents, so it can be refunded.
-KEPT_REFUNDABLE = ("after_cancel", "extra_payment")
 
 
 def payment_problem(status: str, total_cents: int, amount_cents: int) -> str | None:

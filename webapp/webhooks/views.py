@@ -35,8 +35,8 @@ from sqlalchemy.orm import Session
 from flask_submit_once import Outcome
 
 from ..extensions import submit_once
-from ..models import PaymentEvent
 from ..problems import ApiProblem
+from ..shop.models import PaymentEvent
 from .effect import NAME, SCOPE, NotApplicableYet, Recorded, UnknownOrder, apply_event
 from .event import EFFECTS, parse_event
 from .signatures import HEADER, BadSignature, verify
@@ -157,7 +157,7 @@ APPLIED = {"payment.succeeded": "paid", "refund.succeeded": "refund applied to"}
 PROBLEM_WORDS = {
     "amount_mismatch": "as an amount mismatch, not paid",
     "currency_mismatch": "as a currency mismatch, not paid",
-    "order_closed": "on a refunded order, money kept for reconcile-payments",
+    "order_closed": "on a refunded order, money kept for payments reconcile",
     "after_cancel": "after the cancel, refundable",
     "extra_payment": "as an extra payment, refundable",
 }

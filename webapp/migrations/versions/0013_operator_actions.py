@@ -27,7 +27,7 @@ BY = (
     ("refund_requests", "reviewed_by"),
     ("refund_requests", "requeued_by"),
 )
-#: As webapp.models.OPERATOR_MAX; copied, not imported, as in 0006.
+#: As webapp.shop.models.OPERATOR_MAX; copied, not imported, as in 0006.
 OPERATOR_MAX = 100
 
 

@@ -23,7 +23,7 @@ down_revision = "0013"
 branch_labels = None
 depends_on = None
 
-#: As webapp.models.PROVIDER_ID_MAX; copied, not imported, as in 0006.
+#: As webapp.shop.models.PROVIDER_ID_MAX; copied, not imported, as in 0006.
 PROVIDER_ID_MAX = 64
 STATUSES = ("placed", "charging", "paid", "shipped", "cancelled", "refunded", "declined")
 BEFORE = ("placed", "paid", "shipped", "cancelled", "refunded")

@@ -23,7 +23,7 @@ down_revision = "0014"
 branch_labels = None
 depends_on = None
 
-#: A submission digest's length (as webapp.models.DIGEST_LENGTH; copied, not imported).
+#: A submission digest's length (as webapp.shop.models.DIGEST_LENGTH; copied, not imported).
 DIGEST_LENGTH = 43
 
 

@@ -18,7 +18,7 @@ down_revision = "0017"
 branch_labels = None
 depends_on = None
 
-#: As webapp.models.REFUND_PHOTO_TYPES and PHOTO_NAME_MAX; copied, not imported, as in 0006.
+#: As webapp.shop.models.REFUND_PHOTO_TYPES and PHOTO_NAME_MAX; copied, not imported, as in 0006.
 TYPES = ("image/jpeg", "image/png", "image/webp")
 NAME_MAX = 255
 

@@ -8,7 +8,7 @@
     flask --app webapp products on-sale SKU
 
 PRICE is in euros (``12.50``). Each command that changes a product takes ``--by
-NAME`` and records it in ``products.changed_by`` (webapp/operators.py). Products are
+NAME`` and records it in ``products.changed_by`` (webapp/shop/operators.py). Products are
 never deleted, since orders keep pointing at theirs: take one off sale instead.
 
 When a change shows: an order is always priced and checked against the database, so
@@ -25,16 +25,17 @@ from pathlib import Path
 from typing import TypeVar
 
 import click
-from flask import Flask, current_app
+from flask import current_app
 from flask.cli import AppGroup
 from sqlalchemy import func, select, update
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.orm import Session
 
-from .db import sessions
-from .models import Product
-from .operators import by_option, record
-from .product_rules import (
+from ..db import sessions
+from ..shop.amounts import euros
+from ..shop.models import Product
+from ..shop.operators import by_option, record
+from .rules import (
     BadProduct,
     check_description,
     check_name,
@@ -42,9 +43,8 @@ from .product_rules import (
     check_sku,
     read_csv,
 )
-from .refunds.forms import euros
 
-__all__ = ["init_app", "products"]
+__all__ = ["products"]
 
 products = AppGroup(
     "products",
@@ -62,14 +62,10 @@ class NotImported(click.ClickException):
     exit_code = 2
 
 
-def init_app(app: Flask) -> None:
-    app.cli.add_command(products)
-
-
 def _checked(
     check: Callable[[str], T], param: str
 ) -> Callable[[click.Context, click.Parameter, str], T]:
-    """A click callback that applies a :mod:`~webapp.product_rules` check: a bad value
+    """A click callback that applies a :mod:`~webapp.products.rules` check: a bad value
     is a usage error (exit 2) that says what to give instead."""
 
     def callback(_context: click.Context, _param: click.Parameter, value: str) -> T:

@@ -1,6 +1,6 @@
 """How a page finds an order by the key in its link.
 
-The key's shape (:func:`webapp.order_rules.is_public_id`) is checked before any SQL,
+The key's shape (:func:`webapp.shop.order_rules.is_public_id`) is checked before any SQL,
 so a NUL byte or a 2 kB path segment is a 404, never a database error.
 """
 
@@ -10,8 +10,8 @@ from flask import abort, g
 from sqlalchemy import select
 
 from ..db import sessions
-from ..models import Order
-from ..order_rules import NO_SUCH_ORDER, is_public_id
+from .models import Order
+from .order_rules import NO_SUCH_ORDER, is_public_id
 
 __all__ = ["find_order", "get_order_or_404", "is_public_id"]
 

@@ -1,4 +1,4 @@
-"""Placing an order: the one way an :class:`~webapp.models.Order` is built from
+"""Placing an order: the one way an :class:`~webapp.shop.models.Order` is built from
 validated input, for the order form (:mod:`webapp.orders.views`) and the JSON API
 (:mod:`webapp.api.orders`) alike."""
 
@@ -13,9 +13,9 @@ from sqlalchemy.orm import Session
 
 from flask_submit_once import Refused
 
+from .amounts import euros
 from .models import Order, Product, new_payment_reference
 from .order_rules import CURRENCY, new_order_number, new_public_id
-from .refunds.forms import euros
 
 __all__ = ["OrderDetails", "PriceChanged", "check_price", "new_order"]
 

@@ -1,6 +1,6 @@
 """The rules an order meets, wherever it comes from: the HTML form
 (:mod:`webapp.orders.forms`), the JSON API (:mod:`webapp.api.schemas`) and the
-tables (:mod:`webapp.models`) all read them here, so they cannot drift apart.
+tables (:mod:`webapp.shop.models`) all read them here, so they cannot drift apart.
 Plain values and functions only: no Flask, no database, no imports of the shop.
 
 An order has two names. The **order number** (``new_order_number``: 10
@@ -10,7 +10,7 @@ characters, read out and quoted in support emails) opens nothing. The
 never shown as a number, logged or used as a metric label.
 
 :func:`is_public_id` is the shape a key must have before any SQL is sent for it
-(:mod:`webapp.orders.lookup` finds orders by it).
+(:mod:`webapp.shop.lookup` finds orders by it).
 """
 
 from __future__ import annotations

@@ -1,14 +1,14 @@
 """Who ran an operator command, and the JSON line that says what they did.
 
-Every command that changes the shop (``ship-order``, ``products …``,
-``approve-refund``, ``reject-refund``, ``refund-dead-letters --requeue``) takes
+Every command that changes the shop (``orders ship``, ``products …``,
+``refunds approve``, ``refunds reject``, ``refunds dead-letters --requeue``) takes
 ``--by NAME``; without it the operator is ``SUDO_USER`` (the person behind ``sudo
 flask …``), else the login user. The name is stored in the row the action changes
 (``orders.shipped_by``, ``products.changed_by``, ``refund_requests.reviewed_by`` and
-``requeued_by``) and in the action's log line (logger ``webapp.operators``)::
+``requeued_by``) and in the action's log line (logger ``webapp.shop.operators``)::
 
-    {"logger": "webapp.operators", "message": "ship-order by alice",
-     "action": "ship-order", "operator": "alice", "order_number": "KX7P2M9QRT", …}
+    {"logger": "webapp.shop.operators", "message": "orders ship by alice",
+     "action": "orders ship", "operator": "alice", "order_number": "KX7P2M9QRT", …}
 
 It says who, not that they may: whoever can run ``flask`` with the shop's environment
 holds its database password, and could write any name. It is for the team's own record.

@@ -1,25 +1,26 @@
-"""Operator commands for support and bookkeeping.
+"""The ``flask payments`` commands: the books of card payments.
 
-    flask --app webapp find-order KX7P2M9QRT     an order by the number a customer quotes
-    flask --app webapp reconcile-payments        payments recorded against what orders say
-
-The order number opens nothing on the web: support looks it up here, checks who
-is asking against the order, and only then sends the private link (``--link``).
+flask --app webapp payments reconcile   payments recorded against what orders say
 """
 
 from __future__ import annotations
 
 import click
-from flask import Flask
-from flask.cli import with_appcontext
+from flask.cli import AppGroup, with_appcontext
 from sqlalchemy import func, select
 
-from .db import sessions, snapshot
-from .models import PAYMENT_PROBLEMS, Order, PaymentEvent
-from .order_rules import normal_order_number
-from .webhooks.effect import CHECKOUT_CHARGE, KEPT_REFUNDABLE
+from ..db import snapshot
+from ..shop.models import (
+    CHECKOUT_CHARGE,
+    KEPT_REFUNDABLE,
+    PAYMENT_PROBLEMS,
+    Order,
+    PaymentEvent,
+)
 
-__all__ = ["init_app"]
+__all__ = ["payments"]
+
+payments = AppGroup("payments", help="Payments: check the money recorded against the orders.")
 
 #: Payments recorded whose money no order's paid_cents shows (not refundable from the shop).
 KEPT_WITHOUT_ORDER = tuple(
@@ -29,45 +30,7 @@ _PAYMENT = PaymentEvent.type == "payment.succeeded"
 _COUNTED = PaymentEvent.problem.is_(None) | PaymentEvent.problem.in_(KEPT_REFUNDABLE)
 
 
-def init_app(app: Flask) -> None:
-    app.cli.add_command(find_order)
-    app.cli.add_command(reconcile_payments)
-
-
-@click.command("find-order")
-@click.argument("number")
-@with_appcontext
-@click.option(
-    "--link",
-    is_flag=True,
-    help="Also print the private link (whoever has it "
-    "can see and cancel the order: send it only to its customer).",
-)
-def find_order(number: str, link: bool) -> None:
-    """Show the order with this order number; exit 1 if there is none."""
-    number = normal_order_number(number)
-    with sessions()() as db:
-        order = db.scalar(select(Order).where(Order.order_number == number))
-        if order is None:
-            click.echo(f"No order has the number {number!r}.", err=True)
-            raise SystemExit(1)
-        click.echo(
-            f"order {order.order_number}  status={order.status}  "
-            f"placed {order.created_at:%Y-%m-%d %H:%M} UTC"
-        )
-        click.echo(
-            f"  {order.quantity} x {order.product.name} = {order.total_cents} "
-            f"{order.currency} cents; paid {order.paid_cents}, "
-            f"refunded {order.refunded_cents}"
-        )
-        click.echo(f"  customer: {order.customer_name} <{order.email}>")
-        # What the provider's dashboard and events show for it (it opens nothing).
-        click.echo(f"  payment reference: {order.payment_reference}")
-        if link:
-            click.echo(f"  link: /orders/{order.public_id}")
-
-
-@click.command("reconcile-payments")
+@payments.command("reconcile")
 @with_appcontext
 def reconcile_payments() -> None:
     """Compare recorded payments (events, and the checkout's own charges: an order's

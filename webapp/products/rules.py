@@ -17,8 +17,8 @@ from typing import IO, TypeVar
 
 from wtforms.validators import ValidationError
 
-from .order_rules import PRODUCT_NAME_MAX, QUANTITY_MAX, SKU_MAX, has_control_chars
-from .refunds.forms import euros, parse_cents
+from ..shop.amounts import euros, parse_cents
+from ..shop.order_rules import PRODUCT_NAME_MAX, QUANTITY_MAX, SKU_MAX, has_control_chars
 
 __all__ = [
     "COLUMNS",

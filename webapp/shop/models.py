@@ -43,6 +43,8 @@ from .order_rules import (
 )
 
 __all__ = [
+    "CHECKOUT_CHARGE",
+    "KEPT_REFUNDABLE",
     "OPERATOR_MAX",
     "ORDER_STATUSES",
     "PAYMENT_PROBLEMS",
@@ -69,7 +71,7 @@ __all__ = [
 #: bank declined it, nothing was charged, nothing ships.
 ORDER_STATUSES = ("placed", "charging", "paid", "shipped", "cancelled", "refunded", "declined")
 #: Why a payment was recorded but did not pay for its order (payment_events.problem).
-#: The first three keep money with no order to show for it (reconcile-payments lists
+#: The first three keep money with no order to show for it (payments reconcile lists
 #: them); the next two add it to the order's paid_cents, where it can be refunded; the
 #: last (migration 0014) is the event of the checkout's own charge, counted by the order's
 #: charge_id, not again by its event.
@@ -81,6 +83,10 @@ PAYMENT_PROBLEMS = (
     "extra_payment",
     "checkout_charge",
 )
+#: Problems whose money is added to the order's paid_cents, so it can be refunded.
+KEPT_REFUNDABLE = ("after_cancel", "extra_payment")
+#: The problem of an event that announces the checkout's own charge (counted once, there).
+CHECKOUT_CHARGE = "checkout_charge"
 #: ``pay_`` and 32 hex digits (128 random bits): what :func:`new_payment_reference` makes.
 PAYMENT_REFERENCE_LENGTH = 36
 
@@ -97,7 +103,7 @@ def new_payment_reference() -> str:
 PROVIDER_ID_MAX = 64
 
 #: The longest operator name stored (migration 0013: who shipped an order, changed a
-#: product, reviewed or requeued a refund request; see webapp/operators.py).
+#: product, reviewed or requeued a refund request; see webapp/shop/operators.py).
 OPERATOR_MAX = 100
 
 #: The length of a submission digest (SHA-256, URL-safe base64 without padding).
@@ -196,7 +202,7 @@ class Order(SubmissionMixin, VersionedMixin, Base):
     api_client_id: Mapped[int | None] = mapped_column(ForeignKey("api_clients.id"))
     idempotency_key: Mapped[str | None] = mapped_column(String(255))
     api_response: Mapped[dict | None] = mapped_column(JSONB)
-    # Migration 0013: the operator who ran ship-order on it.
+    # Migration 0013: the operator who ran orders ship on it.
     shipped_by: Mapped[str | None] = mapped_column(String(OPERATOR_MAX))
     # Migration 0014, the checkout's card charge (webapp/payments/checkout.py): the
     # provider's token for the card (never its number), the charge that paid the order
@@ -250,8 +256,8 @@ class ApiClient(Base):
 
 class ApiKey(Base):
     """The SHA-256 of a bearer key: the key itself is shown once and never stored.
-    Migration 0010: its first characters (what ``list-api-keys`` shows and
-    ``revoke-api-key --key`` takes; none for keys made before), an optional expiry,
+    Migration 0010: its first characters (what ``api-keys list`` shows and
+    ``api-keys revoke --key`` takes; none for keys made before), an optional expiry,
     when it was revoked, and when it was last used (to the minute)."""
 
     __tablename__ = "api_keys"
@@ -372,7 +378,7 @@ class RefundPhoto(Base):
     """The photo a customer attached to a refund request (migration 0018), written in
     the request's own transaction: at most one a request, as the request is one a
     submit. Only the operator reviewing the request sees it (``flask --app webapp
-    refund-photo``); no page serves it."""
+    refunds photo``); no page serves it."""
 
     __tablename__ = "refund_photos"
     __table_args__ = (
