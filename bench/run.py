@@ -44,7 +44,8 @@ from .wire import Relay
 VARIANTS = report.VARIANTS
 #: --quick: every figure, from short runs (about two minutes).
 QUICK = {"concurrency": "1,8", "seconds": 2.0, "rounds": 2, "storm": 100, "claims": 1000}
-#: --smoke: every step once, in seconds, figures meaningless (tests/test_bench.py, CI); no plot.
+#: --smoke: every step once, in seconds, figures meaningless (tests/deploy/test_bench.py);
+#: no plot.
 SMOKE = {
     "workers": 1,
     "threads": 2,

@@ -27,7 +27,7 @@ debian_server() {
   fi
 }
 
-debian_server nginx nginx "tests/test_behind_nginx.py (the app behind docs/nginx.conf)"
-debian_server pgbouncer pgbouncer "tests/test_pgbouncer.py (the shop behind a transaction pooler)"
+debian_server nginx nginx "tests/deploy/test_behind_nginx.py (the app behind docs/nginx.conf)"
+debian_server pgbouncer pgbouncer "tests/deploy/test_pgbouncer.py (the shop behind a transaction pooler)"
 debian_server redis-server redis-server "the library's Redis 7 session (nox -s servers)"
 debian_server mariadb-server mariadbd "the library's MariaDB tests (flask-submit-once/tests/test_mariadb.py)" mariadb

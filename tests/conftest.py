@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from dev.embedded import EmbeddedPostgres, EmbeddedRedis
 from flask_submit_once.testing import FormPage, OnceForms
-from tests.pgbouncer import PGBOUNCER, PgBouncer, needs_pgbouncer
+from tests.support.pgbouncer import PGBOUNCER, PgBouncer, needs_pgbouncer
 from webapp import create_app
 from webapp.cli import CATALOGUE, seed
 from webapp.db import make_engine, upgrade
@@ -165,27 +165,27 @@ def app_factory(servers: Servers) -> Iterator[Callable[..., Flask]]:
 #: one handed out last keeps the other worker idle until it ends: these go first, the rest
 #: (fewer seconds each) after them, the files with most tests first as xdist would order them.
 LONGEST_FILES = (
-    "tests/test_wheel.py",
+    "tests/deploy/test_wheel.py",
     "tests/failover/test_postgres_failover.py",
-    "tests/test_instances.py",
-    "tests/test_dev_servers.py",
-    "tests/test_control_socket.py",
-    "tests/test_charge_kills.py",
+    "tests/deploy/test_instances.py",
+    "tests/deploy/test_dev_servers.py",
+    "tests/deploy/test_control_socket.py",
+    "tests/payments/test_charge_kills.py",
     "tests/failover/test_charge_soak.py",
     "tests/browser/test_order_state_widths_in_browser.py",
     "tests/refunds/test_reconcile.py",
-    "tests/test_per_request_leaks.py",
+    "tests/app/test_per_request_leaks.py",
     "tests/browser/test_submit_outcomes_in_browser.py",
-    "tests/test_bench.py",
-    "tests/test_race.py",
+    "tests/deploy/test_bench.py",
+    "tests/orders/test_race.py",
     "tests/browser/test_charge_in_browser.py",
     "tests/failover/test_redis_outage_soak.py",
     "tests/browser/test_outage_behind_nginx_in_browser.py",
     "tests/failover/test_sentinel_failover.py",
     "tests/browser/test_submit_in_browser.py",
     "tests/faults/test_postgres_faults.py",
-    "tests/test_behind_nginx.py",
-    "tests/test_form_limits.py",
+    "tests/deploy/test_behind_nginx.py",
+    "tests/orders/test_form_limits.py",
 )
 
 
@@ -316,7 +316,7 @@ def token_keys(rdb, pattern: str = "*") -> list[str]:
 def flashed(response) -> list[str]:
     """The notices a response left for the order's next page (webapp/shop/notices.py): what it
     flashed into the session cookie it sets ([] when it sets none). Read, not verified:
-    the signature is the app's business, and tests.live responses come without the app."""
+    the signature is the app's business, and tests.support.live responses come without the app."""
     headers = response.headers
     for header in (
         headers.getlist("Set-Cookie")
@@ -339,7 +339,7 @@ SESSION_COOKIE = URLSafeTimedSerializer(
 def order_page(forms: OnceForms) -> FormPage:
     """The checkout's details page, aimed at the submit that places the order: its token
     is the one the review's "Place order" spends, sent here with the fields straight to
-    ``POST /orders``, as the review sends them (tests/test_checkout_review.py goes through
+    ``POST /orders``, as the review sends them (tests/orders/test_checkout_review.py goes through
     the review)."""
     return replace(forms.open("/orders/new"), url="/orders")
 

@@ -20,8 +20,8 @@ from tests.browser.shop import (
     show_confirmation,
     show_form,
 )
-from tests.money_states import STATES, put_order_in
-from tests.payments import DECLINED, PAYS, Provider
+from tests.support.money_states import STATES, put_order_in
+from tests.support.payments import DECLINED, PAYS, Provider
 
 #: How a page is reached: walked in a fresh page against the shop.
 Walk = Callable[[Page, Shop], None]

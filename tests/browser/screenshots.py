@@ -25,7 +25,7 @@ from tests.browser import chromium
 from tests.browser.screenshot_pages import STATE_PAGES, Walk, card_checkout
 from tests.browser.shop import PAGES, PHONE, Shop
 from tests.conftest import Servers
-from tests.payments import Provider
+from tests.support.payments import Provider
 from webapp.cli import seed
 from webapp.db import make_engine, upgrade
 from webapp.shop.order_rules import ORDER_NUMBER_ALPHABET, ORDER_NUMBER_LENGTH

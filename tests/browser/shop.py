@@ -11,7 +11,7 @@ from playwright.sync_api import Page, Route, expect
 from sqlalchemy import text
 
 from tests.conftest import Servers
-from tests.live import LiveServer
+from tests.support.live import LiveServer
 
 # notices never ride in the URL
 ORDER_URL = re.compile(r"/orders/([A-Za-z0-9_-]{22})$")

@@ -10,7 +10,7 @@ from playwright.sync_api import expect
 from sqlalchemy import text
 
 from tests.browser.shop import ORDER_URL, Shop, continue_to_review, fill_form, open_form
-from tests.payments import PAYS, Provider
+from tests.support.payments import PAYS, Provider
 
 
 @pytest.fixture(scope="module")

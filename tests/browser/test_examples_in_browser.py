@@ -24,7 +24,7 @@ from playwright.sync_api import Locator, Page, Route, expect
 from sqlalchemy import MetaData, text
 
 from tests.conftest import Servers
-from tests.live import LiveServer
+from tests.support.live import LiveServer
 
 ROOT = Path(__file__).resolve().parents[2]
 LIBRARY = ROOT / "flask-submit-once"

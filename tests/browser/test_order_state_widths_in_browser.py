@@ -1,4 +1,4 @@
-"""The browser twin of tests/test_order_state_words.py (issue 31, items 3 and 5): every state
+"""The browser twin of tests/orders/test_order_state_words.py (issue 31, items 3 and 5): every state
 of an order's money × its order, cancel and refund pages, in Chromium at desktop width and
 on a 375 px phone, where the layout differs. The same headline and the same money sentence,
 shown, at both widths, and nothing wider than the phone. Was: after refunding everything,
@@ -11,8 +11,8 @@ from playwright.sync_api import expect
 
 from tests.browser.shop import PHONE
 from tests.browser.test_accessibility_and_layout import assert_fits_the_screen
-from tests.money_states import STATES, put_order_in
-from tests.test_order_state_words import NOT_CANCELLED, PAGES, TABLE
+from tests.orders.test_order_state_words import NOT_CANCELLED, PAGES, TABLE
+from tests.support.money_states import STATES, put_order_in
 
 
 @pytest.mark.parametrize("device", ["desktop", "phone"])

@@ -1,5 +1,5 @@
 """Issue 31, item 1, as a shopper meets it in production: Chromium on HTTPS through the
-shipped nginx (docs/nginx.conf, tests/nginx.py), gunicorn stopped between opening the form
+shipped nginx (docs/nginx.conf, tests/support/nginx.py), gunicorn stopped between opening the form
 and pressing Place order. nginx answers the submit itself (its 502, the shop's own page);
 the form says the order may or may not be placed and keeps what was typed; once gunicorn
 is back on its port the check says nothing was placed, and the form places one order.
@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.shop import CUSTOMER, Shop, continue_to_review, expect_confirmation, fill_form
-from tests.nginx import Nginx, needs_nginx, nginx
+from tests.support.nginx import Nginx, needs_nginx, nginx
 
 pytestmark = needs_nginx
 

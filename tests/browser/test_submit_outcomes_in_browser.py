@@ -35,8 +35,8 @@ from tests.browser.shop import (
     open_form,
     refuse_as_cross_site,
 )
-from tests.money_states import STATES, put_order_in
-from tests.pauses import after_consume
+from tests.support.money_states import STATES, put_order_in
+from tests.support.pauses import after_consume
 
 DEVICES = {"desktop": {}, "phone": PHONE}
 

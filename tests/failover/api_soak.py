@@ -23,7 +23,7 @@ from itertools import count
 
 from sqlalchemy import text
 
-from tests.live import Connection, Response, payment
+from tests.support.live import Connection, Response, payment
 from webapp.db import make_engine
 
 __all__ = ["ApiTraffic", "ApiVerdict", "judge_api"]

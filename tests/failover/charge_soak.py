@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
 
 from tests.conftest import VALID, hidden
-from tests.live import request
-from tests.payments import DECLINED, PAYS, RETRY
+from tests.support.live import request
+from tests.support.payments import DECLINED, PAYS, RETRY
 from webapp.orders.messages import CARD_DECLINED
 
 #: Cards the customers use, by weight: most pay, some are declined, some need a retry.

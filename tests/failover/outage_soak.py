@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from tests.failover.soak import Answer, Form, Load
-from tests.live import open_form, request
+from tests.support.live import open_form, request
 
 SIGNED = "s1."
 

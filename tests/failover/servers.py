@@ -22,7 +22,7 @@ from pathlib import Path
 import psycopg
 
 from dev.embedded import EmbeddedPostgres
-from tests.live import child_pids
+from tests.support.live import child_pids
 
 __all__ = ["ReplicatedPostgres"]
 

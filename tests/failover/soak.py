@@ -21,7 +21,7 @@ from http.cookies import SimpleCookie
 
 from tests.conftest import VALID, flashed, hidden
 from tests.failover.api_soak import ApiTraffic
-from tests.live import Response, request
+from tests.support.live import Response, request
 from webapp.orders.messages import STILL_RUNNING
 
 PUBLIC_ID_LENGTH = 22

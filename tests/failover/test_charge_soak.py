@@ -29,8 +29,8 @@ from dev.embedded import EmbeddedRedis
 from flask_submit_once._runner import step_key
 from tests.failover.charge_soak import CardLoad, reconcile
 from tests.failover.conftest import soak_seconds
-from tests.live import ROOT, LiveServer
-from tests.payments import Provider
+from tests.support.live import ROOT, LiveServer
+from tests.support.payments import Provider
 from webapp.webhooks import DEV_SECRET
 
 #: Probability, per submit, that its worker is killed at each point of the charge.
@@ -92,7 +92,7 @@ def sweepers(env: dict[str, str]) -> list[str]:
                 "-m",
                 "flask",
                 "--app",
-                "tests.paused_app:create_app()",
+                "tests.support.paused_app:create_app()",
                 "submit-once",
                 "resume",
                 # the last killed charges' leases run out first

@@ -23,7 +23,7 @@ from tests.failover.api_soak import ApiTraffic, ApiVerdict, judge_api
 from tests.failover.conftest import soak_seconds
 from tests.failover.servers import ReplicatedPostgres
 from tests.failover.soak import BACK_WITHIN, Load, Verdict, judge, logged_about
-from tests.live import LiveServer, request
+from tests.support.live import LiveServer, request
 from webapp.api.keys import create_api_key
 from webapp.cli import seed
 from webapp.db import make_engine, upgrade

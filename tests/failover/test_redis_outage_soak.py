@@ -28,7 +28,7 @@ from sqlalchemy import text
 from dev.embedded import EmbeddedRedis
 from tests.failover.conftest import soak_seconds
 from tests.failover.outage_soak import Outage, OutageLoad, Storm, judge_outages
-from tests.live import LiveServer
+from tests.support.live import LiveServer
 
 # answers a storm must have had in each phase (before, during, after)
 STORM_ANSWERS = 5

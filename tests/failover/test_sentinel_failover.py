@@ -23,11 +23,11 @@ import redis
 from sqlalchemy import text
 
 from dev.embedded import EmbeddedRedis, free_port
-from tests.api_client import new_api_key
 from tests.failover.api_soak import ApiTraffic, judge_api
 from tests.failover.conftest import soak_seconds
 from tests.failover.soak import BACK_WITHIN, Load, judge, logged_about
-from tests.live import LiveServer, request
+from tests.support.api_client import new_api_key
+from tests.support.live import LiveServer, request
 from webapp.webhooks import DEV_SECRET
 
 SERVICE = "shop"

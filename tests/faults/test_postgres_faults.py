@@ -23,7 +23,7 @@ from tests.faults.steps import (
     same_browser,
     submit,
 )
-from tests.pauses import after_consume
+from tests.support.pauses import after_consume
 from webapp.orders import NOT_CONFIRMED, NOT_PLACED, UNAVAILABLE, catalogue
 from webapp.orders.messages import STILL_RUNNING
 

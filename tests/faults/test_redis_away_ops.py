@@ -16,10 +16,10 @@ from sqlalchemy.orm import Session
 
 from dev.embedded import free_port
 from flask_submit_once.testing import OnceForms
-from tests.api_client import ORDER, new_api_key, place, problem_type
 from tests.conftest import VALID, order_count, order_page
 from tests.refunds.conftest import Worker, refunds_of, wait_until
 from tests.refunds.test_worker_ops import metric, scrape
+from tests.support.api_client import ORDER, new_api_key, place, problem_type
 from webapp import config
 from webapp.errors import NOTHING_DONE
 from webapp.health import API_WITH_FALLBACK, API_WITHOUT_FALLBACK

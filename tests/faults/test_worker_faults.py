@@ -1,6 +1,6 @@
 """A gunicorn worker killed, timed out or abandoned by its client mid-submit.
 
-The worker is paused by a test hook (tests/paused_app.py) after GETDEL or
+The worker is paused by a test hook (tests/support/paused_app.py) after GETDEL or
 after the commit, and announces its pid; the test then kills it, lets gunicorn
 time it out, or hangs up. The user's reload (the same POST again) goes to a
 healthy app instance on the same servers, as it would behind a load balancer.
@@ -22,7 +22,7 @@ import redis
 
 from tests.conftest import flashed
 from tests.faults.steps import assert_told_orders_exist, form_kept, order_path, placed, submit
-from tests.live import LiveServer, open_form
+from tests.support.live import LiveServer, open_form
 from webapp.orders import EXPIRED, FORM, NOT_PLACED
 
 

@@ -1,13 +1,13 @@
 """The refund worker (consumer, relay, trimmer, dead letters) on the 3-node Redis
-Cluster of tests/test_cluster.py, through the same redis+cluster:// URL as the app."""
+Cluster of tests/deploy/test_cluster.py, through the same redis+cluster:// URL as the app."""
 
 from __future__ import annotations
 
 from sqlalchemy import text
 
+from tests.deploy.test_cluster import cluster, cluster_url  # noqa: F401 - the fixtures
 from tests.refunds.conftest import all_acked, new_key, refunds_of, requests_of, settled, wait_until
 from tests.refunds.test_refund_form import open_refund_form, refund
-from tests.test_cluster import cluster, cluster_url  # noqa: F401 - the fixtures
 from webapp.redis_urls import make_client
 from webapp.refunds.stream import DEAD_LETTERS, STREAM
 

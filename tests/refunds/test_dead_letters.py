@@ -7,6 +7,7 @@ import re
 
 from sqlalchemy import text
 
+from tests.app.test_logs import json_lines
 from tests.refunds.conftest import (
     all_acked,
     new_key,
@@ -19,7 +20,6 @@ from tests.refunds.conftest import (
     settled,
     wait_until,
 )
-from tests.test_logs import json_lines
 from webapp.refunds.stream import DEAD_LETTERS, GROUP, STREAM
 
 

@@ -9,10 +9,10 @@ import pytest
 from sqlalchemy import text
 
 from dev.embedded import free_port
-from tests.api_owned import hand_to_api_client
 from tests.conftest import flashed, hidden, lose_the_commit_reply, token_keys
-from tests.pauses import after_consume
 from tests.refunds.conftest import requests_of, wait_until
+from tests.support.api_owned import hand_to_api_client
+from tests.support.pauses import after_consume
 from webapp.refunds.stream import DEAD_LETTERS, STREAM
 
 

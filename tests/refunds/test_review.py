@@ -8,6 +8,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.orm import Session
 
+from tests.app.test_logs import json_lines
 from tests.refunds.conftest import (
     all_acked,
     refunds_of,
@@ -18,7 +19,6 @@ from tests.refunds.conftest import (
     wait_until,
 )
 from tests.refunds.test_refund_form import open_refund_form, refund
-from tests.test_logs import json_lines
 from webapp.refunds.stream import STREAM
 from webapp.shop.order_states import transition
 

@@ -3,8 +3,8 @@ master, as the app does, and the stream lands there."""
 
 from __future__ import annotations
 
+from tests.deploy.test_sentinel import sentinel_url  # noqa: F401 - the fixture
 from tests.refunds.conftest import all_acked, refunds_of, request, settled, wait_until
-from tests.test_sentinel import sentinel_url  # noqa: F401 - the fixture
 from webapp.refunds.stream import STREAM
 
 

@@ -12,8 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import text
 
 from dev.embedded import free_port
+from tests.app.test_logs import assert_shape, json_lines
 from tests.refunds.conftest import all_acked, queue, wait_until
-from tests.test_logs import assert_shape, json_lines
 from webapp.refunds.stream import STREAM
 
 
