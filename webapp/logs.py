@@ -9,7 +9,7 @@ the worker's ``message_id``, ``order_number`` …) and, for an exception, ``erro
 (webapp/request_log.py), the stream message's id in the refund worker, else null.
 
 What is logged is chosen where it is logged: never a token, a secret, a form field
-or an order's private key (tests/test_security.py and tests/test_logs.py look).
+or an order's private key (tests/app/test_security.py and tests/app/test_logs.py look).
 gunicorn's own lines are the exception, chosen in gunicorn: :class:`NoClientDetails`
 takes out what they would carry of a client.
 """
