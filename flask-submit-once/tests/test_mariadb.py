@@ -46,7 +46,7 @@ pytestmark = pytest.mark.mariadb
 
 CHECKOUT = {"email": "ada@example.com", "cents": "1250"}
 POOL = {"pool_size": 10, "max_overflow": 10, "pool_timeout": 30}
-SERVE_SIGNUP = Path(__file__).with_name("serve_signup.py")
+SERVE_SIGNUP = Path(__file__).parent / "apps" / "serve_signup.py"
 _databases = itertools.count(1)
 
 

@@ -44,8 +44,8 @@ ADA = {"email": "ada@example.com", "name": "Ada Lovelace", "quantity": "2"}
 FORMS_AT_ONCE = 4
 DUPLICATES = 20
 POOL = {"pool_size": 10, "max_overflow": 10, "pool_timeout": 30}
-SERVE_SIGNUP = Path(__file__).with_name("serve_signup.py")
-SERVE_STORM = Path(__file__).with_name("serve_storm.py")
+SERVE_SIGNUP = Path(__file__).parent / "apps" / "serve_signup.py"
+SERVE_STORM = Path(__file__).parent / "apps" / "serve_storm.py"
 
 
 @pytest.fixture

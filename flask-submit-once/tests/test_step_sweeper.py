@@ -25,7 +25,7 @@ from servers import free_port
 ADA = {"email": "ada@example.com", "cents": "1250"}
 GRACE = {"email": "grace@example.com", "cents": "990"}
 LIN = {"email": "lin@example.com", "cents": "4200"}
-SERVE = Path(__file__).with_name("serve_checkout.py")
+SERVE = Path(__file__).parent / "apps" / "serve_checkout.py"
 LEASE_COLUMNS = ("submission_step_lease_owner", "submission_step_lease_until")
 #: The lease of the worker that is killed inside the step: renewed every third of it while
 #: the worker lives, it runs out this long after the kill.

@@ -14,7 +14,7 @@ from live import Browser, hidden
 from servers import free_port
 
 ADA = {"email": "ada@example.com", "name": "Ada Lovelace", "quantity": "2"}
-SERVE = Path(__file__).with_name("serve_signup.py")
+SERVE = Path(__file__).parent / "apps" / "serve_signup.py"
 
 
 def token_keys(rdb) -> list[str]:
