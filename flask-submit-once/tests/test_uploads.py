@@ -211,6 +211,44 @@ def test_kept_uploads_are_bounded_per_session_and_by_size(make_app, rdb, letters
     assert len(kept_keys(rdb)) == 3
 
 
+def test_the_corrected_submit_sent_again_after_it_landed_lands_on_it_on_any_worker(
+    once_forms, letters, rdb, other_worker
+):
+    """The submit that took effect deleted the kept letter; the same page sent again (a
+    retry, a duplicate that lost the race) still carries the letter's signed name and
+    digest, so it is the same submission: answered with the first letter, here and on a
+    worker that never saw it (was: a 409 "changed", the letter's bytes being gone)."""
+    invalid = once_forms.open("/letters").submit({"note": "", "letter": letter(SCAN)})
+    corrected = once_forms.page("/letters", invalid.text)
+    assert corrected.submit({"note": NOTE}).status_code == 303
+    assert kept_keys(rdb) == []
+    for client in (None, other_worker()):
+        again = corrected.submit({"note": NOTE}, client=client)
+        assert (again.status_code, again.headers["Location"]) == (303, "/letters/1")
+    # Other input with it is still told it differs.
+    changed = corrected.submit({"note": "Another note"}, client=other_worker())
+    assert changed.status_code == 409
+    assert letters() == [("letter.pdf", SCAN)]
+
+
+def test_a_kept_upload_gone_before_its_submit_took_effect_is_asked_for_again(
+    once_forms, letters, rdb
+):
+    """Its bytes expired (or were evicted) while the page was open: the submit that would
+    take effect is not made with an empty file; the form says to pick it again (422),
+    its token still good for that."""
+    invalid = once_forms.open("/letters").submit({"note": "", "letter": letter()})
+    rdb.delete(*kept_keys(rdb))
+    corrected = once_forms.page("/letters", invalid.text)
+    answer = corrected.submit({"note": NOTE})
+    assert answer.status_code == 422
+    assert "no longer kept here: pick it again" in answer.text
+    assert letters() == []
+    again = once_forms.page("/letters", answer.text).submit({"note": NOTE, "letter": letter()})
+    assert (again.status_code, again.headers["Location"]) == (303, "/letters/1")
+    assert letters() == [("letter.pdf", LETTER)]
+
+
 def test_a_storm_of_the_corrected_submit_with_a_kept_upload_stores_one_letter(
     once_forms, letters, rdb
 ):

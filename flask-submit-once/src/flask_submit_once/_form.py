@@ -70,7 +70,7 @@ from ._runner import (
     step_outcome,
 )
 from ._tokens import is_well_formed
-from ._uploads import discard_used, input_name, keep_sent, put_back
+from ._uploads import GoneUpload, discard_used, gone_fields, input_name, keep_sent, put_back
 
 if TYPE_CHECKING:
     from ._extension import State
@@ -97,6 +97,8 @@ TOKEN_HEADER = "X-Submit-Once-Token"
 #: A script asking what became of a submit it could not see answered, without consuming
 #: anything: the same POST with this header set to 1.
 CHECK_HEADER = "X-Submit-Once-Check"
+#: A file input's error when the file kept for it is gone and the submit would take effect.
+GONE_UPLOAD = "The file you attached is no longer kept here: pick it again."
 
 
 class ProtectedForm:
@@ -188,6 +190,13 @@ class ProtectedForm:
                 if not valid and set(form.errors) == {csrf_field(form)}:
                     return self.session_lost(st)
                 stored = fingerprint(self.values(form))
+                gone = gone_fields()
+                if valid and gone and liveness.ask():
+                    # A kept file whose bytes are gone, in a submit that would take effect.
+                    for field in gone:
+                        if field in form:
+                            form[field].errors = [*form[field].errors, GONE_UPLOAD]
+                    valid = False
                 if not valid:
                     if not liveness.spent:
                         return self.invalid(st, name, token, form, digest, stored, started)
@@ -200,6 +209,9 @@ class ProtectedForm:
                     db.rollback()
                 outcome = Outcome("unavailable", error=error)
                 return self.respond(st, outcome, name, token, form, digest, started)
+        elif gone_fields() and liveness.ask():
+            # No form to say it on: the submit is not taken with a file that has no bytes.
+            return self.respond(st, Outcome("invalid"), name, token, form, digest, started)
         if self.step is not None:
             refuse_steps_on(db.get_bind(self.step.model))
         try:
@@ -585,6 +597,8 @@ def file_digest(upload: FileStorage) -> str:
     )
     if id(upload) in known:
         return known[id(upload)][1]
+    if isinstance(upload, GoneUpload):
+        return upload.digest
     stream = upload.stream
     if not stream.seekable():
         # A stream that cannot be rewound (an app's own stream factory): kept as read.

@@ -10,7 +10,11 @@ again. A file picked again replaces the kept one.
 
 The reference is signed with the app's secret key and bound to the browser session and
 the form, and expires with the TTL; the bytes are never served, only put back into that
-session's next submit of that form. A submit that takes effect deletes what it used;
+session's next submit of that form. The reference also carries the file's SHA-256, so a
+repeat of a submit that took effect (whose kept file it deleted) is still known as the
+same submission: its file stands in by name and digest, with no bytes, and is never
+saved (a submit that would take effect with it is asked to pick the file again). A
+submit that takes effect deletes what it used;
 each session keeps at most ``SUBMIT_ONCE_MAX_KEPT_UPLOADS_PER_SESSION`` files (the oldest
 go first), each at most ``SUBMIT_ONCE_MAX_KEPT_UPLOAD_BYTES`` (a larger one is not kept:
 the user picks it again).
@@ -19,6 +23,7 @@ the user picks it again).
 from __future__ import annotations
 
 import base64
+import hashlib
 import io
 import secrets
 from typing import TYPE_CHECKING, NamedTuple
@@ -34,7 +39,15 @@ from ._issuing import binding, existing_session_id
 if TYPE_CHECKING:
     from ._extension import State
 
-__all__ = ["discard_used", "keep_sent", "kept_inputs", "kept_name", "put_back"]
+__all__ = [
+    "GoneUpload",
+    "discard_used",
+    "gone_fields",
+    "keep_sent",
+    "kept_inputs",
+    "kept_name",
+    "put_back",
+]
 
 _SALT = "flask-submit-once kept upload"
 #: Where a request notes the files it kept, by form name: (field, file name, reference).
@@ -43,6 +56,25 @@ _KEPT = "flask_submit_once.kept_uploads"
 #: and each put-back upload's Kept (drawn again as it was, not kept twice).
 _USED = "flask_submit_once.used_uploads"
 _PUT_BACK = "flask_submit_once.put_back_uploads"
+
+
+class GoneUpload(FileStorage):
+    """A kept file whose bytes are gone (the submit that used them took effect, or they
+    expired): its name, and its digest from the signed reference, with no contents. It
+    lets a repeat be known as one; it is never handed to a view (see :func:`gone_fields`)."""
+
+    def __init__(self, filename: str, field: str, content_type: str, digest: str) -> None:
+        super().__init__(io.BytesIO(b""), filename=filename, name=field, content_type=content_type)
+        self.digest = digest
+
+
+def gone_fields() -> list[str]:
+    """The file inputs of this request that stand for a kept file whose bytes are gone."""
+    return [
+        field
+        for field, upload in request.files.items(multi=True)
+        if isinstance(upload, GoneUpload)
+    ]
 
 
 class Kept(NamedTuple):
@@ -70,7 +102,7 @@ def keep_sent(state: State, form: str) -> None:
             if id(upload) in put_back:
                 kept.append(put_back[id(upload)])
                 continue
-            if not upload.filename:
+            if not upload.filename or isinstance(upload, GoneUpload):
                 continue
             upload.stream.seek(0)
             data = upload.stream.read(limit + 1)
@@ -102,7 +134,14 @@ def _store(state: State, sid: str, form: str, field: str, upload: FileStorage, d
         store.client.delete(*(store.key(f"upload:{old}") for old in evicted))
     filename = upload.filename or ""
     reference = _serializer(state).dumps(
-        [ident, field, filename, upload.content_type or "", binding(sid, form)]
+        [
+            ident,
+            field,
+            filename,
+            upload.content_type or "",
+            binding(sid, form),
+            hashlib.sha256(data).hexdigest(),
+        ]
     )
     return Kept(field, filename, reference)
 
@@ -110,7 +149,8 @@ def _store(state: State, sid: str, form: str, field: str, upload: FileStorage, d
 def put_back(state: State, form: str) -> None:
     """Put the kept files this submit refers to back into ``request.files``, for each
     file input the user left empty. A reference that is not good here (another session
-    or form, expired, tampered with), or whose file is gone, puts nothing back."""
+    or form, expired, tampered with) puts nothing back; one whose file is gone puts back
+    a :class:`GoneUpload`."""
     references = request.form.getlist(input_name(state))
     sid = existing_session_id()
     if not references or sid is None:
@@ -122,7 +162,7 @@ def put_back(state: State, form: str) -> None:
     serializer = _serializer(state)
     for reference in references:
         try:
-            ident, field, filename, content_type, bound = serializer.loads(
+            ident, field, filename, content_type, bound, digest = serializer.loads(
                 reference, max_age=state.store.ttl
             )
         except (BadSignature, ValueError, TypeError):
@@ -133,13 +173,14 @@ def put_back(state: State, form: str) -> None:
             encoded = state.store.client.get(state.store.key(f"upload:{ident}"))
         except RedisError:
             return
-        if encoded is None:
-            continue
         if not files.get(field):
             # The empty part a file input sends when nothing is picked. Out of
             # request.files, the request's end would not close it (a temporary file).
             for empty in files.poplist(field):
                 empty.close()
+        if encoded is None:
+            files.add(field, GoneUpload(filename, field, content_type, str(digest)))
+            continue
         upload = FileStorage(
             io.BytesIO(base64.b64decode(encoded)),
             filename=filename,
@@ -149,9 +190,10 @@ def put_back(state: State, form: str) -> None:
         files.add(field, upload)
         used.append(ident)
         again[id(upload)] = Kept(field, filename, reference)
-    if used:
+    if files != request.files:
         # Werkzeug's Request.files is a cached property that may be set.
         request.files = ImmutableMultiDict(list(files.items(multi=True)))
+    if used:
         request.environ[_USED], request.environ[_PUT_BACK] = used, again
 
 

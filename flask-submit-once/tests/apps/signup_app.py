@@ -129,6 +129,7 @@ LETTER_FORM = """\
   {{ submit_once.input("send_letter") }}
   <input name="note" value="{{ form.note.data or '' if mine else '' }}">
   <input type="file" name="letter">
+  {% if mine %}{% for error in form.letter.errors %}<p class="error">{{ error }}</p>{% endfor %}{% endif %}
   {% if mine and submit_once.kept_file("letter") %}
     <p class="kept">Kept: {{ submit_once.kept_file("letter") }}</p>{% endif %}
   <button>Send</button>
