@@ -72,8 +72,8 @@ def _untrusted_host(error: SecurityError):
 
 
 #: What the CSRF check's refusal of a form from another origin says. Not "another site sent
-#: this": a proxy that drops the port from Host makes our own form look foreign (issue 31),
-#: and its shopper, on our order form, must not be told to go to it.
+#: this": a proxy that drops the port from Host makes our own form look foreign, and its
+#: shopper, on our order form, must not be told to go to it.
 CROSS_SITE = (
     "We could not confirm that this form was sent from our own site, so we did not "
     "accept it and kept nothing of what it sent. If you filled it in on our order "

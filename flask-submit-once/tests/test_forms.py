@@ -160,7 +160,7 @@ def test_a_view_that_refuses_saves_nothing_and_says_why_with_a_fresh_token(
     ids=["spaces", "same", "nfd", "leading-zero", "leading-space"],
 )
 def test_the_same_submission_sent_differently_is_a_repeat_not_a_change(once_forms, signups, sent):
-    """Issue 30, item 8: what makes a submission is what the form stores, after its
+    """What makes a submission is what the form stores, after its
     filters and coercion, so a resubmit that stores the same is not told "changed"."""
     page = once_forms.open("/signup")
     first = {**ADA, "name": "José"} if sent != {"name": " Ada "} else ADA

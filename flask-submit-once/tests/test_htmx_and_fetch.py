@@ -140,7 +140,7 @@ def test_a_json_only_form_with_no_template_answers_in_json(client, headers):
 
 
 def test_every_answer_of_one_url_says_it_varies_by_front_end(once_forms):
-    """One URL answers a page, an htmx fragment or JSON (issue 30, item 12): a cache
+    """One URL answers a page, an htmx fragment or JSON: a cache
     that keys only on the URL must not give one front end another's answer."""
     page = once_forms.open("/signup")
     answers = [

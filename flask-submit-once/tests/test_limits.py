@@ -77,7 +77,7 @@ def test_an_ipv6_subscriber_is_one_client_and_its_neighbours_are_not(make_app):
 
 
 def test_a_48_has_a_budget_of_its_own_and_nat64_is_read_as_its_ipv4(make_app, stopped_clock):
-    """Issue 30, item 11: a /48 held 65,536 budgets of a /64 each; NAT64 put every IPv4
+    """Was: a /48 held 65,536 budgets of a /64 each; NAT64 put every IPv4
     client behind it in one. (The clock is stopped: a page spent through NAT64 and the
     refusal of the next must fall in one window.)"""
     # one page's worth a /64
@@ -113,7 +113,7 @@ def test_a_live_app_caps_per_address_by_default_and_a_test_app_does_not(make_app
         *(
             {**CROSS_SITE, "Sec-Fetch-Mode": "navigate", "Sec-Fetch-Dest": dest}
             for dest in ("iframe", "frame", "object", "embed")
-            # issue 30, item 1: all were 200
+            # all were 200: our form inside another site's page
         ),
         {**CROSS_SITE, "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "iframe"},
         {**CROSS_SITE, "Sec-Fetch-Mode": "cors", "Sec-Fetch-Dest": "empty"},

@@ -1,6 +1,6 @@
 """A ``scoped_session`` given as ``sessions=`` is the request's session, and ends with it.
 
-Found by a newcomer's trial (issue 28): an app that passes ``scoped_session(sessionmaker(
+Found by a newcomer's trial: an app that passes ``scoped_session(sessionmaker(
 engine))`` as the docs show, and does nothing else, served by Werkzeug's threaded server.
 Every request that read through ``submit_once.session`` (a result page, an htmx repeat
 answered in place) left its thread's session in an open transaction, its connection idle

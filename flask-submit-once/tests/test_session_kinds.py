@@ -2,14 +2,14 @@
 ``scoped_session`` and Flask-SQLAlchemy's ``db``, through a real threaded HTTP server
 (Werkzeug's) with real HTTP clients in threads, on real PostgreSQL.
 
-What issue 28 measured on the library before: with ``sessions=db``, 20 concurrent
+What a review measured on the library before: with ``sessions=db``, 20 concurrent
 submits of one token x 40 storms gave 7-8 answers of 800 a 500 (the connection is
 closed), 307 of 760 duplicates carried a row attached to another request's session, and
 one run left a connection idle in transaction. Here: no 500, every answer on the one row,
 no outcome carrying another request's row, no connection left idle in transaction.
 
 ``SUBMIT_ONCE_STORMS`` sets the storms a kind: 10 by default, so that the suite stays
-quick (it runs twice in CI); the 40 of issue 28 with ``SUBMIT_ONCE_STORMS=40``.
+quick (it runs twice in CI); the 40 of that review with ``SUBMIT_ONCE_STORMS=40``.
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ def test_a_script_whose_session_was_lost_gets_a_problem_with_the_next_token(once
 def test_another_sites_post_is_refused_echoing_nothing_and_setting_no_cookie(
     once_forms, client, rdb, signups, with_cookie
 ):
-    """Issue 30, item 5: a page on another site posts the form (its visitor's session
+    """A page on another site posts the form (its visitor's session
     cookie is not sent, SameSite; an old browser sends it). The answer must not show
     what was posted back, issue a token or start a session: a 403, nothing else."""
     page = once_forms.open("/signup")

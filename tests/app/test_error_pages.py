@@ -1,4 +1,4 @@
-"""Issue 24, item 6: every status a page answers has a title and a body in the shop's
+"""Every status a page answers has a title and a body in the shop's
 own words (not Werkzeug's), and each page offers something that works: a way back to
 the order it is about, or, on 429, when to try again: one wait, Retry-After's."""
 

@@ -1,5 +1,5 @@
 """What an attacker reads first: /metrics, forged cross-site submits, the
-proxy in front, and the secrets production starts with (issue 12)."""
+proxy in front, and the secrets production starts with."""
 
 from __future__ import annotations
 
@@ -297,7 +297,7 @@ def test_production_refuses_bad_settings(settings, message):
         ("METRICS_TOKEN", "m" * 40, "one character repeated"),
         ("METRICS_TOKEN", DEV_SECRET_KEY * 2, "development secret"),
         ("METRICS_TOKEN", DEV_WEBHOOK_SECRET.upper() * 2, "development secret"),
-        # Long enough, but a pattern or a handful of characters (issue 30 item 7).
+        # Long enough, but a pattern or a handful of characters: a guess away.
         ("SECRET_KEY", "password" * 4, "repeats a pattern of 8 characters"),
         ("SECRET_KEY", "ab" * 16, "repeats a pattern of 2 characters"),
         (

@@ -158,8 +158,8 @@ def test_the_check_sees_a_circle_through_a_package_on_the_way(tmp_path, monkeypa
 
 
 def test_the_check_sees_a_circle_in_the_library(tmp_path, monkeypatch):
-    """The circle issue 28 found in the old library: the extension used its form helper,
-    which called back into the extension."""
+    """The circle the library once had: the extension used its form helper, which called
+    back into the extension."""
     package = tmp_path / "flask_submit_once"
     package.mkdir()
     (package / "__init__.py").write_text("from ._extension import SubmitOnce\n")

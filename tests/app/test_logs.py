@@ -81,8 +81,8 @@ def test_a_views_warning_is_a_json_line_with_time_level_logger_and_the_request_i
     assert VALID["email"] not in everything and "test-secret" not in everything
 
 
-#: Request lines gunicorn refuses (issue 30: each was logged with the client's address and
-#: up to ~4 KB of what it sent). Each holds "attacker" where gunicorn would echo it.
+#: Request lines gunicorn refuses (each was logged with the client's address and up to
+#: ~4 KB of what it sent). Each holds "attacker" where gunicorn would echo it.
 MALFORMED = [
     # no method, no version: 4,000 bytes
     b"<script>attacker</script>" * 160,

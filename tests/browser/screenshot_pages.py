@@ -1,5 +1,5 @@
-"""The pages scripts/screenshots shoots for issue 31, each reached the way a shopper reaches
-it (tests/browser/screenshots.py shoots them): a submit with no shop to answer it, a
+"""The pages that say where an order stands, each reached the way a shopper reaches it
+(tests/browser/screenshots.py shoots them): a submit with no shop to answer it, a
 refusal, every state of an order's money, Back + edit's update, the same order asked
 about, the 429 page, and the card checkout's answers."""
 
@@ -164,7 +164,7 @@ def card_checkout(provider: Provider) -> dict[str, Walk]:
     return {"checkout-declined": declined, "checkout-not-confirmed": not_confirmed}
 
 
-#: Issue 31's pages, by the name of their PNG (the card checkout's: card_checkout).
+#: Those pages, by the name of their PNG (the card checkout's: card_checkout).
 STATE_PAGES: dict[str, Walk] = {
     "outage": show_outage,
     "refused-403": show_refused,

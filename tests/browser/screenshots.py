@@ -3,12 +3,12 @@
 Starts its own PostgreSQL, Redis and gunicorn (like the tests, on free ports),
 walks each page the way a user reaches it in headless Chromium, and writes
 small PNGs: every page at desktop width, the form and the confirmation on a
-375 px phone, and issue 31's pages at both (a submit with no shop to answer it, a
-refusal, every state of an order's money, Back + edit's update, the same order asked
-about, the 429 page, the card checkout's decline and unconfirmed charge). Each page is
-checked before it is shot: no order's key (the private link's) is shown on it, and the
-order number shown is a number, so a screenshot can never again show the key as the
-"order number" (tests/browser/test_screenshots.py).
+375 px phone, and at both widths the pages that say where an order stands (a submit
+with no shop to answer it, a refusal, every state of an order's money, Back + edit's
+update, the same order asked about, the 429 page, the card checkout's decline and
+unconfirmed charge). Each page is checked before it is shot: no order's key (the private
+link's) is shown on it, and the order number shown is a number, so a screenshot can never
+again show the key as the "order number" (tests/browser/test_screenshots.py).
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ BOTH = (("desktop", DESKTOP), ("phone", SMALL_PHONE))
 SHOTS = [(name, "desktop", DESKTOP) for name in PAGES] + [
     (name, "phone", SMALL_PHONE) for name in ("form", "errors", "confirmation")
 ]
-#: Issue 31's pages (tests/browser/screenshot_pages.py), at both widths.
+#: The pages of tests/browser/screenshot_pages.py, at both widths.
 MORE_SHOTS = [(name, device, options) for name in STATE_PAGES for device, options in BOTH]
 #: The card checkout's, against a shop that charges cards through the dev provider.
 CARD_SHOTS = [

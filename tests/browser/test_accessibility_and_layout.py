@@ -102,7 +102,7 @@ def show_no_such_order(page: Page, shop: Shop) -> None:
     expect(page.get_by_role("heading", level=1)).to_have_text("There is no order at this link")
 
 
-#: The pages around the order form (issue 24): cancel, refund and the error pages.
+#: The pages around the order form: cancel, refund and the error pages.
 OTHER_PAGES = {
     "cancel": show_cancel,
     "cancelled": show_cancelled,
@@ -196,7 +196,7 @@ def assert_fits_the_screen(page: Page) -> None:
 
 
 def test_the_429_page_does_not_refresh_itself_and_names_the_one_wait(new_page, servers):
-    """Issue 31, item 6. Was: axe critical (meta-refresh: the page reloaded itself) and three
+    """Was: axe critical (meta-refresh: the page reloaded itself) and three
     waits on one page ("a minute", "tries again in 11 seconds", Retry-After: 6)."""
     with Shop(servers, workers=1, SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE="1") as limited:
         for device in ("desktop", "phone"):

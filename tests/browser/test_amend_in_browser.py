@@ -1,4 +1,4 @@
-"""Issue 31 item 4 in Chromium: Back to the placed order's form, change the quantity,
+"""Back + edit in Chromium: Back to the placed order's form, change the quantity,
 submit: the page offers "Update order N with these details" beside "Place another
 order" and "See order N"; a double click on Update updates the order once and lands on
 it, with JavaScript (htmx) and without."""

@@ -1,4 +1,4 @@
-"""Issue 24, items 1–6: the pages around the order form hold up as it does, in
+"""The pages around the order form hold up as it does, in
 Chromium at desktop size and on a 375 px phone. Back after cancelling or asking for a
 refund lands where the first submit went; a cancelled order says so at the top; a
 refunded order's refund page and a second tab are told in words, with a way back to

@@ -1,4 +1,4 @@
-"""The browser twin of tests/orders/test_order_state_words.py (issue 31, items 3 and 5): every state
+"""The browser twin of tests/orders/test_order_state_words.py: every state
 of an order's money × its order, cancel and refund pages, in Chromium at desktop width and
 on a 375 px phone, where the layout differs. The same headline and the same money sentence,
 shown, at both widths, and nothing wider than the phone. Was: after refunding everything,

@@ -1,8 +1,9 @@
-"""Issue 31, item 1, as a shopper meets it in production: Chromium on HTTPS through the
-shipped nginx (docs/nginx.conf, tests/support/nginx.py), gunicorn stopped between opening the form
-and pressing Place order. nginx answers the submit itself (its 502, the shop's own page);
-the form says the order may or may not be placed and keeps what was typed; once gunicorn
-is back on its port the check says nothing was placed, and the form places one order.
+"""A submit the shop cannot answer, as a shopper meets it in production: Chromium on HTTPS
+through the shipped nginx (docs/nginx.conf, tests/support/nginx.py), gunicorn stopped
+between opening the form and pressing Place order. nginx answers the submit itself (its
+502, the shop's own page); the form says the order may or may not be placed and keeps what
+was typed; once gunicorn is back on its port the check says nothing was placed, and the
+form places one order.
 
 The 502s of test_submit_outcomes_in_browser.py are fulfilled in the browser; these are
 nginx's own."""

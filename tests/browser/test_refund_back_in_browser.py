@@ -1,4 +1,4 @@
-"""Issue 31 item 5: Back to a refund form that was sent, and sent again as it stands,
+"""Back to a refund form that was sent, and sent again as it stands,
 lands on the request ("already requested") with the amount the page was sent with,
 never on "Enter the amount to refund."."""
 

@@ -1,6 +1,6 @@
 """The README's screenshots (scripts/screenshots) show what a customer sees: every page
-the script shoots is checked first, so none shows an order's key as its number (the
-screenshots of issue 24, item 9, showed a 22-character key as the "order number")."""
+the script shoots is checked first, so none shows an order's key as its number (earlier
+screenshots showed a 22-character key as the "order number")."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The order form in headless Chromium: every way a browser sends a form more
 than once still places one order, and the user ends up looking at it.
 
-Scenario numbers are those of issue #3. Each test checks what the user sees
+Scenario numbers are those of docs/TESTING.md's table. Each test checks what the user sees
 (address, heading, order number), how many POSTs the server really read (so a
 double submit cannot pass by having sent one), and the orders in PostgreSQL.
 """

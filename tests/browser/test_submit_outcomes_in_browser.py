@@ -1,4 +1,4 @@
-"""Issue 31, items 1 and 2: a JavaScript submit that gets no answer of the shop's never
+"""A JavaScript submit that gets no answer of the shop's never
 leaves the shopper waiting without words. gunicorn stopped, restarted mid-submit, too slow
 to answer, or a proxy's 502/503/504 in its place: the form says the order may or may not be
 placed, keeps what was typed, and its button asks the shop (``X-Submit-Once-Check``). A

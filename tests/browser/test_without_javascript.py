@@ -1,5 +1,5 @@
-"""Scenario 7 of issue #3: with JavaScript off (no submit-once.js, no page
-scripts at all), a single submit, a double click and Back + submit again
+"""Scenario 7 of docs/TESTING.md's browser table: with JavaScript off (no submit-once.js,
+no page scripts at all), a single submit, a double click and Back + submit again
 still make one order each time, and the user lands on it."""
 
 from __future__ import annotations

@@ -242,7 +242,7 @@ def test_a_paid_then_cancelled_order_says_what_happens_to_the_money(
 
 
 def test_an_api_clients_order_is_not_cancelled_through_the_html_pages(client, order, servers, rdb):
-    """Issue 22, finding 9: whoever had the link's key could cancel an API client's
+    """Was: whoever had the link's key could cancel an API client's
     order on the HTML pages. Now they refuse in words (403) and change nothing."""
     tokens = cancel_form(client, order)
     hand_to_api_client(servers)

@@ -1,6 +1,6 @@
 """Production as docs/DEPLOY.md describes it: gunicorn on loopback behind Debian's nginx
-with docs/nginx.conf as shipped (tests/support/nginx.py): slow clients and X-Forwarded-For (issue
-22), the shop's own page with the app stopped (issue 31). The same nginx over TLS is
+with docs/nginx.conf as shipped (tests/support/nginx.py): slow clients and X-Forwarded-For,
+the shop's own page with the app stopped. The same nginx over TLS is
 tests/deploy/test_nginx_https.py's, its logs and limits tests/deploy/test_nginx_logs.py's and
 tests/deploy/test_nginx_limits.py's."""
 
@@ -194,7 +194,7 @@ def test_behind_nginx_a_client_sent_x_forwarded_for_does_not_choose_the_bucket(s
 
 @needs_nginx
 def test_with_the_app_stopped_nginx_answers_with_the_shops_own_page_and_no_version(tmp_path):
-    """Issue 31: nginx's own "502 Bad Gateway / nginx/1.22.1" page, version included.
+    """Was: nginx's own "502 Bad Gateway / nginx/1.22.1" page, version included.
     Nothing listens on the app's port, as when gunicorn is stopped or restarting."""
     with nginx(tmp_path, app_port=free_port()) as site:
         shopper = Shopper(site)

@@ -1,7 +1,6 @@
 """The shop behind Debian's nginx with docs/nginx.conf as a browser and Prometheus reach
 it over TLS (tests/support/nginx.py): a submit on a port other than 443, the port-80 server, and
-Prometheus reading the app and the refund worker through nginx as DEPLOY.md configures it
-(issues 30 and 31)."""
+Prometheus reading the app and the refund worker through nginx as DEPLOY.md configures it."""
 
 from __future__ import annotations
 
@@ -54,7 +53,7 @@ def shop(servers, tmp_path_factory) -> Iterator[tuple[LiveServer, Nginx, int]]:
 
 @needs_nginx
 def test_a_form_submitted_over_https_on_a_port_other_than_443_places_the_order(shop):
-    """Issue 31: behind nginx on another port every submit was a 403, as Host lost its
+    """Was: behind nginx on another port every submit was a 403, as Host lost its
     port and the HTTPS Referer check compares it."""
     _, site, _ = shop
     shopper = Shopper(site)
@@ -93,7 +92,7 @@ def upstream(name: str) -> str:
 
 
 def test_deploys_scrape_config_targets_nginx_and_nginx_the_ports_the_app_and_worker_bind():
-    """Issue 30: DEPLOY scraped app-a:8000 and app-a:9108, which the same page binds to
+    """Was: DEPLOY.md scraped app-a:8000 and app-a:9108, which the same page binds to
     loopback. Prometheus reads both through nginx's 443, which passes each on to what
     the app (webapp/gunicorn_conf.py) and the worker (REFUND_MONITOR_BIND) bind."""
     from webapp import gunicorn_conf

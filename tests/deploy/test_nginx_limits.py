@@ -1,6 +1,6 @@
 """One client address against the shop behind Debian's nginx with docs/nginx.conf and
-DEPLOY.md's main-config edits (issue 30: one address holding 1,600 idle connections took
-the shop offline, "768 worker_connections are not enough"). Other loopback addresses
+DEPLOY.md's main-config edits (before them, one address holding 1,600 idle connections
+took the shop offline: "768 worker_connections are not enough"). Other loopback addresses
 (127.0.0.2 …) stand for other clients; every connection goes to 127.0.0.1, and each
 case stops by itself."""
 
@@ -21,7 +21,7 @@ import pytest
 from tests.support.live import LiveServer
 from tests.support.nginx import Nginx, Shopper, fetch, needs_nginx, nginx, production_gunicorn
 
-# what one address held in issue 30
+# what one address held when it took the shop offline
 IDLE_CONNECTIONS = 1600
 PROBES = 10
 # a load balancer's health-check timeout
@@ -48,7 +48,7 @@ BEGUN = b"\x16\x03\x01\x02\x00"
 @contextmanager
 def held_open(port: int, count: int, source: str) -> Iterator[Callable[[], int]]:
     """``count`` connections from ``source`` that begin a TLS handshake and go silent; one
-    that nginx closes is opened again at once, as issue 30's client did every 10 s.
+    that nginx closes is opened again at once, as that address's client did every 10 s.
     Yields how many are open now."""
     selector = selectors.DefaultSelector()
 

@@ -1,6 +1,6 @@
 """What Debian's nginx with docs/nginx.conf writes to its logs while a customer places,
-views and cancels an order, the app running and then stopped (issue 30: the order's key
-was in access.log, in the request line and the Referer, and in the error log)."""
+views and cancels an order, the app running and then stopped (the order's key, its private
+link, was in access.log, in the request line and the Referer, and in the error log)."""
 
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def test_two_versions_of_one_rendering_at_once_place_one_and_the_other_is_told(o
 
 
 def test_the_same_order_written_differently_is_a_repeat_not_other_details(once_forms, servers):
-    """Issue 30, item 8: " José ", a decomposed (NFD) "José" or quantity "02" is what
+    """A name sent as " José " or as a decomposed (NFD) "José", or quantity "02", is what
     the first submit stored, so the resubmit lands on its order (before: 409 "other
     details", inviting the very second order the token exists to prevent)."""
     first = {**VALID, "name": "José Lovelace", "quantity": "2"}

@@ -65,7 +65,7 @@ def test_a_malformed_order_number_is_the_plain_not_found_page(client):
     html = page.get_data(as_text=True)
     assert page.status_code == 404
     assert "Check that you copied all of the link" in html
-    # Issue 31, item 7: said once, as the headline (its first sentence repeated it).
+    # Said once, as the headline (its first sentence repeated it).
     assert html.count("There is no order at this link") == 1
     assert "restore-offer" not in html
 

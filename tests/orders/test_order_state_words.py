@@ -1,4 +1,4 @@
-"""Issue 31, items 3 and 5: every page about an order says where the money is (due and how
+"""Every page about an order says where the money is (due and how
 to pay, paid, being refunded, refunded in part or in full, with the amounts), in the same
 words on the order, cancel and refund pages, and its headline and notices follow the state.
 

@@ -68,7 +68,7 @@ def test_submit_places_one_order_and_lands_on_its_confirmation(client, servers):
 
 
 def test_the_form_and_the_footer_speak_to_shoppers_not_developers(client):
-    """Issue 31, item 7. Was: "You can press the button more than once: we place one order."
+    """Was: "You can press the button more than once: we place one order."
     under the button and "Every order is placed once, however many times the button is
     pressed." in every page's footer."""
     page = client.get("/orders/new").text

@@ -1,4 +1,4 @@
-"""Issue 31 item 4: Back + edit of a placed order offers "Update order N with these
+"""Back + edit of a placed order offers "Update order N with these
 details" beside "Place another order" and "See order N", while the order can change.
 The update is once-only (its own form token), re-reads the product inside its
 transaction, and is refused in words (409, nothing changed, input kept) once the order

@@ -1,4 +1,4 @@
-"""Issue 31 item 4: two tabs of the order form sent with the same details within
+"""Two tabs of the order form sent with the same details within
 SAME_ORDER_WINDOW_SECONDS do not silently place two orders: the second is asked about
 ("You placed this same order … (order N)", a link, a "Yes, place another" box), its
 input kept, and placed only when the box is ticked; submits at once never place more

@@ -36,7 +36,7 @@ def request_id_of(servers, key: str) -> int:
 def test_a_refund_message_nobody_requested_is_dead_lettered_as_forged_and_never_applied(
     servers, rdb, paid_order, start_worker, names
 ):
-    """The attack of issue 22: XADD refunds * key <random> order <id> amount <total>
+    """The forgery: XADD refunds * key <random> order <id> amount <total>
     public_id ''. Order ids are sequential, so any paid order can be named."""
     victim = paid_order(3600)
     forged = {"key": new_key(), "order": str(victim), "amount": "3600", "public_id": ""}

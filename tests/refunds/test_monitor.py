@@ -1,5 +1,5 @@
 """The refund worker's monitor (REFUND_MONITOR_BIND) against clients that misbehave or
-pry (issue 30, item 13): HEAD gets headers only, /healthz names no host or process and
+pry: HEAD gets headers only, /healthz names no host or process and
 answers only a Host that cannot be rebound, and idle connections cannot pile up.
 Real worker processes; every connection goes to 127.0.0.1 and the counts are bounded."""
 

@@ -327,7 +327,7 @@ def test_with_htmx_a_lost_session_swaps_the_form_back_and_an_outage_swaps_nothin
 
 
 def test_an_api_clients_order_is_not_refunded_through_the_html_pages(client, servers, order):
-    """Issue 22, finding 9: the link's key alone opened refunds of an API client's
+    """Was: the link's key alone opened refunds of an API client's
     order; the HTML pages now refuse in words (403) and request nothing."""
     order_id, public_id = order
     tokens = open_refund_form(client, public_id)

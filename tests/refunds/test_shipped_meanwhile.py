@@ -1,5 +1,5 @@
 """A refund asked for while the order was paid, and reached after it shipped, needs
-a person as one asked for after shipping does (issue 30, item 2). The order's
+a person as one asked for after shipping does. The order's
 status is checked where the money moves: in the worker's transaction and in the
 requeue of a dead letter, not only when the customer submits."""
 

@@ -1,4 +1,5 @@
-"""Make an order in the database one an API client placed (issue 22, finding 9)."""
+"""Make an order in the database one an API client placed, which the HTML pages must
+not let the link's key cancel or refund."""
 
 from __future__ import annotations
 
