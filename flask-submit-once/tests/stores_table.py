@@ -170,7 +170,7 @@ def in_flight_storm(store: Store, redis_url: str, duplicates: int) -> str:
     with signup(store, redis_url, **POOL) as (app, engine):
         entered: list[str] = []
         arrived = threading.Condition()
-        taken = threading.Event()
+        taken, all_in = threading.Event(), threading.Event()
 
         def counting(wsgi: Any) -> Any:
             def counted(environ: Any, start_response: Any) -> Any:
@@ -185,7 +185,8 @@ def in_flight_storm(store: Store, redis_url: str, duplicates: int) -> str:
             if not taken.is_set():
                 taken.set()
                 with arrived:
-                    arrived.wait_for(lambda: len(entered) == duplicates, 30)
+                    if arrived.wait_for(lambda: len(entered) == duplicates, 30):
+                        all_in.set()
 
         kinds: list[str] = []
         page = OnceForms(app.test_client()).open("/signup")
@@ -200,7 +201,11 @@ def in_flight_storm(store: Store, redis_url: str, duplicates: int) -> str:
         codes: list[int | str] = [a.status_code for a in answers]
         rows = count_rows(engine, signup_app.Signup)
         decided = ", ".join(f"{n} {kind}" for kind, n in sorted(Counter(kinds).items()))
-    return f"{statuses(codes)} ({decided}); {rows} row; {fives(codes)} × 5xx; {store.left_held()}"
+    held = "held until all were in" if all_in.is_set() else "NOT held until all were in"
+    return (
+        f"{statuses(codes)} ({decided}; {held}); {rows} row; {fives(codes)} × 5xx; "
+        f"{store.left_held()}"
+    )
 
 
 def token_keys(rdb: redis.Redis) -> set[str]:
