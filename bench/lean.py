@@ -76,9 +76,13 @@ def make_app(variant: str) -> Flask:
     app = Flask(__name__, template_folder=str(Path(__file__).with_name("templates")))
     app.config.update(
         SECRET_KEY=os.environ["SECRET_KEY"],
-        SQLALCHEMY_DATABASE_URI=os.environ["DATABASE_URL"],
+        # another store than the shop's (bench/stores.py)
+        SQLALCHEMY_DATABASE_URI=os.environ.get("LEAN_DATABASE_URL") or os.environ["DATABASE_URL"],
         REDIS_URL=os.environ["REDIS_URL"],
     )
+    if os.environ.get("DATABASE_POOLER") == "transaction":
+        # psycopg's advice for PgBouncer pooling by transaction, as a user's app behind one
+        app.config["SQLALCHEMY_ENGINE_OPTIONS"] = {"connect_args": {"prepare_threshold": None}}
     # lifted as for the shop (bench/servers.py)
     for cap in CAPS:
         if cap in os.environ:

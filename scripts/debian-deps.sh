@@ -3,8 +3,8 @@
 # service apt-get starts is stopped. Without one, the tests that need it are skipped,
 # saying how to get it.
 
-# debian_server PACKAGE PROGRAM WHAT [SERVICE]: install PACKAGE unless PROGRAM is on the
-# PATH or in /usr/sbin, for WHAT (the tests that need it); SERVICE (PACKAGE unless given)
+# debian_server PACKAGE PROGRAM WHAT [SERVICE]: install PACKAGE unless PROGRAM (a name,
+# or a path) is on the PATH or in /usr/sbin, for WHAT (the tests that need it); SERVICE (PACKAGE unless given)
 # is the service apt-get starts, stopped and disabled.
 debian_server() {
   local package=$1 program=$2 what=$3 service=${4:-$1}
@@ -31,3 +31,4 @@ debian_server nginx nginx "tests/deploy/test_behind_nginx.py (the app behind doc
 debian_server pgbouncer pgbouncer "tests/deploy/test_pgbouncer.py (the shop behind a transaction pooler)"
 debian_server redis-server redis-server "the library's Redis 7 session (nox -s servers)"
 debian_server mariadb-server mariadbd "the library's MariaDB tests (flask-submit-once/tests/test_mariadb.py)" mariadb
+debian_server postgresql-15 /usr/lib/postgresql/15/bin/pg_ctl "the library's PostgreSQL 15 run (nox -s servers)" postgresql

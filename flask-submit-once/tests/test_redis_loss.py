@@ -110,6 +110,7 @@ def test_a_spent_token_that_reappears_lands_on_its_row_by_the_unique_column(
         assert db.scalar(select(func.count()).select_from(Comment)) == 1
 
 
+@pytest.mark.ends_server_connection
 def test_a_spent_token_that_reappears_with_the_database_lost_at_the_unique_column_is_unsure(
     make_app, once_forms, own_redis, engine
 ):

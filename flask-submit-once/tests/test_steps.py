@@ -153,6 +153,7 @@ def test_a_provider_that_drops_the_connection_leaves_the_order_marked_and_the_re
     assert page.submit(ADA).headers["Location"] == "/orders/1" and provider.calls[key] == 2
 
 
+@pytest.mark.ends_server_connection
 def test_a_database_lost_after_the_charge_is_unconfirmed_and_the_resubmit_gets_the_same_charge(
     once_forms, provider, orders, engine
 ):
@@ -186,6 +187,7 @@ def test_a_database_lost_after_the_charge_is_unconfirmed_and_the_resubmit_gets_t
     assert list(provider.calls.values()) == [2] and list(provider.charges.values()) == ["ch_1"]
 
 
+@pytest.mark.ends_server_connection
 def test_a_database_lost_before_the_step_takes_its_lease_is_unconfirmed_not_an_error_page(
     once_forms, provider, orders, engine
 ):

@@ -11,6 +11,13 @@ PostgreSQL refuses to run as root: as root, the cluster runs as the ``pgserver``
 temp folder; when that user cannot reach the installed binaries (a venv inside a 0700
 folder), they are hard-linked into that folder too. No folder's mode is ever changed.
 
+``SUBMIT_ONCE_TEST_POSTGRES_BIN`` names another PostgreSQL's binaries (Debian's 15:
+``/usr/lib/postgresql/15/bin``) to start instead of pgserver's 16.
+``SUBMIT_ONCE_TEST_PGBOUNCER=1`` puts Debian's PgBouncer (``apt-get install pgbouncer``)
+pooling by transaction in front of the suite's PostgreSQL (:class:`PgBouncer`): every engine
+the suite makes then prepares no statement, psycopg's advice for PgBouncer before 1.21
+(``prepare_threshold=None``), as an app behind one must.
+
 MariaDB is Debian's (``apt-get install mariadb-server``; ``scripts/debian-deps.sh`` installs
 it): ``mariadb-install-db`` into a temp folder and ``mariadbd`` on a free port, as the
 ``mysql`` user the package makes when the suite runs as root (it refuses root otherwise).
@@ -30,10 +37,14 @@ from pathlib import Path
 from typing import Any
 
 import redis
+from sqlalchemy import event, make_url
+from sqlalchemy.engine import URL, Engine
 
 __all__ = [
     "MariaDBServer",
+    "PgBouncer",
     "PostgresServer",
+    "behind_pgbouncer",
     "RedisServer",
     "free_port",
     "mariadb_missing",
@@ -173,7 +184,14 @@ class PostgresServer:
 
     def __init__(self) -> None:
         self.port = free_port()
-        self.bin = package_folder("pgserver") / "pginstall" / "bin"
+        other = os.environ.get("SUBMIT_ONCE_TEST_POSTGRES_BIN")
+        self.bin = Path(other) if other else package_folder("pgserver") / "pginstall" / "bin"
+        if not (self.bin / "pg_ctl").exists():
+            raise RuntimeError(
+                f"no pg_ctl in {self.bin}: SUBMIT_ONCE_TEST_POSTGRES_BIN names the folder of a "
+                "PostgreSQL's binaries (Debian: apt-get install postgresql-15, "
+                "/usr/lib/postgresql/15/bin)"
+            )
         self.user: str | None = None
         self.home = Path(tempfile.mkdtemp(prefix="submit-once-postgres-"))
         self.data = self.home / "data"
@@ -281,6 +299,138 @@ class PostgresServer:
         for folder in (site, site / "pgserver"):
             folder.chmod(0o755)
         return site / "pgserver" / "pginstall" / "bin"
+
+
+def behind_pgbouncer() -> bool:
+    """Whether the suite runs through a PgBouncer (``SUBMIT_ONCE_TEST_PGBOUNCER=1``)."""
+    return os.environ.get("SUBMIT_ONCE_TEST_PGBOUNCER", "") not in ("", "0")
+
+
+@event.listens_for(Engine, "connect")
+def _no_prepared_statements(dbapi_connection: Any, record: object) -> None:
+    """Behind a PgBouncer that pools by transaction, psycopg must prepare no statement:
+    one lives on one server connection, and the next transaction may run on another."""
+    if behind_pgbouncer() and hasattr(dbapi_connection, "prepare_threshold"):
+        dbapi_connection.prepare_threshold = None
+
+
+#: Debian's PgBouncer (apt-get install pgbouncer).
+PGBOUNCER_PROGRAM = "pgbouncer"
+
+
+def pgbouncer_missing() -> str | None:
+    """Why the suite cannot run through PgBouncer here (None: it can)."""
+    if shutil.which(PGBOUNCER_PROGRAM, path=f"{os.environ.get('PATH', '')}:/usr/sbin"):
+        return None
+    return "no PgBouncer: run 'apt-get install pgbouncer' as root"
+
+
+class PgBouncer:
+    """Debian's ``pgbouncer`` on 127.0.0.1 in front of the PostgreSQL that ``url`` (a
+    SQLAlchemy URL) names, pooling by transaction (``pool_mode``) with ``pool_size`` server
+    connections per database, as most hosted PostgreSQL is reached. It refuses to run as
+    root: then it runs as the ``pgserver`` user, its files in a folder of that user's own.
+    Every database of that server, as the URL's user, whose password (if any) it logs in
+    with; clients are trusted (a throwaway pooler on 127.0.0.1)."""
+
+    def __init__(self, url: str, *, pool_mode: str = "transaction", pool_size: int = 10) -> None:
+        self.server = make_url(url)
+        self.port = free_port()
+        self.pool_mode, self.pool_size = pool_mode, pool_size
+        self.user = SERVICE_USER if os.geteuid() == 0 else None
+        self.folder = Path(tempfile.mkdtemp(prefix="submit-once-pgbouncer-"))
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def url(self, database: str | None = None) -> str:
+        """The SQLAlchemy URL of ``database`` (the server URL's when None) through it."""
+        through: URL = self.server.set(host="127.0.0.1", port=self.port)
+        if database is not None:
+            through = through.set(database=database)
+        return through.render_as_string(hide_password=False)
+
+    def start(self) -> PgBouncer:
+        program = shutil.which(PGBOUNCER_PROGRAM, path=f"{os.environ.get('PATH', '')}:/usr/sbin")
+        if program is None:
+            raise RuntimeError(pgbouncer_missing())
+        user = self.server.username or "postgres"
+        settings = {
+            "listen_addr": "127.0.0.1",
+            "listen_port": self.port,
+            "unix_socket_dir": "",
+            "auth_type": "trust",
+            "auth_file": self.folder / "userlist.txt",
+            "logfile": self.folder / "pgbouncer.log",
+            "pidfile": self.folder / "pgbouncer.pid",
+            "pool_mode": self.pool_mode,
+            "default_pool_size": self.pool_size,
+            "max_client_conn": 1000,
+        }
+        lines = [
+            "[databases]",
+            f"* = host={self.server.host or '127.0.0.1'} port={self.server.port or 5432}",
+            "[pgbouncer]",
+            *(f"{name} = {value}" for name, value in settings.items()),
+        ]
+        (self.folder / "pgbouncer.ini").write_text("\n".join(lines) + "\n")
+        userlist = self.folder / "userlist.txt"
+        userlist.touch(mode=0o600)
+        userlist.write_text(f'"{user}" "{self.server.password or ""}"\n')
+        if self.user is not None:
+            from pgserver.utils import ensure_user_exists
+
+            ensure_user_exists(self.user)
+            for path in (self.folder, *self.folder.iterdir()):
+                shutil.chown(path, self.user, self.user)
+        self.process = subprocess.Popen(
+            [program, str(self.folder / "pgbouncer.ini")],
+            user=self.user,
+            cwd="/",
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            self._wait_until_it_answers(user)
+        except RuntimeError:
+            self.stop()
+            raise
+        return self
+
+    def _wait_until_it_answers(self, user: str) -> None:
+        """Return once a client gets through it to PostgreSQL (15 s at most)."""
+        import psycopg
+
+        assert self.process is not None
+        wait_for_port(self.port, self.process, "pgbouncer")
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                with psycopg.connect(
+                    host="127.0.0.1",
+                    port=self.port,
+                    user=user,
+                    dbname=self.server.database or "postgres",
+                    connect_timeout=2,
+                ) as conn:
+                    conn.execute("SELECT 1")
+                return
+            except psycopg.OperationalError as error:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise RuntimeError(
+                        f"no way through pgbouncer: {error}\n{self.log()[-2000:]}"
+                    ) from error
+                time.sleep(0.01)
+
+    def log(self) -> str:
+        path = self.folder / "pgbouncer.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stop(self) -> None:
+        """Stop at once (SIGTERM: PgBouncer's immediate shutdown) and delete its folder."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(10)
+        self.process = None
+        shutil.rmtree(self.folder, ignore_errors=True)
 
 
 def _link_or_copy(source: str, target: str) -> None:
