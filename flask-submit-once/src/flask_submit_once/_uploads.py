@@ -71,9 +71,7 @@ class GoneUpload(FileStorage):
 def gone_fields() -> list[str]:
     """The file inputs of this request that stand for a kept file whose bytes are gone."""
     return [
-        field
-        for field, upload in request.files.items(multi=True)
-        if isinstance(upload, GoneUpload)
+        field for field, upload in request.files.items(multi=True) if isinstance(upload, GoneUpload)
     ]
 
 

@@ -129,7 +129,8 @@ LETTER_FORM = """\
   {{ submit_once.input("send_letter") }}
   <input name="note" value="{{ form.note.data or '' if mine else '' }}">
   <input type="file" name="letter">
-  {% if mine %}{% for error in form.letter.errors %}<p class="error">{{ error }}</p>{% endfor %}{% endif %}
+  {% for error in (form.letter.errors if mine else []) %}
+    <p class="error">{{ error }}</p>{% endfor %}
   {% if mine and submit_once.kept_file("letter") %}
     <p class="kept">Kept: {{ submit_once.kept_file("letter") }}</p>{% endif %}
   <button>Send</button>

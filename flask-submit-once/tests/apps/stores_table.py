@@ -1,6 +1,6 @@
 """What each database answers under the library's promises, as one table::
 
-    cd flask-submit-once/tests && python stores_table.py [--forms 4] [--duplicates 20]
+    cd flask-submit-once && python tests/apps/stores_table.py [--forms 4] [--duplicates 20]
 
 Starts its own servers (servers.py: Redis, PostgreSQL, Debian's PgBouncer pooling by
 transaction in front of it, Debian's MariaDB; a SQLite file in WAL mode) and runs on each
