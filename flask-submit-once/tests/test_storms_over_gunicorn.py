@@ -235,6 +235,42 @@ def test_storms_of_one_upload_store_one_letter_a_form(
     assert list(rdb.scan_iter("so:upload:*")) == []
 
 
+def test_storms_of_a_corrected_submit_with_a_kept_upload_store_one_letter_a_form(
+    redis_url, database_url, sessions, rdb, nothing_held
+):
+    """The note left empty: the form comes back (422) with the scan kept and its signed
+    reference in the form; the note corrected and sent twenty times at once, the file
+    input left empty as a browser leaves it, on either worker: one letter, the scan."""
+    statuses: Counter[int] = Counter()
+    with gunicorn("letters", redis_url, database_url) as port:
+        for round in range(ROUNDS):
+            browser = Browser(port)
+            form = {**hidden(browser.send("GET", "/letters").body), "note": ""}
+            invalid = browser.send("POST", "/letters/send", form, {"letter": ("scan.pdf", SCAN)})
+            assert invalid.status == 422 and "Kept: scan.pdf" in invalid.body
+            corrected = {**hidden(invalid.body), "note": f"Referral {round}"}
+            assert corrected["form_token_kept"]
+            answers = browser.storm(
+                "/letters/send", [corrected] * DUPLICATES, {"letter": ("", b"")}
+            )
+            statuses += tally(answers)
+            assert {(a.status, a.headers.get("location")) for a in answers} == {
+                (303, f"/letters/{round + 1}")
+            }
+        idle, locks = nothing_held()
+    stored = letters(sessions)
+    kept = list(rdb.scan_iter("so:upload:*"))
+    report(
+        "kept upload, corrected (256 KiB)",
+        statuses,
+        len(stored),
+        f"letters stored {len(stored)}, kept copies left {len(kept)}",
+        idle,
+    )
+    assert stored == [("scan.pdf", SCAN)] * ROUNDS and kept == []
+    assert statuses == {303: ROUNDS * DUPLICATES} and (idle, locks) == (0, 0)
+
+
 LETTER = b"%PDF-1.4\nReferral for Ada Lovelace: knee, left.\n"
 #: name: (file name, contents) sent again with the used token; None: the same file.
 RESENT = {

@@ -221,3 +221,22 @@ def test_a_storm_of_the_corrected_submit_with_a_kept_upload_stores_one_letter(
     assert once_forms.assert_once(answers, rows=lambda: len(letters())) == "/letters/1"
     assert letters() == [("letter.pdf", SCAN)]
     assert kept_keys(rdb) == []
+
+
+@pytest.mark.parametrize("worker", ["same-worker", "other-worker"])
+def test_the_corrected_submit_sent_again_after_its_kept_copy_went_lands_on_the_letter(
+    once_forms, letters, rdb, other_worker, worker
+):
+    """The kept copy is deleted once the corrected submit takes effect; its repeat (a
+    double click, Back and send) still refers to it, and the reference says what the file
+    was: the same input, taken to the letter, not told it differs. Another note is."""
+    invalid = once_forms.open("/letters").submit({"note": "", "letter": letter()})
+    corrected = once_forms.page("/letters", invalid.text)
+    assert corrected.submit({"note": NOTE}).status_code == 303
+    assert kept_keys(rdb) == []
+    client = other_worker() if worker == "other-worker" else None
+    again = corrected.submit({"note": NOTE}, client=client)
+    assert (again.status_code, again.headers.get("Location")) == (303, "/letters/1")
+    edited = corrected.submit({"note": "Referral from Dr Ada"}, client=client)
+    assert edited.status_code == 409 and "already used, with other details" in edited.text
+    assert letters() == [("letter.pdf", LETTER)]

@@ -70,7 +70,7 @@ from ._runner import (
     step_outcome,
 )
 from ._tokens import is_well_formed
-from ._uploads import discard_used, input_name, keep_sent, put_back
+from ._uploads import discard_used, gone_files, input_name, keep_sent, put_back
 
 if TYPE_CHECKING:
     from ._extension import State
@@ -187,7 +187,7 @@ class ProtectedForm:
                 valid = form.validate()
                 if not valid and set(form.errors) == {csrf_field(form)}:
                     return self.session_lost(st)
-                stored = fingerprint(self.values(form))
+                stored = fingerprint(with_gone_files(self.values(form)))
                 if not valid:
                     if not liveness.spent:
                         return self.invalid(st, name, token, form, digest, stored, started)
@@ -307,7 +307,7 @@ class ProtectedForm:
                 self.page, outcome.url, created=outcome.kind == "created", result=outcome.result
             )
         if request.files:
-            keep_sent(st, name)
+            keep_sent(st, name, file_digest)
         message = None
         if outcome.kind == "refused" and "refused" not in self.page.messages:
             # A refusal's own words, unless the form has its words for refusals.
@@ -550,17 +550,33 @@ def sent_fingerprint(*fields_of_ours: str) -> str:
     sent: Mapping[str, Any] = body if body is not None else request.form.to_dict(flat=False)
     values: dict[str, Any] = {k: v for k, v in sent.items() if k not in fields_of_ours}
     files = sent_files() if body is None else None
-    if files:
+    gone = gone_files() if body is None else {}
+    if files or gone:
         # A corrected upload (other bytes, same name) is other input, not a repeat.
-        values = {
-            "form": values,
-            "files": {
-                name: [[upload.filename, file_digest(upload)] for upload in uploads]
-                for name, uploads in files.items()
-            },
+        listed = {
+            name: [[upload.filename, file_digest(upload)] for upload in uploads]
+            for name, uploads in (files or {}).items()
         }
+        for name, kept in gone.items():
+            listed.setdefault(name, []).extend([filename, sha] for filename, sha in kept)
+        values = {"form": values, "files": listed}
     material = json.dumps(values, sort_keys=True, separators=(",", ":"), default=str)
     return hashlib.sha256(material.encode()).hexdigest()
+
+
+def with_gone_files(values: Mapping[str, object]) -> Mapping[str, object]:
+    """``values`` with each file input left empty whose kept file is gone (:func:`gone_files`)
+    counted as that file (its name and SHA-256, as :func:`fingerprint` takes a file)."""
+    gone = gone_files()
+    if not gone:
+        return values
+    filled = dict(values)
+    for name, kept in gone.items():
+        sent = filled.get(name)
+        if name in filled and not any(sent if isinstance(sent, list | tuple) else [sent]):
+            files = [{"file": filename, "sha256": sha} for filename, sha in kept]
+            filled[name] = files[0] if len(files) == 1 else files
+    return filled
 
 
 def sent_files() -> dict[str, list[FileStorage]]:

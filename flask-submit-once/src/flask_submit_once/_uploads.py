@@ -10,7 +10,10 @@ again. A file picked again replaces the kept one.
 
 The reference is signed with the app's secret key and bound to the browser session and
 the form, and expires with the TTL; the bytes are never served, only put back into that
-session's next submit of that form. A submit that takes effect deletes what it used;
+session's next submit of that form. It also says what the file was (its name and SHA-256):
+a repeat of a submit that took effect with it, arriving after its copy was deleted, is
+still the same input (answered with the result, not told it differs). A submit that takes
+effect deletes what it used;
 each session keeps at most ``SUBMIT_ONCE_MAX_KEPT_UPLOADS_PER_SESSION`` files (the oldest
 go first), each at most ``SUBMIT_ONCE_MAX_KEPT_UPLOAD_BYTES`` (a larger one is not kept:
 the user picks it again).
@@ -21,6 +24,7 @@ from __future__ import annotations
 import base64
 import io
 import secrets
+from collections.abc import Callable
 from typing import TYPE_CHECKING, NamedTuple
 
 from flask import request
@@ -34,7 +38,7 @@ from ._issuing import binding, existing_session_id
 if TYPE_CHECKING:
     from ._extension import State
 
-__all__ = ["discard_used", "keep_sent", "kept_inputs", "kept_name", "put_back"]
+__all__ = ["discard_used", "gone_files", "keep_sent", "kept_inputs", "kept_name", "put_back"]
 
 _SALT = "flask-submit-once kept upload"
 #: Where a request notes the files it kept, by form name: (field, file name, reference).
@@ -43,6 +47,8 @@ _KEPT = "flask_submit_once.kept_uploads"
 #: and each put-back upload's Kept (drawn again as it was, not kept twice).
 _USED = "flask_submit_once.used_uploads"
 _PUT_BACK = "flask_submit_once.put_back_uploads"
+#: The kept files a request referred to whose copy is gone: by field, (file name, SHA-256).
+_GONE = "flask_submit_once.gone_uploads"
 
 
 class Kept(NamedTuple):
@@ -56,9 +62,10 @@ def input_name(state: State) -> str:
     return f"{state.field}_kept"
 
 
-def keep_sent(state: State, form: str) -> None:
+def keep_sent(state: State, form: str, digest_of: Callable[[FileStorage], str]) -> None:
     """Keep the files this request sent for ``form`` (not yet kept), for the page that
-    draws the form again. Redis away: nothing kept, the user picks them again."""
+    draws the form again; ``digest_of``: a file's SHA-256 (the fingerprint's, read once a
+    request). Redis away: nothing kept, the user picks them again."""
     sid = existing_session_id()
     if sid is None or not state.setting("KEEP_UPLOADS"):
         return
@@ -78,14 +85,16 @@ def keep_sent(state: State, form: str) -> None:
             if len(data) > limit:
                 continue
             try:
-                kept.append(_store(state, sid, form, field, upload, data))
+                kept.append(_store(state, sid, form, field, upload, data, digest_of(upload)))
             except RedisError:
                 return
     if kept:
         request.environ.setdefault(_KEPT, {})[form] = kept
 
 
-def _store(state: State, sid: str, form: str, field: str, upload: FileStorage, data: bytes) -> Kept:
+def _store(
+    state: State, sid: str, form: str, field: str, upload: FileStorage, data: bytes, sha: str
+) -> Kept:
     """One file in Redis, the session's oldest past its allowance deleted; its reference."""
     store, ttl = state.store, state.store.ttl
     ident = secrets.token_urlsafe(16)
@@ -102,7 +111,7 @@ def _store(state: State, sid: str, form: str, field: str, upload: FileStorage, d
         store.client.delete(*(store.key(f"upload:{old}") for old in evicted))
     filename = upload.filename or ""
     reference = _serializer(state).dumps(
-        [ident, field, filename, upload.content_type or "", binding(sid, form)]
+        [ident, field, filename, upload.content_type or "", binding(sid, form), sha]
     )
     return Kept(field, filename, reference)
 
@@ -110,7 +119,8 @@ def _store(state: State, sid: str, form: str, field: str, upload: FileStorage, d
 def put_back(state: State, form: str) -> None:
     """Put the kept files this submit refers to back into ``request.files``, for each
     file input the user left empty. A reference that is not good here (another session
-    or form, expired, tampered with), or whose file is gone, puts nothing back."""
+    or form, expired, tampered with), or whose file is gone, puts nothing back; a good
+    one whose file is gone is noted (:func:`gone_files`)."""
     references = request.form.getlist(input_name(state))
     sid = existing_session_id()
     if not references or sid is None:
@@ -119,10 +129,11 @@ def put_back(state: State, form: str) -> None:
     files = MultiDict(request.files.items(multi=True))
     used: list[str] = []
     again: dict[int, Kept] = {}
+    gone: dict[str, list[tuple[str, str]]] = {}
     serializer = _serializer(state)
     for reference in references:
         try:
-            ident, field, filename, content_type, bound = serializer.loads(
+            ident, field, filename, content_type, bound, sha = serializer.loads(
                 reference, max_age=state.store.ttl
             )
         except (BadSignature, ValueError, TypeError):
@@ -133,13 +144,14 @@ def put_back(state: State, form: str) -> None:
             encoded = state.store.client.get(state.store.key(f"upload:{ident}"))
         except RedisError:
             return
-        if encoded is None:
-            continue
         if not files.get(field):
             # The empty part a file input sends when nothing is picked. Out of
             # request.files, the request's end would not close it (a temporary file).
             for empty in files.poplist(field):
                 empty.close()
+        if encoded is None:
+            gone.setdefault(field, []).append((filename, sha))
+            continue
         upload = FileStorage(
             io.BytesIO(base64.b64decode(encoded)),
             filename=filename,
@@ -149,10 +161,19 @@ def put_back(state: State, form: str) -> None:
         files.add(field, upload)
         used.append(ident)
         again[id(upload)] = Kept(field, filename, reference)
-    if used:
+    if used or gone:
         # Werkzeug's Request.files is a cached property that may be set.
         request.files = ImmutableMultiDict(list(files.items(multi=True)))
         request.environ[_USED], request.environ[_PUT_BACK] = used, again
+        request.environ[_GONE] = gone
+
+
+def gone_files() -> dict[str, list[tuple[str, str]]]:
+    """The kept files this submit referred to whose copy is gone, by field: (file name,
+    SHA-256) as the reference says. Counted as sent in its fingerprints, so that a repeat
+    of the submit that took effect with them (and deleted them) is known as the same."""
+    gone: dict[str, list[tuple[str, str]]] = request.environ.get(_GONE, {})
+    return gone
 
 
 def discard_used(state: State) -> None:
