@@ -228,7 +228,13 @@ def test_storms_of_one_upload_store_one_letter_a_form(
             }
         idle, locks = nothing_held()
     stored = letters(sessions)
-    report("kept upload (256 KiB)", statuses, len(stored), f"letters stored {len(stored)}", idle)
+    report(
+        "upload sent with each (256 KiB)",
+        statuses,
+        len(stored),
+        f"letters stored {len(stored)}",
+        idle,
+    )
     assert stored == [("scan.pdf", SCAN)] * ROUNDS
     assert statuses == {303: ROUNDS * DUPLICATES} and (idle, locks) == (0, 0)
     # nothing kept: no form came back with a file to keep
