@@ -30,6 +30,7 @@ from sqlalchemy import event
 from flask_submit_once import Outcome, TokenStore, signals
 from webapp.redis_urls import make_client
 
+from . import uploads
 from .load import PATHS, form_fields
 from .servers import RESULTS, app_environment, databases, redis_calls
 from .wire import Relay
@@ -158,6 +159,9 @@ def main(argv: list[str]) -> int:
             relay,
             max(n // 5, 100),
         )
+
+        # 4. Uploads: a form without a file pays nothing for them; a file, one hash pass.
+        rows += uploads.rows(postgres.url("bench"), store.url, max(n // 5, 100), ab)
 
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     lines = [

@@ -71,7 +71,7 @@ def measure(args: argparse.Namespace) -> dict[str, dict[str, list[dict]]]:
     """Every store's variants, ``args.repetitions`` times: per store and variant, a list
     of {orders, failures, seconds, cpu} a repetition."""
     # the shop's tests' (Debian's PgBouncer as an unprivileged user, on a free port)
-    from tests.pgbouncer import PgBouncer
+    from tests.support.pgbouncer import PgBouncer
 
     runs: dict[str, dict[str, list[dict]]] = {s: {v: [] for v in VARIANTS} for s in STORES}
     with ExitStack() as stack:

@@ -212,3 +212,34 @@ def test_a_version_that_is_not_one_is_told_stale_and_writes_nothing(once_forms, 
     stale = page.submit({"address": MOVED, "submit_once_version": version})
     assert stale.status_code == 409 and TOLD in stale.text
     assert patient() == (HOME, 1, 0)
+
+
+def test_two_tabs_each_sent_ten_times_at_once_tell_every_repeat_of_the_stale_one_so(
+    app, once_forms, patient
+):
+    """The edit that loses the race is refused at its flush: the lock of its token is held
+    until the token is good again, so each repeat waiting for it is told the row changed
+    (all ten), never that the form expired, and can be sent again over what it shows."""
+    kinds: list[str] = []
+    first, second = once_forms.open("/patients/1"), once_forms.open("/patients/1")
+    answers: dict[str, list[TestResponse]] = {}
+    sent = [
+        threading.Thread(
+            target=lambda page=page, address=address: answers.setdefault(
+                address, page.submit_concurrently([{"address": address}] * 10)
+            )
+        )
+        for page, address in ((first, MOVED), (second, OTHER))
+    ]
+    with signals.submit_decided.connected_to(
+        lambda _, outcome, **__: kinds.append(outcome.kind), app
+    ):
+        for thread in sent:
+            thread.start()
+        for thread in sent:
+            thread.join(60)
+    statuses = sorted({answer.status_code for answer in tab} for tab in answers.values())
+    assert statuses == [{303}, {409}]
+    assert "expired" not in kinds and kinds.count("stale") == 10
+    landed = patient()
+    assert landed[1:] == (2, 1) and landed[0] in (MOVED, OTHER)

@@ -211,26 +211,6 @@ def test_kept_uploads_are_bounded_per_session_and_by_size(make_app, rdb, letters
     assert len(kept_keys(rdb)) == 3
 
 
-def test_the_corrected_submit_sent_again_after_it_landed_lands_on_it_on_any_worker(
-    once_forms, letters, rdb, other_worker
-):
-    """The submit that took effect deleted the kept letter; the same page sent again (a
-    retry, a duplicate that lost the race) still carries the letter's signed name and
-    digest, so it is the same submission: answered with the first letter, here and on a
-    worker that never saw it (was: a 409 "changed", the letter's bytes being gone)."""
-    invalid = once_forms.open("/letters").submit({"note": "", "letter": letter(SCAN)})
-    corrected = once_forms.page("/letters", invalid.text)
-    assert corrected.submit({"note": NOTE}).status_code == 303
-    assert kept_keys(rdb) == []
-    for client in (None, other_worker()):
-        again = corrected.submit({"note": NOTE}, client=client)
-        assert (again.status_code, again.headers["Location"]) == (303, "/letters/1")
-    # Other input with it is still told it differs.
-    changed = corrected.submit({"note": "Another note"}, client=other_worker())
-    assert changed.status_code == 409
-    assert letters() == [("letter.pdf", SCAN)]
-
-
 def test_a_kept_upload_gone_before_its_submit_took_effect_is_asked_for_again(
     once_forms, letters, rdb
 ):
@@ -259,3 +239,22 @@ def test_a_storm_of_the_corrected_submit_with_a_kept_upload_stores_one_letter(
     assert once_forms.assert_once(answers, rows=lambda: len(letters())) == "/letters/1"
     assert letters() == [("letter.pdf", SCAN)]
     assert kept_keys(rdb) == []
+
+
+@pytest.mark.parametrize("worker", ["same-worker", "other-worker"])
+def test_the_corrected_submit_sent_again_after_its_kept_copy_went_lands_on_the_letter(
+    once_forms, letters, rdb, other_worker, worker
+):
+    """The kept copy is deleted once the corrected submit takes effect; its repeat (a
+    double click, Back and send) still refers to it, and the reference says what the file
+    was: the same input, taken to the letter, not told it differs. Another note is."""
+    invalid = once_forms.open("/letters").submit({"note": "", "letter": letter()})
+    corrected = once_forms.page("/letters", invalid.text)
+    assert corrected.submit({"note": NOTE}).status_code == 303
+    assert kept_keys(rdb) == []
+    client = other_worker() if worker == "other-worker" else None
+    again = corrected.submit({"note": NOTE}, client=client)
+    assert (again.status_code, again.headers.get("Location")) == (303, "/letters/1")
+    edited = corrected.submit({"note": "Referral from Dr Ada"}, client=client)
+    assert edited.status_code == 409 and "already used, with other details" in edited.text
+    assert letters() == [("letter.pdf", LETTER)]

@@ -6,7 +6,8 @@ about, the 429 page, and the card checkout's answers."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 from playwright.sync_api import Page, Route, expect
 from sqlalchemy import text
@@ -20,6 +21,9 @@ from tests.browser.shop import (
     show_confirmation,
     show_form,
 )
+from tests.browser.test_examples_in_browser import ExampleServer
+from tests.conftest import Servers
+from tests.refunds.test_refund_photo import PNG
 from tests.support.money_states import STATES, put_order_in
 from tests.support.payments import DECLINED, PAYS, Provider
 
@@ -164,6 +168,60 @@ def card_checkout(provider: Provider) -> dict[str, Walk]:
     return {"checkout-declined": declined, "checkout-not-confirmed": not_confirmed}
 
 
+def show_review_then_back(page: Page, shop: Shop) -> None:
+    """The checkout's review, then Back: the details as they were typed, to edit or
+    Continue again (the same token: no second order)."""
+    open_form(page, shop)
+    fill_form(page, quantity="3")
+    continue_to_review(page)
+    page.go_back()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Place an order")
+    expect(page.get_by_label("Quantity")).to_have_value("3")
+
+
+def show_photo_kept(page: Page, shop: Shop) -> None:
+    """A refund asked with a photo and an amount that is not one: the form again (422),
+    the photo kept and named, so the customer corrects the amount alone."""
+    key = put_order_in(shop.servers.engine, STATES["paid"])
+    page.goto(f"{shop.url}/orders/{key}/refund")
+    page.get_by_label("Amount to refund (€)").fill("twelve")
+    page.get_by_label("A photo of the item (optional)").set_input_files(
+        {"name": "box.png", "mimeType": "image/png", "buffer": PNG}
+    )
+    page.get_by_role("button", name="Request refund").click()
+    expect(page.get_by_text("Kept: box.png. Pick another to replace it.")).to_be_visible()
+
+
+#: The update form of the page, as the browser would send it with Update pressed.
+UPDATE_FORM = """() => {
+  const button = document.getElementById("update-order");
+  return [button.formAction, Array.from(new FormData(button.form, button))];
+}"""
+#: Send an update form captured with UPDATE_FORM, as its own tab sends it.
+SEND_UPDATE = """async ([action, fields]) => (await fetch(action, {
+  method: "POST", body: new URLSearchParams(fields), redirect: "manual"})).type"""
+
+
+def show_update_stale(page: Page, shop: Shop) -> None:
+    """Two used forms of one unpaid order, each edited and offering "Update order N",
+    both drawn at its version 1: one tab's update lands (sent as that tab sends it), and
+    Update pressed on the other is told the order changed since it was opened, with the
+    order as it is now and this tab's details kept."""
+    show_amendment(page, shop)
+    other_tab = page.evaluate(UPDATE_FORM)
+    # The answer was swapped into the review: one Back to the details.
+    page.go_back()
+    expect(page.get_by_role("heading", level=1)).to_have_text("Place an order")
+    page.get_by_label("Quantity").fill("9")
+    page.get_by_label("Shipping address").fill("7 Second Row\nYork YO1 7HH")
+    continue_to_review(page)
+    page.get_by_role("button", name="Place order").click()
+    expect(page.get_by_role("button", name=re.compile(r"^Update order "))).to_be_visible()
+    page.evaluate(SEND_UPDATE, other_tab)
+    page.get_by_role("button", name=re.compile(r"^Update order ")).click()
+    expect(page.get_by_text("was changed since you opened this page")).to_be_visible()
+
+
 #: Those pages, by the name of their PNG (the card checkout's: card_checkout).
 STATE_PAGES: dict[str, Walk] = {
     "outage": show_outage,
@@ -193,4 +251,27 @@ STATE_PAGES: dict[str, Walk] = {
     "amended": show_amended,
     "same-order-asked": show_same_order,
     "too-many-forms-429": show_too_many_forms,
+    # the checkout's Back, a photo kept on a 422, a stale edit told
+    "review-back": show_review_then_back,
+    "refund-photo-kept-422": show_photo_kept,
+    "update-stale": show_update_stale,
 }
+
+
+@contextmanager
+def example_at_the_cap(servers: Servers) -> Iterator[dict[str, Walk]]:
+    """The library's htmx example (flask-submit-once/examples/htmx_signup) served with a
+    session allowance of one page's forms (its two): a question, answered in place, is
+    saved and shown, and where its next form would be, the page says when to reload."""
+    server = ExampleServer(servers, "htmx_signup")
+    server.args[-1] = 'htmx_signup.app:create_app({"SUBMIT_ONCE_MAX_FORMS_PER_SESSION": 2})'
+
+    def asked_at_the_cap(page: Page, shop: Shop) -> None:
+        page.goto(server.url)
+        page.get_by_label("Your question").fill("Is there parking near the hall?")
+        page.get_by_role("button", name="Ask").click()
+        expect(page.get_by_text("We got your question")).to_be_visible()
+        expect(page.get_by_text("reload the page in")).to_be_visible()
+
+    with server:
+        yield {"htmx-note-at-the-cap": asked_at_the_cap}

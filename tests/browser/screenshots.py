@@ -22,7 +22,7 @@ from playwright.sync_api import Browser, Page, sync_playwright
 
 from dev.embedded import EmbeddedPostgres, EmbeddedRedis
 from tests.browser import chromium
-from tests.browser.screenshot_pages import STATE_PAGES, Walk, card_checkout
+from tests.browser.screenshot_pages import STATE_PAGES, Walk, card_checkout, example_at_the_cap
 from tests.browser.shop import PAGES, PHONE, Shop
 from tests.conftest import Servers
 from tests.support.payments import Provider
@@ -44,6 +44,9 @@ CARD_SHOTS = [
     for name in ("checkout-declined", "checkout-not-confirmed")
     for device, options in BOTH
 ]
+
+#: The library's htmx example at the session's cap (not the shop's: its own server).
+EXAMPLE_SHOTS = [("htmx-note-at-the-cap", device, options) for device, options in BOTH]
 
 
 #: An order number as the confirmation page shows it.
@@ -84,7 +87,12 @@ def shoot(
     return written
 
 
-def main(out: Path) -> None:
+def main(out: Path, only: set[str] | None = None) -> None:
+    """Every shot into ``out``; ``only``: those of these names."""
+
+    def chosen(shots: list) -> list:
+        return [shot for shot in shots if only is None or shot[0] in only]
+
     with tempfile.TemporaryDirectory() as base:
         postgres = EmbeddedPostgres(Path(base) / "postgres", fast=True, throwaway=True).start()
         redis = EmbeddedRedis(Path(base) / "redis", persist=False).start()
@@ -98,13 +106,16 @@ def main(out: Path) -> None:
                 Shop(servers, SAME_ORDER_WINDOW_SECONDS="600") as shop,
                 Provider(Path(base) / "provider.jsonl") as provider,
                 Shop(servers, **provider.env()) as card_shop,
+                example_at_the_cap(servers) as example_walks,
                 sync_playwright() as playwright,
             ):
                 browser = playwright.chromium.launch(
                     executable_path=chromium.executable(), args=chromium.ARGS
                 )
-                written = shoot(browser, shop, out, SHOTS + MORE_SHOTS) + shoot(
-                    browser, card_shop, out, CARD_SHOTS, card_checkout(provider)
+                written = (
+                    shoot(browser, shop, out, chosen(SHOTS + MORE_SHOTS))
+                    + shoot(browser, card_shop, out, chosen(CARD_SHOTS), card_checkout(provider))
+                    + shoot(browser, shop, out, chosen(EXAMPLE_SHOTS), example_walks)
                 )
                 for path in written:
                     print(f"{path} ({path.stat().st_size // 1024} KiB)")
@@ -116,4 +127,8 @@ def main(out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main(Path(sys.argv[1] if len(sys.argv) > 1 else "docs/screenshots"))
+    # scripts/screenshots [DIR [NAME...]]: only the shots NAME... when given.
+    main(
+        Path(sys.argv[1] if len(sys.argv) > 1 else "docs/screenshots"),
+        set(sys.argv[2:]) or None,
+    )

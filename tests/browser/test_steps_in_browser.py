@@ -147,6 +147,30 @@ def test_a_typo_at_the_first_step_keeps_the_input_and_the_token(plain, server):
     assert bookings(server) == ["Ada"]
 
 
+def test_book_back_back_other_details_next_book_is_told_and_books_nothing(plain, server):
+    """The second Book is `changed` (409): the second step again with the new input, a
+    link to the first booking and a fresh token; nothing booked until it is sent."""
+    token = first_step(plain, server)
+    next_step(plain)
+    first = book(plain)
+    plain.go_back()
+    plain.go_back()
+    expect(plain.get_by_text("Step 1 of 2")).to_be_visible()
+    plain.get_by_label("Name").fill("Grace")
+    plain.get_by_label("Email").fill("grace@example.com")
+    next_step(plain)
+    plain.get_by_label("Day").fill(DAY)
+    assert press(plain, "Book") == 409
+    expect(plain.get_by_role("alert")).to_contain_text("already used, with other details")
+    expect(plain.get_by_text("for Grace (grace@example.com)")).to_be_visible()
+    link = plain.get_by_role("link", name="The booking you made first")
+    expect(link).to_have_attribute("href", first.removeprefix(server.url[:-1]))
+    fresh = token_on(plain)
+    assert fresh not in ("", token) and bookings(server) == ["Ada"], bookings(server)
+    book(plain)
+    assert bookings(server) == ["Ada", "Grace"]
+
+
 def test_book_back_book_lands_on_the_first_booking(plain, server):
     first_step(plain, server)
     next_step(plain)
@@ -202,6 +226,9 @@ def test_htmx_book_back_next_book_lands_on_the_first_booking(page, server):
     first = book(page, status=200)
     page.go_back()
     expect(page.get_by_text("Step 1 of 2")).to_be_visible()
+    # as first drawn: the booking's token, the fields empty
+    expect(page.get_by_label("Name")).to_have_value("")
+    expect(page.get_by_label("Email")).to_have_value("")
     shown = token_on(page)
     page.get_by_label("Name").fill("Ada")
     page.get_by_label("Email").fill("ada@example.com")
@@ -212,7 +239,7 @@ def test_htmx_book_back_next_book_lands_on_the_first_booking(page, server):
 
 
 def test_htmx_book_back_other_details_next_book_is_told_and_books_nothing(page, server):
-    first_step(page, server)
+    token = first_step(page, server)
     next_step(page)
     first = book(page, status=200)
     page.go_back()
@@ -226,8 +253,40 @@ def test_htmx_book_back_other_details_next_book_is_told_and_books_nothing(page, 
     expect(page.get_by_text("for Grace (grace@example.com)")).to_be_visible()
     link = page.get_by_role("link", name="The booking you made first")
     expect(link).to_have_attribute("href", first.removeprefix(server.url[:-1]))
-    figures = f"answer {status}, rows {bookings(server)}"
+    # swapped in with a fresh token: sent, it books Grace
+    fresh = token_on(page)
+    figures = f"answer {status}, rows {bookings(server)}, tokens {token[:6]} {fresh[:6]}"
     assert status == 409 and page.url == server.url and bookings(server) == ["Ada"], figures
+    assert fresh not in ("", token), figures
+    book(page, status=200)
+    assert bookings(server) == ["Ada", "Grace"]
+
+
+@pytest.mark.parametrize("example", [NAME, TURBO])
+def test_back_from_the_second_step_under_javascript_leaves_the_flow_and_books_nothing(
+    page, serve, example
+):
+    """htmx swaps the second step in, Turbo into its frame: neither adds an entry to the
+    browser's history, so Back from the second step goes to the page before the first
+    (here the blank page the tab opened on), not to the first step. Forward shows the
+    first step as first drawn: the booking's token, the fields empty; booked from there,
+    once."""
+    server = serve(example)
+    token = first_step(page, server)
+    next_step(page)
+    page.go_back()
+    expect(page).to_have_url("about:blank")
+    assert bookings(server) == []
+    page.go_forward()
+    expect(page.get_by_text("Step 1 of 2")).to_be_visible()
+    expect(page.get_by_label("Name")).to_have_value("")
+    shown = token_on(page)
+    page.get_by_label("Name").fill("Ada")
+    page.get_by_label("Email").fill("ada@example.com")
+    next_step(page)
+    book(page, status=200 if example == NAME else 303)
+    figures = f"tokens {token[:6]} {shown[:6]}, rows {bookings(server)}"
+    assert shown == token and bookings(server) == ["Ada"], figures
 
 
 def test_htmx_double_click_on_book_books_once(page, server):
@@ -292,3 +351,9 @@ def test_turbo_back_from_the_booking_fetches_a_fresh_empty_first_step(page, turb
     expect(page.get_by_label("Name")).to_have_value("")
     assert token_on(page) not in ("", token), "Back showed the spent token"
     assert bookings(turbo) == ["Ada"]
+    # a booking from there is a new one
+    page.get_by_label("Name").fill("Grace")
+    page.get_by_label("Email").fill("grace@example.com")
+    next_step(page)
+    book(page)
+    assert bookings(turbo) == ["Ada", "Grace"]

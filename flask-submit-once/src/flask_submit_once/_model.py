@@ -162,6 +162,11 @@ def add_submission(
     from), a :class:`VersionedMixin` row the view changed at another version raises
     :class:`Stale` at its flush."""
     db.info[_SUBMISSION] = (digest, fingerprint, version)
+    # An edit drawn at a version works in a SAVEPOINT: a flush the version counter refuses
+    # rolls back to it, not the whole transaction, whose end would let the lock go before
+    # the digest is restored (a repeat waiting for the lock would be told "expired", not
+    # "stale"). A form that edits no version pays nothing for it.
+    savepoint = db.begin_nested() if version is not None else None
     try:
         result = view()
         if isinstance(result, SubmissionMixin):
@@ -171,7 +176,13 @@ def add_submission(
                 result.submission_step = step
             db.add(result)
         db.flush()
-    except StaleDataError as error:
+        if savepoint is not None:
+            savepoint.commit()
+    except (Stale, StaleDataError) as error:
+        if savepoint is not None and savepoint.is_active:
+            savepoint.rollback()
+        if isinstance(error, Stale):
+            raise
         # The version counter's UPDATE found another version than it read: an edit
         # committed meanwhile (the page's version was the row's when the view read it).
         edited: list[VersionedMixin] = db.info.get(_EDITED, [])
