@@ -414,22 +414,25 @@ def no_transactions_of_its_own(engine: Engine) -> None:
         conn.exec_driver_sql("BEGIN")
 
 
-@pytest.mark.parametrize(
-    ("url", "setup", "words"),
-    [
-        ("sqlite://", None, "an SQLite database in a file"),
-        ("file", no_transactions_of_its_own, "pysqlite's own transaction handling"),
-    ],
-    ids=["in-memory", "own-transactions"],
-)
-def test_sqlite_set_up_so_the_lock_cannot_hold_is_refused_saying_how_to_fix_it(
-    app_on, sqlite_url, url, setup, words
+def test_sqlite_in_memory_is_refused_when_the_app_starts(app_on):
+    """A database each connection has to itself has no lock to share: refused by
+    init_app, naming what to use, not at the first submit (a 500 for the user)."""
+    from flask_submit_once import UnsupportedDatabaseError
+
+    for url in ("sqlite://", "sqlite:///:memory:"):
+        engine = create_engine(url)
+        with pytest.raises(UnsupportedDatabaseError, match="an SQLite database in a file"):
+            app_on(engine)
+        engine.dispose()
+
+
+def test_sqlite_without_its_own_transaction_handling_is_refused_saying_how_to_fix_it(
+    app_on, sqlite_url
 ):
-    engine = create_engine(sqlite_url if url == "file" else url)
-    if setup is not None:
-        setup(engine)
+    engine = create_engine(sqlite_url)
+    no_transactions_of_its_own(engine)
     page = OnceForms(app_on(engine).test_client()).open("/signup")
-    with pytest.raises(RuntimeError, match=words):
+    with pytest.raises(RuntimeError, match="pysqlite's own transaction handling"):
         page.submit(ADA)
     engine.dispose()
 

@@ -245,11 +245,28 @@ SUPPORTED_DATABASES: Mapping[str, str] = {
 }
 
 
+_SQLITE_IN_MEMORY = (
+    "Flask-Submit-Once needs an SQLite database in a file (its writer lock is the file's): "
+    "this engine's is in memory, a database of each connection. Use sqlite:///path/to/app.db."
+)
+
+
+def in_memory(engine: Engine) -> bool:
+    """Whether an SQLite engine's URL names a database in memory (no file, ``:memory:``, or
+    a ``mode=memory`` URI), which each connection has to itself."""
+    database = engine.url.database or ""
+    return database in ("", ":memory:") or "mode=memory" in database + str(engine.url.query)
+
+
 def check_database(bind: Engine | Connection | None) -> None:
     """Refuse a database the library does not support (None: not known yet), naming the
     ones it does: each would answer every submit with a 503 (a missing lock function reads
     as a database away), with nothing said."""
-    if bind is None or bind.dialect.name in SUPPORTED_DATABASES:
+    if bind is None:
+        return
+    if bind.dialect.name == "sqlite" and isinstance(bind, Engine) and in_memory(bind):
+        raise UnsupportedDatabaseError(_SQLITE_IN_MEMORY)
+    if bind.dialect.name in SUPPORTED_DATABASES:
         return
     supported = ", ".join(SUPPORTED_DATABASES.values())
     raise UnsupportedDatabaseError(
