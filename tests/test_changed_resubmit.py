@@ -59,20 +59,6 @@ def test_the_same_details_still_land_on_the_order_whichever_worker_remembers_it(
     assert order_count(servers) == 1
 
 
-def test_two_versions_of_one_rendering_at_once_place_one_and_the_other_is_told(once_forms, servers):
-    page = order_page(once_forms)
-    versions = [VALID, EDITED] * 3
-    answers = page.submit_concurrently(versions)
-    assert order_count(servers) == 1
-    (placed_address,) = addresses(servers)
-    for version, answer in zip(versions, answers, strict=True):
-        if version["address"] == placed_address:
-            assert answer.status_code == 303
-        else:
-            assert answer.status_code == 409
-            assert version["address"].split("\n")[1] in answer.get_data(as_text=True)
-
-
 def test_the_same_order_written_differently_is_a_repeat_not_other_details(once_forms, servers):
     """Issue 30, item 8: " José ", a decomposed (NFD) "José" or quantity "02" is what
     the first submit stored, so the resubmit lands on its order (before: 409 "other
