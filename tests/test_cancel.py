@@ -10,6 +10,9 @@ from tests.conftest import flashed, hidden, lose_the_commit_reply, token_keys
 from tests.races import cancel_racing_ship
 from tests.test_orders import open_form, order_path, submit
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 
 @pytest.fixture
 def order(client) -> str:

@@ -4,10 +4,14 @@ Written with the library's pytest plugin (flask_submit_once.testing's ``once_for
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import text
 
 from tests.conftest import VALID, flashed, order_count, order_page
 from tests.order_buttons import buttons, press
+
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
 
 EDITED = {**VALID, "quantity": "5", "address": "1 Other Street\nLeeds LS1 1AA"}
 

@@ -14,6 +14,11 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 ROOT = Path(__file__).resolve().parent.parent
 TREES = {
     "webapp": ROOT / "webapp",

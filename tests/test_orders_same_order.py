@@ -18,6 +18,9 @@ from tests.order_buttons import landed
 from tests.pauses import after_consume
 from webapp import config
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 #: The shop's default window (testing turns it off unless a test sets it).
 WINDOW = {"SAME_ORDER_WINDOW_SECONDS": 600}
 

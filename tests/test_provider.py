@@ -10,6 +10,9 @@ import pytest
 
 from tests.payments import DECLINED, PAYS, RETRY, Provider
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 
 @pytest.fixture(scope="module")
 def provider(tmp_path_factory):

@@ -13,6 +13,9 @@ from tests.test_logs import json_lines
 from tests.test_orders import open_form, order_path, submit
 from tests.test_webhooks import SECRET, deliver, paid, reference_of
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 
 @pytest.fixture
 def app(make_app):
