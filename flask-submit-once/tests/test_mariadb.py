@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 from flask import Flask
-from sqlalchemy import Engine, create_engine, func, select
+from sqlalchemy import Engine, create_engine, event, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 import checkout_app
@@ -153,16 +153,29 @@ def test_duplicates_in_flight_wait_for_the_first_holding_no_connection_and_land_
 
         return counted
 
+    # The threads that have asked for the named lock (GET_LOCK); while the first holds it,
+    # each such try fails, and its thread waits (holding no connection) to try again.
+    tried: set[int] = set()
+
+    def asked(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "GET_LOCK" in statement:
+            with arrived:
+                tried.add(threading.get_ident())
+                arrived.notify_all()
+
     def hold(sender: Any, **extra: Any) -> None:
         if not taken.is_set():
             taken.set()
+            me = threading.get_ident()
             with arrived:
                 assert arrived.wait_for(lambda: len(entered) == 5, 30)
-            # Long enough for the others to be waiting for the lock.
-            threading.Event().wait(0.3)
+                # the other four are waiting for the lock (a fixed pause was not enough
+                # on a loaded machine)
+                assert arrived.wait_for(lambda: len(tried - {me}) >= 4, 30), tried
 
     seen: list[tuple[str, bool]] = []
     app.wsgi_app = counting(app.wsgi_app)  # type: ignore[method-assign]
+    event.listen(engine, "after_cursor_execute", asked)
     with (
         signals.token_consumed.connected_to(hold, sender=app),
         signals.submit_decided.connected_to(

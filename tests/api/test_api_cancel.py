@@ -10,6 +10,9 @@ from tests.support.races import cancel_racing_ship
 from webapp.api.keys import hash_key
 from webapp.shop.order_states import TransitionRefused
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 
 @pytest.fixture
 def api_key(servers) -> str:

@@ -10,6 +10,9 @@ from sqlalchemy import event, text
 
 from tests.support.api_client import place, problem_type
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 
 @pytest.fixture
 def name() -> str:

@@ -62,7 +62,8 @@ SETTINGS = settings(
     suppress_health_check=list(HealthCheck),
 )
 #: The long form takes longer than pytest's 120 s a test.
-pytestmark = pytest.mark.timeout(max(120, EXAMPLES * 2))
+# scripts/soak runs the long form (FUZZ_EXAMPLES=500)
+pytestmark = [pytest.mark.soak, pytest.mark.timeout(max(120, EXAMPLES * 2))]
 
 
 class RunningApp:

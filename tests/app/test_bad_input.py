@@ -7,6 +7,7 @@ was and it still places exactly one order.
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -267,8 +268,13 @@ NAMES = st.sampled_from(
 VALUES = st.text(max_size=60) | st.sampled_from(["1", "0", "-1", "99", "100", "a" * 43, SCRIPT])
 
 
+#: 15 here, as tests/app/test_fuzz.py's (which fuzzes this form too); scripts/soak: 500.
+FUZZ_EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "15"))
+
+
+@pytest.mark.soak
 @settings(
-    max_examples=60,
+    max_examples=FUZZ_EXAMPLES,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.function_scoped_fixture],

@@ -12,6 +12,9 @@ from werkzeug.exceptions import default_exceptions
 from tests.orders.test_orders import open_form, order_path, submit
 from webapp.error_pages import TITLES
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 WERKZEUG_WORDING = {code: error.description for code, error in default_exceptions.items()}
 
 

@@ -108,7 +108,8 @@ def mostly_none(other: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
 
 
 #: The long form takes longer than pytest's 120 s a test (0.6 s an example on 2 busy cores).
-pytestmark = pytest.mark.timeout(max(120, EXAMPLES * 2))
+# scripts/soak runs the long form (FUZZ_EXAMPLES=500)
+pytestmark = [pytest.mark.soak, pytest.mark.timeout(max(120, EXAMPLES * 2))]
 
 
 def report(capsys: pytest.CaptureFixture[str], name: str, seen: Counter[int]) -> None:

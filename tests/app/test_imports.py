@@ -14,6 +14,11 @@ import ast
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 ROOT = Path(__file__).resolve().parents[2]
 TREES = {
     "webapp": ROOT / "webapp",

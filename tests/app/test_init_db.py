@@ -14,6 +14,9 @@ from sqlalchemy import text
 from webapp import create_app
 from webapp.db import make_engine
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

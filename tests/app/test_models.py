@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
@@ -10,6 +11,9 @@ from sqlalchemy import text
 
 from webapp.db import MIGRATIONS
 from webapp.shop.models import Base
+
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
 
 
 def test_the_models_match_the_migrated_schema_table_for_table(servers):

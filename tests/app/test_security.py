@@ -19,6 +19,9 @@ from tests.support.pauses import after_consume
 from webapp.orders import EXPIRED, FORM
 from webapp.request_log import json_lines
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -17,6 +17,9 @@ from webapp.config import DEV_SECRET_KEY, RENAMED
 from webapp.extensions import submit_once
 from webapp.webhooks.signatures import HEADER, sign
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 ROOT = Path(__file__).resolve().parents[2]
 #: The newest migration, as Alembic finds it (init-db must leave the database there).
 MIGRATIONS_HEAD = ScriptDirectory(str(ROOT / "webapp/migrations")).get_current_head()

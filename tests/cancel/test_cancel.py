@@ -10,6 +10,9 @@ from tests.orders.test_orders import open_form, order_path, submit
 from tests.support.api_owned import hand_to_api_client
 from tests.support.races import cancel_racing_ship
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 
 @pytest.fixture
 def order(client) -> str:

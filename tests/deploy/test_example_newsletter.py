@@ -13,6 +13,9 @@ from sqlalchemy import text
 from dev.embedded import EmbeddedRedis
 from tests.conftest import hidden, lose_the_commit_reply
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "flask-submit-once/examples"
 # the examples run from their folder: `newsletter.app`

@@ -9,7 +9,6 @@ package, brought back up and cleaned before every test.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -40,18 +39,11 @@ class FaultServers(Servers):
         if not self.postgres_running():
             self.postgres.start()
 
-    def restart_redis_empty(self) -> None:
-        """A crash of a Redis without persistence: every token is gone."""
-        self.redis.kill()
-        for path in Path(self.redis.data_dir).glob("appendonly*"):
-            path.unlink()
-        self.redis.start()
-
 
 @pytest.fixture(scope="package")
 def fault_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultServers]:
     # Persistent Redis (append-only file): a clean stop and start keeps the tokens,
-    # as a production Redis with persistence would; restart_redis_empty() drops them.
+    # as a production Redis with persistence would.
     with running_servers(
         tmp_path_factory.mktemp("fault-servers"), FaultServers, persist_redis=True
     ) as started:

@@ -9,9 +9,7 @@ healthy app instance on the same servers, as it would behind a load balancer.
 from __future__ import annotations
 
 import http.client
-import os
 import re
-import signal
 import socket
 import threading
 import time
@@ -75,29 +73,6 @@ def token_is_live(app, cookie: str, token: str) -> bool:
     key = store.key(store.digest(token, session_id=data["_submit_once_sid"], form=FORM))
     with redis.Redis.from_url(app.config["REDIS_URL"]) as rdb:
         return rdb.exists(key) == 1
-
-
-def test_6_worker_killed_after_consume_leaves_no_half_order_and_resubmit_recovers(
-    fault_app, fault_servers
-):
-    with LiveServer(fault_servers, workers=2, threads=4, TEST_PAUSE_AFTER_CONSUME="60") as live:
-        cookie, form = open_form(live.port)
-        posting = post_in_background(live.port, cookie, form)
-        os.kill(paused_pid(live, "consume"), signal.SIGKILL)
-        posting.join(30)
-        assert not posting.is_alive()
-    app = fault_app()
-    assert placed(fault_servers) == []
-    assert not token_is_live(app, cookie, form["form_token"])
-    browser = browser_after(app, cookie)
-    tokens = {"csrf_token": form["csrf_token"], "form_token": form["form_token"]}
-    reload = submit(browser, tokens)
-    html = reload.get_data(as_text=True)
-    fresh = form_kept(reload, 409, EXPIRED if EXPIRED in html else NOT_PLACED)
-    done = submit(browser, {**tokens, "form_token": fresh})
-    assert "already_placed" not in flashed(done)
-    assert_told_orders_exist(browser, done)
-    assert len(placed(fault_servers)) == 1
 
 
 def test_7_client_hanging_up_mid_submit_neither_stops_the_order_nor_revives_its_token(

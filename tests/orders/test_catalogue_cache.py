@@ -3,10 +3,14 @@ request), and a product taken off sale meanwhile is still never sold."""
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import event, text
 
 from tests.conftest import VALID, hidden, order_count
 from webapp.orders import FORM, NOT_PLACED
+
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
 
 
 def test_cached_catalogue_saves_the_query_but_an_off_sale_product_is_refused_not_sold(

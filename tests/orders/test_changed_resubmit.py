@@ -4,10 +4,14 @@ Written with the library's pytest plugin (flask_submit_once.testing's ``once_for
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import text
 
 from tests.conftest import VALID, flashed, order_count, order_page
 from tests.support.order_buttons import buttons, press
+
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
 
 EDITED = {**VALID, "quantity": "5", "address": "1 Other Street\nLeeds LS1 1AA"}
 
@@ -57,20 +61,6 @@ def test_the_same_details_still_land_on_the_order_whichever_worker_remembers_it(
         assert "already_placed" in flashed(repeat)
         assert page.submit(EDITED, client=client).status_code == 409
     assert order_count(servers) == 1
-
-
-def test_two_versions_of_one_rendering_at_once_place_one_and_the_other_is_told(once_forms, servers):
-    page = order_page(once_forms)
-    versions = [VALID, EDITED] * 3
-    answers = page.submit_concurrently(versions)
-    assert order_count(servers) == 1
-    (placed_address,) = addresses(servers)
-    for version, answer in zip(versions, answers, strict=True):
-        if version["address"] == placed_address:
-            assert answer.status_code == 303
-        else:
-            assert answer.status_code == 409
-            assert version["address"].split("\n")[1] in answer.get_data(as_text=True)
 
 
 def test_the_same_order_written_differently_is_a_repeat_not_other_details(once_forms, servers):

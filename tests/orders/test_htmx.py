@@ -3,7 +3,12 @@ form's fragment or an HX-Redirect, never a whole page inside the form."""
 
 from __future__ import annotations
 
+import pytest
+
 from tests.conftest import VALID, flashed, hidden, order_count, order_page
+
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
 
 HTMX = {"HX-Request": "true"}
 

@@ -10,6 +10,9 @@ from sqlalchemy import text
 
 from tests.conftest import VALID, flashed, hidden, lose_the_commit_reply, order_count
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 
 def place(client) -> tuple[dict[str, str], str]:
     page = client.get("/orders/new").get_data(as_text=True)

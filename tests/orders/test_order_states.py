@@ -10,6 +10,9 @@ from sqlalchemy.orm import Session
 
 from webapp.shop.order_states import OrderNotFound, TransitionRefused, transition
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 
 @pytest.fixture
 def order_id(servers) -> int:

@@ -11,6 +11,9 @@ from tests.conftest import VALID, flashed, hidden, order_count, token_keys
 from tests.support.pauses import after_consume
 from webapp.orders.messages import STILL_RUNNING
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 
 def open_form(client) -> dict[str, str]:
     page = client.get("/orders/new")

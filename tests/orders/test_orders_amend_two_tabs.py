@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from html import unescape
 
+import pytest
 from sqlalchemy import text
 
 from tests.conftest import VALID, flashed, hidden, order_count
 from tests.faults.steps import open_form, submit
 from tests.support.order_buttons import buttons, landed, press
+
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
 
 FIRST_TAB = {**VALID, "quantity": "5", "address": "1 Other Street\nLeeds LS1 1AA"}
 SECOND_TAB = {**VALID, "quantity": "9", "address": "7 Second Row\nYork YO1 7HH"}

@@ -18,6 +18,9 @@ from tests.support.order_buttons import landed
 from tests.support.pauses import after_consume
 from webapp import config
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 #: The shop's default window (testing turns it off unless a test sets it).
 WINDOW = {"SAME_ORDER_WINDOW_SECONDS": 600}
 

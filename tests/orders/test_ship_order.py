@@ -13,6 +13,9 @@ from tests.orders.test_orders import open_form, order_path, submit
 from tests.refunds.test_refund_form import open_refund_form, refund
 from tests.webhooks.test_webhooks import SECRET, deliver, paid, reference_of
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 
 @pytest.fixture
 def app(make_app):

@@ -11,6 +11,9 @@ from tests.cancel.test_cancel import cancel_form
 from tests.orders.test_orders import open_form, order_path, submit
 from tests.webhooks.test_webhooks import SECRET, deliver, paid, reference_of, refunded
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 
 @pytest.fixture
 def app(make_app):

@@ -10,6 +10,9 @@ import pytest
 
 from tests.support.payments import DECLINED, PAYS, RETRY, Provider
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 
 @pytest.fixture(scope="module")
 def provider(tmp_path_factory):

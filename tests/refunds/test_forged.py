@@ -19,6 +19,9 @@ from tests.refunds.conftest import (
 )
 from webapp.refunds.stream import DEAD_LETTERS, STREAM
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 
 def public_id_of(servers, order_id: int) -> str:
     with servers.engine.connect() as conn:

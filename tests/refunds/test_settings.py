@@ -9,6 +9,9 @@ import pytest
 
 from webapp.refunds.settings import WorkerSettings
 
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
+
 URLS = {"DATABASE_URL": "postgresql+psycopg://u@h/db", "REDIS_URL": "redis://h:6379/0"}
 KEY = secrets.token_hex(32)
 

@@ -6,10 +6,14 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 import redis.asyncio as aioredis
 
 from webapp.refunds.stream import ERRORS, GROUP, STREAM
 from webapp.refunds.trim import trim_acked
+
+# in scripts/test --quick
+pytestmark = pytest.mark.quick
 
 
 def append(rdb) -> str:

@@ -309,11 +309,18 @@ def outcomes_of(run: subprocess.CompletedProcess) -> list[str]:
     return [line.split("-> ", 1)[1] for line in run.stdout.splitlines() if "-> " in line]
 
 
+@pytest.fixture(scope="module")
+def live(servers):
+    """One gunicorn with the test's secret for the provider script's runs (started once:
+    each test's orders and events are its own, the tables emptied between them)."""
+    with LiveServer(servers, workers=1, threads=8, PAYMENT_WEBHOOK_SECRET=SECRET) as started:
+        yield started
+
+
 def test_the_provider_script_plays_duplicates_and_reordering_against_a_live_server(
-    reference, servers
+    reference, servers, live
 ):
-    with LiveServer(servers, workers=1, threads=8, PAYMENT_WEBHOOK_SECRET=SECRET) as live:
-        outcomes = outcomes_of(provider(servers, live.port, reference, "--amount", "3600"))
+    outcomes = outcomes_of(provider(servers, live.port, reference, "--amount", "3600"))
     assert outcomes[0].startswith("409 event-out-of-order")
     assert (
         outcomes[1:5] == ["200 applied", "200 duplicate", "200 applied"] + ["200 duplicate"]
@@ -325,7 +332,7 @@ def test_the_provider_script_plays_duplicates_and_reordering_against_a_live_serv
 
 @pytest.mark.parametrize("named_by", ["number", "typed number", "key", "reference"])
 def test_the_provider_script_takes_the_number_key_or_reference_and_pays_the_real_total(
-    client, servers, named_by
+    client, servers, live, named_by
 ):
     """Before: the key only (its help said the number on the confirmation page, which
     got a 422), and it paid 1800 cents whatever the order cost."""
@@ -337,9 +344,8 @@ def test_the_provider_script_takes_the_number_key_or_reference_and_pays_the_real
         "key": body["id"],
         "reference": body["payment_reference"],
     }[named_by]
-    with LiveServer(servers, workers=1, threads=8, PAYMENT_WEBHOOK_SECRET=SECRET) as live:
-        run = provider(servers, live.port, given)
-        outcomes = outcomes_of(run)
+    run = provider(servers, live.port, given)
+    outcomes = outcomes_of(run)
     assert f"the events name it {body['payment_reference']}" in run.stdout
     assert outcomes[1:4] == ["200 applied", "200 duplicate", "200 applied"]
     assert tuple(order_row(servers)) == ("refunded", 5400, 5400)
