@@ -66,7 +66,7 @@ def trickling(port: int) -> Iterator[list[socket.socket]]:
         sock.sendall(head)
         sockets.append(sock)
         pending.append(slow)
-    stop = threading.Event()
+    stop, sending = threading.Event(), threading.Event()
 
     def trickle() -> None:
         started = time.monotonic()
@@ -78,6 +78,7 @@ def trickling(port: int) -> Iterator[list[socket.socket]]:
                     except OSError:
                         pass
             pending[:] = [rest[1:] for rest in pending]
+            sending.set()
             stop.wait(1)
         for sock in sockets:
             sock.close()
@@ -85,8 +86,8 @@ def trickling(port: int) -> Iterator[list[socket.socket]]:
     thread = threading.Thread(target=trickle, daemon=True)
     thread.start()
     try:
-        # every slow client has started sending
-        time.sleep(1.5)
+        # every slow client has sent its head and a first byte of its body
+        assert sending.wait(30), "the slow clients never started sending"
         yield sockets
     finally:
         stop.set()

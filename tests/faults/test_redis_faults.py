@@ -86,7 +86,8 @@ def test_5_a_hung_redis_costs_a_form_one_socket_timeout_not_a_hung_page(fault_ap
         response = client.get("/orders/new")
         took = time.monotonic() - started
     assert response.status_code == 503 and response.headers["Retry-After"] == "5"
-    assert 1.5 < took < 3.5, f"{took:.1f} s: one 2 s timeout, the command not sent again"
+    # one 2 s socket timeout; the command sent again would have taken a second one (4 s)
+    assert 1.9 < took < 4.0, f"{took:.1f} s: one 2 s timeout, the command not sent again"
     # and the next form opens
     assert client.get("/orders/new").status_code == 200
 
@@ -105,7 +106,8 @@ def test_5_a_hung_redis_at_submit_answers_in_one_timeout_and_the_resubmits_place
         response = submit(client, tokens)
         took = time.monotonic() - started
     assert form_kept(response, 503, UNAVAILABLE) == tokens["form_token"]
-    assert 1.5 < took < 3.5, f"{took:.1f} s: one 2 s timeout, the GETDEL not sent again"
+    # one 2 s socket timeout; the GETDEL sent again would have taken a second one (4 s)
+    assert 1.9 < took < 4.0, f"{took:.1f} s: one 2 s timeout, the GETDEL not sent again"
     assert placed(fault_servers) == []
     again = submit(client, tokens)
     # the frozen GETDEL ran when Redis woke
