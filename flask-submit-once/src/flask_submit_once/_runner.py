@@ -230,11 +230,9 @@ class Locking:
     #: Whether a form's step outside the database (``then=``) can hold its lock there.
     steps = True
 
-    def take(self, conn: Connection, key: int, wait: float = 0.0) -> tuple[bool, bool]:
+    def take(self, conn: Connection, key: int) -> tuple[bool, bool]:
         """(whether this transaction now holds the lock of ``key``, whether it had written
-        already: flushed work the app left in the session). ``wait``: how long it may wait
-        for the lock in the database, where the database can wait well (SQLite's one lock,
-        which every form shares); elsewhere the runner waits, holding no connection."""
+        already: flushed work the app left in the session)."""
         raise NotImplementedError
 
     def check(self, conn: Connection) -> None:
@@ -247,7 +245,7 @@ class PostgresLocking(Locking):
 
     TRY = "SELECT pg_try_advisory_xact_lock(%(key)s), pg_current_xact_id_if_assigned() IS NOT NULL"
 
-    def take(self, conn: Connection, key: int, wait: float = 0.0) -> tuple[bool, bool]:
+    def take(self, conn: Connection, key: int) -> tuple[bool, bool]:
         locked, wrote = conn.exec_driver_sql(self.TRY, {"key": key}).one()
         return bool(locked), bool(wrote)
 
@@ -258,12 +256,9 @@ class SQLiteLocking(Locking):
     host) that takes it next reads the first one's row. It is every form's lock at once:
     submits of all forms take turns.
 
-    It is tried first without SQLite's busy handler (``busy_timeout`` 0 for that one
-    statement), so that the runner knows whether the submit waited; taken by another
-    submit, it is tried again with SQLite's busy handler for what is left of the submit's
-    ``wait`` (in SQLite, the GIL released), since every form shares this lock: the
-    runner's own retries (a statement and a rollback each) cost about 15 % more CPU an
-    order under a load of eight users. The transaction is begun here, and only this
+    It is tried without SQLite's busy handler (``busy_timeout`` 0 for that one statement),
+    so that a waiter waits as on PostgreSQL: in the runner, holding no connection, within
+    its ``wait``, and knowing that it waited. The transaction is begun here, and only this
     one: pysqlite's own handling (the default) opens none for reads and a deferred one
     before a write, so the app's other transactions are left as they are. A deferred one
     would not do: in WAL mode its first write fails at once, whatever the busy timeout,
@@ -274,12 +269,12 @@ class SQLiteLocking(Locking):
     #: The connection's own busy timeout, read once (its pool record's ``info``).
     TIMEOUT = "flask_submit_once.sqlite_busy_timeout"
 
-    def take(self, conn: Connection, key: int, wait: float = 0.0) -> tuple[bool, bool]:
+    def take(self, conn: Connection, key: int) -> tuple[bool, bool]:
         driver: Any = conn.connection.driver_connection
         # pysqlite opens a transaction before a write, and only then.
         if driver.in_transaction:
             return False, True
-        conn.exec_driver_sql(f"PRAGMA busy_timeout = {max(0, int(wait * 1000))}")
+        conn.exec_driver_sql("PRAGMA busy_timeout = 0")
         try:
             conn.exec_driver_sql("BEGIN IMMEDIATE")
         except OperationalError as error:
@@ -346,7 +341,7 @@ class MariaDBLocking(Locking):
     HELD = "flask_submit_once.mariadb_locks"
     CHECKED = "flask_submit_once.mariadb_checked"
 
-    def take(self, conn: Connection, key: int, wait: float = 0.0) -> tuple[bool, bool]:
+    def take(self, conn: Connection, key: int) -> tuple[bool, bool]:
         name = f"flask_submit_once:{key}"
         got = conn.exec_driver_sql("SELECT GET_LOCK(%(name)s, 0)", {"name": name}).scalar()
         if got != 1:
@@ -449,9 +444,7 @@ def run_once(
     while True:
         try:
             conn = db.connection()
-            # A waiter waits in the database where that is cheaper (SQLite).
-            remaining = max(0.0, deadline - time.monotonic()) if waited else 0.0
-            locked, wrote = locking(conn).take(conn, key, remaining)
+            locked, wrote = locking(conn).take(conn, key)
             if wrote:
                 # Flushed work the app left: only the first attempt can find any, since
                 # each attempt ends in a ROLLBACK.
