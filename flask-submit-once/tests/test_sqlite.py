@@ -168,7 +168,7 @@ def test_duplicates_in_flight_wait_for_the_first_holding_no_connection_and_land_
     app_on, sqlite_url, signups
 ):
     """The first submit holds the writer lock (held at ``token_consumed``) until the other
-    four are in the app and a moment more: they wait, holding none of the pool's two
+    four have each tried it and found it taken: they wait, holding none of the pool's two
     connections, and all land on the first one's row, told that they waited."""
     engine = create_engine(sqlite_url, pool_size=2, max_overflow=0, pool_timeout=10)
     app = app_on(engine)
@@ -186,13 +186,22 @@ def test_duplicates_in_flight_wait_for_the_first_holding_no_connection_and_land_
 
         return counted
 
+    # The threads that tried the writer lock (BEGIN IMMEDIATE): the first took it, each
+    # other found it taken, and waits.
+    tried: set[int] = set()
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def trying(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement == "BEGIN IMMEDIATE":
+            with arrived:
+                tried.add(threading.get_ident())
+                arrived.notify_all()
+
     def hold(sender: Any, **extra: Any) -> None:
         if not taken.is_set():
             taken.set()
             with arrived:
-                assert arrived.wait_for(lambda: len(entered) == 5, 30)
-            # Long enough for the others to be waiting for the lock.
-            threading.Event().wait(0.3)
+                assert arrived.wait_for(lambda: len(entered) == 5 and len(tried) == 5, 30)
 
     seen: list[tuple[str, bool]] = []
     app.wsgi_app = counting(app.wsgi_app)  # type: ignore[method-assign]
