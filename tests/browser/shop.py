@@ -93,6 +93,9 @@ def continue_to_review(page: Page) -> None:
     Place order places the order."""
     page.get_by_role("button", name="Continue").click()
     expect(page.get_by_role("heading", level=1)).to_have_text("Check your order")
+    # The heading shows before the page's scripts ran: a click before htmx has taken the
+    # form over would post it without JavaScript (a navigation the test did not ask for).
+    page.wait_for_load_state("load")
 
 
 def submit_spaced(page: Page, times: int, spacing_ms: int) -> None:
