@@ -209,7 +209,7 @@ class ProtectedForm:
                     db.rollback()
                 outcome = Outcome("unavailable", error=error)
                 return self.respond(st, outcome, name, token, form, digest, started)
-        elif gone_fields() and liveness.ask():
+        elif gone_fields() and _live_or_unknown(liveness):
             # No form to say it on: the submit is not taken with a file that has no bytes.
             return self.respond(st, Outcome("invalid"), name, token, form, digest, started)
         if self.step is not None:
@@ -432,6 +432,14 @@ class Liveness:
         if self.spent is None:
             self.spent = self.consumable.is_spent()
         return not self.spent
+
+
+def _live_or_unknown(liveness: Liveness) -> bool:
+    """Whether the token may still be live: Redis away counts as live (the safe side)."""
+    try:
+        return liveness.ask()
+    except UNREACHABLE:
+        return True
 
 
 def token_is_live() -> bool:
