@@ -19,12 +19,9 @@ from __future__ import annotations
 import http.client
 import itertools
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -38,15 +35,14 @@ import storm_app
 from flask_submit_once import signals
 from flask_submit_once._runner import Lease, LeaseLost, lock_key
 from flask_submit_once.testing import OnceForms
-from live import Browser, hidden, serve
-from servers import MariaDBServer, free_port, mariadb_missing
+from live import hidden, serve, signup_worker
+from servers import MariaDBServer, mariadb_missing
 from test_sqlite import ADA, DUPLICATES, FORMS_AT_ONCE, one_row_each, spent_token, storms_at_once
 
 pytestmark = pytest.mark.mariadb
 
 CHECKOUT = {"email": "ada@example.com", "cents": "1250"}
 POOL = {"pool_size": 10, "max_overflow": 10, "pool_timeout": 30}
-SERVE_SIGNUP = Path(__file__).parent / "apps" / "serve_signup.py"
 _databases = itertools.count(1)
 
 
@@ -260,21 +256,7 @@ def test_a_worker_killed_inside_its_transaction_on_mariadb_frees_nothing_and_kee
     """Killed (SIGKILL) while it holds the named lock, after the GETDEL: the server rolls
     its transaction back and ends the lock with its session, so a resubmit of the same
     token takes the lock at once and is told the form expired; the token stays spent."""
-    port = free_port()
-    with subprocess.Popen(
-        [sys.executable, str(SERVE_SIGNUP), str(port), redis_url, mariadb_url],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=SERVE_SIGNUP.parent,
-    ) as worker:
-        assert worker.stdout is not None and worker.stdout.readline() == "serving\n"
-        browser = Browser(port)
-        page = browser.get("/signup").body
-        form = {
-            "csrf_token": hidden(page, "csrf_token"),
-            "form_token": hidden(page, "form_token"),
-            **ADA,
-        }
+    with signup_worker(redis_url, mariadb_url, ADA) as (worker, browser, form):
         lost: list[BaseException] = []
 
         def submit() -> None:

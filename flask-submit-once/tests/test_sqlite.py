@@ -35,7 +35,7 @@ import signup_app
 import storm_app
 from flask_submit_once import SubmitOnce, signals
 from flask_submit_once.testing import OnceForms
-from live import Browser, hidden, serve
+from live import Browser, hidden, serve, signup_worker
 from servers import free_port
 
 pytestmark = pytest.mark.sqlite
@@ -44,7 +44,6 @@ ADA = {"email": "ada@example.com", "name": "Ada Lovelace", "quantity": "2"}
 FORMS_AT_ONCE = 4
 DUPLICATES = 20
 POOL = {"pool_size": 10, "max_overflow": 10, "pool_timeout": 30}
-SERVE_SIGNUP = Path(__file__).parent / "apps" / "serve_signup.py"
 SERVE_STORM = Path(__file__).parent / "apps" / "serve_storm.py"
 
 
@@ -334,21 +333,7 @@ def test_a_worker_killed_inside_its_transaction_on_sqlite_frees_nothing_and_a_re
 ):
     """Killed (SIGKILL) while it holds the writer lock, after the GETDEL: the file keeps
     no half row, the lock dies with the process, and the token stays spent."""
-    port = free_port()
-    with subprocess.Popen(
-        [sys.executable, str(SERVE_SIGNUP), str(port), redis_url, sqlite_url],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=SERVE_SIGNUP.parent,
-    ) as worker:
-        assert worker.stdout is not None and worker.stdout.readline() == "serving\n"
-        browser = Browser(port)
-        page = browser.get("/signup").body
-        form = {
-            "csrf_token": hidden(page, "csrf_token"),
-            "form_token": hidden(page, "form_token"),
-            **ADA,
-        }
+    with signup_worker(redis_url, sqlite_url, ADA) as (worker, browser, form):
         lost: list[BaseException] = []
 
         def submit() -> None:

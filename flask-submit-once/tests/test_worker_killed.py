@@ -5,16 +5,11 @@ from __future__ import annotations
 
 import http.client
 import signal
-import subprocess
-import sys
 import threading
-from pathlib import Path
 
-from live import Browser, hidden
-from servers import free_port
+from live import hidden, signup_worker
 
 ADA = {"email": "ada@example.com", "name": "Ada Lovelace", "quantity": "2"}
-SERVE = Path(__file__).parent / "apps" / "serve_signup.py"
 
 
 def token_keys(rdb) -> list[str]:
@@ -24,21 +19,7 @@ def token_keys(rdb) -> list[str]:
 def test_a_worker_killed_after_the_getdel_leaves_no_half_row_and_a_resubmit_recovers(
     make_app, redis_url, database_url, signups, rdb
 ):
-    port = free_port()
-    with subprocess.Popen(
-        [sys.executable, str(SERVE), str(port), redis_url, database_url],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=SERVE.parent,
-    ) as worker:
-        assert worker.stdout is not None and worker.stdout.readline() == "serving\n"
-        browser = Browser(port)
-        page = browser.get("/signup").body
-        form = {
-            "csrf_token": hidden(page, "csrf_token"),
-            "form_token": hidden(page, "form_token"),
-            **ADA,
-        }
+    with signup_worker(redis_url, database_url, ADA) as (worker, browser, form):
         issued = token_keys(rdb)
         lost: list[BaseException] = []
 

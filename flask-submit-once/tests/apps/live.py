@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import http.client
 import re
+import subprocess
+import sys
 import threading
 import urllib.parse
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.cookies import SimpleCookie
+from pathlib import Path
 
 from flask import Flask
 from werkzeug.serving import WSGIRequestHandler, make_server
+
+from servers import free_port
 
 __all__ = ["Answer", "Browser", "hidden", "serve"]
 
@@ -96,3 +101,31 @@ class Browser:
         for name, morsel in SimpleCookie(answer.headers.get("Set-Cookie", "")).items():
             self.cookies[name] = morsel.value
         return answer
+
+
+SERVE_SIGNUP = Path(__file__).with_name("serve_signup.py")
+
+
+@contextmanager
+def signup_worker(
+    redis_url: str, database_url: str, fields: Mapping[str, str]
+) -> Iterator[tuple[subprocess.Popen[str], Browser, dict[str, str]]]:
+    """serve_signup.py in a process of its own (a worker a test may kill), serving once it
+    says so, and its sign-up form read through a Browser: (the process, the browser, the
+    form's tokens with ``fields``)."""
+    port = free_port()
+    with subprocess.Popen(
+        [sys.executable, str(SERVE_SIGNUP), str(port), redis_url, database_url],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=SERVE_SIGNUP.parent,
+    ) as worker:
+        assert worker.stdout is not None and worker.stdout.readline() == "serving\n"
+        browser = Browser(port)
+        page = browser.get("/signup").body
+        form = {
+            "csrf_token": hidden(page, "csrf_token"),
+            "form_token": hidden(page, "form_token"),
+            **fields,
+        }
+        yield worker, browser, form

@@ -23,7 +23,6 @@ import argparse
 import http.client
 import signal
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import threading
@@ -42,13 +41,12 @@ import signup_app
 import storm_app
 from flask_submit_once import signals
 from flask_submit_once.testing import OnceForms
-from live import Browser, hidden, serve
+from live import Browser, hidden, serve, signup_worker
 from servers import (
     MariaDBServer,
     PgBouncer,
     PostgresServer,
     RedisServer,
-    free_port,
     mariadb_missing,
     pgbouncer_missing,
 )
@@ -56,7 +54,6 @@ from servers import (
 ADA = {"email": "ada@example.com", "name": "Ada Lovelace", "quantity": "2"}
 CHECKOUT = {"email": "ada@example.com", "cents": "1250"}
 POOL = {"pool_size": 10, "max_overflow": 10, "pool_timeout": 30}
-SERVE_SIGNUP = Path(__file__).with_name("serve_signup.py")
 
 
 class Store:
@@ -250,21 +247,7 @@ def resurrected(store: Store, redis_url: str) -> str:
 def killed_worker(store: Store, redis_url: str) -> str:
     rdb = redis.Redis.from_url(redis_url, decode_responses=True)
     with signup(store, redis_url) as (app, engine):
-        port = free_port()
-        with subprocess.Popen(
-            [sys.executable, str(SERVE_SIGNUP), str(port), redis_url, store.url],
-            stdout=subprocess.PIPE,
-            text=True,
-            cwd=SERVE_SIGNUP.parent,
-        ) as worker:
-            assert worker.stdout is not None and worker.stdout.readline() == "serving\n"
-            browser = Browser(port)
-            page = browser.get("/signup").body
-            form = {
-                "csrf_token": hidden(page, "csrf_token"),
-                "form_token": hidden(page, "form_token"),
-                **ADA,
-            }
+        with signup_worker(redis_url, store.url, ADA) as (worker, browser, form):
             issued = len(token_keys(rdb))
             codes: list[int | str] = []
 
