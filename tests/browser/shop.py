@@ -60,6 +60,17 @@ class Shop(LiveServer):
             time.sleep(0.05)
         return count
 
+    def pauses(self, where: str) -> int:
+        """How many submits the test hook has paused after ``where`` ("consume", "commit")."""
+        return self.output().count(f"test hook: paused after {where}")
+
+    def wait_for_pause(self, where: str, seen: int, timeout: float = 20) -> None:
+        """Wait until a submit more than the ``seen`` ones is paused after ``where``."""
+        deadline = time.monotonic() + timeout
+        while self.pauses(where) == seen:
+            assert time.monotonic() < deadline, f"no submit reached the pause after {where}"
+            time.sleep(0.05)
+
     def wait_for_orders(self, count: int, timeout: float = 20) -> list[str]:
         """The orders, once there are ``count`` of them (or the timeout passed)."""
         deadline = time.monotonic() + timeout

@@ -9,7 +9,7 @@ double submit cannot pass by having sent one), and the orders in PostgreSQL.
 from __future__ import annotations
 
 import pytest
-from playwright.sync_api import expect
+from playwright.sync_api import Route, expect
 
 from tests.browser.shop import (
     CUSTOMER,
@@ -116,6 +116,9 @@ def test_a_duplicate_past_the_wait_gets_the_form_as_sent_and_submitting_again_la
         continue_to_review(page)
         sent_token = token_sent(page)
         mark = shop.posts_received()
+        # The duplicate leaves the browser once the first holds the token: sent only
+        # 300 ms apart, it could reach a worker and take the token first (CI, at load).
+        page.route("**/orders", hold_the_second_post_until_the_first_is_paused(shop))
         submit_spaced(page, 2, 300)
         expect(page.locator("#form-message")).to_contain_text(STILL_RUNNING)
         expect(page.get_by_label("Full name")).to_have_value(CUSTOMER["name"])
@@ -128,6 +131,20 @@ def test_a_duplicate_past_the_wait_gets_the_form_as_sent_and_submitting_again_la
         number = expect_confirmation(page, already_placed=True)
         assert shop.posts_since(mark, at_least=3) == 3
         assert shop.orders() == [number]
+
+
+def hold_the_second_post_until_the_first_is_paused(shop: Shop):
+    posts = 0
+
+    def handle(route: Route) -> None:
+        nonlocal posts
+        if route.request.method == "POST":
+            posts += 1
+            if posts == 2:
+                shop.wait_for_pause("consume", 0)
+        route.continue_()
+
+    return handle
 
 
 def press_reload(page) -> None:

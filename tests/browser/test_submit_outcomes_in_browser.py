@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import re
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from urllib.parse import parse_qsl
@@ -131,20 +130,14 @@ def test_once_gunicorn_is_back_the_check_says_nothing_was_placed_and_the_form_pl
     assert stoppable_shop.orders() == [number]
 
 
-PAUSED = "test hook: paused after commit"
-
-
 def submit_then_restart(page: Page, shop: Shop) -> None:
     """Submit; once the order is committed and its answer held back, restart gunicorn."""
     open_form(page, shop)
     fill_form(page)
     continue_to_review(page)
-    seen = shop.output().count(PAUSED)
+    seen = shop.pauses("commit")
     button(page).click()
-    deadline = time.monotonic() + 20
-    while shop.output().count(PAUSED) == seen:
-        assert time.monotonic() < deadline, "the submit never reached its COMMIT"
-        time.sleep(0.05)
+    shop.wait_for_pause("commit", seen)
     with stopped(shop):
         pass
 
