@@ -24,6 +24,7 @@ from sqlalchemy.orm import Session
 
 from dev.embedded import EmbeddedPostgres, EmbeddedRedis
 from flask_submit_once.testing import FormPage, OnceForms
+from tests.support.payments import Provider
 from tests.support.pgbouncer import PGBOUNCER, PgBouncer, needs_pgbouncer
 from webapp import create_app
 from webapp.cli import CATALOGUE, seed
@@ -219,6 +220,21 @@ def pgbouncer(servers: Servers) -> Iterator[PgBouncer]:
         pytest.skip(needs_pgbouncer.kwargs["reason"])
     with PgBouncer(servers.postgres, pool_mode="transaction", pool_size=4) as started:
         yield started
+
+
+@pytest.fixture(scope="module")
+def provider(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Provider]:
+    """The dev payment provider, for the tests of one module."""
+    with Provider(tmp_path_factory.mktemp("provider") / "journal.jsonl") as started:
+        yield started
+
+
+@pytest.fixture
+def no_faults(provider: Provider) -> Iterator[None]:
+    """The provider's fault switches off before and after the test."""
+    provider.faults()
+    yield
+    provider.faults()
 
 
 @pytest.fixture(autouse=True)

@@ -10,13 +10,7 @@ from playwright.sync_api import expect
 from sqlalchemy import text
 
 from tests.browser.shop import ORDER_URL, Shop, continue_to_review, fill_form, open_form
-from tests.support.payments import PAYS, Provider
-
-
-@pytest.fixture(scope="module")
-def provider(tmp_path_factory):
-    with Provider(tmp_path_factory.mktemp("provider") / "journal.jsonl") as started:
-        yield started
+from tests.support.payments import PAYS
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ from tests.conftest import order_count
 from tests.orders.test_race import DUPLICATES, storm
 from tests.support.deploy_machine import rooted, section_blocks
 from tests.support.live import ROOT, LiveServer, Response, open_form, request
-from tests.support.payments import PAYS, Provider
+from tests.support.payments import PAYS
 from tests.support.pgbouncer import PgBouncer
 from webapp.db import TIMEOUTS, make_engine
 from webapp.refunds.settings import WorkerSettings
@@ -38,12 +38,6 @@ DEPLOY = ROOT / "docs" / "DEPLOY.md"
 #: one app serves: psycopg prepares a statement on its sixth run on a connection, so a
 #: shop that has served a while prepares the most.
 FORMS, COPIES, STORMS = 8, 16, 3
-
-
-@pytest.fixture(scope="module")
-def provider(tmp_path_factory):
-    with Provider(tmp_path_factory.mktemp("provider") / "journal.jsonl") as started:
-        yield started
 
 
 @pytest.fixture(scope="module")

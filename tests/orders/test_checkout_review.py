@@ -14,7 +14,7 @@ from sqlalchemy import text
 
 from tests.conftest import VALID, hidden, order_count
 from tests.support.live import LiveServer, open_form, request
-from tests.support.payments import PAYS, Provider
+from tests.support.payments import PAYS
 
 #: What the review sends on to "Place order" (and to "Edit"), as hidden fields.
 CARRIED = ("csrf_token", "form_token", "product", "quantity", "name", "email", "address")
@@ -149,12 +149,6 @@ def test_twenty_concurrent_places_from_one_review_make_one_order(servers):
     assert [answer.status for answer in answers] == [303] * 20
     assert len({answer.headers["location"] for answer in answers}) == 1
     assert order_count(servers) == 1
-
-
-@pytest.fixture(scope="module")
-def provider(tmp_path_factory):
-    with Provider(tmp_path_factory.mktemp("provider") / "journal.jsonl") as started:
-        yield started
 
 
 def test_the_card_is_typed_on_the_review_and_never_drawn_into_a_page(make_app, provider, servers):

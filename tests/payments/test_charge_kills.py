@@ -23,12 +23,6 @@ ROOT = Path(__file__).resolve().parents[2]
 LEASE_SECONDS = "1"
 
 
-@pytest.fixture(scope="module")
-def provider(tmp_path_factory):
-    with Provider(tmp_path_factory.mktemp("provider") / "journal.jsonl") as started:
-        yield started
-
-
 def the_order(servers) -> dict:
     with servers.engine.connect() as conn:
         (row,) = (

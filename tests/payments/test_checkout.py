@@ -20,7 +20,7 @@ from sqlalchemy import text
 
 from flask_submit_once._runner import step_key
 from tests.conftest import VALID, hidden
-from tests.support.payments import DECLINED, PAYS, RETRY, Provider
+from tests.support.payments import DECLINED, PAYS, RETRY
 from webapp.extensions import submit_once
 from webapp.orders import FORM
 from webapp.orders.forms import CARD_INVALID, CARD_MISSING, CARD_UNCHECKED
@@ -30,18 +30,7 @@ from webapp.webhooks.signatures import HEADER, sign
 
 WEBHOOK_SECRET = "whsec-test"
 
-
-@pytest.fixture(scope="module")
-def provider(tmp_path_factory):
-    with Provider(tmp_path_factory.mktemp("provider") / "journal.jsonl") as started:
-        yield started
-
-
-@pytest.fixture(autouse=True)
-def no_faults(provider):
-    provider.faults()
-    yield
-    provider.faults()
+pytestmark = pytest.mark.usefixtures("no_faults")
 
 
 @pytest.fixture

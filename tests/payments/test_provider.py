@@ -11,20 +11,7 @@ import pytest
 from tests.support.payments import DECLINED, PAYS, RETRY, Provider
 
 # in scripts/test --quick
-pytestmark = pytest.mark.quick
-
-
-@pytest.fixture(scope="module")
-def provider(tmp_path_factory):
-    with Provider(tmp_path_factory.mktemp("provider") / "journal.jsonl") as started:
-        yield started
-
-
-@pytest.fixture(autouse=True)
-def no_faults(provider):
-    provider.faults()
-    yield
-    provider.faults()
+pytestmark = [pytest.mark.quick, pytest.mark.usefixtures("no_faults")]
 
 
 def method(provider: Provider, number: str = PAYS) -> str:
