@@ -89,10 +89,17 @@ class LiveServer:
             while time.monotonic() < deadline:
                 assert self.process.poll() is None, self.output()
                 try:
-                    if request(self.port, "GET", self.ready_path).status == 200:
+                    # Ours, not a server of another test that took the port while this
+                    # one was stopped (its bind then fails, and gunicorn retries it).
+                    if (
+                        request(self.port, "GET", self.ready_path).status == 200
+                        and f"Listening at: http://127.0.0.1:{self.port} ({self.process.pid})"
+                        in self.output()
+                    ):
                         return self
                 except OSError:
-                    time.sleep(0.05)
+                    pass
+                time.sleep(0.05)
             raise RuntimeError(
                 f"gunicorn did not serve {self.ready_path} within "
                 f"{self.boot_seconds} s:\n{self.output()[-2000:]}"
