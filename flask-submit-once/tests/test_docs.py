@@ -11,13 +11,16 @@ and the examples the guides include.
 from __future__ import annotations
 
 import base64
+import gc
 import hashlib
 import importlib
+import os
 import re
 import runpy
 import subprocess
 import sys
 import typing
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import date, timedelta
@@ -62,6 +65,7 @@ RUN = {
     "api.py": DOCS / "fetch.md",
     "conftest.py": DOCS / "testing.md",
     "test_signup.py": DOCS / "testing.md",
+    "test_referrals.py": DOCS / "uploads.md",
     "token_store.py": DOCS / "pattern.md",
     "charge.py": DOCS / "pattern.md",
 }
@@ -495,6 +499,9 @@ def test_the_booking_in_steps_example_books_once_whatever_back_and_next_do(
     assert forms.page("/", typo.text).token == first.token
     second = forms.page("/", first.submit(who).text)
     assert second.token == first.token and second.hidden["name"] == "Ada"
+    # what no date input sends (a script, an old browser): told, not a 500
+    garbled = second.submit({"day": "next tuesday"})
+    assert garbled.status_code == 422 and "Not a valid date value." in garbled.text
     past = second.submit({"day": "2000-01-01"})
     assert past.status_code == 422 and "Choose a day from today on." in past.text
     assert forms.page("/", past.text).token == first.token and booked() == 0
@@ -522,6 +529,102 @@ def test_the_turbo_booking_in_steps_example_swaps_a_step_and_books_once(
     answers = second.submit_twice(day, headers=turbo)
     assert [answer.status_code for answer in answers] == [303, 303]
     forms.assert_once(answers, rows=rows(database, "appointments_in_steps"))
+
+
+def test_the_uploads_guides_suite_passes_against_its_example(
+    tmp_path: Path, redis_url: str, database_url: str, database: Engine
+) -> None:
+    write(tmp_path, files_of(DOCS / "uploads.md"))
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-W", "error", "."],
+        cwd=tmp_path,
+        env={
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(
+                filter(None, [str(EXAMPLES), os.environ.get("PYTHONPATH")])
+            ),
+            "SECRET_KEY": "docs",
+            "DATABASE_URL": database_url,
+            "REDIS_URL": redis_url,
+        },
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert run.returncode == 0 and re.search(r"\b3 passed", run.stdout), run.stdout + run.stderr
+    drop_tables(database, "referrals")
+
+
+def sent_large(page: FormPage, data: dict[str, object]) -> tuple[int, str]:
+    """``page`` submitted with a body too large for Werkzeug's test client to close: the
+    temporary file it spools the body to is left for the garbage collector, which
+    finalises it here, its ResourceWarning ignored."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        answer = page.submit(data, headers=HTMX)
+        status, html = answer.status_code, answer.text
+        del answer
+        gc.collect()
+    return status, html
+
+
+LETTER = b"%PDF-1.7\n" + bytes(range(256)) * 64
+PATIENT = {"patient": "Ada Lovelace", "born": "1815-12-10"}
+
+
+def test_the_referral_example_keeps_the_letter_on_a_422_and_sends_it_once(
+    example: Callable[[str], Flask], database: Engine
+) -> None:
+    app = example("referral_letter")
+    forms, referrals = OnceForms(app.test_client()), rows(database, "referrals")
+    page = forms.open("/")
+    typo = page.submit({**PATIENT, "born": "10/12/1815", "letter": (LETTER, "letter.pdf")})
+    assert typo.status_code == 422 and "Kept: letter.pdf" in typo.text
+    again = forms.page("/", typo.text)
+    assert again.token == page.token and referrals() == 0
+    # sent again without picking the letter: the kept one goes with it, once
+    answers = again.submit_twice(PATIENT)
+    assert [answer.status_code for answer in answers] == [303, 303]
+    where = forms.assert_once(answers, rows=referrals)
+    receipt = forms.client.get(where).text
+    assert hashlib.sha256(LETTER).hexdigest() in receipt and "letter.pdf" in receipt
+
+
+def test_the_referral_example_tells_another_letter_with_a_used_token_and_keeps_it(
+    example: Callable[[str], Flask], database: Engine
+) -> None:
+    app = example("referral_letter")
+    forms, referrals = OnceForms(app.test_client()), rows(database, "referrals")
+    page = forms.open("/")
+    answers = page.submit_twice({**PATIENT, "letter": (LETTER, "letter.pdf")}, headers=HTMX)
+    assert [answer.status_code for answer in answers] == [200, 200]
+    first = forms.assert_once(answers, rows=referrals)
+    # the corrected letter, of the same name, sent with the used token: told, not dropped
+    corrected = page.submit({**PATIENT, "letter": (LETTER + b"!", "letter.pdf")}, headers=HTMX)
+    assert corrected.status_code == 409 and "Kept: letter.pdf" in corrected.text
+    assert f'href="{first}"' in corrected.text
+    assert corrected.text.count("<form") == 1 and referrals() == 1
+    sent = forms.page("/", corrected.text).submit(PATIENT, headers=HTMX)
+    assert sent.status_code == 200 and landed_on(sent) not in (None, first)
+    receipt = forms.client.get(landed_on(sent)).text
+    assert hashlib.sha256(LETTER + b"!").hexdigest() in receipt and referrals() == 2
+
+
+def test_the_referral_example_tells_a_letter_too_large_or_of_another_type(
+    example: Callable[[str], Flask], database: Engine
+) -> None:
+    app = example("referral_letter")
+    forms, referrals = OnceForms(app.test_client()), rows(database, "referrals")
+    page = forms.open("/")
+    wrong = page.submit({**PATIENT, "letter": (b"MZ", "letter.exe")})
+    assert wrong.status_code == 422 and "Attach a PDF, PNG or JPEG." in wrong.text
+    status, html = sent_large(page, {**PATIENT, "letter": (bytes(2 * 1024 * 1024 + 1), "a.pdf")})
+    assert status == 422 and "at most 2 MiB" in html and 'value="Ada Lovelace"' in html
+    # past what is read at all: 413 before the token, the form again saying why
+    status, html = sent_large(page, {**PATIENT, "letter": (bytes(9 * 1024 * 1024), "a.pdf")})
+    assert status == 413 and "too large" in html and html.count("<form") == 1
+    assert page.submit({**PATIENT, "letter": (LETTER, "letter.pdf")}).status_code == 303
+    assert referrals() == 1
 
 
 # --- Names, settings and paths ------------------------------------------------------------
@@ -579,6 +682,11 @@ ELSEWHERE = {
     "Booking",
     "Event",
     "Question",
+    "FileField",
+    "FileRequired",
+    "FileAllowed",
+    "FileSize",
+    "LargeBinary",
     "None",
     "True",
     "False",

@@ -31,10 +31,15 @@ LIBRARY = ROOT / "flask-submit-once"
 EXAMPLES = LIBRARY / "examples"
 THANKS_URL = re.compile(r"/thanks/[\w-]{22}$")
 #: gunicorn's debug line for a POST of a form, logged when the request is read.
-FORM_POST = re.compile(r"\[DEBUG\] POST /(subscribe|signup|questions)$", re.MULTILINE)
+FORM_POST = re.compile(r"\[DEBUG\] POST /(subscribe|signup|questions|referrals)$", re.MULTILINE)
 ADA, GRACE = "ada@example.com", "grace@example.com"
 #: The button and the confirmation's heading of each example.
-SUBMIT = {"newsletter": "Subscribe", "htmx_signup": "Sign up", "turbo_signup": "Sign up"}
+SUBMIT = {
+    "newsletter": "Subscribe",
+    "htmx_signup": "Sign up",
+    "turbo_signup": "Sign up",
+    "referral_letter": "Send the referral",
+}
 DONE = {
     "newsletter": "You are subscribed",
     "htmx_signup": "You are on the list",
@@ -463,7 +468,14 @@ def test_each_example_imports_only_flask_submit_once_of_this_repository(name):
 
 
 @pytest.mark.parametrize(
-    ("name", "asset"), [("htmx_signup", "htmx.min.js"), ("turbo_signup", "turbo.es2017-umd.js")]
+    ("name", "asset"),
+    [
+        ("htmx_signup", "htmx.min.js"),
+        ("booking_in_steps", "htmx.min.js"),
+        ("referral_letter", "htmx.min.js"),
+        ("turbo_signup", "turbo.es2017-umd.js"),
+        ("turbo_booking_in_steps", "turbo.es2017-umd.js"),
+    ],
 )
 def test_each_example_carries_the_vendored_copy_of_its_library(name, asset):
     copy = EXAMPLES / name / "static" / asset

@@ -62,7 +62,8 @@ class AppointmentForm(DetailsForm):
     day = DateField("Day", validators=[InputRequired()])
 
     def validate_day(self, field: DateField) -> None:
-        if field.data < date.today():
+        # None when what was sent is no date: DateField says so itself
+        if field.data is not None and field.data < date.today():
             raise ValidationError("Choose a day from today on.")
 
 

@@ -16,6 +16,12 @@ Installed with the library (a ``pytest11`` entry point), it gives every suite th
         again = page.submit({"email": "grace@example.com"})
         assert again.status_code == 409 and "grace@example.com" in again.text
 
+    def test_a_double_click_sends_the_letter_once(once_forms, count_letters):
+        page = once_forms.open("/refer")
+        # a file: its bytes and its name, sent afresh by each submit
+        letter = {"letter": (b"%PDF-1.7 ...", "letter.pdf")}
+        once_forms.assert_once(page.submit_twice(letter), rows=count_letters)
+
 Everything runs through your app, your Redis and your database: nothing is faked. The
 fixture turns the per-address form limit off on the app
 (``SUBMIT_ONCE_MAX_FORMS_PER_CLIENT_PER_MINUTE = 0``): a suite opens many forms from one
@@ -24,6 +30,7 @@ address, and a bare 429 would hide what a test is about.
 
 from __future__ import annotations
 
+import io
 import re
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -62,8 +69,16 @@ class FormPage:
 
     def fields(self, data: Data) -> dict[str, Any]:
         """What a submit of this rendering sends: its hidden fields, its token and
-        ``data`` (the fields the user filled in), as :meth:`submit` posts them."""
-        return {**self.hidden, **({self.forms.field: self.token} if self.token else {}), **data}
+        ``data`` (the fields the user filled in), as :meth:`submit` posts them. A file is
+        ``(content, filename)`` or ``(content, filename, content_type)``, ``content``
+        bytes: each submit sends it afresh (the test client closes a file it sent)."""
+        sent = {**self.hidden, **({self.forms.field: self.token} if self.token else {}), **data}
+        return {
+            name: (io.BytesIO(value[0]), *value[1:])
+            if isinstance(value, tuple) and value and isinstance(value[0], bytes)
+            else value
+            for name, value in sent.items()
+        }
 
     def submit(
         self,
