@@ -21,7 +21,6 @@ import contextlib
 import json
 import os
 import platform
-import signal
 import subprocess
 import sys
 import tempfile
@@ -38,7 +37,15 @@ from webapp.redis_urls import make_client
 from . import claims, report
 from .costs import cycle, in_process_app, open_form, post
 from .load import Browser
-from .servers import RESULTS, ROOT, databases, gunicorn, redis_calls, worker_cpu_seconds
+from .servers import (
+    RESULTS,
+    ROOT,
+    databases,
+    gunicorn,
+    parse_with_presets,
+    redis_calls,
+    worker_cpu_seconds,
+)
 from .wire import Relay
 
 VARIANTS = report.VARIANTS
@@ -276,14 +283,7 @@ def main(argv: list[str]) -> int:
         help="orders per variant under MONITOR (Redis round trips)",
     )
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
-    # Stopped with SIGTERM: unwind, so gunicorn, PostgreSQL and Redis are stopped too.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    given = {a.split("=")[0].removeprefix("--") for a in argv}
-    for preset, values in ((args.quick, QUICK), (args.smoke, SMOKE)):
-        for key, value in values.items() if preset else ():
-            if key not in given:
-                setattr(args, key, value)
+    args = parse_with_presets(parser, argv, {"quick": QUICK, "smoke": SMOKE})
     levels = [int(level) for level in args.concurrency.split(",")]
 
     started, load_at_start, code = time.monotonic(), os.getloadavg()[0], code_version()

@@ -3,8 +3,10 @@ the settings and counters every benchmark shares."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import time
@@ -43,6 +45,22 @@ def app_environment(database_url: str, redis_url: str) -> dict[str, str]:
         # the shop's figures leave out that check's one indexed read a submit.
         "SAME_ORDER_WINDOW_SECONDS": "0",
     }
+
+
+def parse_with_presets(
+    parser: argparse.ArgumentParser, argv: list[str], presets: dict[str, dict[str, object]]
+) -> argparse.Namespace:
+    """``argv`` parsed; each preset flag given (``--quick``, ``--smoke``) sets its values
+    where the command line did not set them. A SIGTERM then unwinds the benchmark, so
+    gunicorn, PostgreSQL and Redis are stopped too."""
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    given = {a.split("=")[0].removeprefix("--") for a in argv}
+    for flag, values in presets.items():
+        for key, value in values.items() if getattr(args, flag) else ():
+            if key not in given:
+                setattr(args, key, value)
+    return args
 
 
 def redis_calls(client: redis.Redis) -> dict[str, int]:

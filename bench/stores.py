@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import signal
 import sqlite3
 import statistics
 import sys
@@ -31,7 +30,7 @@ from flask import Flask
 
 from . import lean
 from .run import drive
-from .servers import databases, gunicorn, worker_cpu_seconds
+from .servers import databases, gunicorn, parse_with_presets, worker_cpu_seconds
 
 VARIANTS = ("lean", "lean_floor", "lean_once")
 STORES = ("postgres", "pgbouncer", "sqlite")
@@ -197,13 +196,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--concurrency", type=int, default=8, help="virtual users (default 8)")
     parser.add_argument("--seconds", type=float, default=6, help="a variant a repetition")
     parser.add_argument("--repetitions", type=int, default=3, help="figures: min/median/max")
-    args = parser.parse_args(argv)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    given = {a.split("=")[0].removeprefix("--") for a in argv}
-    for preset, values in ((args.quick, QUICK), (args.smoke, SMOKE)):
-        for key, value in values.items() if preset else ():
-            if key not in given:
-                setattr(args, key, value)
+    args = parse_with_presets(parser, argv, {"quick": QUICK, "smoke": SMOKE})
     if shutil.which("pgbouncer") is None and not os.access("/usr/sbin/pgbouncer", os.X_OK):
         print("no PgBouncer: run 'apt-get install pgbouncer' as root", file=sys.stderr)
         return 2
