@@ -4,8 +4,8 @@
 # saying how to get it.
 
 # debian_server PACKAGE PROGRAM WHAT [SERVICE]: install PACKAGE unless PROGRAM (a name,
-# or a path) is on the PATH or in /usr/sbin, for WHAT (the tests that need it); SERVICE (PACKAGE unless given)
-# is the service apt-get starts, stopped and disabled.
+# or a path) is on the PATH or in /usr/sbin, for WHAT (the tests that need it); SERVICE
+# (PACKAGE unless given) is the service apt-get starts, stopped and disabled.
 debian_server() {
   local package=$1 program=$2 what=$3 service=${4:-$1}
   if command -v "$program" >/dev/null || [ -x "/usr/sbin/$program" ]; then

@@ -1,8 +1,8 @@
 # Sourced by scripts/run and scripts/test: make .venv (once) and install into it the
 # library (flask-submit-once/, editable) and the shop with the extras given as $1.
 # The shop depends on the library by name, and the library is not fetched from an index:
-# installing it first (or in the same uv command) is what satisfies that. Re-installs only when a pyproject.toml or
-# setup.py changed since the last install.
+# installing it first (or in the same uv command) is what satisfies that. Re-installs
+# only when a pyproject.toml or setup.py changed since the last install.
 python3 -m venv --help >/dev/null 2>&1 || { echo "python3 with venv is required" >&2; exit 1; }
 [ -x .venv/bin/python ] || python3 -m venv .venv
 stamp=".venv/.installed-$(cat pyproject.toml setup.py flask-submit-once/pyproject.toml | sha256sum | cut -c1-16)-$(echo "$1" | tr -c 'a-z' _)"
