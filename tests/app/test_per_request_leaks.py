@@ -2,7 +2,7 @@
 pool of 100, 1,000 each (``LEAK_REQUESTS``), in every run.
 
 The house rule: anything made per request is tested at 10× its pool, counting the
-connections, files and keys it leaves. On dc90f8e
+connections (Redis and PostgreSQL), files and keys it leaves. On dc90f8e
 ``idempotency_claims()`` and ``event_claims()`` built a TokenStore per request, and each
 took one connection from the pool that the pool never got back (its socket closed when the
 store was collected, but the pool still counted it): this test failed there (at 1,000) with
@@ -30,6 +30,7 @@ from pathlib import Path
 
 import pytest
 import redis
+from sqlalchemy import Engine, text
 
 from tests.support.api_client import new_api_key
 from tests.support.live import Connection, LiveServer, Response, payment
@@ -78,6 +79,21 @@ def app_connections(rdb: redis.Redis, worker: int) -> int:
         for client in rdb.client_list(_type="normal")
         if client.get("name") != TEST_CLIENT and int(client["addr"].rsplit(":", 1)[1]) in ports
     )
+
+
+def database_connections(engine: Engine, worker: int) -> tuple[int, int]:
+    """The worker's connections to PostgreSQL (the backends whose client port is one of the
+    worker's sockets), and how many of them are idle in a transaction."""
+    ports = local_ports(worker)
+    with engine.connect() as conn:
+        states = [
+            state
+            for port, state in conn.execute(
+                text("SELECT client_port, state FROM pg_stat_activity WHERE client_port > 0")
+            )
+            if port in ports
+        ]
+    return len(states), states.count("idle in transaction")
 
 
 def local_ports(pid: int) -> set[int]:
@@ -158,6 +174,7 @@ def test_api_orders_and_webhooks_past_the_pool_through_one_worker_leave_no_conne
         )
         after = app_connections(rdb, worker)
         files_after = open_files(worker)
+        database_after, idle_in_transaction = database_connections(servers.engine, worker)
         assert live.worker_pids() == [worker], "the worker was replaced mid-test"
     left = keys_by_kind(rdb) - keys_before
     ttls = {rdb.ttl(key) > 0 for key in rdb.scan_iter(count=1000) if key.startswith("so:")}
@@ -170,7 +187,9 @@ def test_api_orders_and_webhooks_past_the_pool_through_one_worker_leave_no_conne
         f"before {before}, during {orders.connections} / {events.connections}, after "
         f"{after} (min {min(samples)}, max {max(samples)}; pool bound {pool_bound}, "
         f"threads {WEB_THREADS}); worker's open files before {files_before}, after the first "
-        f"{SAMPLE_EVERY} {orders.files[0]}, after {files_after}; keys left {dict(left)}"
+        f"{SAMPLE_EVERY} {orders.files[0]}, after {files_after}; its PostgreSQL connections "
+        f"after {database_after} ({idle_in_transaction} idle in transaction); keys left "
+        f"{dict(left)}"
     )
 
     assert orders.statuses == {201: REQUESTS}, orders.statuses
@@ -182,6 +201,9 @@ def test_api_orders_and_webhooks_past_the_pool_through_one_worker_leave_no_conne
     # One connection per thread at most: far under the pool's 100, and flat from the
     # first sample to the last rather than one more per request.
     assert max(samples) <= WEB_THREADS < pool_bound, samples
+    # The database pool keeps some connections (the count sees them), no more than one a
+    # thread, none in a transaction.
+    assert 1 <= database_after <= WEB_THREADS and idle_in_transaction == 0
     # The pools fill during the first 100 answers; from then on no file may stay open.
     assert files_after - orders.files[0] <= FD_GROWTH, (orders.files, events.files)
     # One claim each (the API's keys and the webhook's event ids, both "so:<digest>"),
